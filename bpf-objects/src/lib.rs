@@ -1,0 +1,121 @@
+//! The XDP object built from `xdp/`, embedded in the binary, and the one
+//! loader every userspace user of it goes through.
+//!
+//! Loading refuses an object whose recorded layout version differs from the
+//! running userspace's [`linecard_common::LAYOUT_VERSION`]: a stale object
+//! must fail loudly, not misread map values.
+
+use object::{Object, ObjectSection, ObjectSymbol};
+
+include!(concat!(env!("OUT_DIR"), "/ebpf_status.rs"));
+
+// Aligned: the ELF parser reads headers in place and needs 8-byte alignment.
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/linecard-xdp.o"));
+
+/// Why the XDP object cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectError {
+    #[error("built without eBPF: {0}; rebuild after `bash .ci/install-deps` to get the XDP programs")]
+    BuiltWithout(&'static str),
+    #[error("the XDP object has no readable LC_LAYOUT_VERSION symbol ({0}); it was not built from this tree")]
+    NoLayoutVersion(String),
+    #[error("stale XDP object: built for layout version {object}, this binary expects {expected}; rebuild")]
+    LayoutMismatch { object: u32, expected: u32 },
+    #[error("loading the XDP object into the kernel failed: {0} (are you root, and does the kernel have BPF?)")]
+    Load(#[from] aya::EbpfError),
+}
+
+/// The embedded object bytes, checked against this binary's layout version.
+pub fn object() -> Result<&'static [u8], ObjectError> {
+    if let Some(reason) = UNAVAILABLE_REASON {
+        return Err(ObjectError::BuiltWithout(reason));
+    }
+    check_layout(OBJECT)?;
+    Ok(OBJECT)
+}
+
+/// Loads the embedded object into the kernel (programs not yet attached).
+pub fn load() -> Result<aya::Ebpf, ObjectError> {
+    Ok(aya::Ebpf::load(object()?)?)
+}
+
+/// Checks the `LC_LAYOUT_VERSION` symbol an object carries.
+pub fn check_layout(elf: &[u8]) -> Result<(), ObjectError> {
+    let version = layout_version(elf)?;
+    if version != linecard_common::LAYOUT_VERSION {
+        return Err(ObjectError::LayoutMismatch {
+            object: version,
+            expected: linecard_common::LAYOUT_VERSION,
+        });
+    }
+    Ok(())
+}
+
+/// Reads the layout version an object was built with.
+pub fn layout_version(elf: &[u8]) -> Result<u32, ObjectError> {
+    let at = layout_version_offset(elf)?;
+    let bytes: [u8; 4] = elf[at..at + 4].try_into().expect("range checked by the locator");
+    Ok(u32::from_le_bytes(bytes))
+}
+
+/// File offset of the `LC_LAYOUT_VERSION` value inside an object.
+fn layout_version_offset(elf: &[u8]) -> Result<usize, ObjectError> {
+    let bad = |why: &str| ObjectError::NoLayoutVersion(why.to_string());
+    let file = object::File::parse(elf).map_err(|e| bad(&e.to_string()))?;
+    let symbol = file
+        .symbols()
+        .find(|s| s.name() == Ok("LC_LAYOUT_VERSION"))
+        .ok_or_else(|| bad("symbol missing"))?;
+    let section = symbol
+        .section_index()
+        .and_then(|i| file.section_by_index(i).ok())
+        .ok_or_else(|| bad("symbol has no section"))?;
+    let (section_start, section_len) = section.file_range().ok_or_else(|| bad("section has no file data"))?;
+    let within = symbol.address().checked_sub(section.address()).ok_or_else(|| bad("symbol before its section"))?;
+    if within + 4 > section_len {
+        return Err(bad("symbol outside its section"));
+    }
+    usize::try_from(section_start + within).map_err(|_| bad("offset overflows usize"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_object_matches_layout_or_explains_why_not() {
+        match object() {
+            Ok(bytes) => assert!(bytes.starts_with(b"\x7fELF"), "embedded object is not ELF"),
+            Err(ObjectError::BuiltWithout(reason)) => {
+                assert!(
+                    std::env::var_os("LINECARD_REQUIRE_EBPF").is_none(),
+                    "CI requires eBPF but the object was built without it: {reason}"
+                );
+                eprintln!("skipped: built without eBPF: {reason}");
+            }
+            Err(e) => panic!("embedded object unusable: {e}"),
+        }
+    }
+
+    #[test]
+    fn stale_object_is_refused() {
+        let Ok(bytes) = object() else {
+            eprintln!("skipped: built without eBPF");
+            return;
+        };
+        let mut stale = bytes.to_vec();
+        let at = layout_version_offset(&stale).unwrap();
+        stale[at..at + 4].copy_from_slice(&(linecard_common::LAYOUT_VERSION + 1).to_le_bytes());
+        match check_layout(&stale) {
+            Err(ObjectError::LayoutMismatch { object, expected }) => {
+                assert_eq!((object, expected), (expected + 1, linecard_common::LAYOUT_VERSION));
+            }
+            other => panic!("a stale object was not refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn garbage_is_refused_with_a_reason() {
+        assert!(matches!(layout_version(b"not an elf"), Err(ObjectError::NoLayoutVersion(_))));
+    }
+}

@@ -1,0 +1,1 @@
+//! Capture analyzer (see issue 3).

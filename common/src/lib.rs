@@ -1,0 +1,35 @@
+//! Types shared by the BPF programs in `xdp/` and the userspace that loads
+//! them (`engine/`, `harness/`).
+//!
+//! This is the one definition of every map key, map value and name both sides
+//! use: a hand-synchronised copy of a struct is how the kernel and userspace
+//! start reading different offsets from the same bytes. Every type here is
+//! `#[repr(C)]`, has no implicit padding (fields are ordered and sized so that
+//! none is needed), and has its size and offsets pinned by a test below.
+#![no_std]
+
+pub mod placement;
+
+/// Program and map names, as they appear in the ELF object.
+///
+/// Userspace looks programs and maps up by these strings; the BPF side names
+/// its items with the same identifiers, so a rename breaks the layout test
+/// instead of failing at load time with "program not found".
+pub mod names {
+    /// XDP program that lets every frame through (`XDP_PASS`).
+    ///
+    /// Attached to the lab's bridge ports that face an XDP_TX sender: on veth,
+    /// frames sent with XDP_TX are silently dropped unless the receiving end
+    /// runs an XDP program (its NAPI instance only exists then).
+    pub const PASS_PROGRAM: &str = "lc_pass";
+    /// XDP program that counts frames per CPU and passes them
+    /// (see [`crate::placement`]).
+    pub const PLACEMENT_PROGRAM: &str = "lc_placement";
+    /// Per-CPU array of one [`crate::placement::PlacementCount`].
+    pub const PLACEMENT_MAP: &str = "LC_PLACEMENT";
+}
+
+/// Bumped whenever a shared type changes layout. The object records the
+/// version it was built with, and the loader refuses a mismatch so that a
+/// stale object fails loudly instead of misreading maps.
+pub const LAYOUT_VERSION: u32 = 1;
