@@ -94,8 +94,12 @@ fn missing_toolchain() -> Option<String> {
             "rust-src is missing (run `rustup component add rust-src --toolchain {BPF_TOOLCHAIN}`)"
         ));
     }
-    if Command::new("bpf-linker").arg("--version").output().is_err() {
-        return Some("bpf-linker is not on PATH (run `bash .ci/install-deps`)".to_string());
+    if Command::new("bpf-linker")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        return Some("bpf-linker is not on PATH (run `bash scripts/install-deps.sh`)".to_string());
     }
     None
 }
@@ -103,28 +107,47 @@ fn missing_toolchain() -> Option<String> {
 fn build_object(workspace: &Path, out_dir: &Path, object_path: &Path) {
     let target_dir = out_dir.join("bpf-target");
     let mut cmd = Command::new("rustup");
-    cmd.args(["run", BPF_TOOLCHAIN, "cargo", "build", "--release", "--locked"])
-        .args(["--package", "linecard-xdp", "--target", BPF_TARGET])
-        .args(["-Z", "build-std=core"])
-        .arg("--manifest-path")
-        .arg(workspace.join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target_dir);
+    cmd.args([
+        "run",
+        BPF_TOOLCHAIN,
+        "cargo",
+        "build",
+        "--release",
+        "--locked",
+    ])
+    .args(["--package", "linecard-xdp", "--target", BPF_TARGET])
+    .args(["-Z", "build-std=core"])
+    .arg("--manifest-path")
+    .arg(workspace.join("Cargo.toml"))
+    .arg("--target-dir")
+    .arg(&target_dir);
     // The outer cargo's settings are for the host build; none of them may
     // leak into the BPF build.
     for (key, _) in env::vars_os() {
         let key = key.to_string_lossy();
-        if key.starts_with("CARGO_") || key.starts_with("RUSTC") || key == "RUSTFLAGS" || key == "RUSTUP_TOOLCHAIN" {
+        if key.starts_with("CARGO_")
+            || key.starts_with("RUSTC")
+            || key == "RUSTFLAGS"
+            || key == "RUSTUP_TOOLCHAIN"
+        {
             cmd.env_remove(key.as_ref());
         }
     }
     // BTF is required for maps holding a bpf_timer; debuginfo feeds it.
-    cmd.env("CARGO_ENCODED_RUSTFLAGS", "-Cdebuginfo=2\x1f-Clink-arg=--btf");
-    let status = cmd.status().expect("failed to run rustup for the BPF build");
+    cmd.env(
+        "CARGO_ENCODED_RUSTFLAGS",
+        "-Cdebuginfo=2\x1f-Clink-arg=--btf",
+    );
+    let status = cmd
+        .status()
+        .expect("failed to run rustup for the BPF build");
     if !status.success() {
         panic!("building xdp/ for {BPF_TARGET} failed ({status}); set LINECARD_NO_EBPF=1 to build without eBPF");
     }
-    let built = target_dir.join(BPF_TARGET).join("release").join("linecard-xdp");
+    let built = target_dir
+        .join(BPF_TARGET)
+        .join("release")
+        .join("linecard-xdp");
     fs::copy(&built, object_path)
         .unwrap_or_else(|e| panic!("copying {} failed: {e}", built.display()));
 }

@@ -15,7 +15,7 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/li
 /// Why the XDP object cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ObjectError {
-    #[error("built without eBPF: {0}; rebuild after `bash .ci/install-deps` to get the XDP programs")]
+    #[error("built without eBPF: {0}; rebuild after `bash scripts/install-deps.sh` to get the XDP programs")]
     BuiltWithout(&'static str),
     #[error("the XDP object has no readable LC_LAYOUT_VERSION symbol ({0}); it was not built from this tree")]
     NoLayoutVersion(String),
@@ -54,7 +54,9 @@ pub fn check_layout(elf: &[u8]) -> Result<(), ObjectError> {
 /// Reads the layout version an object was built with.
 pub fn layout_version(elf: &[u8]) -> Result<u32, ObjectError> {
     let at = layout_version_offset(elf)?;
-    let bytes: [u8; 4] = elf[at..at + 4].try_into().expect("range checked by the locator");
+    let bytes: [u8; 4] = elf[at..at + 4]
+        .try_into()
+        .expect("range checked by the locator");
     Ok(u32::from_le_bytes(bytes))
 }
 
@@ -70,8 +72,13 @@ fn layout_version_offset(elf: &[u8]) -> Result<usize, ObjectError> {
         .section_index()
         .and_then(|i| file.section_by_index(i).ok())
         .ok_or_else(|| bad("symbol has no section"))?;
-    let (section_start, section_len) = section.file_range().ok_or_else(|| bad("section has no file data"))?;
-    let within = symbol.address().checked_sub(section.address()).ok_or_else(|| bad("symbol before its section"))?;
+    let (section_start, section_len) = section
+        .file_range()
+        .ok_or_else(|| bad("section has no file data"))?;
+    let within = symbol
+        .address()
+        .checked_sub(section.address())
+        .ok_or_else(|| bad("symbol before its section"))?;
     if within + 4 > section_len {
         return Err(bad("symbol outside its section"));
     }
@@ -108,7 +115,10 @@ mod tests {
         stale[at..at + 4].copy_from_slice(&(linecard_common::LAYOUT_VERSION + 1).to_le_bytes());
         match check_layout(&stale) {
             Err(ObjectError::LayoutMismatch { object, expected }) => {
-                assert_eq!((object, expected), (expected + 1, linecard_common::LAYOUT_VERSION));
+                assert_eq!(
+                    (object, expected),
+                    (expected + 1, linecard_common::LAYOUT_VERSION)
+                );
             }
             other => panic!("a stale object was not refused: {other:?}"),
         }
@@ -116,6 +126,9 @@ mod tests {
 
     #[test]
     fn garbage_is_refused_with_a_reason() {
-        assert!(matches!(layout_version(b"not an elf"), Err(ObjectError::NoLayoutVersion(_))));
+        assert!(matches!(
+            layout_version(b"not an elf"),
+            Err(ObjectError::NoLayoutVersion(_))
+        ));
     }
 }

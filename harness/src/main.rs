@@ -1,1 +1,178 @@
-fn main() {}
+//! `linecard`: the harness CLI. Data goes to stdout, logs to stderr.
+//!
+//! Exit codes (shared/DESIGN.md): 0 success; 1 a check or gate failed;
+//! 2 usage or input error (including an environment that cannot run the
+//! command, with the fix in the message).
+
+mod lab;
+mod sys;
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "linecard",
+    version,
+    about = "Can BFD on a plain Linux box hold 3 x 10 ms while the box is busy? Measure it.",
+    long_about = "linecard brings up a lab, runs BFD engines against real peers under stress, \
+                  captures packets on an observer outside the device under test, and turns \
+                  the captures into gap distributions, flaps and maxima.\n\n\
+                  Start with `linecard lab up`, then `linecard lab check`."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Bring up, inspect, check and tear down the local lab (network namespaces on this machine)
+    #[command(subcommand)]
+    Lab(LabCommand),
+}
+
+#[derive(Subcommand)]
+enum LabCommand {
+    /// Create the lab: namespaces lc-dut, lc-peer, lc-spare around a bridge in lc-obs,
+    /// cpusets lc-dut and lc-rest, RPS steering to the DUT's CPUs. Idempotent.
+    Up {
+        /// CPUs for the DUT (kernel list format, e.g. "1" or "2-3"); default: the last CPU
+        #[arg(long)]
+        dut_cpus: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Remove everything the lab created (anything named lc-*), also after a crash
+    Down {
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Show the lab's hosts, addresses, MACs, ports and CPU sets; exit 1 if it is not fully up
+    Status {
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Prove with a per-CPU counter that the DUT's XDP program runs on the DUT's CPUs
+    Check {
+        /// Turn RPS steering off during the check; the check must then fail
+        /// and name the sender's CPU (proof that it can fail)
+        #[arg(long)]
+        no_steering: bool,
+        /// Echo requests the peer sends, 5 ms apart
+        #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(20..=10_000))]
+        packets: u32,
+        #[command(flatten)]
+        output: Output,
+    },
+}
+
+#[derive(Args)]
+struct Output {
+    /// Print JSON on stdout instead of a table
+    #[arg(long)]
+    json: bool,
+}
+
+fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Lab(command) => run_lab(command),
+    }
+}
+
+fn run_lab(command: LabCommand) -> Result<ExitCode> {
+    match command {
+        LabCommand::Up { dut_cpus, output } => {
+            let mut options = lab::LabOptions::detect()?;
+            if let Some(list) = dut_cpus {
+                options.dut_cpus = lab::spec::parse_cpu_list(&list).ok_or_else(|| {
+                    anyhow::anyhow!("--dut-cpus {list:?} is not a CPU list like \"1\" or \"2-3\"")
+                })?;
+            }
+            let status = lab::up(&options)?;
+            if output.json {
+                print_json(&status)?;
+            } else {
+                print!("{}", lab::status::render(&status));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        LabCommand::Down { output } => {
+            let removed = lab::down()?;
+            if output.json {
+                print_json(&removed)?;
+            } else {
+                println!(
+                    "removed: {} namespaces, {} cpusets, {} processes{}",
+                    removed.namespaces.len(),
+                    removed.cpusets.len(),
+                    removed.processes.len(),
+                    if removed.bpf_pins {
+                        ", pinned XDP links"
+                    } else {
+                        ""
+                    }
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        LabCommand::Status { output } => {
+            lab::preflight()?;
+            let status = lab::status::read()?;
+            if output.json {
+                print_json(&status)?;
+            } else {
+                print!("{}", lab::status::render(&status));
+            }
+            Ok(if status.up {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        LabCommand::Check {
+            no_steering,
+            packets,
+            output,
+        } => {
+            let report = lab::check::run(&lab::check::CheckOptions {
+                steering: !no_steering,
+                packets,
+            })?;
+            if output.json {
+                print_json(&report)?;
+            } else {
+                for c in &report.per_cpu {
+                    println!("  cpu {:>3}: {:>7} frames", c.cpu, c.frames);
+                }
+                println!(
+                    "{}: {}",
+                    if report.passed { "PASS" } else { "FAIL" },
+                    report.verdict
+                );
+            }
+            Ok(if report.passed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! linecardd, the engine under test: an RFC 5880/5881/5883 BFD daemon with
+//! pluggable transmit backends.
+//!
+//! The engine knows nothing of the harness; the harness drives `linecardd`
+//! as a process, through its config file, control socket and CLI.
+
+pub mod backend;

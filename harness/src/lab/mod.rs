@@ -1,0 +1,425 @@
+//! The local lab: network namespaces on one machine, a bridge in an observer
+//! namespace, cpusets for the DUT and for everything else (`linecard lab`).
+//!
+//! `up` is idempotent: a healthy lab is left alone, a half-created one (a
+//! crash mid-`up`) is removed and rebuilt. `down` removes everything whose
+//! name carries [`spec::PREFIX`], whether or not this process created it.
+
+pub mod check;
+pub mod spec;
+pub mod status;
+
+use crate::sys::{self, IP};
+use anyhow::{bail, Context, Result};
+use spec::{Host, BPF_PIN_DIR, BRIDGE, HOSTS, HOST_IFACE, OBSERVER_NS, PREFIX};
+pub use status::LabStatus;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// How the lab is laid out on this machine's CPUs.
+#[derive(Clone, Debug)]
+pub struct LabOptions {
+    /// The DUT's CPUs; everything else gets the remaining ones.
+    pub dut_cpus: Vec<usize>,
+}
+
+impl LabOptions {
+    /// Default: the last CPU for the DUT, the rest for everything else.
+    pub fn detect() -> Result<Self> {
+        let online = online_cpus()?;
+        if online.len() < 2 {
+            bail!("the lab needs at least 2 online CPUs (one for the DUT, one for the rest); this machine has {}", online.len());
+        }
+        Ok(Self {
+            dut_cpus: vec![*online.last().unwrap()],
+        })
+    }
+
+    pub fn rest_cpus(&self) -> Result<Vec<usize>> {
+        Ok(online_cpus()?
+            .into_iter()
+            .filter(|c| !self.dut_cpus.contains(c))
+            .collect())
+    }
+
+    fn validate(&self) -> Result<()> {
+        let online = online_cpus()?;
+        if self.dut_cpus.is_empty() {
+            bail!("--dut-cpus is empty");
+        }
+        if let Some(cpu) = self.dut_cpus.iter().find(|c| !online.contains(c)) {
+            bail!(
+                "--dut-cpus names CPU {cpu}, which is not online (online: {})",
+                spec::format_cpu_list(&online)
+            );
+        }
+        if self.rest_cpus()?.is_empty() {
+            bail!(
+                "--dut-cpus takes every CPU; leave at least one for the peer, observer and harness"
+            );
+        }
+        Ok(())
+    }
+}
+
+pub fn online_cpus() -> Result<Vec<usize>> {
+    let list = std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .context("reading the online CPU list")?;
+    spec::parse_cpu_list(&list).context("parsing /sys/devices/system/cpu/online")
+}
+
+/// Checks what every lab command needs, with the fix in each message.
+pub fn preflight() -> Result<()> {
+    sys::require_root("the lab")?;
+    sys::require_tool(IP)?;
+    sys::require_tool(sys::PING)?;
+    let cpuset = Path::new(spec::CPUSET_ROOT);
+    if !cpuset.join("cpuset.cpus").exists() {
+        bail!(
+            "the cgroup v1 cpuset controller is not mounted at {}; mount it with \
+             `mkdir -p {0} && mount -t cgroup -o cpuset cpuset {0}`",
+            spec::CPUSET_ROOT
+        );
+    }
+    Ok(())
+}
+
+/// Brings the lab up; see the module documentation for idempotence.
+pub fn up(options: &LabOptions) -> Result<LabStatus> {
+    preflight()?;
+    options.validate()?;
+    let before = status::read()?;
+    if before.up && before.dut_cpus() == options.dut_cpus {
+        eprintln!("lab already up");
+        return Ok(before);
+    }
+    if before.anything_present() {
+        eprintln!(
+            "found a partial or differently shaped lab; removing it first: {}",
+            before.problems.join("; ")
+        );
+        down()?;
+    }
+    build(options).inspect_err(|_| {
+        eprintln!("lab bring-up failed; run `linecard lab down` to remove what was created");
+    })?;
+    wait_reachable()?;
+    let after = status::read()?;
+    if !after.up {
+        bail!("the lab came up incomplete: {}", after.problems.join("; "));
+    }
+    Ok(after)
+}
+
+fn ip(args: &[&str]) -> Result<()> {
+    sys::run("ip", args).map(drop)
+}
+
+/// Runs a shell snippet inside a namespace (`ip netns exec` remounts /sys so
+/// that sysfs shows the namespace's own interfaces).
+fn netns_sh(ns: &str, script: &str) -> Result<String> {
+    sys::run("ip", ["netns", "exec", ns, "sh", "-c", script])
+}
+
+fn build(options: &LabOptions) -> Result<()> {
+    for ns in std::iter::once(OBSERVER_NS).chain(HOSTS.iter().map(|h| h.namespace)) {
+        ip(&["netns", "add", ns])?;
+        ip(&["-n", ns, "link", "set", "lo", "up"])?;
+    }
+    // The observer only forwards and captures: no addresses, and no IPv6
+    // router solicitations or MLD reports of its own in the captures.
+    netns_sh(
+        OBSERVER_NS,
+        "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1",
+    )?;
+    ip(&[
+        "-n",
+        OBSERVER_NS,
+        "link",
+        "add",
+        BRIDGE,
+        "type",
+        "bridge",
+        "stp_state",
+        "0",
+        "mcast_snooping",
+        "0",
+    ])?;
+    ip(&["-n", OBSERVER_NS, "link", "set", BRIDGE, "up"])?;
+    for host in HOSTS {
+        add_host(&host)?;
+    }
+    make_cpusets(options)?;
+    steer_receive_path(&options.dut_cpus)?;
+    attach_pass_programs()?;
+    Ok(())
+}
+
+fn add_host(host: &Host) -> Result<()> {
+    let port_mac = spec::bridge_port_mac(host);
+    // Both ends are created directly in their namespaces: nothing ever
+    // appears in the root namespace, so a crash cannot leave a veth there.
+    ip(&[
+        "link",
+        "add",
+        "name",
+        HOST_IFACE,
+        "address",
+        host.mac,
+        "netns",
+        host.namespace,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        host.bridge_port,
+        "address",
+        &port_mac,
+        "netns",
+        OBSERVER_NS,
+    ])?;
+    ip(&[
+        "-n",
+        OBSERVER_NS,
+        "link",
+        "set",
+        host.bridge_port,
+        "master",
+        BRIDGE,
+        "up",
+    ])?;
+    let ns = host.namespace;
+    netns_sh(
+        ns,
+        "sysctl -qw net.ipv6.conf.all.accept_ra=0 net.ipv6.conf.default.accept_ra=0",
+    )?;
+    ip(&[
+        "-n",
+        ns,
+        "addr",
+        "add",
+        &format!("{}/{}", host.ipv4, spec::IPV4_PREFIX_LEN),
+        "dev",
+        HOST_IFACE,
+    ])?;
+    // nodad: the address is usable at once, so readiness needs no sleep.
+    ip(&[
+        "-n",
+        ns,
+        "addr",
+        "add",
+        &format!("{}/{}", host.ipv6, spec::IPV6_PREFIX_LEN),
+        "dev",
+        HOST_IFACE,
+        "nodad",
+    ])?;
+    ip(&["-n", ns, "link", "set", HOST_IFACE, "up"])?;
+    Ok(())
+}
+
+fn make_cpusets(options: &LabOptions) -> Result<()> {
+    let mems = std::fs::read_to_string(Path::new(spec::CPUSET_ROOT).join("cpuset.mems"))?;
+    for (name, cpus) in [
+        (spec::DUT_CPUSET, options.dut_cpus.clone()),
+        (spec::REST_CPUSET, options.rest_cpus()?),
+    ] {
+        let dir = spec::cpuset_dir(name);
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("creating cpuset {}", dir.display()))?;
+        // mems before cpus: a cpuset without mems accepts no tasks.
+        std::fs::write(dir.join("cpuset.mems"), mems.trim())?;
+        std::fs::write(dir.join("cpuset.cpus"), spec::format_cpu_list(&cpus))
+            .with_context(|| format!("writing {}/cpuset.cpus", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// With plain veth the receiver's processing (XDP included) runs on the
+/// sender's CPU. RPS on the bridge ports facing the DUT's neighbours moves
+/// the DUT's receive path onto the DUT's CPUs in softirq, as a NIC interrupt
+/// affined to the DUT would (`shared/DESIGN.md`, receive-path placement).
+fn steer_receive_path(dut_cpus: &[usize]) -> Result<()> {
+    set_rps(&spec::PEER, dut_cpus)?;
+    set_rps(&spec::SPARE, dut_cpus)
+}
+
+/// Writes the RPS mask of a host's bridge port (empty `cpus`: steering off).
+pub fn set_rps(host: &Host, cpus: &[usize]) -> Result<()> {
+    let mask = if cpus.is_empty() {
+        "0".to_string()
+    } else {
+        spec::cpu_mask(cpus)
+    };
+    netns_sh(
+        OBSERVER_NS,
+        &format!(
+            "echo {mask} > /sys/class/net/{}/queues/rx-0/rps_cpus",
+            host.bridge_port
+        ),
+    )
+    .map(drop)
+    .with_context(|| format!("setting RPS on {}", host.bridge_port))
+}
+
+/// XDP_TX on a veth is dropped silently unless the other end runs an XDP
+/// program; the DUT may XDP_TX, so its bridge port gets an XDP_PASS program.
+/// The link is pinned so it outlives this command.
+fn attach_pass_programs() -> Result<()> {
+    ensure_bpffs()?;
+    std::fs::create_dir_all(BPF_PIN_DIR).with_context(|| format!("creating {BPF_PIN_DIR}"))?;
+    let port = spec::DUT.bridge_port;
+    let pin = Path::new(BPF_PIN_DIR).join(format!("pass-{port}"));
+    sys::in_netns(OBSERVER_NS, || {
+        let mut bpf = linecard_bpf_objects::load()?;
+        let program: &mut aya::programs::Xdp = bpf
+            .program_mut(linecard_common::names::PASS_PROGRAM)
+            .context("the XDP object has no pass program")?
+            .try_into()?;
+        program.load()?;
+        let link_id = program
+            .attach(port, aya::programs::XdpFlags::DRV_MODE)
+            .with_context(|| format!("attaching XDP_PASS to {port} in native mode"))?;
+        let link = aya::programs::links::FdLink::try_from(program.take_link(link_id)?)?;
+        link.pin(&pin)
+            .with_context(|| format!("pinning {}", pin.display()))?;
+        Ok(())
+    })
+}
+
+/// Mounts the BPF filesystem at /sys/fs/bpf when it is not mounted yet.
+fn ensure_bpffs() -> Result<()> {
+    const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
+    let path = std::ffi::CString::new("/sys/fs/bpf").unwrap();
+    // SAFETY: statfs writes into the zeroed struct we pass; path is valid.
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(path.as_ptr(), &mut stat) } == 0 && stat.f_type as i64 == BPF_FS_MAGIC
+    {
+        return Ok(());
+    }
+    std::fs::create_dir_all("/sys/fs/bpf")?;
+    sys::run("mount", ["-t", "bpf", "bpf", "/sys/fs/bpf"])
+        .map(drop)
+        .context(
+            "mounting the BPF filesystem at /sys/fs/bpf (needed to keep lab XDP programs attached)",
+        )
+}
+
+/// Readiness: the DUT reaches the peer over IPv4 and IPv6 (bounded retries,
+/// no fixed sleep).
+fn wait_reachable() -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for target in [spec::PEER.ipv4, spec::PEER.ipv6] {
+        loop {
+            let out = sys::try_output(
+                "ip",
+                [
+                    "netns",
+                    "exec",
+                    spec::DUT.namespace,
+                    "ping",
+                    "-c",
+                    "1",
+                    "-W",
+                    "1",
+                    target,
+                ],
+            )?;
+            if out.status.success() {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "the lab is built but {} cannot reach {target}",
+                    spec::DUT.namespace
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What `down` removed.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Removed {
+    pub processes: Vec<u32>,
+    pub namespaces: Vec<String>,
+    pub cpusets: Vec<String>,
+    pub bpf_pins: bool,
+}
+
+/// Removes everything carrying the prefix, also after a crash.
+pub fn down() -> Result<Removed> {
+    preflight()?;
+    let mut removed = Removed::default();
+    let namespaces = status::lab_namespaces()?;
+    let cpusets = status::lab_cpusets()?;
+
+    // Processes first: a namespace with processes in it outlives `ip netns
+    // delete`, and a cpuset with tasks cannot be removed.
+    let mut pids: Vec<u32> = Vec::new();
+    for ns in &namespaces {
+        let out = sys::try_output("ip", ["netns", "pids", ns])?;
+        pids.extend(
+            String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok()),
+        );
+    }
+    for name in &cpusets {
+        pids.extend(status::cpuset_tasks(name));
+    }
+    let own = std::process::id();
+    pids.retain(|&p| p != own);
+    pids.sort_unstable();
+    pids.dedup();
+    terminate(&pids);
+    removed.processes = pids;
+
+    if Path::new(BPF_PIN_DIR).exists() {
+        std::fs::remove_dir_all(BPF_PIN_DIR).with_context(|| format!("removing {BPF_PIN_DIR}"))?;
+        removed.bpf_pins = true;
+    }
+    for ns in namespaces {
+        ip(&["netns", "delete", &ns])?;
+        removed.namespaces.push(ns);
+    }
+    for name in cpusets {
+        let dir = spec::cpuset_dir(&name);
+        // Anything still inside (a task that ignored SIGKILL while exiting)
+        // moves to the root cpuset so the directory can go.
+        for pid in status::cpuset_tasks(&name) {
+            let _ = std::fs::write(Path::new(spec::CPUSET_ROOT).join("tasks"), pid.to_string());
+        }
+        std::fs::remove_dir(&dir).with_context(|| format!("removing cpuset {}", dir.display()))?;
+        removed.cpusets.push(name);
+    }
+    // Links a crashed older build may have left in the root namespace.
+    let links = sys::run("ip", ["-o", "link", "show"])?;
+    for name in links
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1))
+        .map(|n| n.split('@').next().unwrap_or(n))
+    {
+        if name.starts_with(PREFIX) {
+            ip(&["link", "delete", name])?;
+        }
+    }
+    Ok(removed)
+}
+
+/// SIGTERM, then SIGKILL whatever is still alive after 2 s.
+fn terminate(pids: &[u32]) {
+    let alive = |pid: u32| Path::new(&format!("/proc/{pid}")).exists();
+    for &pid in pids {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while pids.iter().any(|&p| alive(p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for &pid in pids.iter().filter(|&&p| alive(p)) {
+        // SAFETY: as above.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    }
+}

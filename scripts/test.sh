@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The test command: installs what the tests need, then runs every test,
+# privileged ones included (as root they create and remove their own lab).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+# Fail instead of skipping when eBPF or root is missing: CI must test the
+# real thing, and a skipped test is not a passed one.
+export LINECARD_REQUIRE_EBPF=1 LINECARD_REQUIRE_PRIVILEGED=1
+cargo test --locked "$@"  # default members; xdp/ is built by bpf-objects
