@@ -1,1 +1,171 @@
-//! Capture analyzer (see issue 3).
+//! The capture analyzer: BFD captures in, per-flow gap distributions, flaps,
+//! budgets and latencies out. A pure library; `linecard analyze` is its CLI.
+//!
+//! Definitions follow `shared/reference/bfd-measurement.md`: a flow is one
+//! sender's packets (src, dst, src port, dst port); a gap is the time between
+//! consecutive packets of a flow; percentiles are nearest rank; a flap is the
+//! sender's state leaving Up.
+//!
+//! Invariant: this crate never depends on the engine (nor the engine on it).
+
+pub mod analysis;
+pub mod decode;
+pub mod model;
+pub mod reader;
+pub mod stats;
+
+use analysis::Analyzer;
+use decode::Decoded;
+use model::*;
+use reader::{CaptureError, CaptureReader, FrameMeta};
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+/// A named time window, nanoseconds since the epoch, `start <= ts < end`.
+#[derive(Clone, Debug)]
+pub struct Phase {
+    pub name: String,
+    pub start_ns: i64,
+    pub end_ns: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AnalyzeError {
+    #[error("{path}: cannot open: {source}")]
+    Open { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {source}")]
+    Capture { path: PathBuf, source: CaptureError },
+}
+
+struct Source {
+    path: PathBuf,
+    reader: CaptureReader<Box<dyn Read + Send>>,
+    pending: Option<FrameMeta>,
+    buf: Vec<u8>,
+    frames: u64,
+}
+
+impl Source {
+    fn advance(&mut self) -> Result<(), AnalyzeError> {
+        self.pending = self
+            .reader
+            .next_frame(&mut self.buf)
+            .map_err(|source| AnalyzeError::Capture { path: self.path.clone(), source })?;
+        if self.pending.is_some() {
+            self.frames += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Analyses captures, merged by timestamp (one file per observer port, for
+/// example), over the whole capture and within each phase.
+pub fn analyze_files(paths: &[PathBuf], phases: &[Phase]) -> Result<Analysis, AnalyzeError> {
+    let mut sources = Vec::with_capacity(paths.len());
+    for path in paths {
+        let file = File::open(path).map_err(|source| AnalyzeError::Open { path: path.clone(), source })?;
+        let read: Box<dyn Read + Send> = Box::new(BufReader::with_capacity(1 << 20, file));
+        let reader = CaptureReader::new(read).map_err(|source| AnalyzeError::Capture { path: path.clone(), source })?;
+        let mut source = Source { path: path.clone(), reader, pending: None, buf: Vec::with_capacity(256), frames: 0 };
+        source.advance()?;
+        sources.push(source);
+    }
+    let mut all = Analyzer::new(None);
+    let mut windows: Vec<Analyzer> = phases.iter().map(|p| Analyzer::new(Some((p.start_ns, p.end_ns)))).collect();
+    loop {
+        // k-way merge; with one file this is a plain loop.
+        let next = sources
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.pending.map(|m| (m.ts_ns, i)))
+            .min();
+        let Some((_, i)) = next else { break };
+        let meta = sources[i].pending.unwrap();
+        feed(&mut all, &mut windows, meta, &sources[i].buf);
+        sources[i].advance()?;
+    }
+    let files: Vec<FileSummary> = sources
+        .iter()
+        .map(|s| FileSummary {
+            path: s.path.display().to_string(),
+            frames: s.frames,
+            truncated: s.reader.notes.truncated,
+            corrupt_at_byte: s.reader.notes.corrupt_at_byte,
+            capture_drops: s.reader.notes.capture_drops,
+        })
+        .collect();
+    let all = all.finish();
+    let phases: Vec<PhaseResult> = phases
+        .iter()
+        .zip(windows)
+        .map(|(p, w)| PhaseResult { name: p.name.clone(), start_ns: p.start_ns, end_ns: p.end_ns, result: w.finish() })
+        .collect();
+    let warnings = warnings(&files, &all);
+    Ok(Analysis { schema_version: SCHEMA_VERSION, files, warnings, all, phases })
+}
+
+#[inline]
+fn feed(all: &mut Analyzer, windows: &mut [Analyzer], meta: FrameMeta, frame: &[u8]) {
+    if meta.ts_ns == i64::MIN {
+        all.integrity.untimed_frames += 1;
+        return;
+    }
+    if meta.orig_len as usize > frame.len() {
+        all.integrity.snapped_frames += 1;
+    }
+    match decode::decode(meta.link, frame) {
+        Decoded::NotBfd => all.integrity.other_frames += 1,
+        Decoded::Malformed(reason) => all.malformed(reason),
+        Decoded::Bfd(d) => {
+            all.datagram(meta.ts_ns, &d);
+            for w in windows.iter_mut().filter(|w| w.in_window(meta.ts_ns)) {
+                w.datagram(meta.ts_ns, &d);
+            }
+        }
+    }
+}
+
+fn warnings(files: &[FileSummary], all: &WindowResult) -> Vec<Warning> {
+    let mut out = Vec::new();
+    for f in files {
+        if f.truncated {
+            out.push(Warning {
+                code: "truncated-capture",
+                message: format!("{} ends inside a record (was the capture killed?); analysed what it holds", f.path),
+            });
+        }
+        if let Some(at) = f.corrupt_at_byte {
+            out.push(Warning { code: "corrupt-capture", message: format!("{}: unreadable record at byte {at}; analysed what came before", f.path) });
+        }
+        if let Some(drops) = f.capture_drops.filter(|&d| d > 0) {
+            out.push(Warning {
+                code: "capture-drops",
+                message: format!("{}: the capturing side dropped {drops} packets; gaps may be artefacts of the capture (raise the buffer: tcpdump -B)", f.path),
+            });
+        }
+    }
+    let i = &all.integrity;
+    if i.out_of_order > 0 {
+        out.push(Warning { code: "out-of-order", message: format!("{} packets had timestamps earlier than their flow's previous packet; their gaps were not counted", i.out_of_order) });
+    }
+    let malformed: u64 = i.malformed.iter().map(|(_, n)| n).sum();
+    if malformed > 0 {
+        out.push(Warning { code: "malformed-bfd", message: format!("{malformed} frames on BFD ports failed basic checks (see integrity.malformed)") });
+    }
+    if i.snapped_frames > 0 {
+        out.push(Warning { code: "snapped-frames", message: format!("{} frames were cut by the snap length; capture with -s 0", i.snapped_frames) });
+    }
+    for f in all.flows.iter().filter(|f| f.packets > 0 && f.packets < 100) {
+        out.push(Warning { code: "few-samples", message: format!("flow {}:{} -> {}:{} has only {} packets; its tail percentiles mean little", f.src, f.src_port, f.dst, f.dst_port, f.packets) });
+    }
+    if all.flows.is_empty() {
+        out.push(Warning { code: "no-bfd", message: "no BFD control packets found (ports 3784/4784)".into() });
+    }
+    out
+}
+
+/// Convenience for one path.
+pub fn analyze_file(path: &Path) -> Result<Analysis, AnalyzeError> {
+    analyze_files(&[path.to_path_buf()], &[])
+}

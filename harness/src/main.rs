@@ -4,6 +4,7 @@
 //! 2 usage or input error (including an environment that cannot run the
 //! command, with the fix in the message).
 
+mod analyze;
 mod lab;
 mod sys;
 
@@ -31,6 +32,21 @@ enum Command {
     /// Bring up, inspect, check and tear down the local lab (network namespaces on this machine)
     #[command(subcommand)]
     Lab(LabCommand),
+    /// Per-flow gap distributions, flaps, budgets and latencies from BFD captures
+    ///
+    /// Reads pcap (us or ns) and pcapng; Ethernet (VLAN), Linux cooked (SLL, SLL2) and
+    /// raw IP; UDP 3784, 4784 and 3785. Several files are merged by timestamp.
+    /// Example: linecard analyze run.pcap --phase L4=1764480000,1764480060 --json
+    Analyze {
+        /// Capture files
+        #[arg(required = true)]
+        captures: Vec<std::path::PathBuf>,
+        /// A time window analysed on its own: NAME=START,END in seconds since the epoch (repeatable)
+        #[arg(long = "phase", value_name = "NAME=START,END")]
+        phases: Vec<String>,
+        #[command(flatten)]
+        output: Output,
+    },
 }
 
 #[derive(Subcommand)]
@@ -83,6 +99,19 @@ fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Lab(command) => run_lab(command),
+        Command::Analyze { captures, phases, output } => {
+            let phases = phases.iter().map(|p| analyze::parse_phase(p)).collect::<Result<Vec<_>>>()?;
+            let analysis = analyze::run(&captures, &phases)?;
+            for w in &analysis.warnings {
+                eprintln!("warning [{}]: {}", w.code, w.message);
+            }
+            if output.json {
+                print_json(&analysis)?;
+            } else {
+                print!("{}", analyze::render(&analysis));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

@@ -1,0 +1,364 @@
+//! Per-flow and per-session state, fed one packet at a time in timestamp
+//! order. Memory grows with the number of flows, not with the capture.
+
+use crate::decode::{self, Control, Datagram, Malformed, Service, State, MALFORMED_REASONS};
+use crate::model::*;
+use crate::stats::GapStats;
+use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
+
+/// RX-clocked replies follow the packet they answer within this window.
+const REPLY_WINDOW_NS: i64 = 2_000_000;
+/// An echo not back within this long is lost.
+const ECHO_TIMEOUT_NS: i64 = 1_000_000_000;
+/// Diagnostic 1: Control Detection Time Expired (RFC 5880 section 4.1).
+const DIAG_DETECTION_EXPIRED: u8 = 1;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct FlowKey {
+    src: [u8; 16],
+    dst: [u8; 16],
+    src_port: u16,
+    dst_port: u16,
+}
+
+/// A session: the two directions between one address pair on one service.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct SessionKey {
+    low: [u8; 16],
+    high: [u8; 16],
+    service: Service,
+}
+
+#[derive(Default)]
+struct Flow {
+    packets: u64,
+    first_ts: i64,
+    last_ts: i64,
+    last: Option<Control>,
+    /// Whether this flow's last packet has been answered (reply latency).
+    last_answered: bool,
+    gaps: GapStats,
+    up_gaps: GapStats,
+    flaps: Vec<FlapEvent>,
+    over_budget: u64,
+    budget_ns: Option<u64>,
+    poll_pending_since: Option<i64>,
+    polls: u64,
+    poll_final: GapStats,
+    /// Latency of this flow's packets answering the reverse flow's.
+    replies: GapStats,
+    detection: GapStats,
+    out_of_order: u64,
+}
+
+#[derive(Default)]
+struct Session {
+    /// Current flow per direction: 0 = low -> high address, 1 = high -> low.
+    flows: [Option<usize>; 2],
+    /// Open downtime episode: (start, index into `episodes`).
+    down_since: Option<(i64, usize)>,
+    episodes: Vec<Downtime>,
+}
+
+#[derive(Default)]
+struct EchoSender {
+    sent: u64,
+    returned: u64,
+    lost: u64,
+    rtt: GapStats,
+}
+
+/// Streaming analysis of one time window.
+pub struct Analyzer {
+    window: Option<(i64, i64)>,
+    flow_index: FxHashMap<FlowKey, usize>,
+    keys: Vec<FlowKey>,
+    services: Vec<Service>,
+    flows: Vec<Flow>,
+    sessions: FxHashMap<SessionKey, Session>,
+    session_order: Vec<SessionKey>,
+    echo_senders: FxHashMap<[u8; 16], EchoSender>,
+    echo_pending: FxHashMap<Vec<u8>, (i64, [u8; 16])>,
+    echo_order: VecDeque<(i64, Vec<u8>)>,
+    pub integrity: Integrity,
+}
+
+impl Analyzer {
+    /// `window`: only packets with `start <= ts < end` (ns) are analysed.
+    pub fn new(window: Option<(i64, i64)>) -> Self {
+        Self {
+            window,
+            flow_index: FxHashMap::default(),
+            keys: Vec::new(),
+            services: Vec::new(),
+            flows: Vec::new(),
+            sessions: FxHashMap::default(),
+            session_order: Vec::new(),
+            echo_senders: FxHashMap::default(),
+            echo_pending: FxHashMap::default(),
+            echo_order: VecDeque::new(),
+            integrity: Integrity { malformed: MALFORMED_REASONS.iter().map(|&r| (r, 0)).collect(), ..Default::default() },
+        }
+    }
+
+    pub fn in_window(&self, ts: i64) -> bool {
+        self.window.is_none_or(|(start, end)| ts >= start && ts < end)
+    }
+
+    pub fn malformed(&mut self, reason: Malformed) {
+        self.integrity.malformed[reason.index()].1 += 1;
+    }
+
+    /// Feeds one BFD datagram captured at `ts` (ns since the epoch).
+    pub fn datagram(&mut self, ts: i64, d: &Datagram<'_>) {
+        if d.service == Service::Echo {
+            self.echo(ts, d);
+            return;
+        }
+        match decode::control(d.payload) {
+            Ok(control) => self.control(ts, d, control),
+            Err(reason) => self.malformed(reason),
+        }
+    }
+
+    fn flow_id(&mut self, d: &Datagram<'_>) -> usize {
+        let key = FlowKey { src: d.src, dst: d.dst, src_port: d.src_port, dst_port: d.dst_port };
+        if let Some(&id) = self.flow_index.get(&key) {
+            return id;
+        }
+        let id = self.flows.len();
+        self.flow_index.insert(key, id);
+        self.keys.push(key);
+        self.services.push(d.service);
+        self.flows.push(Flow::default());
+        id
+    }
+
+    fn control(&mut self, ts: i64, d: &Datagram<'_>, c: Control) {
+        self.integrity.control_packets += 1;
+        let f = self.flow_id(d);
+        let (low, high, direction) = if d.src <= d.dst { (d.src, d.dst, 0) } else { (d.dst, d.src, 1) };
+        let skey = SessionKey { low, high, service: d.service };
+        let session = self.sessions.entry(skey).or_insert_with(|| {
+            self.session_order.push(skey);
+            Session::default()
+        });
+        session.flows[direction] = Some(f);
+        let reverse = session.flows[1 - direction];
+        let (rev_last_ts, rev_required_rx, rev_answered) = match reverse {
+            Some(r) => {
+                let rf = &self.flows[r];
+                (Some(rf.last_ts), rf.last.map(|l| l.required_min_rx_us), rf.last_answered)
+            }
+            None => (None, None, true),
+        };
+
+        let flow = &mut self.flows[f];
+        if flow.packets == 0 {
+            flow.first_ts = ts;
+        } else if ts < flow.last_ts {
+            // Out of order: no gap can be trusted; time keeps its maximum.
+            flow.out_of_order += 1;
+            self.integrity.out_of_order += 1;
+            flow.packets += 1;
+            return;
+        } else {
+            let gap = (ts - flow.last_ts) as u64;
+            flow.gaps.record(gap, ts);
+            let prev = flow.last.expect("a flow with packets has a last packet");
+            if prev.state == State::Up && c.state == State::Up {
+                flow.up_gaps.record(gap, ts);
+            }
+            // Detect budget for this direction, with the values in force
+            // while the gap elapsed: the sender's multiplier times the larger
+            // of the receiver's Required Min RX and the sender's Desired Min TX.
+            if let Some(rx) = rev_required_rx {
+                let budget = u64::from(prev.detect_mult) * u64::from(rx.max(prev.desired_min_tx_us)) * 1_000;
+                flow.budget_ns = Some(budget);
+                if gap > budget {
+                    flow.over_budget += 1;
+                }
+            }
+            if prev.state == State::Up && c.state != State::Up {
+                let detection_ms = (c.diag == DIAG_DETECTION_EXPIRED)
+                    .then_some(rev_last_ts)
+                    .flatten()
+                    .map(|rev_ts| (ts - rev_ts) as f64 / 1e6);
+                if let Some(ms) = detection_ms {
+                    flow.detection.record((ms * 1e6) as u64, ts);
+                }
+                flow.flaps.push(FlapEvent {
+                    at_ns: ts,
+                    to_state: c.state,
+                    diag: c.diag,
+                    gap_before_ms: gap as f64 / 1e6,
+                    detection_latency_ms: detection_ms,
+                });
+            }
+        }
+
+        // Poll sequence: the first P of a sequence starts the clock.
+        if c.poll && flow.poll_pending_since.is_none() {
+            flow.poll_pending_since = Some(ts);
+            flow.polls += 1;
+        }
+        let prev_state = flow.last.map(|l| l.state);
+        flow.last = Some(c);
+        flow.last_ts = ts;
+        flow.last_answered = false;
+        flow.packets += 1;
+
+        // Reply latency: this packet answers the reverse flow's last one if
+        // it follows within the window and nothing answered it yet.
+        if let (Some(r), Some(rev_ts)) = (reverse, rev_last_ts) {
+            if !rev_answered && ts - rev_ts <= REPLY_WINDOW_NS {
+                self.flows[f].replies.record((ts - rev_ts) as u64, ts);
+                self.flows[r].last_answered = true;
+            }
+            if c.final_ {
+                if let Some(since) = self.flows[r].poll_pending_since.take() {
+                    self.flows[f].poll_final.record((ts - since) as u64, ts);
+                }
+            }
+        }
+
+        // Downtime episodes: from the first side leaving Up until both are Up.
+        let left_up = prev_state == Some(State::Up) && c.state != State::Up;
+        let session = self.sessions.get_mut(&skey).unwrap();
+        if left_up && session.down_since.is_none() {
+            session.episodes.push(Downtime {
+                started_at_ns: ts,
+                first_down_sender: decode::format_addr(&d.src),
+                diag: c.diag,
+                downtime_ms: None,
+            });
+            session.down_since = Some((ts, session.episodes.len() - 1));
+        }
+        if let Some((since, episode)) = session.down_since {
+            let both_up = session
+                .flows
+                .iter()
+                .all(|f| f.is_some_and(|f| self.flows[f].last.is_some_and(|l| l.state == State::Up)));
+            if both_up {
+                session.episodes[episode].downtime_ms = Some((ts - since) as f64 / 1e6);
+                session.down_since = None;
+            }
+        }
+    }
+
+    /// Echo packets are self-addressed: the same bytes pass the observer on
+    /// the way out and on the way back. First sighting: sent; second: back.
+    fn echo(&mut self, ts: i64, d: &Datagram<'_>) {
+        self.integrity.echo_packets += 1;
+        while let Some((sent_at, _)) = self.echo_order.front() {
+            if ts - sent_at <= ECHO_TIMEOUT_NS {
+                break;
+            }
+            let (_, payload) = self.echo_order.pop_front().unwrap();
+            if let Some((_, sender)) = self.echo_pending.remove(&payload) {
+                self.echo_senders.entry(sender).or_default().lost += 1;
+            }
+        }
+        match self.echo_pending.remove(d.payload) {
+            Some((sent_at, sender)) => {
+                let s = self.echo_senders.entry(sender).or_default();
+                s.returned += 1;
+                s.rtt.record((ts - sent_at).max(0) as u64, ts);
+            }
+            None => {
+                self.echo_senders.entry(d.src).or_default().sent += 1;
+                self.echo_pending.insert(d.payload.to_vec(), (ts, d.src));
+                self.echo_order.push_back((ts, d.payload.to_vec()));
+            }
+        }
+    }
+
+    /// Builds the result model.
+    pub fn finish(self) -> WindowResult {
+        let flows: Vec<FlowResult> = self
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let key = &self.keys[i];
+                let last = f.last;
+                FlowResult {
+                    src: decode::format_addr(&key.src),
+                    dst: decode::format_addr(&key.dst),
+                    src_port: key.src_port,
+                    dst_port: key.dst_port,
+                    service: self.services[i],
+                    packets: f.packets,
+                    first_ts: f.first_ts as f64 / 1e9,
+                    last_ts: f.last_ts as f64 / 1e9,
+                    first_ts_ns: f.first_ts,
+                    last_ts_ns: f.last_ts,
+                    gap_ms: f.gaps.summary(),
+                    up_gap_ms: f.up_gaps.summary(),
+                    flaps: f.flaps.len() as u64,
+                    flap_events: f.flaps.clone(),
+                    over_budget: f.over_budget,
+                    budget_ms: f.budget_ns.map(|b| b as f64 / 1e6),
+                    polls: f.polls,
+                    poll_final_ms: f.poll_final.summary(),
+                    reply_latency_ms: f.replies.summary(),
+                    detection_latency_ms: f.detection.summary(),
+                    out_of_order: f.out_of_order,
+                    last_state: last.map(|l| l.state),
+                    detect_mult: last.map(|l| l.detect_mult),
+                    desired_min_tx_ms: last.map(|l| f64::from(l.desired_min_tx_us) / 1e3),
+                    required_min_rx_ms: last.map(|l| f64::from(l.required_min_rx_us) / 1e3),
+                }
+            })
+            .collect();
+        let sessions: Vec<SessionResult> = self
+            .session_order
+            .iter()
+            .map(|key| {
+                let s = &self.sessions[key];
+                let mut flow_ids: Vec<usize> =
+                    self.flow_index.iter().filter(|(k, _)| session_of(k, key)).map(|(_, &i)| i).collect();
+                flow_ids.sort_unstable();
+                let max_gap_ms = flow_ids.iter().map(|&i| flows[i].gap_ms.max).fold(0.0, f64::max);
+                SessionResult {
+                    a: decode::format_addr(&key.low),
+                    b: decode::format_addr(&key.high),
+                    service: key.service,
+                    flows: flow_ids,
+                    flaps: s.episodes.len() as u64,
+                    downtimes: s.episodes.clone(),
+                    max_gap_ms,
+                }
+            })
+            .collect();
+        let mut echo: Vec<EchoResult> = self
+            .echo_senders
+            .iter()
+            .map(|(addr, s)| EchoResult {
+                sender: decode::format_addr(addr),
+                sent: s.sent,
+                returned: s.returned,
+                // Still pending at the end of the window counts as lost too.
+                lost: s.lost + self.echo_pending.values().filter(|(_, a)| a == addr).count() as u64,
+                rtt_ms: s.rtt.summary(),
+            })
+            .collect();
+        echo.sort_by(|a, b| a.sender.cmp(&b.sender));
+        let mut maxima = GapStats::default();
+        for s in &sessions {
+            maxima.record((s.max_gap_ms * 1e6) as u64, 0);
+        }
+        WindowResult { flows, sessions, echo, per_session_max_gap_ms: maxima.summary(), integrity: self.integrity }
+    }
+}
+
+fn session_of(flow: &FlowKey, session: &SessionKey) -> bool {
+    let service = match flow.dst_port {
+        decode::PORT_MULTI_HOP => Service::MultiHop,
+        decode::PORT_ECHO => Service::Echo,
+        _ => Service::SingleHop,
+    };
+    service == session.service
+        && ((flow.src == session.low && flow.dst == session.high) || (flow.src == session.high && flow.dst == session.low))
+}

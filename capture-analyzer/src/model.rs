@@ -1,0 +1,170 @@
+//! The result model: the one definition of what `linecard analyze --json`
+//! prints. Units are in field names; timestamps are nanoseconds since the
+//! epoch (`*_ns`) or seconds (`first_ts`, `last_ts`, as the contract says).
+
+use crate::decode::{Malformed, Service, State};
+use crate::stats::GapSummary;
+use serde::Serialize;
+
+/// Bumped on any incompatible change of this model.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Serialize)]
+pub struct Analysis {
+    pub schema_version: u32,
+    pub files: Vec<FileSummary>,
+    /// Measurement-quality problems, in words, with what to do about them.
+    pub warnings: Vec<Warning>,
+    /// The whole capture.
+    #[serde(flatten)]
+    pub all: WindowResult,
+    /// The same statistics within each requested time window.
+    pub phases: Vec<PhaseResult>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WindowResult {
+    /// One entry per sender flow (src, dst, src_port, dst_port).
+    pub flows: Vec<FlowResult>,
+    /// One entry per conversation (the two flows of one address pair and service).
+    pub sessions: Vec<SessionResult>,
+    pub echo: Vec<EchoResult>,
+    /// Distribution of the per-session maximum gap (one value per session).
+    pub per_session_max_gap_ms: GapSummary,
+    pub integrity: Integrity,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PhaseResult {
+    pub name: String,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    #[serde(flatten)]
+    pub result: WindowResult,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FileSummary {
+    pub path: String,
+    pub frames: u64,
+    /// The file ended inside a record: what it held was analysed.
+    pub truncated: bool,
+    pub corrupt_at_byte: Option<u64>,
+    /// Drops recorded by the capturing side (pcapng statistics), if known.
+    pub capture_drops: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FlowResult {
+    pub src: String,
+    pub dst: String,
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub service: Service,
+    pub packets: u64,
+    /// Seconds since the epoch.
+    pub first_ts: f64,
+    pub last_ts: f64,
+    pub first_ts_ns: i64,
+    pub last_ts_ns: i64,
+    /// All gaps between consecutive packets of this flow.
+    pub gap_ms: GapSummary,
+    /// Gaps between consecutive packets both sent in state Up.
+    pub up_gap_ms: GapSummary,
+    /// Times the sender's state left Up.
+    pub flaps: u64,
+    pub flap_events: Vec<FlapEvent>,
+    /// Gaps above the detect budget (sender's mult x max(receiver's
+    /// Required Min RX, sender's Desired Min TX), from the wire).
+    pub over_budget: u64,
+    /// The last detect budget computed for this direction.
+    pub budget_ms: Option<f64>,
+    /// Poll sequences this sender started.
+    pub polls: u64,
+    /// From this sender's Final back to the start of the reverse flow's Poll.
+    pub poll_final_ms: GapSummary,
+    /// This sender's packets that answered a reverse-flow packet within 2 ms:
+    /// the RX-clocked signature (count = answered packets).
+    pub reply_latency_ms: GapSummary,
+    /// From the reverse flow's last packet to this sender's Down with
+    /// diagnostic 1 (detection time expired).
+    pub detection_latency_ms: GapSummary,
+    pub out_of_order: u64,
+    pub last_state: Option<State>,
+    pub detect_mult: Option<u8>,
+    pub desired_min_tx_ms: Option<f64>,
+    pub required_min_rx_ms: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FlapEvent {
+    pub at_ns: i64,
+    pub to_state: State,
+    pub diag: u8,
+    pub gap_before_ms: f64,
+    /// Set when diag is 1: time since the other side's last packet.
+    pub detection_latency_ms: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SessionResult {
+    pub a: String,
+    pub b: String,
+    pub service: Service,
+    /// Indices into `flows`.
+    pub flows: Vec<usize>,
+    /// Downtime episodes (one per flap of the session).
+    pub flaps: u64,
+    pub downtimes: Vec<Downtime>,
+    pub max_gap_ms: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Downtime {
+    pub started_at_ns: i64,
+    /// The side that left Up first.
+    pub first_down_sender: String,
+    pub diag: u8,
+    /// Until both sides were Up again; `None`: not within the capture.
+    pub downtime_ms: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct EchoResult {
+    pub sender: String,
+    pub sent: u64,
+    pub returned: u64,
+    pub lost: u64,
+    pub rtt_ms: GapSummary,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Integrity {
+    pub control_packets: u64,
+    pub echo_packets: u64,
+    /// Frames that were not UDP to a BFD port.
+    pub other_frames: u64,
+    /// Frames captured shorter than on the wire (snap length).
+    pub snapped_frames: u64,
+    pub out_of_order: u64,
+    /// Frames without a usable timestamp (pcapng simple packet blocks).
+    pub untimed_frames: u64,
+    /// Malformed BFD, by reason.
+    #[serde(serialize_with = "serialize_reasons")]
+    pub malformed: Vec<(Malformed, u64)>,
+}
+
+fn serialize_reasons<S: serde::Serializer>(reasons: &[(Malformed, u64)], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = s.serialize_map(Some(reasons.len()))?;
+    for (reason, count) in reasons {
+        map.serialize_entry(reason, count)?;
+    }
+    map.end()
+}
+
+#[derive(Debug, Serialize, Clone)]
+pub struct Warning {
+    pub code: &'static str,
+    pub message: String,
+}

@@ -1,0 +1,297 @@
+//! Synthetic captures with known gaps, flaps, Poll/Final, echo, IPv4/IPv6,
+//! multihop, pcap and pcapng, checked against exact expected values.
+
+use linecard_capture_analyzer::decode::State;
+use linecard_capture_analyzer::{analyze_files, Phase};
+use std::path::PathBuf;
+
+const MS: i64 = 1_000_000;
+const T0: i64 = 1_764_480_000 * 1_000_000_000;
+
+#[derive(Clone, Copy)]
+struct Bfd {
+    state: u8,
+    diag: u8,
+    poll: bool,
+    final_: bool,
+    mult: u8,
+    my: u32,
+    your: u32,
+    tx_us: u32,
+    rx_us: u32,
+}
+
+fn up(my: u32, your: u32) -> Bfd {
+    Bfd { state: 3, diag: 0, poll: false, final_: false, mult: 3, my, your, tx_us: 10_000, rx_us: 10_000 }
+}
+
+fn bfd_bytes(b: &Bfd) -> Vec<u8> {
+    let mut p = vec![0u8; 24];
+    p[0] = (1 << 5) | b.diag;
+    p[1] = (b.state << 6) | if b.poll { 0x20 } else { 0 } | if b.final_ { 0x10 } else { 0 };
+    p[2] = b.mult;
+    p[3] = 24;
+    p[4..8].copy_from_slice(&b.my.to_be_bytes());
+    p[8..12].copy_from_slice(&b.your.to_be_bytes());
+    p[12..16].copy_from_slice(&b.tx_us.to_be_bytes());
+    p[16..20].copy_from_slice(&b.rx_us.to_be_bytes());
+    p
+}
+
+/// Ethernet + IPv4 or IPv6 + UDP around a payload.
+fn frame(src: &str, dst: &str, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1];
+    let mut udp = Vec::new();
+    udp.extend_from_slice(&sport.to_be_bytes());
+    udp.extend_from_slice(&dport.to_be_bytes());
+    udp.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    udp.extend_from_slice(&[0, 0]);
+    udp.extend_from_slice(payload);
+    match (src.parse::<std::net::IpAddr>().unwrap(), dst.parse::<std::net::IpAddr>().unwrap()) {
+        (std::net::IpAddr::V4(s), std::net::IpAddr::V4(d)) => {
+            f.extend_from_slice(&[0x08, 0x00, 0x45, 0xc0]);
+            f.extend_from_slice(&((20 + udp.len()) as u16).to_be_bytes());
+            f.extend_from_slice(&[0, 0, 0x40, 0, 255, 17, 0, 0]);
+            f.extend_from_slice(&s.octets());
+            f.extend_from_slice(&d.octets());
+        }
+        (std::net::IpAddr::V6(s), std::net::IpAddr::V6(d)) => {
+            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+            f.extend_from_slice(&(udp.len() as u16).to_be_bytes());
+            f.extend_from_slice(&[17, 255]);
+            f.extend_from_slice(&s.octets());
+            f.extend_from_slice(&d.octets());
+        }
+        _ => panic!("mixed families"),
+    }
+    f.extend_from_slice(&udp);
+    f
+}
+
+#[derive(Clone, Copy)]
+enum Format {
+    PcapMicros,
+    PcapNanos,
+    PcapNg,
+}
+
+fn write_capture(name: &str, format: Format, frames: &[(i64, Vec<u8>)]) -> PathBuf {
+    let mut out = Vec::new();
+    match format {
+        Format::PcapMicros | Format::PcapNanos => {
+            let magic: u32 = if matches!(format, Format::PcapNanos) { 0xa1b2_3c4d } else { 0xa1b2_c3d4 };
+            out.extend_from_slice(&magic.to_le_bytes());
+            out.extend_from_slice(&2u16.to_le_bytes());
+            out.extend_from_slice(&4u16.to_le_bytes());
+            out.extend_from_slice(&[0; 8]);
+            out.extend_from_slice(&65535u32.to_le_bytes());
+            out.extend_from_slice(&1u32.to_le_bytes());
+            for (ts, data) in frames {
+                let frac = if matches!(format, Format::PcapNanos) { ts % 1_000_000_000 } else { ts % 1_000_000_000 / 1000 };
+                out.extend_from_slice(&((ts / 1_000_000_000) as u32).to_le_bytes());
+                out.extend_from_slice(&(frac as u32).to_le_bytes());
+                out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+                out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+                out.extend_from_slice(data);
+            }
+        }
+        Format::PcapNg => {
+            let block = |out: &mut Vec<u8>, kind: u32, body: &[u8]| {
+                let len = (12 + body.len().div_ceil(4) * 4) as u32;
+                out.extend_from_slice(&kind.to_le_bytes());
+                out.extend_from_slice(&len.to_le_bytes());
+                out.extend_from_slice(body);
+                out.resize(out.len() + (4 - body.len() % 4) % 4, 0);
+                out.extend_from_slice(&len.to_le_bytes());
+            };
+            let mut shb = Vec::new();
+            shb.extend_from_slice(&0x1a2b_3c4du32.to_le_bytes());
+            shb.extend_from_slice(&1u16.to_le_bytes());
+            shb.extend_from_slice(&0u16.to_le_bytes());
+            shb.extend_from_slice(&(-1i64).to_le_bytes());
+            block(&mut out, 0x0a0d_0d0a, &shb);
+            // IDB: Ethernet, if_tsresol = 9 (nanoseconds).
+            let mut idb = vec![1, 0, 0, 0];
+            idb.extend_from_slice(&0u32.to_le_bytes());
+            idb.extend_from_slice(&[9, 0, 1, 0, 9, 0, 0, 0, 0, 0, 0, 0]);
+            block(&mut out, 1, &idb);
+            for (ts, data) in frames {
+                let mut epb = Vec::new();
+                epb.extend_from_slice(&0u32.to_le_bytes());
+                epb.extend_from_slice(&((*ts as u64 >> 32) as u32).to_le_bytes());
+                epb.extend_from_slice(&(*ts as u64 as u32).to_le_bytes());
+                epb.extend_from_slice(&(data.len() as u32).to_le_bytes());
+                epb.extend_from_slice(&(data.len() as u32).to_le_bytes());
+                epb.extend_from_slice(data);
+                epb.resize(20 + data.len().div_ceil(4) * 4, 0);
+                block(&mut out, 6, &epb);
+            }
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("linecard-analyzer-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, out).unwrap();
+    path
+}
+
+/// A 3x10 ms session for 10 s: A sends every 10 ms except one 50 ms hole at
+/// 5 s; B answers 1 ms after each of A's packets. At 5.05 s A reports Down
+/// (diag 1) once, then Up again.
+fn session_frames(a: &str, b: &str, port: u16) -> Vec<(i64, Vec<u8>)> {
+    let mut frames = Vec::new();
+    let mut t = T0;
+    for i in 0..1000 {
+        if i == 500 {
+            t += 40 * MS; // the hole: this gap is 50 ms
+        }
+        let mut pa = up(1, 2);
+        if i == 500 {
+            pa.state = 1;
+            pa.diag = 1;
+        }
+        frames.push((t, frame(a, b, 50001, port, &bfd_bytes(&pa))));
+        frames.push((t + MS, frame(b, a, 50002, port, &bfd_bytes(&up(2, 1)))));
+        t += 10 * MS;
+    }
+    frames
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= b.abs() * 0.002 + 1e-6
+}
+
+#[test]
+fn gaps_flaps_and_budget_exact_in_every_format() {
+    for (name, format) in [("us.pcap", Format::PcapMicros), ("ns.pcap", Format::PcapNanos), ("ng.pcapng", Format::PcapNg)] {
+        let path = write_capture(name, format, &session_frames("192.0.2.1", "192.0.2.2", 3784));
+        let a = analyze_files(&[path], &[]).unwrap();
+        assert_eq!(a.schema_version, 1);
+        assert_eq!(a.all.flows.len(), 2, "{name}");
+        let fa = &a.all.flows[0];
+        assert_eq!((fa.src.as_str(), fa.dst.as_str(), fa.src_port, fa.dst_port), ("192.0.2.1", "192.0.2.2", 50001, 3784));
+        assert_eq!(fa.packets, 1000);
+        assert_eq!(fa.gap_ms.count, 999);
+        assert!(close(fa.gap_ms.p50, 10.0), "{name}: p50 {}", fa.gap_ms.p50);
+        assert!(close(fa.gap_ms.p99, 10.0), "{name}: p99 {}", fa.gap_ms.p99);
+        assert_eq!(fa.gap_ms.max, 50.0, "{name}: the max is exact");
+        assert_eq!(fa.gap_ms.longest[0].ended_at_ns, T0 + 5040 * MS);
+        assert_eq!(fa.flaps, 1);
+        assert_eq!(fa.flap_events[0].to_state, State::Down);
+        assert_eq!(fa.flap_events[0].diag, 1);
+        // Up-to-Up gaps exclude the two around the Down packet.
+        assert_eq!(fa.up_gap_ms.count, 997);
+        assert_eq!(fa.up_gap_ms.max, 10.0);
+        // Budget 3 x max(10, 10) ms = 30 ms: only the 50 ms hole exceeds it.
+        assert_eq!(fa.budget_ms, Some(30.0));
+        assert_eq!(fa.over_budget, 1);
+        // B answered each of A's packets 1 ms later: the RX-clocked signature.
+        let fb = &a.all.flows[1];
+        assert_eq!(fb.reply_latency_ms.count, 1000);
+        assert!(close(fb.reply_latency_ms.max, 1.0));
+        assert_eq!(fb.flaps, 0);
+        // The session: one downtime episode, started by A, closed 1 packet later.
+        let s = &a.all.sessions[0];
+        assert_eq!(s.flaps, 1);
+        assert_eq!(s.downtimes[0].first_down_sender, "192.0.2.1");
+        assert_eq!(s.downtimes[0].downtime_ms, Some(10.0));
+        assert_eq!(s.max_gap_ms, 50.0);
+        assert!(a.warnings.is_empty(), "{:?}", a.warnings);
+    }
+}
+
+#[test]
+fn ipv6_multihop_and_phases() {
+    let path = write_capture("v6.pcap", Format::PcapNanos, &session_frames("2001:db8::1", "2001:db8::2", 4784));
+    let phases = [
+        Phase { name: "first".into(), start_ns: T0, end_ns: T0 + 4 * 1000 * MS },
+        Phase { name: "hole".into(), start_ns: T0 + 4 * 1000 * MS, end_ns: T0 + 6 * 1000 * MS },
+    ];
+    let a = analyze_files(&[path], &phases).unwrap();
+    let f = &a.all.flows[0];
+    assert_eq!((f.src.as_str(), f.dst_port), ("2001:db8::1", 4784));
+    assert_eq!(serde_json::to_value(f.service).unwrap(), "multi-hop");
+    assert_eq!(a.phases[0].result.flows[0].gap_ms.max, 10.0);
+    assert_eq!(a.phases[0].result.flows[0].flaps, 0);
+    assert_eq!(a.phases[1].result.flows[0].gap_ms.max, 50.0);
+    assert_eq!(a.phases[1].result.flows[0].flaps, 1);
+}
+
+#[test]
+fn poll_final_latency_and_detection_latency() {
+    let (a, b) = ("192.0.2.1", "192.0.2.2");
+    let mut frames = Vec::new();
+    let mut t = T0;
+    for i in 0..200 {
+        let mut pa = up(1, 2);
+        pa.poll = (100..103).contains(&i); // a Poll sequence of three packets
+        frames.push((t, frame(a, b, 50001, 3784, &bfd_bytes(&pa))));
+        let mut pb = up(2, 1);
+        pb.final_ = i == 102; // answered on the third
+        frames.push((t + 3 * MS, frame(b, a, 50002, 3784, &bfd_bytes(&pb))));
+        t += 10 * MS;
+    }
+    // A falls silent; B declares it dead 30.5 ms after A's last packet.
+    let mut pb = up(2, 1);
+    pb.state = 1;
+    pb.diag = 1;
+    frames.push((t - 10 * MS + 30 * MS + MS / 2, frame(b, a, 50002, 3784, &bfd_bytes(&pb))));
+    let path = write_capture("poll.pcap", Format::PcapNanos, &frames);
+    let r = analyze_files(&[path], &[]).unwrap();
+    assert_eq!(r.all.flows[0].polls, 1);
+    assert!(close(r.all.flows[1].poll_final_ms.max, 23.0), "{:?}", r.all.flows[1].poll_final_ms);
+    let detection = &r.all.flows[1].detection_latency_ms;
+    assert_eq!(detection.count, 1);
+    assert!(close(detection.max, 30.5), "{detection:?}");
+}
+
+#[test]
+fn echo_round_trips_and_losses() {
+    let a = "192.0.2.1";
+    let mut frames = Vec::new();
+    for i in 0..100u32 {
+        let payload = i.to_be_bytes().repeat(4);
+        let t = T0 + i64::from(i) * 10 * MS;
+        frames.push((t, frame(a, a, 49152, 3785, &payload)));
+        if i % 10 != 0 {
+            frames.push((t + 200_000, frame(a, a, 49152, 3785, &payload)));
+        }
+    }
+    let path = write_capture("echo.pcap", Format::PcapNanos, &frames);
+    let r = analyze_files(&[path], &[]).unwrap();
+    let e = &r.all.echo[0];
+    assert_eq!((e.sent, e.returned, e.lost), (100, 90, 10));
+    assert!(close(e.rtt_ms.max, 0.2));
+}
+
+#[test]
+fn truncated_capture_yields_what_it_holds_and_a_warning() {
+    let path = write_capture("cut.pcap", Format::PcapNanos, &session_frames("192.0.2.1", "192.0.2.2", 3784));
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() - 30]).unwrap();
+    let r = analyze_files(&[path], &[]).unwrap();
+    assert!(r.files[0].truncated);
+    assert!(r.warnings.iter().any(|w| w.code == "truncated-capture"));
+    assert_eq!(r.all.flows.iter().map(|f| f.packets).sum::<u64>(), 1999);
+}
+
+#[test]
+fn garbage_is_a_clear_error_and_garbage_on_bfd_ports_is_counted() {
+    let dir = std::env::temp_dir();
+    let path = dir.join(format!("linecard-not-a-capture-{}", std::process::id()));
+    std::fs::write(&path, b"this is not a capture at all, just text").unwrap();
+    let err = analyze_files(&[path], &[]).unwrap_err().to_string();
+    assert!(err.contains("not a pcap or pcapng"), "{err}");
+
+    let frames = vec![
+        (T0, frame("192.0.2.1", "192.0.2.2", 50001, 3784, &[0x40; 24])),
+        (T0 + MS, frame("192.0.2.1", "192.0.2.2", 50001, 3784, &[0x20; 10])),
+        (T0 + 2 * MS, frame("192.0.2.1", "192.0.2.2", 50001, 53, &[0; 24])),
+    ];
+    let r = analyze_files(&[write_capture("junk.pcap", Format::PcapNanos, &frames)], &[]).unwrap();
+    let malformed = serde_json::to_value(&r.all.integrity).unwrap()["malformed"].clone();
+    assert_eq!(malformed["bad_version"], 1);
+    assert_eq!(malformed["too_short"], 1);
+    assert_eq!(r.all.integrity.other_frames, 1);
+    assert!(r.all.flows.is_empty());
+}
