@@ -170,12 +170,10 @@ impl Analyzer {
             if prev.state == State::Up && c.state == State::Up {
                 flow.up_gaps.record(gap, ts);
             }
-            // Detect budget for this direction, with the values in force
-            // while the gap elapsed: the sender's multiplier times the larger
-            // of the receiver's Required Min RX and the sender's Desired Min TX.
-            if let Some(rx) = rev_required_rx {
-                let budget = u64::from(prev.detect_mult) * u64::from(rx.max(prev.desired_min_tx_us)) * 1_000;
-                flow.budget_ns = Some(budget);
+            // The budget in force while this gap elapsed was set when the
+            // gap began (the receiver may advertise slow timers once it has
+            // declared us down, which must not excuse the gap that did it).
+            if let Some(budget) = flow.budget_ns {
                 if gap > budget {
                     flow.over_budget += 1;
                 }
@@ -203,6 +201,11 @@ impl Analyzer {
             flow.poll_pending_since = Some(ts);
             flow.polls += 1;
         }
+        // Detect budget for the gap this packet starts: the sender's
+        // multiplier times the larger of the receiver's Required Min RX (its
+        // latest packet) and the sender's Desired Min TX.
+        flow.budget_ns = rev_required_rx
+            .map(|rx| u64::from(c.detect_mult) * u64::from(rx.max(c.desired_min_tx_us)) * 1_000);
         let prev_state = flow.last.map(|l| l.state);
         flow.last = Some(c);
         flow.last_ts = ts;
