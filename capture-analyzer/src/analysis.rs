@@ -32,14 +32,19 @@ struct SessionKey {
 
 #[derive(Default)]
 struct Flow {
+    /// Index into `sessions` and this flow's direction in it.
+    session: usize,
+    direction: usize,
     packets: u64,
     first_ts: i64,
     last_ts: i64,
     last: Option<Control>,
     /// Whether this flow's last packet has been answered (reply latency).
     last_answered: bool,
-    gaps: GapStats,
+    /// Gaps between two packets sent in Up, and all other gaps: each gap
+    /// is recorded once; the distribution of all gaps is their union.
     up_gaps: GapStats,
+    other_gaps: GapStats,
     flaps: Vec<FlapEvent>,
     over_budget: u64,
     budget_ns: Option<u64>,
@@ -76,8 +81,9 @@ pub struct Analyzer {
     keys: Vec<FlowKey>,
     services: Vec<Service>,
     flows: Vec<Flow>,
-    sessions: FxHashMap<SessionKey, Session>,
-    session_order: Vec<SessionKey>,
+    session_index: FxHashMap<SessionKey, usize>,
+    session_keys: Vec<SessionKey>,
+    sessions: Vec<Session>,
     echo_senders: FxHashMap<[u8; 16], EchoSender>,
     echo_pending: FxHashMap<Vec<u8>, (i64, [u8; 16])>,
     echo_order: VecDeque<(i64, Vec<u8>)>,
@@ -93,8 +99,9 @@ impl Analyzer {
             keys: Vec::new(),
             services: Vec::new(),
             flows: Vec::new(),
-            sessions: FxHashMap::default(),
-            session_order: Vec::new(),
+            session_index: FxHashMap::default(),
+            session_keys: Vec::new(),
+            sessions: Vec::new(),
             echo_senders: FxHashMap::default(),
             echo_pending: FxHashMap::default(),
             echo_order: VecDeque::new(),
@@ -127,23 +134,26 @@ impl Analyzer {
         if let Some(&id) = self.flow_index.get(&key) {
             return id;
         }
+        let (low, high, direction) = if d.src <= d.dst { (d.src, d.dst, 0) } else { (d.dst, d.src, 1) };
+        let skey = SessionKey { low, high, service: d.service };
+        let session = *self.session_index.entry(skey).or_insert_with(|| {
+            self.session_keys.push(skey);
+            self.sessions.push(Session::default());
+            self.sessions.len() - 1
+        });
         let id = self.flows.len();
         self.flow_index.insert(key, id);
         self.keys.push(key);
         self.services.push(d.service);
-        self.flows.push(Flow::default());
+        self.flows.push(Flow { session, direction, ..Flow::default() });
         id
     }
 
     fn control(&mut self, ts: i64, d: &Datagram<'_>, c: Control) {
         self.integrity.control_packets += 1;
         let f = self.flow_id(d);
-        let (low, high, direction) = if d.src <= d.dst { (d.src, d.dst, 0) } else { (d.dst, d.src, 1) };
-        let skey = SessionKey { low, high, service: d.service };
-        let session = self.sessions.entry(skey).or_insert_with(|| {
-            self.session_order.push(skey);
-            Session::default()
-        });
+        let (s, direction) = (self.flows[f].session, self.flows[f].direction);
+        let session = &mut self.sessions[s];
         session.flows[direction] = Some(f);
         let reverse = session.flows[1 - direction];
         let (rev_last_ts, rev_required_rx, rev_answered) = match reverse {
@@ -165,10 +175,11 @@ impl Analyzer {
             return;
         } else {
             let gap = (ts - flow.last_ts) as u64;
-            flow.gaps.record(gap, ts);
             let prev = flow.last.expect("a flow with packets has a last packet");
             if prev.state == State::Up && c.state == State::Up {
                 flow.up_gaps.record(gap, ts);
+            } else {
+                flow.other_gaps.record(gap, ts);
             }
             // The budget in force while this gap elapsed was set when the
             // gap began (the receiver may advertise slow timers once it has
@@ -228,7 +239,7 @@ impl Analyzer {
 
         // Downtime episodes: from the first side leaving Up until both are Up.
         let left_up = prev_state == Some(State::Up) && c.state != State::Up;
-        let session = self.sessions.get_mut(&skey).unwrap();
+        let session = &mut self.sessions[s];
         if left_up && session.down_since.is_none() {
             session.episodes.push(Downtime {
                 started_at_ns: ts,
@@ -297,7 +308,7 @@ impl Analyzer {
                     last_ts: f.last_ts as f64 / 1e9,
                     first_ts_ns: f.first_ts,
                     last_ts_ns: f.last_ts,
-                    gap_ms: f.gaps.summary(),
+                    gap_ms: GapStats::merged(&f.up_gaps, &f.other_gaps).summary(),
                     up_gap_ms: f.up_gaps.summary(),
                     flaps: f.flaps.len() as u64,
                     flap_events: f.flaps.clone(),
@@ -316,13 +327,13 @@ impl Analyzer {
             })
             .collect();
         let sessions: Vec<SessionResult> = self
-            .session_order
+            .session_keys
             .iter()
-            .map(|key| {
-                let s = &self.sessions[key];
-                let mut flow_ids: Vec<usize> =
-                    self.flow_index.iter().filter(|(k, _)| session_of(k, key)).map(|(_, &i)| i).collect();
-                flow_ids.sort_unstable();
+            .enumerate()
+            .map(|(index, key)| {
+                let s = &self.sessions[index];
+                let flow_ids: Vec<usize> =
+                    self.flows.iter().enumerate().filter(|(_, f)| f.session == index).map(|(i, _)| i).collect();
                 let max_gap_ms = flow_ids.iter().map(|&i| flows[i].gap_ms.max).fold(0.0, f64::max);
                 SessionResult {
                     a: decode::format_addr(&key.low),
@@ -354,14 +365,4 @@ impl Analyzer {
         }
         WindowResult { flows, sessions, echo, per_session_max_gap_ms: maxima.summary(), integrity: self.integrity }
     }
-}
-
-fn session_of(flow: &FlowKey, session: &SessionKey) -> bool {
-    let service = match flow.dst_port {
-        decode::PORT_MULTI_HOP => Service::MultiHop,
-        decode::PORT_ECHO => Service::Echo,
-        _ => Service::SingleHop,
-    };
-    service == session.service
-        && ((flow.src == session.low && flow.dst == session.high) || (flow.src == session.high && flow.dst == session.low))
 }

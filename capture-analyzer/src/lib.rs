@@ -17,9 +17,8 @@ pub mod stats;
 use analysis::Analyzer;
 use decode::Decoded;
 use model::*;
-use reader::{CaptureError, CaptureReader, FrameMeta};
+use reader::{CaptureError, FrameMeta, FrameSource};
 use std::fs::File;
-use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 /// A named time window, nanoseconds since the epoch, `start <= ts < end`.
@@ -40,21 +39,31 @@ pub enum AnalyzeError {
 
 struct Source {
     path: PathBuf,
-    reader: CaptureReader<Box<dyn Read + Send>>,
+    frames: Box<dyn FrameSource>,
+    /// The next frame, copied out (only when merging several files).
     pending: Option<FrameMeta>,
     buf: Vec<u8>,
-    frames: u64,
+    count: u64,
 }
 
 impl Source {
+    fn open(path: &Path) -> Result<Self, AnalyzeError> {
+        let file = File::open(path).map_err(|source| AnalyzeError::Open { path: path.to_path_buf(), source })?;
+        let frames = reader::open(Box::new(file)).map_err(|source| AnalyzeError::Capture { path: path.to_path_buf(), source })?;
+        Ok(Self { path: path.to_path_buf(), frames, pending: None, buf: Vec::with_capacity(256), count: 0 })
+    }
+
     fn advance(&mut self) -> Result<(), AnalyzeError> {
-        self.pending = self
-            .reader
-            .next_frame(&mut self.buf)
+        let next = self
+            .frames
+            .next_frame()
             .map_err(|source| AnalyzeError::Capture { path: self.path.clone(), source })?;
-        if self.pending.is_some() {
-            self.frames += 1;
-        }
+        self.pending = next.map(|(meta, frame)| {
+            self.buf.clear();
+            self.buf.extend_from_slice(frame);
+            meta
+        });
+        self.count += u64::from(self.pending.is_some());
         Ok(())
     }
 }
@@ -62,37 +71,38 @@ impl Source {
 /// Analyses captures, merged by timestamp (one file per observer port, for
 /// example), over the whole capture and within each phase.
 pub fn analyze_files(paths: &[PathBuf], phases: &[Phase]) -> Result<Analysis, AnalyzeError> {
-    let mut sources = Vec::with_capacity(paths.len());
-    for path in paths {
-        let file = File::open(path).map_err(|source| AnalyzeError::Open { path: path.clone(), source })?;
-        let read: Box<dyn Read + Send> = Box::new(BufReader::with_capacity(1 << 20, file));
-        let reader = CaptureReader::new(read).map_err(|source| AnalyzeError::Capture { path: path.clone(), source })?;
-        let mut source = Source { path: path.clone(), reader, pending: None, buf: Vec::with_capacity(256), frames: 0 };
-        source.advance()?;
-        sources.push(source);
-    }
+    let mut sources = paths.iter().map(|p| Source::open(p)).collect::<Result<Vec<_>, _>>()?;
     let mut all = Analyzer::new(None);
     let mut windows: Vec<Analyzer> = phases.iter().map(|p| Analyzer::new(Some((p.start_ns, p.end_ns)))).collect();
-    loop {
-        // k-way merge; with one file this is a plain loop.
-        let next = sources
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| s.pending.map(|m| (m.ts_ns, i)))
-            .min();
-        let Some((_, i)) = next else { break };
-        let meta = sources[i].pending.unwrap();
-        feed(&mut all, &mut windows, meta, &sources[i].buf);
-        sources[i].advance()?;
+    if let [source] = sources.as_mut_slice() {
+        // One file: frames are analysed in place, without a copy.
+        while let Some((meta, frame)) = source
+            .frames
+            .next_frame()
+            .map_err(|e| AnalyzeError::Capture { path: source.path.clone(), source: e })?
+        {
+            source.count += 1;
+            feed(&mut all, &mut windows, meta, frame);
+        }
+    } else {
+        for source in &mut sources {
+            source.advance()?;
+        }
+        // k-way merge by timestamp.
+        while let Some((_, i)) = sources.iter().enumerate().filter_map(|(i, s)| s.pending.map(|m| (m.ts_ns, i))).min() {
+            let meta = sources[i].pending.unwrap();
+            feed(&mut all, &mut windows, meta, &sources[i].buf);
+            sources[i].advance()?;
+        }
     }
     let files: Vec<FileSummary> = sources
         .iter()
         .map(|s| FileSummary {
             path: s.path.display().to_string(),
-            frames: s.frames,
-            truncated: s.reader.notes.truncated,
-            corrupt_at_byte: s.reader.notes.corrupt_at_byte,
-            capture_drops: s.reader.notes.capture_drops,
+            frames: s.count,
+            truncated: s.frames.notes().truncated,
+            corrupt_at_byte: s.frames.notes().corrupt_at_byte,
+            capture_drops: s.frames.notes().capture_drops,
         })
         .collect();
     let all = all.finish();

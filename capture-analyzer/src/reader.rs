@@ -68,12 +68,201 @@ struct Interface {
     offset_s: i64,
 }
 
+/// A stream of frames. The slice a call returns is valid until the next call.
+pub trait FrameSource {
+    fn next_frame(&mut self) -> Result<Option<(FrameMeta, &[u8])>, CaptureError>;
+    /// What the capture recorded about its own quality (complete at the end).
+    fn notes(&self) -> &ReaderNotes;
+}
+
+const PCAP_MAGIC_MICROS: u32 = 0xa1b2_c3d4;
+const PCAP_MAGIC_NANOS: u32 = 0xa1b2_3c4d;
+
+/// Opens a capture: classic pcap takes a fast path that hands out records in
+/// place; pcapng (and anything else) goes through pcap-parser.
+pub fn open(mut read: Box<dyn Read>) -> Result<Box<dyn FrameSource>, CaptureError> {
+    let mut magic = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match read.read(&mut magic[got..]) {
+            Ok(0) => return Err(CaptureError::NotACapture),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(CaptureError::Io(e.to_string())),
+        }
+    }
+    let le = u32::from_le_bytes(magic);
+    let be = u32::from_be_bytes(magic);
+    let classic = [PCAP_MAGIC_MICROS, PCAP_MAGIC_NANOS];
+    if classic.contains(&le) || classic.contains(&be) {
+        return Ok(Box::new(ClassicPcap::new(read, magic)?));
+    }
+    // pcap-parser recognises the format from its first fill: hand it a
+    // whole first chunk, not just the four bytes already read.
+    let mut head = magic.to_vec();
+    head.resize(64 * 1024, 0);
+    let mut filled = 4;
+    while filled < head.len() {
+        match read.read(&mut head[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(CaptureError::Io(e.to_string())),
+        }
+    }
+    head.truncate(filled);
+    let rejoined: Box<dyn Read> = Box::new(std::io::Cursor::new(head).chain(read));
+    Ok(Box::new(CaptureReader::new(rejoined)?))
+}
+
+/// Classic pcap, either byte order, microsecond or nanosecond timestamps.
+pub struct ClassicPcap {
+    read: Box<dyn Read>,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    swapped: bool,
+    nanos: bool,
+    link: LinkType,
+    eof: bool,
+    notes: ReaderNotes,
+    consumed: u64,
+}
+
+/// A record larger than this is corruption, not a packet.
+const MAX_RECORD: usize = 1 << 24;
+
+impl ClassicPcap {
+    fn new(read: Box<dyn Read>, magic: [u8; 4]) -> Result<Self, CaptureError> {
+        let le = u32::from_le_bytes(magic);
+        let swapped = !(le == PCAP_MAGIC_MICROS || le == PCAP_MAGIC_NANOS);
+        let canonical = if swapped { u32::from_be_bytes(magic) } else { le };
+        let mut reader = Self {
+            read,
+            buf: vec![0; 4 << 20],
+            start: 0,
+            end: 0,
+            swapped,
+            nanos: canonical == PCAP_MAGIC_NANOS,
+            link: LinkType::Ethernet,
+            eof: false,
+            notes: ReaderNotes::default(),
+            consumed: 4,
+        };
+        // The rest of the 24-byte global header: version, zone, sigfigs,
+        // snaplen, link type.
+        if !reader.fill(20)? {
+            return Err(CaptureError::NotACapture);
+        }
+        let link = reader.u32_at(reader.start + 16);
+        reader.link = LinkType::from_pcap(Linktype(link as i32));
+        reader.start += 20;
+        reader.consumed += 20;
+        Ok(reader)
+    }
+
+    #[inline]
+    fn u32_at(&self, at: usize) -> u32 {
+        let bytes: [u8; 4] = self.buf[at..at + 4].try_into().unwrap();
+        if self.swapped { u32::from_be_bytes(bytes) } else { u32::from_le_bytes(bytes) }
+    }
+
+    /// Ensures `need` bytes are buffered; false at end of input.
+    fn fill(&mut self, need: usize) -> Result<bool, CaptureError> {
+        if self.end - self.start >= need {
+            return Ok(true);
+        }
+        self.buf.copy_within(self.start..self.end, 0);
+        self.end -= self.start;
+        self.start = 0;
+        if self.buf.len() < need {
+            self.buf.resize(need.next_power_of_two(), 0);
+        }
+        while self.end < need && !self.eof {
+            match self.read.read(&mut self.buf[self.end..]) {
+                Ok(0) => self.eof = true,
+                Ok(n) => self.end += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(CaptureError::Io(e.to_string())),
+            }
+        }
+        Ok(self.end >= need)
+    }
+}
+
+impl ClassicPcap {
+    /// Slow path: refills the buffer so that a whole record is available.
+    /// Returns false (with the reason in `notes`) at the end of the capture.
+    #[cold]
+    fn refill_record(&mut self) -> Result<bool, CaptureError> {
+        if !self.fill(16)? {
+            self.notes.truncated |= self.end > self.start;
+            return Ok(false);
+        }
+        let caplen = self.u32_at(self.start + 8) as usize;
+        if caplen > MAX_RECORD {
+            self.notes.corrupt_at_byte = Some(self.consumed);
+            return Ok(false);
+        }
+        if !self.fill(16 + caplen)? {
+            self.notes.truncated = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+}
+
+impl FrameSource for ClassicPcap {
+    #[inline]
+    fn next_frame(&mut self) -> Result<Option<(FrameMeta, &[u8])>, CaptureError> {
+        let available = self.end - self.start;
+        let whole = available >= 16 && {
+            let caplen = self.u32_at(self.start + 8) as usize;
+            caplen <= MAX_RECORD && available >= 16 + caplen
+        };
+        if !whole && !self.refill_record()? {
+            return Ok(None);
+        }
+        let at = self.start;
+        let caplen = self.u32_at(at + 8) as usize;
+        let secs = i64::from(self.u32_at(at));
+        let frac = i64::from(self.u32_at(at + 4));
+        let meta = FrameMeta {
+            ts_ns: secs * 1_000_000_000 + if self.nanos { frac } else { frac * 1_000 },
+            link: self.link,
+            orig_len: self.u32_at(at + 12),
+        };
+        self.start += 16 + caplen;
+        self.consumed += (16 + caplen) as u64;
+        Ok(Some((meta, &self.buf[at + 16..at + 16 + caplen])))
+    }
+
+    fn notes(&self) -> &ReaderNotes {
+        &self.notes
+    }
+}
+
+/// pcapng (and classic pcap, if handed one) through pcap-parser.
 pub struct CaptureReader<R: Read> {
     inner: Box<dyn PcapReaderIterator>,
     state: BlockState,
     pub notes: ReaderNotes,
     done: bool,
+    frame: Vec<u8>,
     _read: std::marker::PhantomData<R>,
+}
+
+impl<R: Read + 'static> FrameSource for CaptureReader<R> {
+    fn next_frame(&mut self) -> Result<Option<(FrameMeta, &[u8])>, CaptureError> {
+        let mut frame = std::mem::take(&mut self.frame);
+        let meta = self.next_into(&mut frame);
+        self.frame = frame;
+        Ok(meta?.map(|m| (m, self.frame.as_slice())))
+    }
+
+    fn notes(&self) -> &ReaderNotes {
+        &self.notes
+    }
 }
 
 /// What earlier blocks said about the ones that follow.
@@ -98,13 +287,14 @@ impl<R: Read + 'static> CaptureReader<R> {
             state: BlockState { legacy_nanos: false, legacy_link: LinkType::Ethernet, interfaces: Vec::new() },
             notes: ReaderNotes::default(),
             done: false,
+            frame: Vec::with_capacity(256),
             _read: std::marker::PhantomData,
         })
     }
 
     /// Copies the next frame into `buf`; `None` at the end of the capture
     /// (including a truncated or corrupt end, recorded in `notes`).
-    pub fn next_frame(&mut self, buf: &mut Vec<u8>) -> Result<Option<FrameMeta>, CaptureError> {
+    fn next_into(&mut self, buf: &mut Vec<u8>) -> Result<Option<FrameMeta>, CaptureError> {
         while !self.done {
             let (consumed, frame) = match self.inner.next() {
                 Ok((offset, block)) => (offset, self.state.take(block, buf, &mut self.notes)),

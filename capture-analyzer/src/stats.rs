@@ -39,6 +39,17 @@ impl GapStats {
         }
     }
 
+    /// The union of two distributions (for example Up gaps and the rest).
+    pub fn merged(a: &Self, b: &Self) -> Self {
+        let mut out = a.clone();
+        out.hist.add(&b.hist).expect("auto-resizing histograms always merge");
+        out.max_ns = a.max_ns.max(b.max_ns);
+        out.longest.extend_from_slice(&b.longest);
+        out.longest.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+        out.longest.truncate(LONGEST_KEPT);
+        out
+    }
+
     pub fn count(&self) -> u64 {
         self.hist.len()
     }
@@ -51,29 +62,40 @@ impl GapStats {
     /// over the sorted gaps, resolved to the histogram bucket's median and
     /// never above the exact maximum.
     pub fn quantile_ns(&self, q: f64) -> u64 {
+        self.quantiles_ns([q])[0]
+    }
+
+    /// Several quantiles (ascending) in one pass over the histogram.
+    fn quantiles_ns<const N: usize>(&self, qs: [f64; N]) -> [u64; N] {
         let n = self.hist.len();
+        let mut out = [0; N];
         if n == 0 {
-            return 0;
+            return out;
         }
-        let rank = ((q * n as f64).floor() as u64).min(n - 1);
-        let mut seen = 0;
+        let ranks = qs.map(|q| ((q * n as f64).floor() as u64).min(n - 1));
+        let (mut next, mut seen) = (0, 0);
         for v in self.hist.iter_recorded() {
             seen += v.count_at_value();
-            if seen > rank {
-                return self.hist.median_equivalent(v.value_iterated_to()).min(self.max_ns);
+            while next < N && seen > ranks[next] {
+                out[next] = self.hist.median_equivalent(v.value_iterated_to()).min(self.max_ns);
+                next += 1;
+            }
+            if next == N {
+                break;
             }
         }
-        self.max_ns
+        out
     }
 
     pub fn summary(&self) -> GapSummary {
         let ms = |ns: u64| ns as f64 / 1e6;
+        let [p50, p90, p99, p999] = self.quantiles_ns([0.50, 0.90, 0.99, 0.999]);
         GapSummary {
             count: self.count(),
-            p50: ms(self.quantile_ns(0.50)),
-            p90: ms(self.quantile_ns(0.90)),
-            p99: ms(self.quantile_ns(0.99)),
-            p999: ms(self.quantile_ns(0.999)),
+            p50: ms(p50),
+            p90: ms(p90),
+            p99: ms(p99),
+            p999: ms(p999),
             max: ms(self.max_ns),
             longest: self.longest.iter().map(|&(g, at)| LongGap { gap_ms: ms(g), ended_at_ns: at }).collect(),
         }

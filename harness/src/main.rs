@@ -5,6 +5,7 @@
 //! command, with the fix in the message).
 
 mod analyze;
+mod bench;
 mod lab;
 mod sys;
 
@@ -44,6 +45,36 @@ enum Command {
         /// A time window analysed on its own: NAME=START,END in seconds since the epoch (repeatable)
         #[arg(long = "phase", value_name = "NAME=START,END")]
         phases: Vec<String>,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Benchmarks, side by side with the tools a user would otherwise use
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Analyzer speed on a synthetic capture: linecard analyze vs tshark -T fields vs cat, one CPU
+    Analyze {
+        /// Packets in the synthetic capture
+        #[arg(long, default_value_t = 10_000_000)]
+        packets: u64,
+        /// Sessions (two flows each)
+        #[arg(long, default_value_t = 64)]
+        sessions: u32,
+        /// Where to write the capture (about 82 bytes per packet)
+        #[arg(long, default_value = "/tmp")]
+        dir: std::path::PathBuf,
+        /// tshark is ~100x slower: time it on this many leading packets
+        #[arg(long, default_value_t = 1_000_000)]
+        tshark_packets: u64,
+        /// Timed runs of cat and linecard analyze (the median is reported)
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=20))]
+        runs: u64,
+        /// Keep the synthetic capture
+        #[arg(long)]
+        keep: bool,
         #[command(flatten)]
         output: Output,
     },
@@ -99,6 +130,15 @@ fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Lab(command) => run_lab(command),
+        Command::Bench(BenchCommand::Analyze { packets, sessions, dir, tshark_packets, runs, keep, output }) => {
+            let report = bench::run(packets, sessions, &dir, tshark_packets, runs as usize, keep)?;
+            if output.json {
+                print_json(&report)?;
+            } else {
+                print!("{}", bench::render(&report));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Analyze { captures, phases, output } => {
             let phases = phases.iter().map(|p| analyze::parse_phase(p)).collect::<Result<Vec<_>>>()?;
             let analysis = analyze::run(&captures, &phases)?;
