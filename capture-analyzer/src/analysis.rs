@@ -3,7 +3,7 @@
 
 use crate::decode::{self, Control, Datagram, Malformed, Service, State, MALFORMED_REASONS};
 use crate::model::*;
-use crate::stats::GapStats;
+use crate::stats::{GapStats, Timeline};
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 
@@ -55,6 +55,7 @@ struct Flow {
     replies: GapStats,
     detection: GapStats,
     out_of_order: u64,
+    timeline: Option<Timeline>,
 }
 
 #[derive(Default)]
@@ -74,9 +75,26 @@ struct EchoSender {
     rtt: GapStats,
 }
 
+/// One control packet as the analysis saw it, for per-packet exports.
+#[derive(Clone, Copy, Debug)]
+pub struct PacketRecord {
+    pub ts_ns: i64,
+    /// Index of the flow in the result's `flows`.
+    pub flow: usize,
+    pub control: Control,
+    /// Gap since the flow's previous packet; `None` for its first.
+    pub gap_ns: Option<u64>,
+}
+
+/// Receives every control packet of the whole-capture analysis.
+pub trait PacketSink {
+    fn control(&mut self, record: &PacketRecord);
+}
+
 /// Streaming analysis of one time window.
 pub struct Analyzer {
     window: Option<(i64, i64)>,
+    keep_timeline: bool,
     flow_index: FxHashMap<FlowKey, usize>,
     keys: Vec<FlowKey>,
     services: Vec<Service>,
@@ -92,9 +110,11 @@ pub struct Analyzer {
 
 impl Analyzer {
     /// `window`: only packets with `start <= ts < end` (ns) are analysed.
-    pub fn new(window: Option<(i64, i64)>) -> Self {
+    /// `keep_timeline`: also keep each flow's bounded gap time series.
+    pub fn new(window: Option<(i64, i64)>, keep_timeline: bool) -> Self {
         Self {
             window,
+            keep_timeline,
             flow_index: FxHashMap::default(),
             keys: Vec::new(),
             services: Vec::new(),
@@ -118,13 +138,18 @@ impl Analyzer {
     }
 
     /// Feeds one BFD datagram captured at `ts` (ns since the epoch).
-    pub fn datagram(&mut self, ts: i64, d: &Datagram<'_>) {
+    pub fn datagram(&mut self, ts: i64, d: &Datagram<'_>, sink: Option<&mut (dyn PacketSink + '_)>) {
         if d.service == Service::Echo {
             self.echo(ts, d);
             return;
         }
         match decode::control(d.payload) {
-            Ok(control) => self.control(ts, d, control),
+            Ok(control) => {
+                let (flow, gap_ns) = self.control(ts, d, control);
+                if let Some(sink) = sink {
+                    sink.control(&PacketRecord { ts_ns: ts, flow, control, gap_ns });
+                }
+            }
             Err(reason) => self.malformed(reason),
         }
     }
@@ -145,11 +170,13 @@ impl Analyzer {
         self.flow_index.insert(key, id);
         self.keys.push(key);
         self.services.push(d.service);
-        self.flows.push(Flow { session, direction, ..Flow::default() });
+        let timeline = self.keep_timeline.then(Timeline::default);
+        self.flows.push(Flow { session, direction, timeline, ..Flow::default() });
         id
     }
 
-    fn control(&mut self, ts: i64, d: &Datagram<'_>, c: Control) {
+    /// Returns the flow index and the gap this packet closed.
+    fn control(&mut self, ts: i64, d: &Datagram<'_>, c: Control) -> (usize, Option<u64>) {
         self.integrity.control_packets += 1;
         let f = self.flow_id(d);
         let (s, direction) = (self.flows[f].session, self.flows[f].direction);
@@ -165,6 +192,7 @@ impl Analyzer {
         };
 
         let flow = &mut self.flows[f];
+        let mut gap_closed = None;
         if flow.packets == 0 {
             flow.first_ts = ts;
         } else if ts < flow.last_ts {
@@ -172,9 +200,13 @@ impl Analyzer {
             flow.out_of_order += 1;
             self.integrity.out_of_order += 1;
             flow.packets += 1;
-            return;
+            return (f, None);
         } else {
             let gap = (ts - flow.last_ts) as u64;
+            gap_closed = Some(gap);
+            if let Some(t) = flow.timeline.as_mut() {
+                t.record(ts, gap);
+            }
             let prev = flow.last.expect("a flow with packets has a last packet");
             if prev.state == State::Up && c.state == State::Up {
                 flow.up_gaps.record(gap, ts);
@@ -259,6 +291,7 @@ impl Analyzer {
                 session.down_since = None;
             }
         }
+        (f, gap_closed)
     }
 
     /// Echo packets are self-addressed: the same bytes pass the observer on
@@ -297,6 +330,7 @@ impl Analyzer {
             .map(|(i, f)| {
                 let key = &self.keys[i];
                 let last = f.last;
+                let all_gaps = GapStats::merged(&f.up_gaps, &f.other_gaps);
                 FlowResult {
                     src: decode::format_addr(&key.src),
                     dst: decode::format_addr(&key.dst),
@@ -308,7 +342,9 @@ impl Analyzer {
                     last_ts: f.last_ts as f64 / 1e9,
                     first_ts_ns: f.first_ts,
                     last_ts_ns: f.last_ts,
-                    gap_ms: GapStats::merged(&f.up_gaps, &f.other_gaps).summary(),
+                    gap_ms: all_gaps.summary(),
+                    gap_ccdf: all_gaps.ccdf(),
+                    gap_timeline: f.timeline.as_ref().map(Timeline::points).unwrap_or_default(),
                     up_gap_ms: f.up_gaps.summary(),
                     flaps: f.flaps.len() as u64,
                     flap_events: f.flaps.clone(),

@@ -14,7 +14,8 @@ pub mod model;
 pub mod reader;
 pub mod stats;
 
-use analysis::Analyzer;
+use analysis::{Analyzer, PacketSink};
+pub mod export;
 use decode::Decoded;
 use model::*;
 use reader::{CaptureError, FrameMeta, FrameSource};
@@ -68,12 +69,28 @@ impl Source {
     }
 }
 
+/// What to compute beyond the defaults.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    pub phases: Vec<Phase>,
+    /// Keep each flow's bounded gap time series (`gap_timeline`).
+    pub timeline: bool,
+}
+
 /// Analyses captures, merged by timestamp (one file per observer port, for
 /// example), over the whole capture and within each phase.
 pub fn analyze_files(paths: &[PathBuf], phases: &[Phase]) -> Result<Analysis, AnalyzeError> {
+    analyze(paths, &Options { phases: phases.to_vec(), timeline: false }, None)
+}
+
+/// [`analyze_files`] with options, handing every control packet of the
+/// whole capture to `sink` (per-packet exports).
+pub fn analyze(paths: &[PathBuf], options: &Options, mut sink: Option<&mut dyn PacketSink>) -> Result<Analysis, AnalyzeError> {
+    let phases = &options.phases;
     let mut sources = paths.iter().map(|p| Source::open(p)).collect::<Result<Vec<_>, _>>()?;
-    let mut all = Analyzer::new(None);
-    let mut windows: Vec<Analyzer> = phases.iter().map(|p| Analyzer::new(Some((p.start_ns, p.end_ns)))).collect();
+    let mut all = Analyzer::new(None, options.timeline);
+    let mut windows: Vec<Analyzer> =
+        phases.iter().map(|p| Analyzer::new(Some((p.start_ns, p.end_ns)), options.timeline)).collect();
     if let [source] = sources.as_mut_slice() {
         // One file: frames are analysed in place, without a copy.
         while let Some((meta, frame)) = source
@@ -82,7 +99,7 @@ pub fn analyze_files(paths: &[PathBuf], phases: &[Phase]) -> Result<Analysis, An
             .map_err(|e| AnalyzeError::Capture { path: source.path.clone(), source: e })?
         {
             source.count += 1;
-            feed(&mut all, &mut windows, meta, frame);
+            feed(&mut all, &mut windows, meta, frame, sink.as_deref_mut());
         }
     } else {
         for source in &mut sources {
@@ -91,7 +108,7 @@ pub fn analyze_files(paths: &[PathBuf], phases: &[Phase]) -> Result<Analysis, An
         // k-way merge by timestamp.
         while let Some((_, i)) = sources.iter().enumerate().filter_map(|(i, s)| s.pending.map(|m| (m.ts_ns, i))).min() {
             let meta = sources[i].pending.unwrap();
-            feed(&mut all, &mut windows, meta, &sources[i].buf);
+            feed(&mut all, &mut windows, meta, &sources[i].buf, sink.as_deref_mut());
             sources[i].advance()?;
         }
     }
@@ -116,7 +133,7 @@ pub fn analyze_files(paths: &[PathBuf], phases: &[Phase]) -> Result<Analysis, An
 }
 
 #[inline]
-fn feed(all: &mut Analyzer, windows: &mut [Analyzer], meta: FrameMeta, frame: &[u8]) {
+fn feed(all: &mut Analyzer, windows: &mut [Analyzer], meta: FrameMeta, frame: &[u8], sink: Option<&mut (dyn PacketSink + '_)>) {
     if meta.ts_ns == i64::MIN {
         all.integrity.untimed_frames += 1;
         return;
@@ -128,9 +145,9 @@ fn feed(all: &mut Analyzer, windows: &mut [Analyzer], meta: FrameMeta, frame: &[
         Decoded::NotBfd => all.integrity.other_frames += 1,
         Decoded::Malformed(reason) => all.malformed(reason),
         Decoded::Bfd(d) => {
-            all.datagram(meta.ts_ns, &d);
+            all.datagram(meta.ts_ns, &d, sink);
             for w in windows.iter_mut().filter(|w| w.in_window(meta.ts_ns)) {
-                w.datagram(meta.ts_ns, &d);
+                w.datagram(meta.ts_ns, &d, None);
             }
         }
     }

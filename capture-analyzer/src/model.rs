@@ -3,7 +3,7 @@
 //! epoch (`*_ns`) or seconds (`first_ts`, `last_ts`, as the contract says).
 
 use crate::decode::{Malformed, Service, State};
-use crate::stats::GapSummary;
+use crate::stats::{CcdfPoint, GapSummary, TimelinePoint};
 use serde::Serialize;
 
 /// Bumped on any incompatible change of this model.
@@ -69,6 +69,11 @@ pub struct FlowResult {
     pub last_ts_ns: i64,
     /// All gaps between consecutive packets of this flow.
     pub gap_ms: GapSummary,
+    /// P(gap > x) at log-spaced x, for plots.
+    pub gap_ccdf: Vec<CcdfPoint>,
+    /// Largest gap per time bin (at most 1024 bins); only when asked for.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gap_timeline: Vec<TimelinePoint>,
     /// Gaps between consecutive packets both sent in state Up.
     pub up_gap_ms: GapSummary,
     /// Times the sender's state left Up.

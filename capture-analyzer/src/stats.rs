@@ -87,6 +87,27 @@ impl GapStats {
         out
     }
 
+    /// The complementary CDF, P(gap > x), at roughly log-spaced points
+    /// (x in ms), for plots on log axes. Empty for an empty distribution.
+    pub fn ccdf(&self) -> Vec<CcdfPoint> {
+        let n = self.hist.len();
+        if n == 0 {
+            return Vec::new();
+        }
+        let mut points = Vec::new();
+        let mut seen = 0u64;
+        for v in self.hist.iter_log(1_000, 1.2) {
+            seen += v.count_since_last_iteration();
+            let x = v.value_iterated_to().min(self.max_ns);
+            let above = (n - seen.min(n)) as f64 / n as f64;
+            points.push(CcdfPoint { gap_ms: x as f64 / 1e6, fraction_above: above });
+            if seen >= n {
+                break;
+            }
+        }
+        points
+    }
+
     pub fn summary(&self) -> GapSummary {
         let ms = |ns: u64| ns as f64 / 1e6;
         let [p50, p90, p99, p999] = self.quantiles_ns([0.50, 0.90, 0.99, 0.999]);
@@ -119,6 +140,65 @@ pub struct GapSummary {
     pub longest: Vec<LongGap>,
 }
 
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct CcdfPoint {
+    pub gap_ms: f64,
+    /// Share of gaps longer than `gap_ms`.
+    pub fraction_above: f64,
+}
+
+/// The largest gap per time bin, for a gap time series of bounded size:
+/// when the bins would exceed [`Timeline::MAX_BINS`], neighbours merge and
+/// the bin width doubles, so memory follows neither duration nor packets.
+#[derive(Clone, Debug)]
+pub struct Timeline {
+    origin_ns: i64,
+    bin_ns: i64,
+    max_gap_ns: Vec<u64>,
+}
+
+impl Default for Timeline {
+    fn default() -> Self {
+        Self { origin_ns: i64::MIN, bin_ns: 10_000_000, max_gap_ns: Vec::new() }
+    }
+}
+
+impl Timeline {
+    pub const MAX_BINS: usize = 1024;
+
+    pub fn record(&mut self, at_ns: i64, gap_ns: u64) {
+        if self.origin_ns == i64::MIN {
+            self.origin_ns = at_ns;
+        }
+        let mut index = ((at_ns - self.origin_ns).max(0) / self.bin_ns) as usize;
+        while index >= Self::MAX_BINS {
+            self.max_gap_ns = self.max_gap_ns.chunks(2).map(|pair| pair.iter().copied().max().unwrap_or(0)).collect();
+            self.bin_ns *= 2;
+            index = ((at_ns - self.origin_ns).max(0) / self.bin_ns) as usize;
+        }
+        if self.max_gap_ns.len() <= index {
+            self.max_gap_ns.resize(index + 1, 0);
+        }
+        self.max_gap_ns[index] = self.max_gap_ns[index].max(gap_ns);
+    }
+
+    /// (bin start in ns since the epoch, largest gap in ms) for non-empty bins.
+    pub fn points(&self) -> Vec<TimelinePoint> {
+        self.max_gap_ns
+            .iter()
+            .enumerate()
+            .filter(|(_, &g)| g > 0)
+            .map(|(i, &g)| TimelinePoint { at_ns: self.origin_ns + i as i64 * self.bin_ns, max_gap_ms: g as f64 / 1e6 })
+            .collect()
+    }
+}
+
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct TimelinePoint {
+    pub at_ns: i64,
+    pub max_gap_ms: f64,
+}
+
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct LongGap {
     pub gap_ms: f64,
@@ -148,6 +228,29 @@ mod tests {
         assert_eq!(s.max_ns(), 1_000_000);
         assert_eq!(s.summary().longest[0], LongGap { gap_ms: 1.0, ended_at_ns: 1000 });
         assert_eq!(s.summary().longest.len(), LONGEST_KEPT);
+    }
+
+    #[test]
+    fn ccdf_falls_from_one_to_zero() {
+        let mut s = GapStats::default();
+        for i in 1..=100u64 {
+            s.record(i * 100_000, 0);
+        }
+        let c = s.ccdf();
+        assert!(c.first().unwrap().fraction_above > 0.9);
+        assert_eq!(c.last().unwrap().fraction_above, 0.0);
+        assert!(c.windows(2).all(|w| w[0].fraction_above >= w[1].fraction_above));
+    }
+
+    #[test]
+    fn timeline_stays_bounded_and_keeps_the_maximum() {
+        let mut t = Timeline::default();
+        for i in 0..100_000i64 {
+            t.record(i * 10_000_000, if i == 77_777 { 500_000_000 } else { 10_000_000 });
+        }
+        let points = t.points();
+        assert!(points.len() <= Timeline::MAX_BINS);
+        assert_eq!(points.iter().map(|p| p.max_gap_ms).fold(0.0, f64::max), 500.0);
     }
 
     #[test]

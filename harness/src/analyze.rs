@@ -2,7 +2,8 @@
 
 use anyhow::{bail, Context, Result};
 use linecard_capture_analyzer::model::Analysis;
-use linecard_capture_analyzer::{analyze_files, Phase};
+use linecard_capture_analyzer::export::{flows_csv, PacketCsv};
+use linecard_capture_analyzer::{analyze, Options, Phase};
 use std::path::PathBuf;
 
 /// Parses `NAME=START,END` (seconds since the epoch, fractions allowed).
@@ -20,8 +21,45 @@ pub fn parse_phase(spec: &str) -> Result<Phase> {
     Ok(Phase { name: name.to_string(), start_ns, end_ns })
 }
 
-pub fn run(captures: &[PathBuf], phases: &[Phase]) -> Result<Analysis> {
-    Ok(analyze_files(captures, phases)?)
+/// Phases recorded in a run manifest (`phases: [{name, start_ns, end_ns}]`).
+pub fn manifest_phases(path: &std::path::Path) -> Result<Vec<Phase>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading manifest {}", path.display()))?;
+    let manifest: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+    let phases = manifest["phases"].as_array().with_context(|| format!("{}: no `phases` array", path.display()))?;
+    phases
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let field = |key: &str| p[key].as_i64().with_context(|| format!("{}: phases[{i}].{key} missing or not an integer", path.display()));
+            let name = p["name"].as_str().with_context(|| format!("{}: phases[{i}].name missing", path.display()))?;
+            Ok(Phase { name: name.to_string(), start_ns: field("start_ns")?, end_ns: field("end_ns")? })
+        })
+        .collect()
+}
+
+/// Runs the analysis; with `out`, also writes analysis.json, flows.csv and
+/// packets.csv there (through temporary files and a rename).
+pub fn run(captures: &[PathBuf], options: &Options, out: Option<&std::path::Path>) -> Result<Analysis> {
+    let Some(dir) = out else {
+        return Ok(analyze(captures, options, None)?);
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let packets_tmp = dir.join(".packets.csv.tmp");
+    let file = std::fs::File::create(&packets_tmp).with_context(|| format!("creating {}", packets_tmp.display()))?;
+    let mut sink = PacketCsv::new(std::io::BufWriter::new(file))?;
+    let analysis = analyze(captures, options, Some(&mut sink))?;
+    sink.finish().context("writing packets.csv")?;
+    std::fs::rename(&packets_tmp, dir.join("packets.csv"))?;
+    write_atomically(&dir.join("flows.csv"), flows_csv(&analysis).as_bytes())?;
+    write_atomically(&dir.join("analysis.json"), serde_json::to_string_pretty(&analysis)?.as_bytes())?;
+    Ok(analysis)
+}
+
+fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))
 }
 
 /// The human table: one row per flow, max beside p99 always.

@@ -6,6 +6,7 @@
 
 mod analyze;
 mod bench;
+mod plots;
 mod lab;
 mod sys;
 
@@ -45,6 +46,16 @@ enum Command {
         /// A time window analysed on its own: NAME=START,END in seconds since the epoch (repeatable)
         #[arg(long = "phase", value_name = "NAME=START,END")]
         phases: Vec<String>,
+        /// Read phases from a run manifest (its `phases` array)
+        #[arg(long)]
+        manifest: Option<std::path::PathBuf>,
+        /// Write analysis.json, flows.csv and packets.csv (one row per control packet) here
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+        /// Draw SVG plots here: gap CCDF per flow, gap time series with flaps and phases,
+        /// per-session maxima
+        #[arg(long)]
+        plots: Option<std::path::PathBuf>,
         #[command(flatten)]
         output: Output,
     },
@@ -139,9 +150,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Analyze { captures, phases, output } => {
-            let phases = phases.iter().map(|p| analyze::parse_phase(p)).collect::<Result<Vec<_>>>()?;
-            let analysis = analyze::run(&captures, &phases)?;
+        Command::Analyze { captures, phases, manifest, out, plots, output } => {
+            let mut phases = phases.iter().map(|p| analyze::parse_phase(p)).collect::<Result<Vec<_>>>()?;
+            if let Some(manifest) = manifest {
+                phases.extend(analyze::manifest_phases(&manifest)?);
+            }
+            let options = linecard_capture_analyzer::Options { phases, timeline: plots.is_some() };
+            let analysis = analyze::run(&captures, &options, out.as_deref())?;
+            if let Some(dir) = plots {
+                for path in plots::write_all(&analysis, &dir)? {
+                    eprintln!("wrote {}", path.display());
+                }
+            }
             for w in &analysis.warnings {
                 eprintln!("warning [{}]: {}", w.code, w.message);
             }
