@@ -20,6 +20,7 @@ use decode::Decoded;
 use model::*;
 use reader::{CaptureError, FrameMeta, FrameSource};
 use std::fs::File;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// A named time window, nanoseconds since the epoch, `start <= ts < end`.
@@ -50,7 +51,11 @@ struct Source {
 impl Source {
     fn open(path: &Path) -> Result<Self, AnalyzeError> {
         let file = File::open(path).map_err(|source| AnalyzeError::Open { path: path.to_path_buf(), source })?;
-        let frames = reader::open(Box::new(file)).map_err(|source| AnalyzeError::Capture { path: path.to_path_buf(), source })?;
+        Self::from_reader(path, Box::new(file))
+    }
+
+    fn from_reader(path: &Path, read: Box<dyn Read>) -> Result<Self, AnalyzeError> {
+        let frames = reader::open(read).map_err(|source| AnalyzeError::Capture { path: path.to_path_buf(), source })?;
         Ok(Self { path: path.to_path_buf(), frames, pending: None, buf: Vec::with_capacity(256), count: 0 })
     }
 
@@ -85,9 +90,18 @@ pub fn analyze_files(paths: &[PathBuf], phases: &[Phase]) -> Result<Analysis, An
 
 /// [`analyze_files`] with options, handing every control packet of the
 /// whole capture to `sink` (per-packet exports).
-pub fn analyze(paths: &[PathBuf], options: &Options, mut sink: Option<&mut dyn PacketSink>) -> Result<Analysis, AnalyzeError> {
+pub fn analyze(paths: &[PathBuf], options: &Options, sink: Option<&mut dyn PacketSink>) -> Result<Analysis, AnalyzeError> {
+    let sources = paths.iter().map(|p| Source::open(p)).collect::<Result<Vec<_>, _>>()?;
+    run_sources(sources, options, sink)
+}
+
+/// Analyses one capture from any reader (stdin, memory; the fuzz targets).
+pub fn analyze_reader(name: &str, read: Box<dyn Read>, options: &Options) -> Result<Analysis, AnalyzeError> {
+    run_sources(vec![Source::from_reader(Path::new(name), read)?], options, None)
+}
+
+fn run_sources(mut sources: Vec<Source>, options: &Options, mut sink: Option<&mut dyn PacketSink>) -> Result<Analysis, AnalyzeError> {
     let phases = &options.phases;
-    let mut sources = paths.iter().map(|p| Source::open(p)).collect::<Result<Vec<_>, _>>()?;
     let mut all = Analyzer::new(None, options.timeline);
     let mut windows: Vec<Analyzer> =
         phases.iter().map(|p| Analyzer::new(Some((p.start_ns, p.end_ns)), options.timeline)).collect();

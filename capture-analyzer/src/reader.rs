@@ -129,6 +129,9 @@ pub struct ClassicPcap {
     consumed: u64,
 }
 
+/// The classic-pcap read buffer grows to this size.
+const READ_CHUNK_MAX: usize = 4 << 20;
+
 /// A record larger than this is corruption, not a packet.
 const MAX_RECORD: usize = 1 << 24;
 
@@ -139,7 +142,9 @@ impl ClassicPcap {
         let canonical = if swapped { u32::from_be_bytes(magic) } else { le };
         let mut reader = Self {
             read,
-            buf: vec![0; 4 << 20],
+            // Starts small (cheap for small inputs) and doubles up to
+            // READ_CHUNK_MAX as the capture proves large.
+            buf: vec![0; 64 << 10],
             start: 0,
             end: 0,
             swapped,
@@ -177,6 +182,8 @@ impl ClassicPcap {
         self.start = 0;
         if self.buf.len() < need {
             self.buf.resize(need.next_power_of_two(), 0);
+        } else if self.buf.len() < READ_CHUNK_MAX {
+            self.buf.resize(self.buf.len() * 2, 0);
         }
         while self.end < need && !self.eof {
             match self.read.read(&mut self.buf[self.end..]) {
@@ -272,7 +279,7 @@ struct BlockState {
     interfaces: Vec<Interface>,
 }
 
-const BUFFER_BYTES: usize = 1 << 20;
+const BUFFER_BYTES: usize = 256 << 10;
 
 impl<R: Read + 'static> CaptureReader<R> {
     pub fn new(read: R) -> Result<Self, CaptureError> {

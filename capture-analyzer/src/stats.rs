@@ -12,7 +12,9 @@ const LONGEST_KEPT: usize = 5;
 pub struct GapStats {
     /// Nanoseconds, 3 significant digits (relative error <= 0.1 %),
     /// auto-resizing so memory follows the range seen, not the sample count.
-    hist: Histogram<u64>,
+    /// Created on the first sample: a flow carries several distributions,
+    /// most of them empty (Poll/Final, detection), at ~16 KiB each.
+    hist: Option<Histogram<u64>>,
     max_ns: u64,
     /// (gap, timestamp of the packet that ended it), longest first.
     longest: Vec<(u64, i64)>,
@@ -20,7 +22,7 @@ pub struct GapStats {
 
 impl Default for GapStats {
     fn default() -> Self {
-        Self { hist: Histogram::new(3).expect("3 significant digits is valid"), max_ns: 0, longest: Vec::new() }
+        Self { hist: None, max_ns: 0, longest: Vec::new() }
     }
 }
 
@@ -28,7 +30,8 @@ impl GapStats {
     #[inline]
     pub fn record(&mut self, gap_ns: u64, ended_at_ns: i64) {
         // Auto-resize makes record infallible for any u64.
-        let _ = self.hist.record(gap_ns.max(1));
+        let hist = self.hist.get_or_insert_with(|| Histogram::new(3).expect("3 significant digits is valid"));
+        let _ = hist.record(gap_ns.max(1));
         if gap_ns > self.max_ns {
             self.max_ns = gap_ns;
         }
@@ -42,7 +45,11 @@ impl GapStats {
     /// The union of two distributions (for example Up gaps and the rest).
     pub fn merged(a: &Self, b: &Self) -> Self {
         let mut out = a.clone();
-        out.hist.add(&b.hist).expect("auto-resizing histograms always merge");
+        match (&mut out.hist, &b.hist) {
+            (Some(h), Some(other)) => h.add(other).expect("auto-resizing histograms always merge"),
+            (None, Some(other)) => out.hist = Some(other.clone()),
+            _ => {}
+        }
         out.max_ns = a.max_ns.max(b.max_ns);
         out.longest.extend_from_slice(&b.longest);
         out.longest.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
@@ -51,7 +58,7 @@ impl GapStats {
     }
 
     pub fn count(&self) -> u64 {
-        self.hist.len()
+        self.hist.as_ref().map_or(0, |h| h.len())
     }
 
     pub fn max_ns(&self) -> u64 {
@@ -67,17 +74,15 @@ impl GapStats {
 
     /// Several quantiles (ascending) in one pass over the histogram.
     fn quantiles_ns<const N: usize>(&self, qs: [f64; N]) -> [u64; N] {
-        let n = self.hist.len();
         let mut out = [0; N];
-        if n == 0 {
-            return out;
-        }
+        let Some(hist) = self.hist.as_ref().filter(|h| h.len() > 0) else { return out };
+        let n = hist.len();
         let ranks = qs.map(|q| ((q * n as f64).floor() as u64).min(n - 1));
         let (mut next, mut seen) = (0, 0);
-        for v in self.hist.iter_recorded() {
+        for v in hist.iter_recorded() {
             seen += v.count_at_value();
             while next < N && seen > ranks[next] {
-                out[next] = self.hist.median_equivalent(v.value_iterated_to()).min(self.max_ns);
+                out[next] = hist.median_equivalent(v.value_iterated_to()).min(self.max_ns);
                 next += 1;
             }
             if next == N {
@@ -90,13 +95,11 @@ impl GapStats {
     /// The complementary CDF, P(gap > x), at roughly log-spaced points
     /// (x in ms), for plots on log axes. Empty for an empty distribution.
     pub fn ccdf(&self) -> Vec<CcdfPoint> {
-        let n = self.hist.len();
-        if n == 0 {
-            return Vec::new();
-        }
+        let Some(hist) = self.hist.as_ref().filter(|h| h.len() > 0) else { return Vec::new() };
+        let n = hist.len();
         let mut points = Vec::new();
         let mut seen = 0u64;
-        for v in self.hist.iter_log(1_000, 1.2) {
+        for v in hist.iter_log(1_000, 1.2) {
             seen += v.count_since_last_iteration();
             let x = v.value_iterated_to().min(self.max_ns);
             let above = (n - seen.min(n)) as f64 / n as f64;

@@ -167,7 +167,9 @@ pub fn run(packets: u64, sessions: u32, dir: &Path, tshark_packets: u64, runs: u
             packets_per_second: packets as f64 / secs,
             note: None,
         });
-        if tool_available("tshark") {
+        if tshark_packets == 0 {
+            eprintln!("tshark skipped (--tshark-packets 0)");
+        } else if tool_available("tshark") {
             let n = tshark_packets.min(packets);
             let mut tshark = pinned("tshark", cpu);
             tshark.args(["-r", path_str, "-c", &n.to_string(), "-T", "fields"]);

@@ -77,7 +77,7 @@ enum BenchCommand {
         /// Where to write the capture (about 82 bytes per packet)
         #[arg(long, default_value = "/tmp")]
         dir: std::path::PathBuf,
-        /// tshark is ~100x slower: time it on this many leading packets
+        /// tshark is ~100x slower: time it on this many leading packets (0: skip tshark)
         #[arg(long, default_value_t = 1_000_000)]
         tshark_packets: u64,
         /// Timed runs of cat and linecard analyze (the median is reported)
