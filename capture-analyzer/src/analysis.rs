@@ -91,6 +91,17 @@ pub trait PacketSink {
     fn control(&mut self, record: &PacketRecord);
 }
 
+/// Hands every record to each of several sinks (CSV and Parquet at once).
+pub struct Tee<'a>(pub Vec<&'a mut dyn PacketSink>);
+
+impl PacketSink for Tee<'_> {
+    fn control(&mut self, record: &PacketRecord) {
+        for sink in &mut self.0 {
+            sink.control(record);
+        }
+    }
+}
+
 /// Streaming analysis of one time window.
 pub struct Analyzer {
     window: Option<(i64, i64)>,

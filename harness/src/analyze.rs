@@ -2,6 +2,8 @@
 
 use anyhow::{bail, Context, Result};
 use linecard_capture_analyzer::model::Analysis;
+use linecard_capture_analyzer::analysis::Tee;
+use linecard_capture_analyzer::export::parquet::{write_flows, PacketParquet};
 use linecard_capture_analyzer::export::{flows_csv, PacketCsv};
 use linecard_capture_analyzer::{analyze, Options, Phase};
 use std::path::PathBuf;
@@ -38,8 +40,9 @@ pub fn manifest_phases(path: &std::path::Path) -> Result<Vec<Phase>> {
         .collect()
 }
 
-/// Runs the analysis; with `out`, also writes analysis.json, flows.csv and
-/// packets.csv there (through temporary files and a rename).
+/// Runs the analysis; with `out`, also writes analysis.json, flows.csv,
+/// packets.csv, flows.parquet and packets.parquet there (through temporary
+/// files and a rename).
 pub fn run(captures: &[PathBuf], options: &Options, out: Option<&std::path::Path>) -> Result<Analysis> {
     let Some(dir) = out else {
         return Ok(analyze(captures, options, None)?);
@@ -47,10 +50,17 @@ pub fn run(captures: &[PathBuf], options: &Options, out: Option<&std::path::Path
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let packets_tmp = dir.join(".packets.csv.tmp");
     let file = std::fs::File::create(&packets_tmp).with_context(|| format!("creating {}", packets_tmp.display()))?;
-    let mut sink = PacketCsv::new(std::io::BufWriter::new(file))?;
-    let analysis = analyze(captures, options, Some(&mut sink))?;
-    sink.finish().context("writing packets.csv")?;
+    let mut csv = PacketCsv::new(std::io::BufWriter::new(file))?;
+    let parquet_tmp = dir.join(".packets.parquet.tmp");
+    let mut parquet = PacketParquet::create(&parquet_tmp).context("creating packets.parquet")?;
+    let analysis = analyze(captures, options, Some(&mut Tee(vec![&mut csv, &mut parquet])))?;
+    csv.finish().context("writing packets.csv")?;
+    parquet.finish().context("writing packets.parquet")?;
     std::fs::rename(&packets_tmp, dir.join("packets.csv"))?;
+    std::fs::rename(&parquet_tmp, dir.join("packets.parquet"))?;
+    let flows_tmp = dir.join(".flows.parquet.tmp");
+    write_flows(&analysis, &flows_tmp).context("writing flows.parquet")?;
+    std::fs::rename(&flows_tmp, dir.join("flows.parquet"))?;
     write_atomically(&dir.join("flows.csv"), flows_csv(&analysis).as_bytes())?;
     write_atomically(&dir.join("analysis.json"), serde_json::to_string_pretty(&analysis)?.as_bytes())?;
     Ok(analysis)

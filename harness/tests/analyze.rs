@@ -46,6 +46,9 @@ fn out_and_plots_write_their_files() {
     // One header plus one row per control packet of the fixture.
     assert_eq!(packets.lines().count(), 1 + 1285 + 1312);
     assert_eq!(std::fs::read_to_string(dir.join("flows.csv")).unwrap().lines().count(), 3);
+    for parquet in ["packets.parquet", "flows.parquet"] {
+        assert!(std::fs::read(dir.join(parquet)).unwrap().starts_with(b"PAR1"), "{parquet} is not Parquet");
+    }
     let analysis: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("analysis.json")).unwrap()).unwrap();
     assert_eq!(analysis["flows"][0]["packets"], 1285);
     for plot in ["gap-ccdf.svg", "gap-timeline.svg", "session-maxima.svg"] {
