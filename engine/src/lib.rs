@@ -5,3 +5,4 @@
 //! as a process, through its config file, control socket and CLI.
 
 pub mod backend;
+pub mod wire;

@@ -1,0 +1,459 @@
+//! BFD control packets (RFC 5880 section 4.1) in the style of smoltcp's
+//! `wire` module: a zero-copy [`Packet`] view over bytes with the field
+//! ranges in a private `field` module, and a typed [`Repr`] whose `parse`
+//! enforces the session-independent discard rules of section 6.8.6 and
+//! whose `emit` writes into a caller's buffer.
+//!
+//! Independent of the capture analyzer's decoder on purpose: the two
+//! parsers check each other.
+
+#[cfg(test)]
+mod tests;
+
+mod field {
+    use core::ops::Range;
+    pub const VERS_DIAG: usize = 0;
+    pub const STATE_FLAGS: usize = 1;
+    pub const DETECT_MULT: usize = 2;
+    pub const LENGTH: usize = 3;
+    pub const MY_DISCR: Range<usize> = 4..8;
+    pub const YOUR_DISCR: Range<usize> = 8..12;
+    pub const DESIRED_MIN_TX: Range<usize> = 12..16;
+    pub const REQUIRED_MIN_RX: Range<usize> = 16..20;
+    pub const REQUIRED_MIN_ECHO_RX: Range<usize> = 20..24;
+    pub const AUTH: usize = 24;
+}
+
+/// Length of the mandatory section.
+pub const HEADER_LEN: usize = 24;
+/// Protocol version this implementation speaks (section 4.1).
+pub const VERSION: u8 = 1;
+/// UDP destination ports: single-hop control (RFC 5881), echo, multihop
+/// control (RFC 5883).
+pub const PORT_SINGLE_HOP: u16 = 3784;
+pub const PORT_ECHO: u16 = 3785;
+pub const PORT_MULTI_HOP: u16 = 4784;
+
+const FLAG_POLL: u8 = 0x20;
+const FLAG_FINAL: u8 = 0x10;
+const FLAG_CPI: u8 = 0x08;
+const FLAG_AUTH: u8 = 0x04;
+const FLAG_DEMAND: u8 = 0x02;
+const FLAG_MULTIPOINT: u8 = 0x01;
+
+/// Why a packet was discarded. `Copy` and dense so it can index a drop
+/// counter (the XDP program and userspace count by the same reasons).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u8)]
+pub enum DropReason {
+    /// Shorter than the mandatory section.
+    Truncated = 0,
+    /// Version is not 1 (6.8.6).
+    BadVersion,
+    /// Length field below the minimum or beyond the payload (6.8.6).
+    BadLength,
+    /// Detect Mult is zero (6.8.6).
+    ZeroMultiplier,
+    /// Multipoint bit set (6.8.6).
+    Multipoint,
+    /// My Discriminator is zero (6.8.6).
+    ZeroMyDiscriminator,
+    /// Your Discriminator is zero while State is neither Down nor AdminDown (6.8.6).
+    ZeroYourDiscriminator,
+    /// Your Discriminator names no session (6.8.6).
+    NoSession,
+    /// Authentication present but not configured, or configured but absent (6.8.6).
+    AuthMismatch,
+    /// Authentication section malformed.
+    BadAuth,
+    /// TTL/hop limit below 255 on a single-hop session (RFC 5881 section 5),
+    /// or below the configured minimum on a multihop one.
+    BadTtl,
+    /// The session is administratively down: received packets are ignored (6.8.6).
+    AdminDown,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 12] = [
+        Self::Truncated,
+        Self::BadVersion,
+        Self::BadLength,
+        Self::ZeroMultiplier,
+        Self::Multipoint,
+        Self::ZeroMyDiscriminator,
+        Self::ZeroYourDiscriminator,
+        Self::NoSession,
+        Self::AuthMismatch,
+        Self::BadAuth,
+        Self::BadTtl,
+        Self::AdminDown,
+    ];
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Session state (section 4.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    AdminDown = 0,
+    Down = 1,
+    Init = 2,
+    Up = 3,
+}
+
+impl State {
+    fn from_bits(bits: u8) -> Self {
+        match bits & 3 {
+            0 => Self::AdminDown,
+            1 => Self::Down,
+            2 => Self::Init,
+            _ => Self::Up,
+        }
+    }
+}
+
+/// Diagnostic codes (section 4.1). The field is 5 bits; 9-31 are reserved
+/// and kept as received.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Diagnostic {
+    NoDiagnostic,
+    ControlDetectionTimeExpired,
+    EchoFunctionFailed,
+    NeighborSignaledSessionDown,
+    ForwardingPlaneReset,
+    PathDown,
+    ConcatenatedPathDown,
+    AdministrativelyDown,
+    ReverseConcatenatedPathDown,
+    Reserved(u8),
+}
+
+impl Diagnostic {
+    pub fn from_bits(bits: u8) -> Self {
+        match bits & 0x1f {
+            0 => Self::NoDiagnostic,
+            1 => Self::ControlDetectionTimeExpired,
+            2 => Self::EchoFunctionFailed,
+            3 => Self::NeighborSignaledSessionDown,
+            4 => Self::ForwardingPlaneReset,
+            5 => Self::PathDown,
+            6 => Self::ConcatenatedPathDown,
+            7 => Self::AdministrativelyDown,
+            8 => Self::ReverseConcatenatedPathDown,
+            other => Self::Reserved(other),
+        }
+    }
+
+    pub fn bits(self) -> u8 {
+        match self {
+            Self::NoDiagnostic => 0,
+            Self::ControlDetectionTimeExpired => 1,
+            Self::EchoFunctionFailed => 2,
+            Self::NeighborSignaledSessionDown => 3,
+            Self::ForwardingPlaneReset => 4,
+            Self::PathDown => 5,
+            Self::ConcatenatedPathDown => 6,
+            Self::AdministrativelyDown => 7,
+            Self::ReverseConcatenatedPathDown => 8,
+            Self::Reserved(bits) => bits & 0x1f,
+        }
+    }
+}
+
+/// Authentication types (section 4.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthType {
+    SimplePassword,
+    KeyedMd5,
+    MeticulousKeyedMd5,
+    KeyedSha1,
+    MeticulousKeyedSha1,
+}
+
+/// The authentication section, parsed but not verified (verification is
+/// the session's, with its keys).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AuthSection {
+    pub auth_type: AuthType,
+    pub key_id: u8,
+    /// Sequence number (all types but simple password).
+    pub sequence: Option<u32>,
+    /// Password, digest or hash, `len` bytes of `bytes`.
+    pub bytes: [u8; 20],
+    pub len: u8,
+}
+
+impl AuthSection {
+    /// Parses the section at `bytes` (starting at Auth Type).
+    fn parse(bytes: &[u8]) -> Result<Self, DropReason> {
+        let (&kind, rest) = bytes.split_first().ok_or(DropReason::BadAuth)?;
+        let &len = rest.first().ok_or(DropReason::BadAuth)?;
+        let len = usize::from(len);
+        if len > bytes.len() || len < 3 {
+            return Err(DropReason::BadAuth);
+        }
+        let key_id = bytes[2];
+        let (auth_type, sequence, data) = match kind {
+            // Simple password: 1 to 16 bytes of password (section 4.2).
+            1 if (4..=19).contains(&len) => (AuthType::SimplePassword, None, &bytes[3..len]),
+            // MD5: length 24, 4 reserved... sequence at 4, 16-byte digest (section 4.3).
+            2 | 3 if len == 24 => (
+                if kind == 2 { AuthType::KeyedMd5 } else { AuthType::MeticulousKeyedMd5 },
+                Some(u32::from_be_bytes(bytes[4..8].try_into().unwrap())),
+                &bytes[8..24],
+            ),
+            // SHA1: length 28, sequence at 4, 20-byte hash (section 4.4).
+            4 | 5 if len == 28 => (
+                if kind == 4 { AuthType::KeyedSha1 } else { AuthType::MeticulousKeyedSha1 },
+                Some(u32::from_be_bytes(bytes[4..8].try_into().unwrap())),
+                &bytes[8..28],
+            ),
+            _ => return Err(DropReason::BadAuth),
+        };
+        let mut out = [0u8; 20];
+        out[..data.len()].copy_from_slice(data);
+        Ok(Self { auth_type, key_id, sequence, bytes: out, len: data.len() as u8 })
+    }
+}
+
+/// A read/write view of a BFD control packet.
+#[derive(Debug, Clone)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// Wraps a buffer without checks; accessors may panic on short input.
+    pub const fn new_unchecked(buffer: T) -> Self {
+        Self { buffer }
+    }
+
+    /// Wraps untrusted input: the mandatory section must be present and the
+    /// Length field must be sane, so that no accessor can panic.
+    pub fn new_checked(buffer: T) -> Result<Self, DropReason> {
+        let packet = Self::new_unchecked(buffer);
+        packet.check_len()?;
+        Ok(packet)
+    }
+
+    pub fn check_len(&self) -> Result<(), DropReason> {
+        let data = self.buffer.as_ref();
+        if data.len() < HEADER_LEN {
+            return Err(DropReason::Truncated);
+        }
+        // Section 6.8.6: Length below the minimum (24, or 26 with the A
+        // bit) or beyond the payload.
+        let length = usize::from(self.length());
+        let minimum = if self.auth_present() { HEADER_LEN + 2 } else { HEADER_LEN };
+        if length < minimum || length > data.len() {
+            return Err(DropReason::BadLength);
+        }
+        Ok(())
+    }
+
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    fn byte(&self, at: usize) -> u8 {
+        self.buffer.as_ref()[at]
+    }
+
+    fn u32_at(&self, range: core::ops::Range<usize>) -> u32 {
+        u32::from_be_bytes(self.buffer.as_ref()[range].try_into().unwrap())
+    }
+
+    pub fn version(&self) -> u8 {
+        self.byte(field::VERS_DIAG) >> 5
+    }
+    pub fn diag(&self) -> Diagnostic {
+        Diagnostic::from_bits(self.byte(field::VERS_DIAG))
+    }
+    pub fn state(&self) -> State {
+        State::from_bits(self.byte(field::STATE_FLAGS) >> 6)
+    }
+    pub fn poll(&self) -> bool {
+        self.byte(field::STATE_FLAGS) & FLAG_POLL != 0
+    }
+    pub fn final_(&self) -> bool {
+        self.byte(field::STATE_FLAGS) & FLAG_FINAL != 0
+    }
+    pub fn control_plane_independent(&self) -> bool {
+        self.byte(field::STATE_FLAGS) & FLAG_CPI != 0
+    }
+    pub fn auth_present(&self) -> bool {
+        self.byte(field::STATE_FLAGS) & FLAG_AUTH != 0
+    }
+    pub fn demand(&self) -> bool {
+        self.byte(field::STATE_FLAGS) & FLAG_DEMAND != 0
+    }
+    pub fn multipoint(&self) -> bool {
+        self.byte(field::STATE_FLAGS) & FLAG_MULTIPOINT != 0
+    }
+    pub fn detect_mult(&self) -> u8 {
+        self.byte(field::DETECT_MULT)
+    }
+    pub fn length(&self) -> u8 {
+        self.byte(field::LENGTH)
+    }
+    pub fn my_discr(&self) -> u32 {
+        self.u32_at(field::MY_DISCR)
+    }
+    pub fn your_discr(&self) -> u32 {
+        self.u32_at(field::YOUR_DISCR)
+    }
+    /// Microseconds.
+    pub fn desired_min_tx(&self) -> u32 {
+        self.u32_at(field::DESIRED_MIN_TX)
+    }
+    /// Microseconds.
+    pub fn required_min_rx(&self) -> u32 {
+        self.u32_at(field::REQUIRED_MIN_RX)
+    }
+    /// Microseconds.
+    pub fn required_min_echo_rx(&self) -> u32 {
+        self.u32_at(field::REQUIRED_MIN_ECHO_RX)
+    }
+    /// The authentication section, within Length (call after `check_len`).
+    pub fn auth_bytes(&self) -> &[u8] {
+        &self.buffer.as_ref()[field::AUTH..usize::from(self.length())]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    fn set_byte(&mut self, at: usize, value: u8) {
+        self.buffer.as_mut()[at] = value;
+    }
+    fn set_u32(&mut self, range: core::ops::Range<usize>, value: u32) {
+        self.buffer.as_mut()[range].copy_from_slice(&value.to_be_bytes());
+    }
+    pub fn set_version_diag(&mut self, version: u8, diag: Diagnostic) {
+        self.set_byte(field::VERS_DIAG, (version << 5) | diag.bits());
+    }
+    pub fn set_state_flags(&mut self, state: State, flags: u8) {
+        self.set_byte(field::STATE_FLAGS, ((state as u8) << 6) | (flags & 0x3f));
+    }
+    pub fn set_detect_mult(&mut self, value: u8) {
+        self.set_byte(field::DETECT_MULT, value);
+    }
+    pub fn set_length(&mut self, value: u8) {
+        self.set_byte(field::LENGTH, value);
+    }
+    pub fn set_my_discr(&mut self, value: u32) {
+        self.set_u32(field::MY_DISCR, value);
+    }
+    pub fn set_your_discr(&mut self, value: u32) {
+        self.set_u32(field::YOUR_DISCR, value);
+    }
+    pub fn set_desired_min_tx(&mut self, value: u32) {
+        self.set_u32(field::DESIRED_MIN_TX, value);
+    }
+    pub fn set_required_min_rx(&mut self, value: u32) {
+        self.set_u32(field::REQUIRED_MIN_RX, value);
+    }
+    pub fn set_required_min_echo_rx(&mut self, value: u32) {
+        self.set_u32(field::REQUIRED_MIN_ECHO_RX, value);
+    }
+}
+
+/// A control packet as a typed value. Intervals in microseconds, as on the
+/// wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Repr {
+    pub diag: Diagnostic,
+    pub state: State,
+    pub poll: bool,
+    pub final_: bool,
+    pub control_plane_independent: bool,
+    pub demand: bool,
+    pub detect_mult: u8,
+    pub my_discr: u32,
+    pub your_discr: u32,
+    pub desired_min_tx_us: u32,
+    pub required_min_rx_us: u32,
+    pub required_min_echo_rx_us: u32,
+    pub auth: Option<AuthSection>,
+}
+
+impl Repr {
+    /// Parses with the discard rules of section 6.8.6 that need no session:
+    /// version, length, multiplier, multipoint, my discriminator, and your
+    /// discriminator zero outside Down/AdminDown.
+    pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Self, DropReason> {
+        packet.check_len()?;
+        if packet.version() != VERSION {
+            return Err(DropReason::BadVersion);
+        }
+        if packet.detect_mult() == 0 {
+            return Err(DropReason::ZeroMultiplier);
+        }
+        if packet.multipoint() {
+            return Err(DropReason::Multipoint);
+        }
+        if packet.my_discr() == 0 {
+            return Err(DropReason::ZeroMyDiscriminator);
+        }
+        let state = packet.state();
+        if packet.your_discr() == 0 && !matches!(state, State::Down | State::AdminDown) {
+            return Err(DropReason::ZeroYourDiscriminator);
+        }
+        let auth = if packet.auth_present() { Some(AuthSection::parse(packet.auth_bytes())?) } else { None };
+        Ok(Self {
+            diag: packet.diag(),
+            state,
+            poll: packet.poll(),
+            final_: packet.final_(),
+            control_plane_independent: packet.control_plane_independent(),
+            demand: packet.demand(),
+            detect_mult: packet.detect_mult(),
+            my_discr: packet.my_discr(),
+            your_discr: packet.your_discr(),
+            desired_min_tx_us: packet.desired_min_tx(),
+            required_min_rx_us: packet.required_min_rx(),
+            required_min_echo_rx_us: packet.required_min_echo_rx(),
+            auth,
+        })
+    }
+
+    /// Parses untrusted bytes.
+    pub fn parse_bytes(bytes: &[u8]) -> Result<Self, DropReason> {
+        Self::parse(&Packet::new_checked(bytes)?)
+    }
+
+    /// Bytes `emit` writes. Authentication is emitted by the session that
+    /// holds the keys; this codec emits the mandatory section only.
+    pub const fn buffer_len(&self) -> usize {
+        HEADER_LEN
+    }
+
+    /// Writes the mandatory section into `packet` (at least
+    /// [`Repr::buffer_len`] bytes).
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
+        packet.set_version_diag(VERSION, self.diag);
+        let flags = (if self.poll { FLAG_POLL } else { 0 })
+            | (if self.final_ { FLAG_FINAL } else { 0 })
+            | (if self.control_plane_independent { FLAG_CPI } else { 0 })
+            | (if self.demand { FLAG_DEMAND } else { 0 });
+        packet.set_state_flags(self.state, flags);
+        packet.set_detect_mult(self.detect_mult);
+        packet.set_length(HEADER_LEN as u8);
+        packet.set_my_discr(self.my_discr);
+        packet.set_your_discr(self.your_discr);
+        packet.set_desired_min_tx(self.desired_min_tx_us);
+        packet.set_required_min_rx(self.required_min_rx_us);
+        packet.set_required_min_echo_rx(self.required_min_echo_rx_us);
+    }
+
+    /// Emits into a fresh array.
+    pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
+        let mut bytes = [0u8; HEADER_LEN];
+        self.emit(&mut Packet::new_unchecked(&mut bytes[..]));
+        bytes
+    }
+}
