@@ -5,4 +5,5 @@
 //! as a process, through its config file, control socket and CLI.
 
 pub mod backend;
+pub mod session;
 pub mod wire;

@@ -1,0 +1,400 @@
+//! One BFD session's state machine (RFC 5880 section 6), sans-IO.
+//!
+//! The session never reads a clock or touches a socket: time comes in as an
+//! argument (integer nanoseconds on any monotonic clock), packets come in as
+//! [`Repr`], and packets to send and the next deadline go out. That makes
+//! every rule of the RFC a fast, deterministic test (`tests.rs`).
+
+pub mod table;
+#[cfg(test)]
+mod tests;
+
+use crate::wire::{Diagnostic, DropReason, Repr, State};
+use serde::Serialize;
+
+/// Nanoseconds on the caller's monotonic clock.
+pub type Nanos = i64;
+
+/// While not Up, bfd.DesiredMinTxInterval is at least one second (6.8.3).
+pub const SLOW_TX_US: u32 = 1_000_000;
+
+/// What the operator asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct SessionConfig {
+    /// bfd.LocalDiscr: non-zero, unique within the engine.
+    pub local_discr: u32,
+    pub desired_min_tx_us: u32,
+    pub required_min_rx_us: u32,
+    pub detect_mult: u8,
+    /// Advertised Required Min Echo RX; 0: this side does not echo.
+    pub required_min_echo_rx_us: u32,
+    /// Section 6.1: a passive side sends nothing until it hears the peer.
+    pub passive: bool,
+}
+
+/// A state change, with the diagnostic that explains it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Transition {
+    pub at_ns: Nanos,
+    pub from: State,
+    pub to: State,
+    pub diag: Diagnostic,
+}
+
+/// What the remote system last told us (the bfd.Remote* variables).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Remote {
+    pub discr: u32,
+    pub state: State,
+    /// bfd.RemoteMinRxInterval; initialised to 1 (6.8.1).
+    pub min_rx_us: u32,
+    pub desired_min_tx_us: u32,
+    pub detect_mult: u8,
+    pub min_echo_rx_us: u32,
+    pub demand: bool,
+    pub diag: Diagnostic,
+}
+
+/// Counters kept by the session itself; never the source of a measurement.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counters {
+    pub packets_in: u64,
+    pub packets_out: u64,
+    pub polls_started: u64,
+    pub finals_sent: u64,
+    pub transitions: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Session {
+    config: SessionConfig,
+    state: State,
+    local_diag: Diagnostic,
+    remote: Remote,
+    /// bfd.DesiredMinTxInterval as advertised now.
+    desired_min_tx_us: u32,
+    /// bfd.RequiredMinRxInterval as advertised now.
+    required_min_rx_us: u32,
+    /// Desired Min TX used for our transmit timer: an increase while Up
+    /// takes effect only when the Poll Sequence ends (6.8.3).
+    tx_in_force_us: u32,
+    /// Required Min RX used for the detection time: a decrease while Up
+    /// takes effect only when the Poll Sequence ends (6.8.3).
+    rx_in_force_us: u32,
+    /// A Poll Sequence is in progress: periodic packets carry P.
+    polling: bool,
+    /// The remote polled: the next packet, sent at once, carries F (6.8.6).
+    final_owed: bool,
+    next_tx_ns: Option<Nanos>,
+    last_rx_ns: Option<Nanos>,
+    admin_down: bool,
+    rng: u64,
+    counters: Counters,
+}
+
+impl Session {
+    /// A new session in Down, ready to transmit at `now` (unless passive).
+    /// `seed` drives the transmit jitter (tests fix it; the daemon randomises).
+    pub fn new(config: SessionConfig, now: Nanos, seed: u64) -> Self {
+        assert_ne!(config.local_discr, 0, "My Discriminator is never 0");
+        let slow = config.desired_min_tx_us.max(SLOW_TX_US);
+        Self {
+            config,
+            state: State::Down,
+            local_diag: Diagnostic::NoDiagnostic,
+            remote: Remote {
+                discr: 0,
+                state: State::Down,
+                min_rx_us: 1,
+                desired_min_tx_us: 0,
+                detect_mult: 0,
+                min_echo_rx_us: 0,
+                demand: false,
+                diag: Diagnostic::NoDiagnostic,
+            },
+            desired_min_tx_us: slow,
+            required_min_rx_us: config.required_min_rx_us,
+            tx_in_force_us: slow,
+            rx_in_force_us: config.required_min_rx_us,
+            polling: false,
+            final_owed: false,
+            next_tx_ns: Some(now),
+            last_rx_ns: None,
+            admin_down: false,
+            rng: seed | 1,
+            counters: Counters::default(),
+        }
+    }
+
+    pub fn config(&self) -> &SessionConfig {
+        &self.config
+    }
+    pub fn state(&self) -> State {
+        self.state
+    }
+    pub fn local_diag(&self) -> Diagnostic {
+        self.local_diag
+    }
+    pub fn remote(&self) -> &Remote {
+        &self.remote
+    }
+    pub fn polling(&self) -> bool {
+        self.polling
+    }
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+    /// (advertised Desired Min TX, advertised Required Min RX), µs.
+    pub fn advertised(&self) -> (u32, u32) {
+        (self.desired_min_tx_us, self.required_min_rx_us)
+    }
+
+    /// The one place state changes: records the transition and its
+    /// diagnostic and adjusts the timers that depend on Up-ness.
+    fn set_state(&mut self, now: Nanos, to: State, diag: Diagnostic) -> Transition {
+        let transition = Transition { at_ns: now, from: self.state, to, diag };
+        self.state = to;
+        self.local_diag = diag;
+        self.counters.transitions += 1;
+        if to == State::Up {
+            // Leaving slow start changes Desired Min TX: Poll (6.8.3).
+            self.change_timers(now, self.config.desired_min_tx_us, self.config.required_min_rx_us);
+        } else {
+            // Not Up: at least 1 s between packets, at once, no Poll pending.
+            let slow = self.config.desired_min_tx_us.max(SLOW_TX_US);
+            self.desired_min_tx_us = slow;
+            self.tx_in_force_us = slow;
+            self.required_min_rx_us = self.config.required_min_rx_us;
+            self.rx_in_force_us = self.config.required_min_rx_us;
+            self.polling = false;
+        }
+        // Tell the peer now rather than at the next (possibly 1 s) tick.
+        self.next_tx_ns = Some(now);
+        transition
+    }
+
+    /// Changes the advertised timers; while Up a changed value starts a
+    /// Poll Sequence and the transitional rules of 6.8.3 apply.
+    fn change_timers(&mut self, now: Nanos, desired_tx_us: u32, required_rx_us: u32) {
+        let desired_tx_us = if self.state == State::Up { desired_tx_us } else { desired_tx_us.max(SLOW_TX_US) };
+        let changed = desired_tx_us != self.desired_min_tx_us || required_rx_us != self.required_min_rx_us;
+        if !changed {
+            return;
+        }
+        let up = self.state == State::Up;
+        // An increase of our transmit interval waits for the Final; a
+        // decrease may take effect at once.
+        if !(up && desired_tx_us > self.tx_in_force_us) {
+            self.tx_in_force_us = desired_tx_us;
+        }
+        // A decrease of what we require waits for the Final (the remote may
+        // still send at the old, slower rate); an increase applies at once.
+        if !(up && required_rx_us < self.rx_in_force_us) {
+            self.rx_in_force_us = required_rx_us;
+        }
+        self.desired_min_tx_us = desired_tx_us;
+        self.required_min_rx_us = required_rx_us;
+        self.polling = true;
+        self.counters.polls_started += 1;
+        // The first packet of the sequence goes out now (a stale schedule
+        // computed from the old interval must not delay it).
+        self.next_tx_ns = Some(self.next_tx_ns.map_or(now, |t| t.min(now)));
+    }
+
+    /// Operator changes timers or multiplier at run time: while Up, a Poll
+    /// Sequence announces the change (6.8.3); otherwise it applies at once.
+    pub fn set_timers(&mut self, now: Nanos, desired_tx_us: u32, required_rx_us: u32, detect_mult: u8) {
+        let mult_changed = detect_mult != self.config.detect_mult;
+        self.config.desired_min_tx_us = desired_tx_us;
+        self.config.required_min_rx_us = required_rx_us;
+        self.config.detect_mult = detect_mult;
+        self.change_timers(now, desired_tx_us, required_rx_us);
+        if self.state == State::Up && mult_changed && !self.polling {
+            self.polling = true;
+            self.counters.polls_started += 1;
+            self.next_tx_ns = Some(now);
+        }
+        if self.state != State::Up {
+            // Not Up: nothing to negotiate with a remote that ignores it.
+            self.polling = false;
+        }
+    }
+
+    /// Operator sets or clears AdminDown (section 6.8.16).
+    pub fn set_admin_down(&mut self, now: Nanos, down: bool) -> Option<Transition> {
+        if down == self.admin_down {
+            return None;
+        }
+        self.admin_down = down;
+        Some(if down {
+            self.set_state(now, State::AdminDown, Diagnostic::AdministrativelyDown)
+        } else {
+            self.set_state(now, State::Down, Diagnostic::NoDiagnostic)
+        })
+    }
+
+    /// The detection time (6.8.4, asynchronous mode): the remote's Detect
+    /// Mult times the larger of our Required Min RX (in force) and the
+    /// remote's Desired Min TX. `None` before the remote is heard.
+    pub fn detection_time_ns(&self) -> Option<Nanos> {
+        if self.remote.detect_mult == 0 {
+            return None;
+        }
+        let interval = self.rx_in_force_us.max(self.remote.desired_min_tx_us);
+        Some(i64::from(self.remote.detect_mult) * i64::from(interval) * 1_000)
+    }
+
+    fn detection_deadline(&self) -> Option<Nanos> {
+        Some(self.last_rx_ns? + self.detection_time_ns()?)
+    }
+
+    /// Handles a packet that passed the codec's checks and was demultiplexed
+    /// to this session (6.8.6, the session-dependent part).
+    pub fn receive(&mut self, now: Nanos, packet: &Repr) -> Result<Option<Transition>, DropReason> {
+        // No authentication is configured on this engine yet: a packet that
+        // carries it is refused rather than accepted unverified.
+        if packet.auth.is_some() {
+            return Err(DropReason::AuthMismatch);
+        }
+        if self.state == State::AdminDown {
+            return Err(DropReason::AdminDown);
+        }
+        self.counters.packets_in += 1;
+        let previous_min_rx = self.remote.min_rx_us;
+        self.remote = Remote {
+            discr: packet.my_discr,
+            state: packet.state,
+            min_rx_us: packet.required_min_rx_us,
+            desired_min_tx_us: packet.desired_min_tx_us,
+            detect_mult: packet.detect_mult,
+            min_echo_rx_us: packet.required_min_echo_rx_us,
+            demand: packet.demand,
+            diag: packet.diag,
+        };
+        self.last_rx_ns = Some(now);
+        if packet.final_ && self.polling {
+            // The Poll Sequence ends: transitional values give way (6.8.3).
+            self.polling = false;
+            self.tx_in_force_us = self.desired_min_tx_us;
+            self.rx_in_force_us = self.required_min_rx_us;
+        }
+        // A faster remote receiver shortens our interval now, not at the
+        // next tick of the old schedule.
+        if self.remote.min_rx_us < previous_min_rx {
+            if let Some(next) = self.next_tx_ns {
+                self.next_tx_ns = Some(next.min(now + self.tx_interval_ns()));
+            }
+        }
+        let transition = match (packet.state, self.state) {
+            (State::AdminDown, local) if local != State::Down => {
+                Some(self.set_state(now, State::Down, Diagnostic::NeighborSignaledSessionDown))
+            }
+            (State::AdminDown, _) => None,
+            (State::Down, State::Down) => Some(self.set_state(now, State::Init, Diagnostic::NoDiagnostic)),
+            (State::Init, State::Down) => Some(self.set_state(now, State::Up, Diagnostic::NoDiagnostic)),
+            (State::Init | State::Up, State::Init) => Some(self.set_state(now, State::Up, Diagnostic::NoDiagnostic)),
+            (State::Down, State::Up) => Some(self.set_state(now, State::Down, Diagnostic::NeighborSignaledSessionDown)),
+            _ => None,
+        };
+        if packet.poll {
+            // Answer with F as soon as practicable, whatever the timer (6.8.6).
+            self.final_owed = true;
+        }
+        Ok(transition)
+    }
+
+    /// Advances timers to `now`: detection expiry (6.8.4).
+    pub fn on_timer(&mut self, now: Nanos) -> Option<Transition> {
+        let deadline = self.detection_deadline()?;
+        // Signed comparison: a packet stamped after `now` (a racing reader)
+        // is not an 18-quintillion-nanosecond silence.
+        if now - deadline < 0 {
+            return None;
+        }
+        // A detection time without packets clears bfd.RemoteDiscr (6.8.1).
+        self.remote.discr = 0;
+        self.remote.detect_mult = 0;
+        self.last_rx_ns = None;
+        matches!(self.state, State::Init | State::Up)
+            .then(|| self.set_state(now, State::Down, Diagnostic::ControlDetectionTimeExpired))
+    }
+
+    /// Whether periodic transmission is allowed (6.8.7).
+    fn may_transmit(&self) -> bool {
+        !(self.config.passive && self.remote.discr == 0) && self.remote.min_rx_us != 0
+    }
+
+    /// The interval before jitter: the larger of our Desired Min TX in force
+    /// and the remote's Required Min RX (6.8.7).
+    fn tx_interval_ns(&self) -> Nanos {
+        i64::from(self.tx_in_force_us.max(self.remote.min_rx_us)) * 1_000
+    }
+
+    /// Jitter (6.8.7): 75-100 % of the interval, or 75-90 % when Detect Mult
+    /// is 1, so that consecutive packets never drift into the detection time.
+    fn jittered(&mut self, interval: Nanos) -> Nanos {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let span = if self.config.detect_mult == 1 { 15 } else { 25 };
+        let percent = 75 + (self.rng % (span + 1)) as i64;
+        interval * percent / 100
+    }
+
+    fn packet(&self, poll: bool, final_: bool) -> Repr {
+        Repr {
+            diag: self.local_diag,
+            state: self.state,
+            poll,
+            final_,
+            control_plane_independent: false,
+            demand: false,
+            detect_mult: self.config.detect_mult,
+            my_discr: self.config.local_discr,
+            your_discr: self.remote.discr,
+            desired_min_tx_us: self.desired_min_tx_us,
+            required_min_rx_us: self.required_min_rx_us,
+            required_min_echo_rx_us: self.config.required_min_echo_rx_us,
+            auth: None,
+        }
+    }
+
+    /// The packet to send at `now`, if any: a Final owed to the remote
+    /// (urgent, outside the schedule), or the periodic packet when due.
+    pub fn poll_transmit(&mut self, now: Nanos) -> Option<Repr> {
+        if self.final_owed {
+            self.final_owed = false;
+            self.counters.packets_out += 1;
+            self.counters.finals_sent += 1;
+            // P and F are never set together (4.1); P rides the next packet.
+            return Some(self.packet(false, true));
+        }
+        let due = self.next_tx_ns?;
+        if now - due < 0 || !self.may_transmit() {
+            return None;
+        }
+        let interval = self.tx_interval_ns();
+        self.next_tx_ns = Some(now + self.jittered(interval));
+        self.counters.packets_out += 1;
+        Some(self.packet(self.polling, false))
+    }
+
+    /// When the next periodic packet is due, if transmission is allowed.
+    pub fn next_transmit_ns(&self) -> Option<Nanos> {
+        self.next_tx_ns.filter(|_| self.may_transmit())
+    }
+
+    /// When the caller must next call [`Session::poll_transmit`] or
+    /// [`Session::on_timer`].
+    pub fn next_deadline(&self) -> Option<Nanos> {
+        if self.final_owed {
+            // Immediately.
+            return Some(Nanos::MIN);
+        }
+        let tx = self.next_tx_ns.filter(|_| self.may_transmit());
+        match (tx, self.detection_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
