@@ -5,5 +5,8 @@
 //! as a process, through its config file, control socket and CLI.
 
 pub mod backend;
+pub mod config;
+pub mod daemon;
+pub mod io;
 pub mod session;
 pub mod wire;

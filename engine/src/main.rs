@@ -1,51 +1,227 @@
 //! `linecardd`: the BFD engine under test.
+//!
+//! `linecardd --config FILE` runs in the foreground, logs to stderr, and on
+//! SIGTERM or SIGINT sends AdminDown to every peer and exits cleanly.
 
-use clap::{Parser, Subcommand};
-use linecard_engine::backend::{self, Availability};
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use linecard_engine::backend::{Availability, BackendKind};
+use linecard_engine::config::{EngineConfig, RawSession, DEFAULT_CONTROL_SOCKET};
+use linecard_engine::daemon::control::{call, Request};
+use linecard_engine::daemon::Engine;
+use std::net::IpAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(Parser)]
 #[command(
     name = "linecardd",
     version,
-    about = "BFD engine with pluggable transmit backends (naive, rt, txtime, xdp)"
+    about = "A BFD engine (RFC 5880/5881) with pluggable transmit backends: naive, rt, txtime, xdp",
+    args_conflicts_with_subcommands = true,
+    after_help = "Run:     linecardd --config linecardd.toml\n\
+                  Inspect: linecardd ctl list            (like FRR's `show bfd peers`)\n\
+                  Change:  linecardd ctl set --local 192.0.2.1 --peer 192.0.2.2 --tx-ms 50 --rx-ms 50 --multiplier 3"
 )]
 struct Cli {
+    /// Run the engine with this TOML configuration ([engine] and [[session]] tables)
+    #[arg(long)]
+    config: Option<PathBuf>,
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Subcommand)]
 enum Command {
-    /// Say which transmit backends this build can run here, and why not
+    /// Say which transmit backends can run here, and why not
     Backends {
-        /// Print JSON on stdout
         #[arg(long)]
         json: bool,
     },
+    /// Talk to a running linecardd over its control socket
+    Ctl(Ctl),
+}
+
+#[derive(Args)]
+struct Ctl {
+    /// The control socket (engine.control_socket)
+    #[arg(long, default_value = DEFAULT_CONTROL_SOCKET)]
+    socket: PathBuf,
+    #[command(subcommand)]
+    op: CtlOp,
+}
+
+#[derive(Args)]
+struct Pair {
+    #[arg(long)]
+    local: IpAddr,
+    #[arg(long)]
+    peer: IpAddr,
+}
+
+#[derive(Subcommand)]
+enum CtlOp {
+    /// Show sessions (state, discriminators, timers, counters)
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a session
+    Add {
+        #[command(flatten)]
+        pair: Pair,
+        #[arg(long, default_value_t = 1000)]
+        tx_ms: i64,
+        #[arg(long, default_value_t = 1000)]
+        rx_ms: i64,
+        #[arg(long, default_value_t = 3)]
+        multiplier: i64,
+        #[arg(long, default_value = "naive")]
+        backend: String,
+        #[arg(long)]
+        interface: Option<String>,
+    },
+    /// Remove a session (the peer is sent AdminDown)
+    Remove {
+        #[command(flatten)]
+        pair: Pair,
+    },
+    /// Change timers; while Up a Poll Sequence announces the change
+    Set {
+        #[command(flatten)]
+        pair: Pair,
+        #[arg(long)]
+        tx_ms: u32,
+        #[arg(long)]
+        rx_ms: u32,
+        #[arg(long)]
+        multiplier: u8,
+    },
+    /// Set (--down) or clear AdminDown
+    Admin {
+        #[command(flatten)]
+        pair: Pair,
+        #[arg(long)]
+        down: bool,
+    },
+    /// Engine-wide drop counters by reason (packets that reached no session)
+    Drops,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn install_signal_handlers() {
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: the handler only stores to an atomic (async-signal-safe);
+        // no SA_RESTART, so ppoll returns EINTR and the loop sees STOP.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as *const () as usize;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
+    }
+}
+
+fn run_daemon(path: PathBuf) -> Result<()> {
+    let config = EngineConfig::load(&path)?;
+    install_signal_handlers();
+    let mut engine = Engine::new(config)?;
+    eprintln!("linecardd: {} sessions, backend {}", engine.session_count(), engine.loop_kind());
+    engine.run(&STOP)
+}
+
+fn print_sessions(reply: &serde_json::Value) {
+    for s in reply["sessions"].as_array().into_iter().flatten() {
+        let ms = |v: &serde_json::Value| v.as_u64().map(|us| format!("{}ms", us / 1000)).unwrap_or("-".into());
+        println!("peer {} local-address {} (backend {}, source port {})", s["peer"].as_str().unwrap_or("?"), s["local"].as_str().unwrap_or("?"), s["backend"].as_str().unwrap_or("?"), s["source_port"]);
+        println!("\tID: {}", s["local_discr"]);
+        println!("\tRemote ID: {}", s["remote"]["discr"]);
+        println!("\tStatus: {}{}", s["state"].as_str().unwrap_or("?"), if s["polling"] == true { " (poll sequence)" } else { "" });
+        println!("\tDiagnostics: {}", s["diag"].as_str().map(str::to_string).unwrap_or_else(|| s["diag"].to_string()));
+        println!("\tRemote diagnostics: {}", s["remote"]["diag"].as_str().map(str::to_string).unwrap_or_else(|| s["remote"]["diag"].to_string()));
+        println!("\tLocal timers:");
+        println!("\t\tDetect-multiplier: {}", s["detect_mult"]);
+        println!("\t\tReceive interval: {}", ms(&s["required_min_rx_us"]));
+        println!("\t\tTransmission interval: {}", ms(&s["desired_min_tx_us"]));
+        println!("\tRemote timers:");
+        println!("\t\tDetect-multiplier: {}", s["remote"]["detect_mult"]);
+        println!("\t\tReceive interval: {}", ms(&s["remote"]["min_rx_us"]));
+        println!("\t\tTransmission interval: {}", ms(&s["remote"]["desired_min_tx_us"]));
+        println!("\tPackets: in {} out {}; drops {}", s["counters"]["packets_in"], s["counters"]["packets_out"], s["drops"]);
+        println!();
+    }
+}
+
+fn run_ctl(ctl: Ctl) -> Result<()> {
+    let request = match &ctl.op {
+        CtlOp::List { .. } => Request::List,
+        CtlOp::Drops => Request::Drops,
+        CtlOp::Add { pair, tx_ms, rx_ms, multiplier, backend, interface } => Request::Add {
+            session: RawSession {
+                peer: pair.peer.to_string(),
+                local: pair.local.to_string(),
+                tx_interval_ms: Some(*tx_ms),
+                rx_interval_ms: Some(*rx_ms),
+                multiplier: Some(*multiplier),
+                backend: Some(backend.clone()),
+                interface: interface.clone(),
+                multihop: None,
+                min_ttl: None,
+                echo: None,
+                passive: None,
+            },
+        },
+        CtlOp::Remove { pair } => Request::Remove { local: pair.local, peer: pair.peer },
+        CtlOp::Set { pair, tx_ms, rx_ms, multiplier } => {
+            Request::Set { local: pair.local, peer: pair.peer, tx_interval_ms: *tx_ms, rx_interval_ms: *rx_ms, multiplier: *multiplier }
+        }
+        CtlOp::Admin { pair, down } => Request::Admin { local: pair.local, peer: pair.peer, down: *down },
+    };
+    let reply = call(&ctl.socket, &request)?;
+    match ctl.op {
+        CtlOp::List { json: false } => print_sessions(&reply),
+        _ => println!("{}", serde_json::to_string_pretty(&reply)?),
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {
-    match Cli::parse().command {
-        Command::Backends { json } => {
-            let rows = [("xdp", backend::xdp::availability())];
+    let cli = Cli::parse();
+    let result = match (cli.config, cli.command) {
+        (Some(path), _) => run_daemon(path).context("linecardd"),
+        (None, Some(Command::Backends { json })) => {
+            let rows: Vec<(BackendKind, Availability)> = BackendKind::ALL.iter().map(|k| (*k, k.availability())).collect();
             if json {
-                let map: serde_json::Map<_, _> = rows
-                    .iter()
-                    .map(|(name, a)| (name.to_string(), serde_json::to_value(a).unwrap()))
-                    .collect();
+                let map: serde_json::Map<_, _> =
+                    rows.iter().map(|(k, a)| (k.name().to_string(), serde_json::to_value(a).unwrap())).collect();
                 println!("{}", serde_json::Value::Object(map));
             } else {
-                for (name, availability) in &rows {
+                for (kind, availability) in &rows {
                     match availability {
-                        Availability::Available => println!("{name:<8} available"),
-                        Availability::Unavailable { reason } => {
-                            println!("{name:<8} unavailable: {reason}")
-                        }
+                        Availability::Available => println!("{:<8} available", kind.name()),
+                        Availability::Unavailable { reason } => println!("{:<8} unavailable: {reason}", kind.name()),
                     }
                 }
             }
-            ExitCode::SUCCESS
+            Ok(())
+        }
+        (None, Some(Command::Ctl(ctl))) => run_ctl(ctl),
+        (None, None) => {
+            eprintln!("linecardd: give --config FILE to run the engine, or a command (see --help)");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
         }
     }
 }

@@ -16,7 +16,6 @@ pub struct PathKey {
 }
 
 /// Sessions indexed by local discriminator and by path.
-#[derive(Default)]
 pub struct SessionTable<T> {
     entries: Vec<Option<(PathKey, Session, T)>>,
     by_discr: HashMap<u32, usize>,
@@ -32,6 +31,12 @@ pub enum TableError {
     Duplicate(PathKey),
     #[error("discriminator {0} is already in use")]
     DiscriminatorInUse(u32),
+}
+
+impl<T> Default for SessionTable<T> {
+    fn default() -> Self {
+        Self { entries: Vec::new(), by_discr: HashMap::new(), by_path: HashMap::new() }
+    }
 }
 
 impl<T> SessionTable<T> {

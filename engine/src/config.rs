@@ -1,0 +1,222 @@
+//! `linecardd --config FILE`: TOML parsed into raw structs, then validated
+//! into typed configuration with errors that name the file, key and value.
+
+use crate::backend::BackendKind;
+use serde::Deserialize;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+/// Default path of the control socket.
+pub const DEFAULT_CONTROL_SOCKET: &str = "/run/linecardd.sock";
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    engine: RawEngine,
+    #[serde(default)]
+    session: Vec<RawSession>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawEngine {
+    rt_priority: Option<i64>,
+    cpu: Option<i64>,
+    control_socket: Option<PathBuf>,
+    frr_dataplane: Option<String>,
+}
+
+/// One `[[session]]` table, also the payload of the control socket's `add`.
+#[derive(Debug, Deserialize, Clone, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSession {
+    pub peer: String,
+    pub local: String,
+    pub tx_interval_ms: Option<i64>,
+    pub rx_interval_ms: Option<i64>,
+    pub multiplier: Option<i64>,
+    pub backend: Option<String>,
+    pub interface: Option<String>,
+    pub multihop: Option<bool>,
+    pub min_ttl: Option<i64>,
+    pub echo: Option<bool>,
+    pub passive: Option<bool>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct EngineConfig {
+    /// SCHED_FIFO priority of the `rt` backend's thread (default 90, above
+    /// the L4 stress hogs at 50).
+    pub rt_priority: i32,
+    /// CPU the transmit thread is pinned to (`rt`), if any.
+    pub cpu: Option<usize>,
+    pub control_socket: PathBuf,
+    pub sessions: Vec<SessionSpec>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SessionSpec {
+    pub peer: IpAddr,
+    pub local: IpAddr,
+    pub tx_interval_us: u32,
+    pub rx_interval_us: u32,
+    pub multiplier: u8,
+    pub backend: BackendKind,
+    pub interface: Option<String>,
+    pub passive: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{file}: cannot read: {source}")]
+    Read { file: String, source: std::io::Error },
+    #[error("{file}: {message}")]
+    Syntax { file: String, message: String },
+    #[error("{file}: {key} = {value}: {why}")]
+    Invalid { file: String, key: String, value: String, why: String },
+}
+
+impl EngineConfig {
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { file: file.clone(), source })?;
+        Self::parse(&file, &text)
+    }
+
+    pub fn parse(file: &str, text: &str) -> Result<Self, ConfigError> {
+        let raw: RawFile =
+            toml::from_str(text).map_err(|e| ConfigError::Syntax { file: file.into(), message: e.to_string() })?;
+        let invalid = |key: &str, value: &dyn std::fmt::Display, why: &str| ConfigError::Invalid {
+            file: file.into(),
+            key: key.into(),
+            value: value.to_string(),
+            why: why.into(),
+        };
+        let rt_priority = raw.engine.rt_priority.unwrap_or(90);
+        if !(1..=99).contains(&rt_priority) {
+            return Err(invalid("engine.rt_priority", &rt_priority, "SCHED_FIFO priorities are 1-99"));
+        }
+        let cpu = match raw.engine.cpu {
+            Some(c) if c < 0 => return Err(invalid("engine.cpu", &c, "a CPU number is not negative")),
+            c => c.map(|c| c as usize),
+        };
+        if let Some(addr) = raw.engine.frr_dataplane {
+            return Err(invalid("engine.frr_dataplane", &addr, "FRR's dataplane protocol is not in this build yet"));
+        }
+        let sessions = raw
+            .session
+            .iter()
+            .enumerate()
+            .map(|(i, s)| validate_session(s, &format!("session[{i}]")).map_err(|(k, v, w)| invalid(&k, &v, &w)))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            rt_priority: rt_priority as i32,
+            cpu,
+            control_socket: raw.engine.control_socket.unwrap_or_else(|| DEFAULT_CONTROL_SOCKET.into()),
+            sessions,
+        })
+    }
+}
+
+/// Validates one session; the error is (key, value, why).
+pub fn validate_session(s: &RawSession, prefix: &str) -> Result<SessionSpec, (String, String, String)> {
+    let err = |key: &str, value: &dyn std::fmt::Display, why: &str| (format!("{prefix}.{key}"), value.to_string(), why.to_string());
+    let peer: IpAddr = s.peer.parse().map_err(|_| err("peer", &s.peer, "not an IP address"))?;
+    let local: IpAddr = s.local.parse().map_err(|_| err("local", &s.local, "not an IP address"))?;
+    if peer.is_ipv4() != local.is_ipv4() {
+        return Err(err("local", &s.local, "must be the same address family as peer"));
+    }
+    let interval = |key: &str, value: Option<i64>| -> Result<u32, (String, String, String)> {
+        let ms = value.unwrap_or(1000);
+        if !(1..=60_000).contains(&ms) {
+            return Err(err(key, &ms, "must be 1 to 60000 milliseconds"));
+        }
+        Ok(ms as u32 * 1000)
+    };
+    let tx_interval_us = interval("tx_interval_ms", s.tx_interval_ms)?;
+    let rx_interval_us = interval("rx_interval_ms", s.rx_interval_ms)?;
+    let multiplier = s.multiplier.unwrap_or(3);
+    if !(1..=255).contains(&multiplier) {
+        return Err(err("multiplier", &multiplier, "must be 1 to 255"));
+    }
+    let backend_name = s.backend.as_deref().unwrap_or("naive");
+    let backend: BackendKind =
+        backend_name.parse().map_err(|_| err("backend", &backend_name, "must be one of naive, rt, txtime, xdp"))?;
+    if s.multihop == Some(true) {
+        return Err(err("multihop", &true, "multihop sessions (RFC 5883) are not in this build yet"));
+    }
+    if let Some(ttl) = s.min_ttl {
+        return Err(err("min_ttl", &ttl, "applies to multihop sessions, which are not in this build yet"));
+    }
+    if s.echo == Some(true) {
+        return Err(err("echo", &true, "the echo function is not in this build yet"));
+    }
+    Ok(SessionSpec {
+        peer,
+        local,
+        tx_interval_us,
+        rx_interval_us,
+        multiplier: multiplier as u8,
+        backend,
+        interface: s.interface.clone(),
+        passive: s.passive.unwrap_or(false),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[engine]
+rt_priority = 90
+cpu = 1
+control_socket = "/run/lc.sock"
+
+[[session]]
+peer = "192.0.2.2"
+local = "192.0.2.1"
+tx_interval_ms = 10
+rx_interval_ms = 10
+multiplier = 3
+backend = "rt"
+interface = "eth0"
+"#;
+
+    #[test]
+    fn a_full_file_parses() {
+        let c = EngineConfig::parse("t.toml", GOOD).unwrap();
+        assert_eq!((c.rt_priority, c.cpu), (90, Some(1)));
+        let s = &c.sessions[0];
+        assert_eq!((s.tx_interval_us, s.rx_interval_us, s.multiplier, s.backend), (10_000, 10_000, 3, BackendKind::Rt));
+    }
+
+    fn error_of(text: &str) -> String {
+        EngineConfig::parse("t.toml", text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_file_key_and_value() {
+        let e = error_of(&GOOD.replace("tx_interval_ms = 10", "tx_interval_ms = 0"));
+        assert_eq!(e, "t.toml: session[0].tx_interval_ms = 0: must be 1 to 60000 milliseconds");
+        let e = error_of(&GOOD.replace("\"rt\"", "\"turbo\""));
+        assert!(e.contains("session[0].backend = turbo"), "{e}");
+        let e = error_of(&GOOD.replace("192.0.2.1", "2001:db8::1"));
+        assert!(e.contains("session[0].local = 2001:db8::1: must be the same address family"), "{e}");
+        let e = error_of(&GOOD.replace("rt_priority = 90", "rt_priority = 120"));
+        assert!(e.contains("engine.rt_priority = 120"), "{e}");
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_syntax_are_errors() {
+        assert!(error_of(&GOOD.replace("multiplier = 3", "multiplyer = 3")).contains("multiplyer"));
+        assert!(error_of("[[session]\n").starts_with("t.toml: "));
+    }
+
+    #[test]
+    fn features_not_built_yet_say_so() {
+        let e = error_of(&GOOD.replace("interface = \"eth0\"", "multihop = true"));
+        assert!(e.contains("not in this build yet"), "{e}");
+    }
+}

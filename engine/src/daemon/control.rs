@@ -1,0 +1,178 @@
+//! The control socket: one JSON request per connection, one JSON reply.
+//!
+//! `{"op":"list"}`, `{"op":"add","session":{...}}` (the keys of a
+//! `[[session]]` table), `{"op":"remove","local":..,"peer":..}`,
+//! `{"op":"set","local":..,"peer":..,"tx_interval_ms":..,"rx_interval_ms":..,"multiplier":..}`,
+//! `{"op":"admin","local":..,"peer":..,"down":true}`, `{"op":"drops"}`.
+//! Garbage gets `{"error": "..."}`; the daemon keeps running.
+
+use super::{log, Engine};
+use crate::config::{validate_session, RawSession};
+use crate::session::{Counters, Remote, Transition};
+use crate::wire::{Diagnostic, DropReason, State};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Write};
+use std::net::IpAddr;
+use std::time::Duration;
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    List,
+    Drops,
+    Add { session: RawSession },
+    Remove { local: IpAddr, peer: IpAddr },
+    Set { local: IpAddr, peer: IpAddr, tx_interval_ms: u32, rx_interval_ms: u32, multiplier: u8 },
+    Admin { local: IpAddr, peer: IpAddr, down: bool },
+}
+
+/// One session as `linecardd ctl list` shows it.
+#[derive(Debug, Serialize)]
+pub struct SessionStatus {
+    pub local: IpAddr,
+    pub peer: IpAddr,
+    pub backend: String,
+    pub source_port: u16,
+    pub state: State,
+    pub diag: Diagnostic,
+    pub local_discr: u32,
+    pub detect_mult: u8,
+    /// Advertised, µs.
+    pub desired_min_tx_us: u32,
+    pub required_min_rx_us: u32,
+    pub polling: bool,
+    pub detection_time_us: Option<i64>,
+    pub remote: Remote,
+    pub counters: Counters,
+    /// Refused after demultiplexing, by reason (non-zero only).
+    pub drops: Vec<(DropReason, u64)>,
+    pub last_transition: Option<Transition>,
+}
+
+fn nonzero(counts: &[u64]) -> Vec<(DropReason, u64)> {
+    DropReason::ALL.iter().zip(counts).filter(|(_, &n)| n > 0).map(|(&r, &n)| (r, n)).collect()
+}
+
+impl Engine {
+    pub fn statuses(&self) -> Vec<SessionStatus> {
+        self.table
+            .ids()
+            .filter_map(|id| self.table.get(id))
+            .map(|(path, session, peer)| {
+                let (desired, required) = session.advertised();
+                SessionStatus {
+                    local: path.local,
+                    peer: path.peer,
+                    backend: peer.spec.backend.to_string(),
+                    source_port: peer.tx.source_port,
+                    state: session.state(),
+                    diag: session.local_diag(),
+                    local_discr: session.config().local_discr,
+                    detect_mult: session.config().detect_mult,
+                    desired_min_tx_us: desired,
+                    required_min_rx_us: required,
+                    polling: session.polling(),
+                    detection_time_us: session.detection_time_ns().map(|n| n / 1000),
+                    remote: *session.remote(),
+                    counters: session.counters(),
+                    drops: nonzero(&peer.drops),
+                    last_transition: peer.last_transition,
+                }
+            })
+            .collect()
+    }
+
+    fn respond(&mut self, request: Request) -> serde_json::Value {
+        let now = self.now();
+        let missing = |local: IpAddr, peer: IpAddr| serde_json::json!({ "error": format!("no session {local} -> {peer}") });
+        match request {
+            Request::List => serde_json::json!({ "sessions": self.statuses() }),
+            Request::Drops => serde_json::json!({ "drops": nonzero(&self.drops) }),
+            Request::Add { session } => match validate_session(&session, "session") {
+                Err((key, value, why)) => serde_json::json!({ "error": format!("{key} = {value}: {why}") }),
+                Ok(spec) => match self.add_session(spec) {
+                    Ok(_) => serde_json::json!({ "ok": true }),
+                    Err(e) => serde_json::json!({ "error": format!("{e:#}") }),
+                },
+            },
+            Request::Remove { local, peer } => match self.find(local, peer) {
+                None => missing(local, peer),
+                Some(id) => {
+                    let (_, mut session, p) = self.table.remove(id).unwrap();
+                    // Say goodbye on the wire: AdminDown (6.8.16).
+                    session.set_admin_down(now, true);
+                    if let Some(packet) = session.poll_transmit(now) {
+                        let _ = p.tx.send(&packet.to_bytes());
+                    }
+                    log(&format!("session {local} -> {peer} removed"));
+                    serde_json::json!({ "ok": true })
+                }
+            },
+            Request::Set { local, peer, tx_interval_ms, rx_interval_ms, multiplier } => {
+                if tx_interval_ms == 0 || rx_interval_ms == 0 || multiplier == 0 {
+                    return serde_json::json!({ "error": "intervals and multiplier must be positive" });
+                }
+                match self.find(local, peer) {
+                    None => missing(local, peer),
+                    Some(id) => {
+                        let (_, session, p) = self.table.get_mut(id).unwrap();
+                        session.set_timers(now, tx_interval_ms * 1000, rx_interval_ms * 1000, multiplier);
+                        p.spec.tx_interval_us = tx_interval_ms * 1000;
+                        p.spec.rx_interval_us = rx_interval_ms * 1000;
+                        p.spec.multiplier = multiplier;
+                        serde_json::json!({ "ok": true })
+                    }
+                }
+            }
+            Request::Admin { local, peer, down } => match self.find(local, peer) {
+                None => missing(local, peer),
+                Some(id) => {
+                    let (_, session, p) = self.table.get_mut(id).unwrap();
+                    if let Some(t) = session.set_admin_down(now, down) {
+                        p.last_transition = Some(t);
+                        super::log_transition(&p.spec, &t);
+                    }
+                    serde_json::json!({ "ok": true })
+                }
+            },
+        }
+    }
+
+    /// Answers the connections waiting on the control socket.
+    pub(super) fn serve_control(&mut self) {
+        while let Ok((stream, _)) = self.control.accept() {
+            // A client that does not finish its line within 100 ms loses
+            // its turn; the sessions' timers matter more.
+            let _ = stream.set_nonblocking(false);
+            let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
+            let mut line = String::new();
+            let mut reader = BufReader::new(&stream);
+            let reply = match reader.read_line(&mut line) {
+                Ok(0) => serde_json::json!({ "error": "empty request" }),
+                Ok(_) => match serde_json::from_str::<Request>(&line) {
+                    Ok(request) => self.respond(request),
+                    Err(e) => serde_json::json!({ "error": format!("bad request: {e}") }),
+                },
+                Err(e) => serde_json::json!({ "error": format!("reading the request: {e}") }),
+            };
+            let mut writer = &stream;
+            let _ = writeln!(writer, "{reply}");
+        }
+    }
+}
+
+/// Client side: sends one request, returns the reply.
+pub fn call(socket: &std::path::Path, request: &Request) -> anyhow::Result<serde_json::Value> {
+    use anyhow::Context;
+    let mut stream = std::os::unix::net::UnixStream::connect(socket)
+        .with_context(|| format!("connecting to {} (is linecardd running?)", socket.display()))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    writeln!(stream, "{}", serde_json::to_string(request)?)?;
+    let mut line = String::new();
+    BufReader::new(&stream).read_line(&mut line).context("reading the reply")?;
+    let reply: serde_json::Value = serde_json::from_str(&line).context("the reply is not JSON")?;
+    if let Some(error) = reply.get("error").and_then(|e| e.as_str()) {
+        anyhow::bail!("linecardd refused: {error}");
+    }
+    Ok(reply)
+}

@@ -1,0 +1,332 @@
+//! The daemon: sockets, the session table and the event loop that drives
+//! the sans-IO sessions with a clock, for the userspace backends.
+//!
+//! `naive` and `rt` share this loop and differ only in how it waits: naive
+//! wakes on a 2 ms receive timeout (its clock), rt sleeps to the exact next
+//! deadline on a SCHED_FIFO thread.
+
+pub mod control;
+
+use crate::backend::{rt, Availability, BackendKind};
+use crate::config::{EngineConfig, SessionSpec};
+use crate::io::{Received, RxSocket, TxSocket};
+use crate::session::table::{PathKey, SessionId, SessionTable};
+use crate::session::{Nanos, Session, SessionConfig, Transition};
+use crate::wire::{DropReason, Repr, State, PORT_SINGLE_HOP};
+use anyhow::{bail, Context, Result};
+use std::os::unix::net::UnixListener;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+/// The naive backend's clock: a receive timeout of 2 ms.
+const NAIVE_TICK_NS: Nanos = 2_000_000;
+/// The longest the rt loop sleeps without a deadline (control socket).
+const MAX_SLEEP_NS: Nanos = 50_000_000;
+
+/// What the engine keeps per session beside the state machine.
+pub struct Peer {
+    pub spec: SessionSpec,
+    tx: TxSocket,
+    /// Packets refused after demultiplexing, by reason.
+    pub drops: [u64; DropReason::ALL.len()],
+    pub last_transition: Option<Transition>,
+}
+
+pub struct Engine {
+    config: EngineConfig,
+    loop_kind: BackendKind,
+    table: SessionTable<Peer>,
+    rx_v4: Option<RxSocket>,
+    rx_v6: Option<RxSocket>,
+    control: UnixListener,
+    /// Packets refused before reaching a session, by reason.
+    drops: [u64; DropReason::ALL.len()],
+    epoch: Instant,
+    seed: u64,
+    port: u16,
+}
+
+fn random_u64() -> u64 {
+    let mut bytes = [0u8; 8];
+    // SAFETY: getrandom writes at most 8 bytes into our array.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), 8, 0) };
+    if n != 8 {
+        // Never fatal: jitter and discriminators only need to differ.
+        return std::process::id() as u64 ^ Instant::now().elapsed().as_nanos() as u64 ^ 0x9e37_79b9_7f4a_7c15;
+    }
+    u64::from_ne_bytes(bytes)
+}
+
+/// The loop all sessions of one engine share (one receive port per host).
+fn loop_kind(sessions: &[SessionSpec]) -> Result<BackendKind> {
+    let mut kinds: Vec<BackendKind> = sessions.iter().map(|s| s.backend).collect();
+    kinds.sort_by_key(|k| k.name());
+    kinds.dedup();
+    match kinds.as_slice() {
+        [] => Ok(BackendKind::Naive),
+        [one] => Ok(*one),
+        _ => bail!(
+            "sessions ask for several backends ({}); one linecardd runs one backend (they share the BFD port)",
+            kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+impl Engine {
+    pub fn new(config: EngineConfig) -> Result<Self> {
+        Self::with_port(config, PORT_SINGLE_HOP)
+    }
+
+    /// `port`: the BFD control port (tests use others to avoid clashes).
+    pub fn with_port(config: EngineConfig, port: u16) -> Result<Self> {
+        let loop_kind = loop_kind(&config.sessions)?;
+        if let Availability::Unavailable { reason } = loop_kind.availability() {
+            bail!("the {loop_kind} backend cannot run here: {reason}");
+        }
+        let path = &config.control_socket;
+        if path.exists() {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                bail!("another linecardd answers on {}; set engine.control_socket to run a second one", path.display());
+            }
+            std::fs::remove_file(path).with_context(|| format!("removing stale control socket {}", path.display()))?;
+        }
+        let control = UnixListener::bind(path).with_context(|| format!("binding control socket {}", path.display()))?;
+        control.set_nonblocking(true)?;
+        let sessions = config.sessions.clone();
+        let mut engine = Self {
+            config,
+            loop_kind,
+            table: SessionTable::default(),
+            rx_v4: None,
+            rx_v6: None,
+            control,
+            drops: [0; DropReason::ALL.len()],
+            epoch: Instant::now(),
+            seed: random_u64(),
+            port,
+        };
+        for spec in sessions {
+            engine.add_session(spec)?;
+        }
+        Ok(engine)
+    }
+
+    pub fn loop_kind(&self) -> BackendKind {
+        self.loop_kind
+    }
+
+    fn now(&self) -> Nanos {
+        self.epoch.elapsed().as_nanos() as Nanos
+    }
+
+    fn ensure_rx(&mut self, ipv6: bool) -> Result<()> {
+        let slot = if ipv6 { &mut self.rx_v6 } else { &mut self.rx_v4 };
+        if slot.is_none() {
+            let socket = RxSocket::bind(ipv6, self.port).with_context(|| {
+                format!(
+                    "binding UDP {} port {} (is another BFD daemon running in this namespace?)",
+                    if ipv6 { "[::]" } else { "0.0.0.0" },
+                    self.port
+                )
+            })?;
+            *slot = Some(socket);
+        }
+        Ok(())
+    }
+
+    pub fn add_session(&mut self, spec: SessionSpec) -> Result<SessionId> {
+        if spec.backend != self.loop_kind && !self.table.is_empty() {
+            bail!("this engine runs the {} backend; a {} session needs its own linecardd", self.loop_kind, spec.backend);
+        }
+        if let Availability::Unavailable { reason } = spec.backend.availability() {
+            bail!("the {} backend cannot run here: {reason}", spec.backend);
+        }
+        self.ensure_rx(spec.peer.is_ipv6())?;
+        let taken: Vec<u16> = self.table.ids().filter_map(|id| self.table.get(id)).map(|(_, _, p)| p.tx.source_port).collect();
+        let tx = TxSocket::open(spec.local, spec.peer, self.port, spec.interface.as_deref(), &|p| taken.contains(&p))
+            .with_context(|| format!("opening the transmit socket {} -> {}", spec.local, spec.peer))?;
+        let mut discr;
+        loop {
+            discr = (random_u64() as u32).max(1);
+            if !self.table.discriminator_in_use(discr) {
+                break;
+            }
+        }
+        let config = SessionConfig {
+            local_discr: discr,
+            desired_min_tx_us: spec.tx_interval_us,
+            required_min_rx_us: spec.rx_interval_us,
+            detect_mult: spec.multiplier,
+            required_min_echo_rx_us: 0,
+            passive: spec.passive,
+        };
+        self.seed = self.seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let session = Session::new(config, self.now(), self.seed);
+        let path = PathKey { local: spec.local, peer: spec.peer, multihop: false };
+        let id = self
+            .table
+            .insert(path, session, Peer { spec: spec.clone(), tx, drops: [0; DropReason::ALL.len()], last_transition: None })
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        log(&format!("session {} -> {} added (discriminator {discr}, backend {})", spec.local, spec.peer, spec.backend));
+        Ok(id)
+    }
+
+    fn find(&self, local: std::net::IpAddr, peer: std::net::IpAddr) -> Option<SessionId> {
+        self.table.by_path(&PathKey { local, peer, multihop: false })
+    }
+
+    fn handle_packet(&mut self, now: Nanos, received: Received, bytes: &[u8]) {
+        let repr = match Repr::parse_bytes(bytes) {
+            Ok(r) => r,
+            Err(reason) => {
+                self.drops[reason.index()] += 1;
+                return;
+            }
+        };
+        // GTSM (RFC 5881 section 5): single-hop packets arrive at TTL 255.
+        if received.ttl != 255 {
+            self.drops[DropReason::BadTtl.index()] += 1;
+            return;
+        }
+        let path = PathKey { local: received.dst, peer: received.src.ip(), multihop: false };
+        let id = match self.table.demux(&path, &repr) {
+            Ok(id) => id,
+            Err(reason) => {
+                self.drops[reason.index()] += 1;
+                return;
+            }
+        };
+        let (_, session, peer) = self.table.get_mut(id).expect("demux returns live ids");
+        match session.receive(now, &repr) {
+            Ok(Some(t)) => {
+                peer.last_transition = Some(t);
+                log_transition(&peer.spec, &t);
+            }
+            Ok(None) => {}
+            Err(reason) => peer.drops[reason.index()] += 1,
+        }
+    }
+
+    /// Runs timers and transmits what is due; returns the next deadline.
+    fn service_sessions(&mut self, now: Nanos) -> Option<Nanos> {
+        let mut next: Option<Nanos> = None;
+        let ids: Vec<SessionId> = self.table.ids().collect();
+        for id in ids {
+            let (_, session, peer) = self.table.get_mut(id).unwrap();
+            if let Some(t) = session.on_timer(now) {
+                peer.last_transition = Some(t);
+                log_transition(&peer.spec, &t);
+            }
+            while let Some(packet) = session.poll_transmit(now) {
+                if let Err(e) = peer.tx.send(&packet.to_bytes()) {
+                    // A full socket buffer or an unreachable neighbour is
+                    // what BFD exists to detect; keep going.
+                    if e.kind() != std::io::ErrorKind::WouldBlock {
+                        log(&format!("send to {} failed: {e}", peer.spec.peer));
+                    }
+                }
+            }
+            if let Some(d) = session.next_deadline() {
+                next = Some(next.map_or(d, |n: Nanos| n.min(d)));
+            }
+        }
+        next
+    }
+
+    /// Runs until `stop` is set (SIGTERM/SIGINT), then sends AdminDown once
+    /// per session so that peers take the session down deliberately.
+    pub fn run(&mut self, stop: &AtomicBool) -> Result<()> {
+        if self.loop_kind == BackendKind::Rt {
+            rt::make_current_thread_realtime(self.config.rt_priority, self.config.cpu).with_context(|| {
+                format!("switching to SCHED_FIFO {} (are you root?)", self.config.rt_priority)
+            })?;
+        }
+        let mut buf = [0u8; 2048];
+        while !stop.load(Ordering::Relaxed) {
+            let now = self.now();
+            let next = self.service_sessions(now);
+            let wait_ns = match self.loop_kind {
+                BackendKind::Rt => next.map_or(MAX_SLEEP_NS, |d| (d.saturating_sub(self.now())).clamp(0, MAX_SLEEP_NS)),
+                _ => NAIVE_TICK_NS,
+            };
+            self.wait(wait_ns)?;
+            for ipv6 in [false, true] {
+                loop {
+                    let socket = if ipv6 { &self.rx_v6 } else { &self.rx_v4 };
+                    let Some(socket) = socket else { break };
+                    match socket.recv(&mut buf) {
+                        Ok(Some(received)) => {
+                            let now = self.now();
+                            let len = received.len.min(buf.len());
+                            let bytes = buf[..len].to_vec();
+                            self.handle_packet(now, received, &bytes);
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            log(&format!("receive failed: {e}"));
+                            break;
+                        }
+                    }
+                }
+            }
+            self.serve_control();
+        }
+        self.shutdown();
+        Ok(())
+    }
+
+    /// Waits for a packet, a control connection, a signal or `wait_ns`.
+    fn wait(&self, wait_ns: Nanos) -> Result<()> {
+        let mut fds: Vec<libc::pollfd> = [self.rx_v4.as_ref(), self.rx_v6.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(|s| libc::pollfd { fd: s.fd(), events: libc::POLLIN, revents: 0 })
+            .collect();
+        fds.push(libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(&self.control), events: libc::POLLIN, revents: 0 });
+        let timeout = libc::timespec { tv_sec: wait_ns / 1_000_000_000, tv_nsec: wait_ns % 1_000_000_000 };
+        // SAFETY: fds is a live array of fds.len() pollfds; timeout lives
+        // across the call; no signal mask change.
+        let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &timeout, std::ptr::null()) };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e).context("ppoll");
+            }
+        }
+        Ok(())
+    }
+
+    fn shutdown(&mut self) {
+        let now = self.now();
+        let ids: Vec<SessionId> = self.table.ids().collect();
+        for id in ids {
+            let (_, session, peer) = self.table.get_mut(id).unwrap();
+            session.set_admin_down(now, true);
+            if let Some(packet) = session.poll_transmit(now) {
+                let _ = peer.tx.send(&packet.to_bytes());
+            }
+        }
+        let _ = std::fs::remove_file(&self.config.control_socket);
+        log("stopped; sessions were sent AdminDown");
+    }
+
+    pub fn session_count(&self) -> usize {
+        self.table.len()
+    }
+
+    pub fn state_of(&self, id: SessionId) -> Option<State> {
+        self.table.get(id).map(|(_, s, _)| s.state())
+    }
+}
+
+fn log(line: &str) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    eprintln!("{}.{:06} linecardd: {line}", now.as_secs(), now.subsec_micros());
+}
+
+fn log_transition(spec: &SessionSpec, t: &Transition) {
+    log(&format!(
+        "session {} -> {}: {:?} -> {:?} (diag {:?})",
+        spec.local, spec.peer, t.from, t.to, t.diag
+    ));
+}

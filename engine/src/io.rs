@@ -1,0 +1,165 @@
+//! Sockets for single-hop BFD (RFC 5881): a receive socket per address
+//! family on port 3784 that reports each packet's TTL/hop limit and
+//! destination address, and a transmit socket per session bound to its
+//! local address and a source port of its own, sending at TTL 255.
+
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::{AsRawFd, RawFd};
+
+/// Source ports for our sessions. RFC 5881 section 4 requires 49152-65535;
+/// FRR's bfdd allocates upward from 49152, so we take the top of the range.
+pub const SOURCE_PORTS: std::ops::RangeInclusive<u16> = 60000..=65535;
+
+/// Every control packet leaves with TTL/hop limit 255 (RFC 5881 section 5)
+/// and DSCP CS6 (network control).
+const TTL: u32 = 255;
+const TOS_CS6: u32 = 0xc0;
+
+/// A packet received with what GTSM and demultiplexing need.
+#[derive(Clone, Copy, Debug)]
+pub struct Received {
+    pub len: usize,
+    pub src: SocketAddr,
+    /// Destination address (IP_PKTINFO / IPV6_PKTINFO): the session's local
+    /// address for demultiplexing.
+    pub dst: IpAddr,
+    /// TTL or hop limit as received; 0 if the kernel did not say.
+    pub ttl: u8,
+}
+
+pub struct RxSocket {
+    socket: Socket,
+}
+
+fn setsockopt_int(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
+    // SAFETY: passes a pointer to a live i32 and its size.
+    let rc = unsafe {
+        libc::setsockopt(fd, level, name, (&value as *const i32).cast(), std::mem::size_of::<i32>() as libc::socklen_t)
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+impl RxSocket {
+    /// Binds the wildcard address of `ipv6`'s family on `port`, non-blocking.
+    pub fn bind(ipv6: bool, port: u16) -> io::Result<Self> {
+        let domain = if ipv6 { Domain::IPV6 } else { Domain::IPV4 };
+        let socket = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
+        let fd = socket.as_raw_fd();
+        if ipv6 {
+            socket.set_only_v6(true)?;
+            setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVHOPLIMIT, 1)?;
+            setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO, 1)?;
+        } else {
+            setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_RECVTTL, 1)?;
+            setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_PKTINFO, 1)?;
+        }
+        let any: IpAddr = if ipv6 { Ipv6Addr::UNSPECIFIED.into() } else { Ipv4Addr::UNSPECIFIED.into() };
+        socket.bind(&SocketAddr::new(any, port).into())?;
+        socket.set_nonblocking(true)?;
+        Ok(Self { socket })
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.socket.as_raw_fd()
+    }
+
+    /// Receives one packet into `buf`; `None` when nothing is waiting.
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<Option<Received>> {
+        let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut control = [0u64; 16];
+        let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+        // SAFETY: a zeroed msghdr is valid; every pointer refers to a live
+        // local buffer with its true length.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_name = (&mut addr as *mut libc::sockaddr_storage).cast();
+        msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control);
+        // SAFETY: msg is fully initialised above.
+        let n = unsafe { libc::recvmsg(self.fd(), &mut msg, libc::MSG_DONTWAIT) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::WouldBlock { Ok(None) } else { Err(e) };
+        }
+        // SAFETY: the kernel wrote a sockaddr of msg_namelen bytes.
+        let src = unsafe { SockAddr::new(addr, msg.msg_namelen) }
+            .as_socket()
+            .ok_or_else(|| io::Error::other("recvmsg returned a non-IP source"))?;
+        let (mut dst, mut ttl) = (None, 0u8);
+        // SAFETY: CMSG_* walk the control buffer the kernel filled, within
+        // msg_controllen; each data pointer is read with its cmsg's type.
+        unsafe {
+            let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+            while !cmsg.is_null() {
+                let data = libc::CMSG_DATA(cmsg);
+                match ((*cmsg).cmsg_level, (*cmsg).cmsg_type) {
+                    (libc::IPPROTO_IP, libc::IP_TTL) => ttl = std::ptr::read_unaligned(data.cast::<i32>()) as u8,
+                    (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
+                        let info = std::ptr::read_unaligned(data.cast::<libc::in_pktinfo>());
+                        dst = Some(IpAddr::from(u32::from_be(info.ipi_addr.s_addr).to_be_bytes()));
+                    }
+                    (libc::IPPROTO_IPV6, libc::IPV6_HOPLIMIT) => ttl = std::ptr::read_unaligned(data.cast::<i32>()) as u8,
+                    (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
+                        let info = std::ptr::read_unaligned(data.cast::<libc::in6_pktinfo>());
+                        dst = Some(IpAddr::from(info.ipi6_addr.s6_addr));
+                    }
+                    _ => {}
+                }
+                cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+            }
+        }
+        let dst = dst.ok_or_else(|| io::Error::other("no destination address (IP_PKTINFO) on a received packet"))?;
+        Ok(Some(Received { len: n as usize, src, dst, ttl }))
+    }
+}
+
+/// A session's transmit socket, connected to the peer's control port.
+pub struct TxSocket {
+    socket: Socket,
+    pub source_port: u16,
+}
+
+impl TxSocket {
+    /// Binds `local` and the first free port of [`SOURCE_PORTS`] not in
+    /// `taken`, optionally to `interface`, and connects to `peer`:`port`.
+    pub fn open(local: IpAddr, peer: IpAddr, port: u16, interface: Option<&str>, taken: &dyn Fn(u16) -> bool) -> io::Result<Self> {
+        let domain = if local.is_ipv6() { Domain::IPV6 } else { Domain::IPV4 };
+        let socket = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
+        if local.is_ipv6() {
+            socket.set_unicast_hops_v6(TTL)?;
+            socket.set_tclass_v6(TOS_CS6)?;
+        } else {
+            socket.set_ttl(TTL)?;
+            socket.set_tos(TOS_CS6)?;
+        }
+        if let Some(name) = interface {
+            socket.bind_device(Some(name.as_bytes()))?;
+        }
+        let mut bound = None;
+        for source_port in SOURCE_PORTS.filter(|p| !taken(*p)) {
+            match socket.bind(&SocketAddr::new(local, source_port).into()) {
+                Ok(()) => {
+                    bound = Some(source_port);
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        let source_port = bound.ok_or_else(|| io::Error::new(io::ErrorKind::AddrInUse, "every BFD source port (60000-65535) is in use"))?;
+        socket.connect(&SocketAddr::new(peer, port).into())?;
+        socket.set_nonblocking(true)?;
+        Ok(Self { socket, source_port })
+    }
+
+    pub fn send(&self, bytes: &[u8]) -> io::Result<usize> {
+        self.socket.send(bytes)
+    }
+}
