@@ -7,4 +7,6 @@ bash scripts/install-deps.sh
 # Fail instead of skipping when eBPF or root is missing: CI must test the
 # real thing, and a skipped test is not a passed one.
 export LINECARD_REQUIRE_EBPF=1 LINECARD_REQUIRE_PRIVILEGED=1
+# The privileged tests run the real binaries (linecardd among them).
+cargo build --locked --bins
 cargo test --locked "$@"  # default members; xdp/ is built by bpf-objects

@@ -120,15 +120,19 @@ impl RxSocket {
     }
 }
 
-/// A session's transmit socket, connected to the peer's control port.
+/// A session's transmit socket. Deliberately not connected: a connected
+/// UDP socket turns the ICMP port-unreachable of a dead peer into an error
+/// on the next send, and that send (our Down packet) is then never
+/// transmitted.
 pub struct TxSocket {
     socket: Socket,
+    peer: SockAddr,
     pub source_port: u16,
 }
 
 impl TxSocket {
     /// Binds `local` and the first free port of [`SOURCE_PORTS`] not in
-    /// `taken`, optionally to `interface`, and connects to `peer`:`port`.
+    /// `taken`, optionally to `interface`; sends go to `peer`:`port`.
     pub fn open(local: IpAddr, peer: IpAddr, port: u16, interface: Option<&str>, taken: &dyn Fn(u16) -> bool) -> io::Result<Self> {
         let domain = if local.is_ipv6() { Domain::IPV6 } else { Domain::IPV4 };
         let socket = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
@@ -154,12 +158,11 @@ impl TxSocket {
             }
         }
         let source_port = bound.ok_or_else(|| io::Error::new(io::ErrorKind::AddrInUse, "every BFD source port (60000-65535) is in use"))?;
-        socket.connect(&SocketAddr::new(peer, port).into())?;
         socket.set_nonblocking(true)?;
-        Ok(Self { socket, source_port })
+        Ok(Self { socket, peer: SocketAddr::new(peer, port).into(), source_port })
     }
 
     pub fn send(&self, bytes: &[u8]) -> io::Result<usize> {
-        self.socket.send(bytes)
+        self.socket.send_to(bytes, &self.peer)
     }
 }

@@ -4,13 +4,14 @@
 //! 2 usage or input error (including an environment that cannot run the
 //! command, with the fix in the message).
 
-mod analyze;
-mod bench;
-mod plots;
-mod lab;
-mod sys;
+
+
+
+
+
 
 use anyhow::Result;
+use linecard_harness::{analyze, bench, lab, plots};
 use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
 

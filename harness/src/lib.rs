@@ -1,0 +1,9 @@
+//! The harness as a library: the `linecard` CLI (`main.rs`) and the
+//! privileged tests use the same lab, process and capture code.
+
+pub mod analyze;
+pub mod bench;
+pub mod lab;
+pub mod plots;
+pub mod procs;
+pub mod sys;

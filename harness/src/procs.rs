@@ -1,0 +1,220 @@
+//! Processes the harness starts inside lab namespaces: peers (FRR bfdd,
+//! BIRD), the DUT (linecardd, FRR bfdd) and captures (tcpdump). Each is
+//! stopped by its PID, never by name; dropping a handle stops it.
+
+use crate::sys;
+use anyhow::{bail, Context, Result};
+use std::io::{BufRead, BufReader};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// A process started by the harness.
+pub struct Daemon {
+    pub name: String,
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl Daemon {
+    /// Starts `program args` in network namespace `ns`, in `cpuset` if
+    /// given, with stdout and stderr appended to `log`.
+    pub fn spawn(name: &str, ns: &str, cpuset: Option<&Path>, program: &str, args: &[String], log: &Path) -> Result<Self> {
+        let out = std::fs::OpenOptions::new().create(true).append(true).open(log).with_context(|| format!("opening {}", log.display()))?;
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", ns, program]).args(args).stdin(Stdio::null()).stdout(out.try_clone()?).stderr(out);
+        if let Some(cpuset) = cpuset {
+            sys::join_cpuset_on_exec(&mut cmd, cpuset);
+        }
+        let child = cmd.spawn().with_context(|| format!("starting {name} ({program})"))?;
+        Ok(Self { name: name.to_string(), child, log: log.to_path_buf() })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    fn signal(&self, signal: i32) {
+        // SAFETY: kill on the PID of our own child.
+        unsafe { libc::kill(self.child.id() as i32, signal) };
+    }
+
+    /// SIGKILL: the process dies without a farewell packet.
+    pub fn kill(&mut self) -> Result<ExitStatus> {
+        self.signal(libc::SIGKILL);
+        Ok(self.child.wait()?)
+    }
+
+    /// SIGTERM, then SIGKILL after 3 s.
+    pub fn stop(&mut self) -> Result<ExitStatus> {
+        if let Some(status) = self.child.try_wait()? {
+            return Ok(status);
+        }
+        self.signal(libc::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.kill()
+    }
+
+    /// Its log so far, for error messages.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(15)..].join("\n")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+/// A packet capture on the observer.
+pub struct Capture {
+    daemon: Daemon,
+    pub path: PathBuf,
+}
+
+impl Capture {
+    /// Starts tcpdump on `iface` in `ns` writing nanosecond pcap to `path`
+    /// (BFD ports only), and waits until it is listening.
+    pub fn start(ns: &str, iface: &str, path: &Path, cpuset: Option<&Path>) -> Result<Self> {
+        let mut cmd = Command::new("ip");
+        // Immediate mode: without it libpcap hands packets over in blocks up
+        // to a second late, and the blocks still pending when tcpdump stops
+        // are lost from the capture.
+        cmd.args(["netns", "exec", ns, "tcpdump", "-n", "-i", iface, "-s", "0", "-U", "--immediate-mode", "-B", "8192"])
+            .args(["--time-stamp-precision", "nano", "-w"])
+            .arg(path)
+            .args(["udp port 3784 or udp port 4784 or udp port 3785"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(cpuset) = cpuset {
+            sys::join_cpuset_on_exec(&mut cmd, cpuset);
+        }
+        let mut child = cmd.spawn().context("starting tcpdump (apt-get install tcpdump)")?;
+        let stderr = child.stderr.take().unwrap();
+        let log = path.with_extension("tcpdump.log");
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let log_path = log.clone();
+        // Readiness is tcpdump's own "listening on" line, not a sleep; the
+        // rest of its stderr (the drop counts at exit) goes to the log.
+        std::thread::spawn(move || {
+            let mut out = std::fs::File::create(&log_path).ok();
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("listening on") {
+                    let _ = ready_tx.send(());
+                }
+                if let Some(f) = out.as_mut() {
+                    use std::io::Write;
+                    let _ = writeln!(f, "{line}");
+                }
+            }
+        });
+        let daemon = Daemon { name: "tcpdump".into(), child, log };
+        if ready_rx.recv_timeout(Duration::from_secs(5)).is_err() {
+            bail!("tcpdump did not start listening on {iface} in {ns} within 5 s: {}", daemon.log_tail());
+        }
+        Ok(Self { daemon, path: path.to_path_buf() })
+    }
+
+    /// Stops the capture (SIGTERM flushes the file) and returns its path.
+    pub fn finish(mut self) -> Result<PathBuf> {
+        self.daemon.stop()?;
+        Ok(self.path.clone())
+    }
+}
+
+/// One BFD session as a peer daemon's configuration sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct PeerSession {
+    pub local: IpAddr,
+    pub peer: IpAddr,
+    pub tx_ms: u32,
+    pub rx_ms: u32,
+    pub multiplier: u8,
+}
+
+/// FRR bfdd's configuration for `sessions`.
+pub fn frr_config(sessions: &[PeerSession]) -> String {
+    let mut out = String::from("bfd\n");
+    for s in sessions {
+        out.push_str(&format!(
+            " peer {} local-address {}\n  transmit-interval {}\n  receive-interval {}\n  detect-multiplier {}\n !\n",
+            s.peer, s.local, s.tx_ms, s.rx_ms, s.multiplier
+        ));
+    }
+    out.push_str("!\n");
+    out
+}
+
+/// Starts FRR's bfdd standalone (no zebra, no watchfrr) in `ns`, with its
+/// sockets and logs under `dir`.
+pub fn start_frr_bfdd(name: &str, ns: &str, cpuset: Option<&Path>, dir: &Path, sessions: &[PeerSession]) -> Result<Daemon> {
+    let dir = dir.join(name);
+    std::fs::create_dir_all(&dir)?;
+    let config = dir.join("bfdd.conf");
+    std::fs::write(&config, frr_config(sessions))?;
+    // bfdd drops privileges to frr:frr, which must be able to write here.
+    sys::run("chown", ["-R", "frr:frr", dir.to_str().unwrap()])?;
+    let s = |p: &Path| p.display().to_string();
+    let args = vec![
+        "-f".into(),
+        s(&config),
+        "-i".into(),
+        s(&dir.join("bfdd.pid")),
+        "--vty_socket".into(),
+        s(&dir),
+        "--bfdctl".into(),
+        s(&dir.join("bfdd.sock")),
+        "-z".into(),
+        s(&dir.join("zserv.api")),
+        "-P".into(),
+        "0".into(),
+        "-u".into(),
+        "frr".into(),
+        "-g".into(),
+        "frr".into(),
+    ];
+    Daemon::spawn(name, ns, cpuset, "/usr/lib/frr/bfdd", &args, &dir.join("bfdd.out"))
+}
+
+/// BIRD 2's configuration: one BFD protocol with a neighbor per session.
+pub fn bird_config(router_id: IpAddr, sessions: &[PeerSession]) -> String {
+    let first = sessions.first();
+    let mut out = format!("router id {router_id};\nprotocol device {{}}\nprotocol bfd {{\n");
+    if let Some(s) = first {
+        out.push_str(&format!(
+            "  interface \"*\" {{\n    min rx interval {} ms;\n    min tx interval {} ms;\n    idle tx interval 1000 ms;\n    multiplier {};\n  }};\n",
+            s.rx_ms, s.tx_ms, s.multiplier
+        ));
+    }
+    for s in sessions {
+        out.push_str(&format!("  neighbor {} local {};\n", s.peer, s.local));
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// Starts BIRD in the foreground in `ns`.
+pub fn start_bird(name: &str, ns: &str, cpuset: Option<&Path>, dir: &Path, router_id: IpAddr, sessions: &[PeerSession]) -> Result<Daemon> {
+    let dir = dir.join(name);
+    std::fs::create_dir_all(&dir)?;
+    let config = dir.join("bird.conf");
+    std::fs::write(&config, bird_config(router_id, sessions))?;
+    let s = |p: &Path| p.display().to_string();
+    let args = vec!["-f".into(), "-c".into(), s(&config), "-s".into(), s(&dir.join("bird.ctl")), "-P".into(), s(&dir.join("bird.pid"))];
+    Daemon::spawn(name, ns, cpuset, "bird", &args, &dir.join("bird.out"))
+}
