@@ -6,4 +6,5 @@ pub mod bench;
 pub mod lab;
 pub mod plots;
 pub mod procs;
+pub mod rt_throttle;
 pub mod sys;

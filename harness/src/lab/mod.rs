@@ -150,7 +150,7 @@ fn build(options: &LabOptions) -> Result<()> {
         add_host(&host)?;
     }
     make_cpusets(options)?;
-    steer_receive_path(&options.dut_cpus)?;
+    steer_receive_path(&options.dut_cpus, &options.rest_cpus()?)?;
     attach_pass_programs()?;
     Ok(())
 }
@@ -238,9 +238,16 @@ fn make_cpusets(options: &LabOptions) -> Result<()> {
 /// sender's CPU. RPS on the bridge ports facing the DUT's neighbours moves
 /// the DUT's receive path onto the DUT's CPUs in softirq, as a NIC interrupt
 /// affined to the DUT would (`shared/DESIGN.md`, receive-path placement).
-fn steer_receive_path(dut_cpus: &[usize]) -> Result<()> {
+///
+/// The other way, RPS on the port facing the DUT moves what the DUT sends
+/// off the DUT's CPUs: once a packet leaves the DUT it is on the wire, and
+/// its capture timestamp must not wait for the DUT's starved softirq (a
+/// SCHED_FIFO sender otherwise showed 17 ms gaps under L4 that were the
+/// observer's, not its own).
+fn steer_receive_path(dut_cpus: &[usize], rest_cpus: &[usize]) -> Result<()> {
     set_rps(&spec::PEER, dut_cpus)?;
-    set_rps(&spec::SPARE, dut_cpus)
+    set_rps(&spec::SPARE, dut_cpus)?;
+    set_rps(&spec::DUT, rest_cpus)
 }
 
 /// Writes the RPS mask of a host's bridge port (empty `cpus`: steering off).
@@ -345,6 +352,8 @@ pub struct Removed {
     pub namespaces: Vec<String>,
     pub cpusets: Vec<String>,
     pub bpf_pins: bool,
+    /// sched_rt_runtime_us restored from a run that did not finish.
+    pub restored_rt_runtime_us: Option<i64>,
 }
 
 /// Removes everything carrying the prefix, also after a crash.
@@ -393,6 +402,7 @@ pub fn down() -> Result<Removed> {
         std::fs::remove_dir(&dir).with_context(|| format!("removing cpuset {}", dir.display()))?;
         removed.cpusets.push(name);
     }
+    removed.restored_rt_runtime_us = crate::rt_throttle::restore_if_saved()?;
     // Links a crashed older build may have left in the root namespace.
     let links = sys::run("ip", ["-o", "link", "show"])?;
     for name in links
