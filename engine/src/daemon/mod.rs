@@ -207,9 +207,15 @@ impl Engine {
         }
     }
 
-    /// Runs timers and transmits what is due; returns the next deadline.
-    fn service_sessions(&mut self, now: Nanos) -> Option<Nanos> {
+    /// Runs timers and transmits what is due; returns the next deadline of
+    /// any kind and the next detection deadline.
+    fn service_sessions(&mut self, now: Nanos) -> (Option<Nanos>, Option<Nanos>) {
+        let earliest = |a: Option<Nanos>, b: Option<Nanos>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let mut next: Option<Nanos> = None;
+        let mut detection: Option<Nanos> = None;
         let ids: Vec<SessionId> = self.table.ids().collect();
         for id in ids {
             let (_, session, peer) = self.table.get_mut(id).unwrap();
@@ -226,11 +232,10 @@ impl Engine {
                     }
                 }
             }
-            if let Some(d) = session.next_deadline() {
-                next = Some(next.map_or(d, |n: Nanos| n.min(d)));
-            }
+            next = earliest(next, session.next_deadline());
+            detection = earliest(detection, session.detection_deadline());
         }
-        next
+        (next, detection)
     }
 
     /// Runs until `stop` is set (SIGTERM/SIGINT), then sends AdminDown once
@@ -244,10 +249,13 @@ impl Engine {
         let mut buf = [0u8; 2048];
         while !stop.load(Ordering::Relaxed) {
             let now = self.now();
-            let next = self.service_sessions(now);
+            let (next, detection) = self.service_sessions(now);
+            let until = |d: Nanos| d.saturating_sub(self.now()).clamp(0, MAX_SLEEP_NS);
             let wait_ns = match self.loop_kind {
-                BackendKind::Rt => next.map_or(MAX_SLEEP_NS, |d| (d.saturating_sub(self.now())).clamp(0, MAX_SLEEP_NS)),
-                _ => NAIVE_TICK_NS,
+                BackendKind::Rt => next.map_or(MAX_SLEEP_NS, until),
+                // The naive transmit clock is the 2 ms tick; detection is
+                // not what the bake-off compares, so it keeps its deadline.
+                _ => detection.map_or(NAIVE_TICK_NS, |d| until(d).min(NAIVE_TICK_NS)),
             };
             self.wait(wait_ns)?;
             for ipv6 in [false, true] {

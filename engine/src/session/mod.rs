@@ -244,7 +244,8 @@ impl Session {
         Some(i64::from(self.remote.detect_mult) * i64::from(interval) * 1_000)
     }
 
-    fn detection_deadline(&self) -> Option<Nanos> {
+    /// When the remote is declared down unless a packet arrives first.
+    pub fn detection_deadline(&self) -> Option<Nanos> {
         Some(self.last_rx_ns? + self.detection_time_ns()?)
     }
 
