@@ -1,0 +1,165 @@
+//! Bad input never changes a session: crafted BFD packets from the spare
+//! host are counted by reason while a live session keeps running (its own
+//! packet counter must move in the same window), and garbage on the control
+//! socket gets an error reply while the daemon keeps running.
+
+mod common;
+
+use common::*;
+use linecard_harness::lab::spec::{self, DUT, PEER, SPARE};
+use linecard_harness::procs::{start_frr_bfdd, Daemon, PeerSession};
+use linecard_harness::sys::in_netns;
+use std::io::{BufRead, BufReader, Write};
+use std::net::UdpSocket;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const COPIES: u64 = 50;
+
+fn linecardd() -> PathBuf {
+    let path = Path::new(env!("CARGO_BIN_EXE_linecard")).with_file_name("linecardd");
+    assert!(path.exists(), "{} is missing: `cargo build --bins` first", path.display());
+    path
+}
+
+fn ctl(socket: &Path, args: &[&str]) -> Option<serde_json::Value> {
+    let out = Command::new(linecardd()).args(["ctl", "--socket"]).arg(socket).args(args).output().unwrap();
+    out.status.success().then(|| serde_json::from_slice(&out.stdout).unwrap())
+}
+
+/// A control packet: Up, mult 3, discriminators as given, 10 ms timers.
+fn packet(state: u8, my: u32, your: u32) -> Vec<u8> {
+    let mut p = vec![0x20, state << 6, 3, 24];
+    p.extend_from_slice(&my.to_be_bytes());
+    p.extend_from_slice(&your.to_be_bytes());
+    for v in [10_000u32, 10_000, 0] {
+        p.extend_from_slice(&v.to_be_bytes());
+    }
+    p
+}
+
+fn send_from_spare(cases: &[(u8, Vec<u8>)]) {
+    let cases = cases.to_vec();
+    in_netns(SPARE.namespace, move || {
+        let socket = UdpSocket::bind((SPARE.ipv4, 0))?;
+        for (ttl, bytes) in &cases {
+            let ttl = i32::from(*ttl);
+            // SAFETY: setsockopt with a pointer to a live i32.
+            let rc = unsafe {
+                libc::setsockopt(socket.as_raw_fd(), libc::IPPROTO_IP, libc::IP_TTL, (&ttl as *const i32).cast(), 4)
+            };
+            assert_eq!(rc, 0);
+            for _ in 0..COPIES {
+                socket.send_to(bytes, (DUT.ipv4, 3784))?;
+            }
+        }
+        Ok(())
+    })
+    .unwrap();
+}
+
+#[test]
+fn crafted_packets_are_counted_and_change_nothing() {
+    if !privileged("crafted_packets_are_counted_and_change_nothing") {
+        return;
+    }
+    let _lock = lock_lab();
+    assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
+    let dir = std::env::temp_dir().join(format!("linecard-bad-input-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let rest = spec::cpuset_dir(spec::REST_CPUSET);
+    let session = PeerSession { local: PEER.ipv4.parse().unwrap(), peer: DUT.ipv4.parse().unwrap(), tx_ms: 10, rx_ms: 10, multiplier: 3 };
+    let _frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &[session]).unwrap();
+    let socket = dir.join("dut.sock");
+    std::fs::write(
+        dir.join("dut.toml"),
+        format!(
+            "[engine]\ncontrol_socket = \"{}\"\n\n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\ntx_interval_ms = 10\nrx_interval_ms = 10\nmultiplier = 3\n",
+            socket.display(),
+            PEER.ipv4,
+            DUT.ipv4
+        ),
+    )
+    .unwrap();
+    let args = vec!["--config".into(), dir.join("dut.toml").display().to_string()];
+    let mut dut = Daemon::spawn("linecardd", DUT.namespace, Some(&spec::cpuset_dir(spec::DUT_CPUSET)), linecardd().to_str().unwrap(), &args, &dir.join("linecardd.log")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let before = loop {
+        assert!(dut.running(), "linecardd exited:\n{}", dut.log_tail());
+        if let Some(list) = ctl(&socket, &["list", "--json"]) {
+            if list["sessions"][0]["state"] == "up" && list["sessions"][0]["polling"] == false {
+                break list["sessions"][0].clone();
+            }
+        }
+        assert!(Instant::now() < deadline, "session not Up within 5 s");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let our_discr = before["local_discr"].as_u64().unwrap() as u32;
+
+    let mut bad_version = packet(3, 7, our_discr);
+    bad_version[0] = 0x40;
+    let mut zero_mult = packet(3, 7, our_discr);
+    zero_mult[2] = 0;
+    let mut multipoint = packet(3, 7, our_discr);
+    multipoint[1] |= 0x01;
+    let mut long_length = packet(3, 7, our_discr);
+    long_length[3] = 40;
+    let cases = vec![
+        (255, bad_version),
+        (255, zero_mult),
+        (255, multipoint),
+        (255, long_length),
+        (255, packet(3, 7, our_discr)[..20].to_vec()),
+        (255, packet(3, 0, our_discr)),
+        (255, packet(3, 7, 0)),
+        // Valid packets: our discriminator from the wrong address, a
+        // bootstrap from an unconfigured address, and TTL 64 (GTSM).
+        (255, packet(3, 7, our_discr)),
+        (255, packet(1, 7, 0)),
+        (64, packet(1, 7, 0)),
+    ];
+    send_from_spare(&cases);
+    std::thread::sleep(Duration::from_millis(300));
+
+    let drops = ctl(&socket, &["drops"]).unwrap();
+    let count = |reason: &str| {
+        drops["drops"].as_array().unwrap().iter().find(|d| d[0] == reason).map_or(0, |d| d[1].as_u64().unwrap())
+    };
+    for (reason, expected) in [
+        ("bad_version", COPIES),
+        ("zero_multiplier", COPIES),
+        ("multipoint", COPIES),
+        ("bad_length", COPIES),
+        ("truncated", COPIES),
+        ("zero_my_discriminator", COPIES),
+        ("zero_your_discriminator", COPIES),
+        ("no_session", 2 * COPIES),
+        ("bad_ttl", COPIES),
+    ] {
+        assert_eq!(count(reason), expected, "{reason}: {drops}");
+    }
+    // The "+0" above means something only if the session was alive and
+    // receiving in the same window.
+    let after = ctl(&socket, &["list", "--json"]).unwrap()["sessions"][0].clone();
+    assert_eq!(after["state"], "up");
+    assert_eq!(after["counters"]["transitions"], before["counters"]["transitions"], "a crafted packet changed the session");
+    assert!(after["counters"]["packets_in"].as_u64() > before["counters"]["packets_in"].as_u64(), "the live session must keep receiving");
+    assert_eq!(after["remote"]["discr"], before["remote"]["discr"]);
+
+    // Garbage on the control socket: an error reply, and the daemon lives.
+    for garbage in ["hello\n", "{\"op\":\"explode\"}\n", "{\"op\":\"set\",\"local\":\"x\"}\n", "\n"] {
+        let mut stream = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+        stream.write_all(garbage.as_bytes()).unwrap();
+        let mut reply = String::new();
+        BufReader::new(&stream).read_line(&mut reply).unwrap();
+        let reply: serde_json::Value = serde_json::from_str(&reply).unwrap();
+        assert!(reply["error"].is_string(), "{garbage:?} got {reply}");
+    }
+    assert!(dut.running());
+    assert_eq!(ctl(&socket, &["list", "--json"]).unwrap()["sessions"][0]["state"], "up");
+    dut.stop().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
