@@ -136,12 +136,16 @@ impl Analyzer {
             echo_senders: FxHashMap::default(),
             echo_pending: FxHashMap::default(),
             echo_order: VecDeque::new(),
-            integrity: Integrity { malformed: MALFORMED_REASONS.iter().map(|&r| (r, 0)).collect(), ..Default::default() },
+            integrity: Integrity {
+                malformed: MALFORMED_REASONS.iter().map(|&r| (r, 0)).collect(),
+                ..Default::default()
+            },
         }
     }
 
     pub fn in_window(&self, ts: i64) -> bool {
-        self.window.is_none_or(|(start, end)| ts >= start && ts < end)
+        self.window
+            .is_none_or(|(start, end)| ts >= start && ts < end)
     }
 
     pub fn malformed(&mut self, reason: Malformed) {
@@ -149,7 +153,12 @@ impl Analyzer {
     }
 
     /// Feeds one BFD datagram captured at `ts` (ns since the epoch).
-    pub fn datagram(&mut self, ts: i64, d: &Datagram<'_>, sink: Option<&mut (dyn PacketSink + '_)>) {
+    pub fn datagram(
+        &mut self,
+        ts: i64,
+        d: &Datagram<'_>,
+        sink: Option<&mut (dyn PacketSink + '_)>,
+    ) {
         if d.service == Service::Echo {
             self.echo(ts, d);
             return;
@@ -158,7 +167,12 @@ impl Analyzer {
             Ok(control) => {
                 let (flow, gap_ns) = self.control(ts, d, control);
                 if let Some(sink) = sink {
-                    sink.control(&PacketRecord { ts_ns: ts, flow, control, gap_ns });
+                    sink.control(&PacketRecord {
+                        ts_ns: ts,
+                        flow,
+                        control,
+                        gap_ns,
+                    });
                 }
             }
             Err(reason) => self.malformed(reason),
@@ -166,12 +180,25 @@ impl Analyzer {
     }
 
     fn flow_id(&mut self, d: &Datagram<'_>) -> usize {
-        let key = FlowKey { src: d.src, dst: d.dst, src_port: d.src_port, dst_port: d.dst_port };
+        let key = FlowKey {
+            src: d.src,
+            dst: d.dst,
+            src_port: d.src_port,
+            dst_port: d.dst_port,
+        };
         if let Some(&id) = self.flow_index.get(&key) {
             return id;
         }
-        let (low, high, direction) = if d.src <= d.dst { (d.src, d.dst, 0) } else { (d.dst, d.src, 1) };
-        let skey = SessionKey { low, high, service: d.service };
+        let (low, high, direction) = if d.src <= d.dst {
+            (d.src, d.dst, 0)
+        } else {
+            (d.dst, d.src, 1)
+        };
+        let skey = SessionKey {
+            low,
+            high,
+            service: d.service,
+        };
         let session = *self.session_index.entry(skey).or_insert_with(|| {
             self.session_keys.push(skey);
             self.sessions.push(Session::default());
@@ -182,7 +209,12 @@ impl Analyzer {
         self.keys.push(key);
         self.services.push(d.service);
         let timeline = self.keep_timeline.then(Timeline::default);
-        self.flows.push(Flow { session, direction, timeline, ..Flow::default() });
+        self.flows.push(Flow {
+            session,
+            direction,
+            timeline,
+            ..Flow::default()
+        });
         id
     }
 
@@ -197,7 +229,11 @@ impl Analyzer {
         let (rev_last_ts, rev_required_rx, rev_answered) = match reverse {
             Some(r) => {
                 let rf = &self.flows[r];
-                (Some(rf.last_ts), rf.last.map(|l| l.required_min_rx_us), rf.last_answered)
+                (
+                    Some(rf.last_ts),
+                    rf.last.map(|l| l.required_min_rx_us),
+                    rf.last_answered,
+                )
             }
             None => (None, None, true),
         };
@@ -293,10 +329,9 @@ impl Analyzer {
             session.down_since = Some((ts, session.episodes.len() - 1));
         }
         if let Some((since, episode)) = session.down_since {
-            let both_up = session
-                .flows
-                .iter()
-                .all(|f| f.is_some_and(|f| self.flows[f].last.is_some_and(|l| l.state == State::Up)));
+            let both_up = session.flows.iter().all(|f| {
+                f.is_some_and(|f| self.flows[f].last.is_some_and(|l| l.state == State::Up))
+            });
             if both_up {
                 session.episodes[episode].downtime_ms = Some((ts - since) as f64 / 1e6);
                 session.down_since = None;
@@ -355,7 +390,11 @@ impl Analyzer {
                     last_ts_ns: f.last_ts,
                     gap_ms: all_gaps.summary(),
                     gap_ccdf: all_gaps.ccdf(),
-                    gap_timeline: f.timeline.as_ref().map(Timeline::points).unwrap_or_default(),
+                    gap_timeline: f
+                        .timeline
+                        .as_ref()
+                        .map(Timeline::points)
+                        .unwrap_or_default(),
                     up_gap_ms: f.up_gaps.summary(),
                     flaps: f.flaps.len() as u64,
                     flap_events: f.flaps.clone(),
@@ -379,9 +418,17 @@ impl Analyzer {
             .enumerate()
             .map(|(index, key)| {
                 let s = &self.sessions[index];
-                let flow_ids: Vec<usize> =
-                    self.flows.iter().enumerate().filter(|(_, f)| f.session == index).map(|(i, _)| i).collect();
-                let max_gap_ms = flow_ids.iter().map(|&i| flows[i].gap_ms.max).fold(0.0, f64::max);
+                let flow_ids: Vec<usize> = self
+                    .flows
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, f)| f.session == index)
+                    .map(|(i, _)| i)
+                    .collect();
+                let max_gap_ms = flow_ids
+                    .iter()
+                    .map(|&i| flows[i].gap_ms.max)
+                    .fold(0.0, f64::max);
                 SessionResult {
                     a: decode::format_addr(&key.low),
                     b: decode::format_addr(&key.high),
@@ -401,7 +448,12 @@ impl Analyzer {
                 sent: s.sent,
                 returned: s.returned,
                 // Still pending at the end of the window counts as lost too.
-                lost: s.lost + self.echo_pending.values().filter(|(_, a)| a == addr).count() as u64,
+                lost: s.lost
+                    + self
+                        .echo_pending
+                        .values()
+                        .filter(|(_, a)| a == addr)
+                        .count() as u64,
                 rtt_ms: s.rtt.summary(),
             })
             .collect();
@@ -410,6 +462,12 @@ impl Analyzer {
         for s in &sessions {
             maxima.record((s.max_gap_ms * 1e6) as u64, 0);
         }
-        WindowResult { flows, sessions, echo, per_session_max_gap_ms: maxima.summary(), integrity: self.integrity }
+        WindowResult {
+            flows,
+            sessions,
+            echo,
+            per_session_max_gap_ms: maxima.summary(),
+            integrity: self.integrity,
+        }
     }
 }

@@ -143,7 +143,9 @@ fn network_layer(link: LinkType, frame: &[u8]) -> Option<(u16, usize)> {
 }
 
 pub fn decode(link: LinkType, frame: &[u8]) -> Decoded<'_> {
-    let Some((ethertype, at)) = network_layer(link, frame) else { return Decoded::NotBfd };
+    let Some((ethertype, at)) = network_layer(link, frame) else {
+        return Decoded::NotBfd;
+    };
     let ip = &frame[at.min(frame.len())..];
     let mut src = [0u8; 16];
     let mut dst = [0u8; 16];
@@ -172,7 +174,12 @@ pub fn decode(link: LinkType, frame: &[u8]) -> Decoded<'_> {
             }
             src.copy_from_slice(&ip[8..24]);
             dst.copy_from_slice(&ip[24..40]);
-            (40, ip[7], true, 40 + usize::from(u16::from_be_bytes([ip[4], ip[5]])))
+            (
+                40,
+                ip[7],
+                true,
+                40 + usize::from(u16::from_be_bytes([ip[4], ip[5]])),
+            )
         }
         _ => return Decoded::NotBfd,
     };
@@ -193,7 +200,16 @@ pub fn decode(link: LinkType, frame: &[u8]) -> Decoded<'_> {
         return Decoded::Malformed(Malformed::TruncatedFrame);
     }
     let payload = &ip[udp_at + 8..payload_end];
-    Decoded::Bfd(Datagram { src, dst, ipv6, src_port, dst_port, ttl, service, payload })
+    Decoded::Bfd(Datagram {
+        src,
+        dst,
+        ipv6,
+        src_port,
+        dst_port,
+        ttl,
+        service,
+        payload,
+    })
 }
 
 /// Decodes a control packet with the checks of RFC 5880 section 6.8.6 that
@@ -244,7 +260,8 @@ mod tests {
 
     /// RFC 5880 control packet: Up, P set, mult 3, discrs 1/2, 10 ms timers.
     const GOLDEN: [u8; 24] = [
-        0x20, 0xe0, 0x03, 0x18, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0x27, 0x10, 0, 0, 0x27, 0x10, 0, 0, 0, 0,
+        0x20, 0xe0, 0x03, 0x18, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0x27, 0x10, 0, 0, 0x27, 0x10, 0, 0,
+        0, 0,
     ];
 
     #[test]
@@ -253,7 +270,10 @@ mod tests {
         assert_eq!(c.state, State::Up);
         assert!(c.poll && !c.final_);
         assert_eq!((c.detect_mult, c.my_discr, c.your_discr), (3, 1, 2));
-        assert_eq!((c.desired_min_tx_us, c.required_min_rx_us), (10_000, 10_000));
+        assert_eq!(
+            (c.desired_min_tx_us, c.required_min_rx_us),
+            (10_000, 10_000)
+        );
     }
 
     #[test]
@@ -277,7 +297,12 @@ mod tests {
     fn garbage_frames_never_panic() {
         for len in 0..80 {
             let frame: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
-            for link in [LinkType::Ethernet, LinkType::LinuxSll, LinkType::LinuxSll2, LinkType::RawIp] {
+            for link in [
+                LinkType::Ethernet,
+                LinkType::LinuxSll,
+                LinkType::LinuxSll2,
+                LinkType::RawIp,
+            ] {
                 let _ = decode(link, &frame);
             }
         }

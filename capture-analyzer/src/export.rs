@@ -21,7 +21,10 @@ pub fn flows_csv(analysis: &Analysis) -> String {
         "flow,src,src_port,dst,dst_port,service,packets,first_ts_ns,last_ts_ns,gap_p50_ms,gap_p90_ms,gap_p99_ms,gap_p999_ms,gap_max_ms,up_gap_p99_ms,up_gap_max_ms,flaps,over_budget,budget_ms\n",
     );
     for (i, f) in analysis.all.flows.iter().enumerate() {
-        let service = serde_json::to_value(f.service).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        let service = serde_json::to_value(f.service)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
         out.push_str(&format!(
             "{i},{},{},{},{},{service},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
             f.src,
@@ -113,13 +116,40 @@ pub mod parquet {
         };
         let mut df = DataFrame::new(vec![
             Column::new("flow".into(), (0..flows.len() as u32).collect::<Vec<u32>>()),
-            Column::new("src".into(), flows.iter().map(|f| f.src.clone()).collect::<Vec<String>>()),
-            Column::new("src_port".into(), flows.iter().map(|f| u32::from(f.src_port)).collect::<Vec<u32>>()),
-            Column::new("dst".into(), flows.iter().map(|f| f.dst.clone()).collect::<Vec<String>>()),
-            Column::new("dst_port".into(), flows.iter().map(|f| u32::from(f.dst_port)).collect::<Vec<u32>>()),
-            Column::new("packets".into(), flows.iter().map(|f| f.packets).collect::<Vec<u64>>()),
-            Column::new("first_ts_ns".into(), flows.iter().map(|f| f.first_ts_ns).collect::<Vec<i64>>()),
-            Column::new("last_ts_ns".into(), flows.iter().map(|f| f.last_ts_ns).collect::<Vec<i64>>()),
+            Column::new(
+                "src".into(),
+                flows.iter().map(|f| f.src.clone()).collect::<Vec<String>>(),
+            ),
+            Column::new(
+                "src_port".into(),
+                flows
+                    .iter()
+                    .map(|f| u32::from(f.src_port))
+                    .collect::<Vec<u32>>(),
+            ),
+            Column::new(
+                "dst".into(),
+                flows.iter().map(|f| f.dst.clone()).collect::<Vec<String>>(),
+            ),
+            Column::new(
+                "dst_port".into(),
+                flows
+                    .iter()
+                    .map(|f| u32::from(f.dst_port))
+                    .collect::<Vec<u32>>(),
+            ),
+            Column::new(
+                "packets".into(),
+                flows.iter().map(|f| f.packets).collect::<Vec<u64>>(),
+            ),
+            Column::new(
+                "first_ts_ns".into(),
+                flows.iter().map(|f| f.first_ts_ns).collect::<Vec<i64>>(),
+            ),
+            Column::new(
+                "last_ts_ns".into(),
+                flows.iter().map(|f| f.last_ts_ns).collect::<Vec<i64>>(),
+            ),
             col_f64("gap_p50_ms", &|f| f.gap_ms.p50),
             col_f64("gap_p90_ms", &|f| f.gap_ms.p90),
             col_f64("gap_p99_ms", &|f| f.gap_ms.p99),
@@ -127,8 +157,14 @@ pub mod parquet {
             col_f64("gap_max_ms", &|f| f.gap_ms.max),
             col_f64("up_gap_p99_ms", &|f| f.up_gap_ms.p99),
             col_f64("up_gap_max_ms", &|f| f.up_gap_ms.max),
-            Column::new("flaps".into(), flows.iter().map(|f| f.flaps).collect::<Vec<u64>>()),
-            Column::new("over_budget".into(), flows.iter().map(|f| f.over_budget).collect::<Vec<u64>>()),
+            Column::new(
+                "flaps".into(),
+                flows.iter().map(|f| f.flaps).collect::<Vec<u64>>(),
+            ),
+            Column::new(
+                "over_budget".into(),
+                flows.iter().map(|f| f.over_budget).collect::<Vec<u64>>(),
+            ),
         ])?;
         ParquetWriter::new(File::create(path)?).finish(&mut df)?;
         Ok(())
@@ -183,14 +219,22 @@ pub mod parquet {
 
     impl PacketParquet {
         pub fn create(path: &Path) -> PolarsResult<Self> {
-            Ok(Self { file: Some(File::create(path)?), writer: None, columns: Columns::default(), error: None })
+            Ok(Self {
+                file: Some(File::create(path)?),
+                writer: None,
+                columns: Columns::default(),
+                error: None,
+            })
         }
 
         fn flush(&mut self) -> PolarsResult<()> {
             let df = self.columns.take_frame()?;
             if self.writer.is_none() {
-                let file = self.file.take().expect("file is held until the first batch");
-                self.writer = Some(ParquetWriter::new(file).batched(&df.schema())?);
+                let file = self
+                    .file
+                    .take()
+                    .expect("file is held until the first batch");
+                self.writer = Some(ParquetWriter::new(file).batched(df.schema())?);
             }
             self.writer.as_mut().unwrap().write_batch(&df)
         }

@@ -159,7 +159,10 @@ pub struct Integrity {
     pub malformed: Vec<(Malformed, u64)>,
 }
 
-fn serialize_reasons<S: serde::Serializer>(reasons: &[(Malformed, u64)], s: S) -> Result<S::Ok, S::Error> {
+fn serialize_reasons<S: serde::Serializer>(
+    reasons: &[(Malformed, u64)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
     use serde::ser::SerializeMap;
     let mut map = s.serialize_map(Some(reasons.len()))?;
     for (reason, count) in reasons {

@@ -139,7 +139,11 @@ impl ClassicPcap {
     fn new(read: Box<dyn Read>, magic: [u8; 4]) -> Result<Self, CaptureError> {
         let le = u32::from_le_bytes(magic);
         let swapped = !(le == PCAP_MAGIC_MICROS || le == PCAP_MAGIC_NANOS);
-        let canonical = if swapped { u32::from_be_bytes(magic) } else { le };
+        let canonical = if swapped {
+            u32::from_be_bytes(magic)
+        } else {
+            le
+        };
         let mut reader = Self {
             read,
             // Starts small (cheap for small inputs) and doubles up to
@@ -169,7 +173,11 @@ impl ClassicPcap {
     #[inline]
     fn u32_at(&self, at: usize) -> u32 {
         let bytes: [u8; 4] = self.buf[at..at + 4].try_into().unwrap();
-        if self.swapped { u32::from_be_bytes(bytes) } else { u32::from_le_bytes(bytes) }
+        if self.swapped {
+            u32::from_be_bytes(bytes)
+        } else {
+            u32::from_le_bytes(bytes)
+        }
     }
 
     /// Ensures `need` bytes are buffered; false at end of input.
@@ -284,14 +292,19 @@ const BUFFER_BYTES: usize = 256 << 10;
 impl<R: Read + 'static> CaptureReader<R> {
     pub fn new(read: R) -> Result<Self, CaptureError> {
         let inner = create_reader(BUFFER_BYTES, read).map_err(|e| match e {
-            PcapError::HeaderNotRecognized | PcapError::Eof | PcapError::UnexpectedEof | PcapError::Incomplete(_) => {
-                CaptureError::NotACapture
-            }
+            PcapError::HeaderNotRecognized
+            | PcapError::Eof
+            | PcapError::UnexpectedEof
+            | PcapError::Incomplete(_) => CaptureError::NotACapture,
             other => CaptureError::Io(format!("{other:?}")),
         })?;
         Ok(Self {
             inner,
-            state: BlockState { legacy_nanos: false, legacy_link: LinkType::Ethernet, interfaces: Vec::new() },
+            state: BlockState {
+                legacy_nanos: false,
+                legacy_link: LinkType::Ethernet,
+                interfaces: Vec::new(),
+            },
             notes: ReaderNotes::default(),
             done: false,
             frame: Vec::with_capacity(256),
@@ -335,11 +348,15 @@ impl<R: Read + 'static> CaptureReader<R> {
         }
         Ok(None)
     }
-
 }
 
 impl BlockState {
-    fn take(&mut self, block: PcapBlockOwned, buf: &mut Vec<u8>, notes: &mut ReaderNotes) -> Option<FrameMeta> {
+    fn take(
+        &mut self,
+        block: PcapBlockOwned,
+        buf: &mut Vec<u8>,
+        notes: &mut ReaderNotes,
+    ) -> Option<FrameMeta> {
         match block {
             PcapBlockOwned::LegacyHeader(header) => {
                 self.legacy_nanos = header.is_nanosecond_precision();
@@ -364,7 +381,8 @@ impl BlockState {
             PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
                 self.interfaces.push(Interface {
                     link: LinkType::from_pcap(idb.linktype),
-                    resolution: pcap_parser::pcapng::build_ts_resolution(idb.if_tsresol).unwrap_or(1_000_000),
+                    resolution: pcap_parser::pcapng::build_ts_resolution(idb.if_tsresol)
+                        .unwrap_or(1_000_000),
                     offset_s: idb.if_tsoffset,
                 });
                 None
@@ -377,14 +395,22 @@ impl BlockState {
                 let frac_ns = ((units % res) as u128 * 1_000_000_000 / u128::from(res)) as i64;
                 buf.clear();
                 buf.extend_from_slice(&epb.data[..(epb.caplen as usize).min(epb.data.len())]);
-                Some(FrameMeta { ts_ns: secs * 1_000_000_000 + frac_ns, link: interface.link, orig_len: epb.origlen })
+                Some(FrameMeta {
+                    ts_ns: secs * 1_000_000_000 + frac_ns,
+                    link: interface.link,
+                    orig_len: epb.origlen,
+                })
             }
             PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
                 // No timestamp: useless for gaps, counted as unusable by the caller.
                 let interface = self.interfaces.first()?;
                 buf.clear();
                 buf.extend_from_slice(spb.data);
-                Some(FrameMeta { ts_ns: i64::MIN, link: interface.link, orig_len: spb.origlen })
+                Some(FrameMeta {
+                    ts_ns: i64::MIN,
+                    link: interface.link,
+                    orig_len: spb.origlen,
+                })
             }
             PcapBlockOwned::NG(Block::InterfaceStatistics(isb)) => {
                 // isb_ifdrop (option 4): packets dropped by the interface.

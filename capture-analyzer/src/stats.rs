@@ -9,6 +9,7 @@ use serde::Serialize;
 const LONGEST_KEPT: usize = 5;
 
 #[derive(Clone, Debug)]
+#[derive(Default)]
 pub struct GapStats {
     /// Nanoseconds, 3 significant digits (relative error <= 0.1 %),
     /// auto-resizing so memory follows the range seen, not the sample count.
@@ -20,17 +21,14 @@ pub struct GapStats {
     longest: Vec<(u64, i64)>,
 }
 
-impl Default for GapStats {
-    fn default() -> Self {
-        Self { hist: None, max_ns: 0, longest: Vec::new() }
-    }
-}
 
 impl GapStats {
     #[inline]
     pub fn record(&mut self, gap_ns: u64, ended_at_ns: i64) {
         // Auto-resize makes record infallible for any u64.
-        let hist = self.hist.get_or_insert_with(|| Histogram::new(3).expect("3 significant digits is valid"));
+        let hist = self
+            .hist
+            .get_or_insert_with(|| Histogram::new(3).expect("3 significant digits is valid"));
         let _ = hist.record(gap_ns.max(1));
         if gap_ns > self.max_ns {
             self.max_ns = gap_ns;
@@ -52,7 +50,8 @@ impl GapStats {
         }
         out.max_ns = a.max_ns.max(b.max_ns);
         out.longest.extend_from_slice(&b.longest);
-        out.longest.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+        out.longest
+            .sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
         out.longest.truncate(LONGEST_KEPT);
         out
     }
@@ -75,14 +74,18 @@ impl GapStats {
     /// Several quantiles (ascending) in one pass over the histogram.
     fn quantiles_ns<const N: usize>(&self, qs: [f64; N]) -> [u64; N] {
         let mut out = [0; N];
-        let Some(hist) = self.hist.as_ref().filter(|h| h.len() > 0) else { return out };
+        let Some(hist) = self.hist.as_ref().filter(|h| !h.is_empty()) else {
+            return out;
+        };
         let n = hist.len();
         let ranks = qs.map(|q| ((q * n as f64).floor() as u64).min(n - 1));
         let (mut next, mut seen) = (0, 0);
         for v in hist.iter_recorded() {
             seen += v.count_at_value();
             while next < N && seen > ranks[next] {
-                out[next] = hist.median_equivalent(v.value_iterated_to()).min(self.max_ns);
+                out[next] = hist
+                    .median_equivalent(v.value_iterated_to())
+                    .min(self.max_ns);
                 next += 1;
             }
             if next == N {
@@ -95,7 +98,9 @@ impl GapStats {
     /// The complementary CDF, P(gap > x), at roughly log-spaced points
     /// (x in ms), for plots on log axes. Empty for an empty distribution.
     pub fn ccdf(&self) -> Vec<CcdfPoint> {
-        let Some(hist) = self.hist.as_ref().filter(|h| h.len() > 0) else { return Vec::new() };
+        let Some(hist) = self.hist.as_ref().filter(|h| !h.is_empty()) else {
+            return Vec::new();
+        };
         let n = hist.len();
         let mut points = Vec::new();
         let mut seen = 0u64;
@@ -103,7 +108,10 @@ impl GapStats {
             seen += v.count_since_last_iteration();
             let x = v.value_iterated_to().min(self.max_ns);
             let above = (n - seen.min(n)) as f64 / n as f64;
-            points.push(CcdfPoint { gap_ms: x as f64 / 1e6, fraction_above: above });
+            points.push(CcdfPoint {
+                gap_ms: x as f64 / 1e6,
+                fraction_above: above,
+            });
             if seen >= n {
                 break;
             }
@@ -121,7 +129,14 @@ impl GapStats {
             p99: ms(p99),
             p999: ms(p999),
             max: ms(self.max_ns),
-            longest: self.longest.iter().map(|&(g, at)| LongGap { gap_ms: ms(g), ended_at_ns: at }).collect(),
+            longest: self
+                .longest
+                .iter()
+                .map(|&(g, at)| LongGap {
+                    gap_ms: ms(g),
+                    ended_at_ns: at,
+                })
+                .collect(),
         }
     }
 }
@@ -162,7 +177,11 @@ pub struct Timeline {
 
 impl Default for Timeline {
     fn default() -> Self {
-        Self { origin_ns: i64::MIN, bin_ns: 10_000_000, max_gap_ns: Vec::new() }
+        Self {
+            origin_ns: i64::MIN,
+            bin_ns: 10_000_000,
+            max_gap_ns: Vec::new(),
+        }
     }
 }
 
@@ -175,7 +194,11 @@ impl Timeline {
         }
         let mut index = ((at_ns - self.origin_ns).max(0) / self.bin_ns) as usize;
         while index >= Self::MAX_BINS {
-            self.max_gap_ns = self.max_gap_ns.chunks(2).map(|pair| pair.iter().copied().max().unwrap_or(0)).collect();
+            self.max_gap_ns = self
+                .max_gap_ns
+                .chunks(2)
+                .map(|pair| pair.iter().copied().max().unwrap_or(0))
+                .collect();
             self.bin_ns *= 2;
             index = ((at_ns - self.origin_ns).max(0) / self.bin_ns) as usize;
         }
@@ -191,7 +214,10 @@ impl Timeline {
             .iter()
             .enumerate()
             .filter(|(_, &g)| g > 0)
-            .map(|(i, &g)| TimelinePoint { at_ns: self.origin_ns + i as i64 * self.bin_ns, max_gap_ms: g as f64 / 1e6 })
+            .map(|(i, &g)| TimelinePoint {
+                at_ns: self.origin_ns + i as i64 * self.bin_ns,
+                max_gap_ms: g as f64 / 1e6,
+            })
             .collect()
     }
 }
@@ -226,10 +252,19 @@ mod tests {
         for q in [0.5, 0.9, 0.99, 0.999] {
             let got = s.quantile_ns(q);
             let want = exact(q);
-            assert!(got.abs_diff(want) <= want / 1000 + 1, "q{q}: {got} vs {want}");
+            assert!(
+                got.abs_diff(want) <= want / 1000 + 1,
+                "q{q}: {got} vs {want}"
+            );
         }
         assert_eq!(s.max_ns(), 1_000_000);
-        assert_eq!(s.summary().longest[0], LongGap { gap_ms: 1.0, ended_at_ns: 1000 });
+        assert_eq!(
+            s.summary().longest[0],
+            LongGap {
+                gap_ms: 1.0,
+                ended_at_ns: 1000
+            }
+        );
         assert_eq!(s.summary().longest.len(), LONGEST_KEPT);
     }
 
@@ -242,18 +277,26 @@ mod tests {
         let c = s.ccdf();
         assert!(c.first().unwrap().fraction_above > 0.9);
         assert_eq!(c.last().unwrap().fraction_above, 0.0);
-        assert!(c.windows(2).all(|w| w[0].fraction_above >= w[1].fraction_above));
+        assert!(c
+            .windows(2)
+            .all(|w| w[0].fraction_above >= w[1].fraction_above));
     }
 
     #[test]
     fn timeline_stays_bounded_and_keeps_the_maximum() {
         let mut t = Timeline::default();
         for i in 0..100_000i64 {
-            t.record(i * 10_000_000, if i == 77_777 { 500_000_000 } else { 10_000_000 });
+            t.record(
+                i * 10_000_000,
+                if i == 77_777 { 500_000_000 } else { 10_000_000 },
+            );
         }
         let points = t.points();
         assert!(points.len() <= Timeline::MAX_BINS);
-        assert_eq!(points.iter().map(|p| p.max_gap_ms).fold(0.0, f64::max), 500.0);
+        assert_eq!(
+            points.iter().map(|p| p.max_gap_ms).fold(0.0, f64::max),
+            500.0
+        );
     }
 
     #[test]

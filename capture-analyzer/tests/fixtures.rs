@@ -15,7 +15,11 @@ fn frr_capture_agrees_with_an_independent_calculation() {
         .arg(&capture)
         .output()
         .expect("python3 is required for this test (apt-get install python3)");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let expected: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let expected = expected.as_array().unwrap();
 
@@ -29,19 +33,37 @@ fn frr_capture_agrees_with_an_independent_calculation() {
             .all
             .flows
             .iter()
-            .find(|f| f.src == want["src"] && f.src_port == want["src_port"].as_u64().unwrap() as u16)
+            .find(|f| {
+                f.src == want["src"] && f.src_port == want["src_port"].as_u64().unwrap() as u16
+            })
             .unwrap_or_else(|| panic!("flow {want} missing"));
         let name = format!("{}:{}", got.src, got.src_port);
-        assert_eq!(got.packets, want["packets"].as_u64().unwrap(), "{name} packets");
+        assert_eq!(
+            got.packets,
+            want["packets"].as_u64().unwrap(),
+            "{name} packets"
+        );
         assert_eq!(got.flaps, want["flaps"].as_u64().unwrap(), "{name} flaps");
         let max = want["max"].as_f64().unwrap();
-        assert!((got.gap_ms.max - max).abs() < 1e-6, "{name} max {} vs {max}", got.gap_ms.max);
+        assert!(
+            (got.gap_ms.max - max).abs() < 1e-6,
+            "{name} max {} vs {max}",
+            got.gap_ms.max
+        );
         for q in ["p50", "p99"] {
-            let (g, w) = (serde_json::to_value(&got.gap_ms).unwrap()[q].as_f64().unwrap(), want[q].as_f64().unwrap());
+            let (g, w) = (
+                serde_json::to_value(&got.gap_ms).unwrap()[q]
+                    .as_f64()
+                    .unwrap(),
+                want[q].as_f64().unwrap(),
+            );
             // The analyzer's histogram keeps 3 significant digits.
             assert!((g - w).abs() <= w * 0.001 + 0.001, "{name} {q}: {g} vs {w}");
         }
         total_flaps += got.flaps;
     }
-    assert!(total_flaps > 0, "the fixture must contain the flaps it was taken for");
+    assert!(
+        total_flaps > 0,
+        "the fixture must contain the flaps it was taken for"
+    );
 }

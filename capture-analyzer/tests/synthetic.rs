@@ -22,7 +22,17 @@ struct Bfd {
 }
 
 fn up(my: u32, your: u32) -> Bfd {
-    Bfd { state: 3, diag: 0, poll: false, final_: false, mult: 3, my, your, tx_us: 10_000, rx_us: 10_000 }
+    Bfd {
+        state: 3,
+        diag: 0,
+        poll: false,
+        final_: false,
+        mult: 3,
+        my,
+        your,
+        tx_us: 10_000,
+        rx_us: 10_000,
+    }
 }
 
 fn bfd_bytes(b: &Bfd) -> Vec<u8> {
@@ -47,7 +57,10 @@ fn frame(src: &str, dst: &str, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8
     udp.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
     udp.extend_from_slice(&[0, 0]);
     udp.extend_from_slice(payload);
-    match (src.parse::<std::net::IpAddr>().unwrap(), dst.parse::<std::net::IpAddr>().unwrap()) {
+    match (
+        src.parse::<std::net::IpAddr>().unwrap(),
+        dst.parse::<std::net::IpAddr>().unwrap(),
+    ) {
         (std::net::IpAddr::V4(s), std::net::IpAddr::V4(d)) => {
             f.extend_from_slice(&[0x08, 0x00, 0x45, 0xc0]);
             f.extend_from_slice(&((20 + udp.len()) as u16).to_be_bytes());
@@ -69,6 +82,7 @@ fn frame(src: &str, dst: &str, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8
 }
 
 #[derive(Clone, Copy)]
+#[allow(clippy::enum_variant_names)] // named after the file formats
 enum Format {
     PcapMicros,
     PcapNanos,
@@ -79,7 +93,11 @@ fn write_capture(name: &str, format: Format, frames: &[(i64, Vec<u8>)]) -> PathB
     let mut out = Vec::new();
     match format {
         Format::PcapMicros | Format::PcapNanos => {
-            let magic: u32 = if matches!(format, Format::PcapNanos) { 0xa1b2_3c4d } else { 0xa1b2_c3d4 };
+            let magic: u32 = if matches!(format, Format::PcapNanos) {
+                0xa1b2_3c4d
+            } else {
+                0xa1b2_c3d4
+            };
             out.extend_from_slice(&magic.to_le_bytes());
             out.extend_from_slice(&2u16.to_le_bytes());
             out.extend_from_slice(&4u16.to_le_bytes());
@@ -87,7 +105,11 @@ fn write_capture(name: &str, format: Format, frames: &[(i64, Vec<u8>)]) -> PathB
             out.extend_from_slice(&65535u32.to_le_bytes());
             out.extend_from_slice(&1u32.to_le_bytes());
             for (ts, data) in frames {
-                let frac = if matches!(format, Format::PcapNanos) { ts % 1_000_000_000 } else { ts % 1_000_000_000 / 1000 };
+                let frac = if matches!(format, Format::PcapNanos) {
+                    ts % 1_000_000_000
+                } else {
+                    ts % 1_000_000_000 / 1000
+                };
                 out.extend_from_slice(&((ts / 1_000_000_000) as u32).to_le_bytes());
                 out.extend_from_slice(&(frac as u32).to_le_bytes());
                 out.extend_from_slice(&(data.len() as u32).to_le_bytes());
@@ -163,13 +185,24 @@ fn close(a: f64, b: f64) -> bool {
 
 #[test]
 fn gaps_flaps_and_budget_exact_in_every_format() {
-    for (name, format) in [("us.pcap", Format::PcapMicros), ("ns.pcap", Format::PcapNanos), ("ng.pcapng", Format::PcapNg)] {
-        let path = write_capture(name, format, &session_frames("192.0.2.1", "192.0.2.2", 3784));
+    for (name, format) in [
+        ("us.pcap", Format::PcapMicros),
+        ("ns.pcap", Format::PcapNanos),
+        ("ng.pcapng", Format::PcapNg),
+    ] {
+        let path = write_capture(
+            name,
+            format,
+            &session_frames("192.0.2.1", "192.0.2.2", 3784),
+        );
         let a = analyze_files(&[path], &[]).unwrap();
         assert_eq!(a.schema_version, 1);
         assert_eq!(a.all.flows.len(), 2, "{name}");
         let fa = &a.all.flows[0];
-        assert_eq!((fa.src.as_str(), fa.dst.as_str(), fa.src_port, fa.dst_port), ("192.0.2.1", "192.0.2.2", 50001, 3784));
+        assert_eq!(
+            (fa.src.as_str(), fa.dst.as_str(), fa.src_port, fa.dst_port),
+            ("192.0.2.1", "192.0.2.2", 50001, 3784)
+        );
         assert_eq!(fa.packets, 1000);
         assert_eq!(fa.gap_ms.count, 999);
         assert!(close(fa.gap_ms.p50, 10.0), "{name}: p50 {}", fa.gap_ms.p50);
@@ -202,10 +235,22 @@ fn gaps_flaps_and_budget_exact_in_every_format() {
 
 #[test]
 fn ipv6_multihop_and_phases() {
-    let path = write_capture("v6.pcap", Format::PcapNanos, &session_frames("2001:db8::1", "2001:db8::2", 4784));
+    let path = write_capture(
+        "v6.pcap",
+        Format::PcapNanos,
+        &session_frames("2001:db8::1", "2001:db8::2", 4784),
+    );
     let phases = [
-        Phase { name: "first".into(), start_ns: T0, end_ns: T0 + 4 * 1000 * MS },
-        Phase { name: "hole".into(), start_ns: T0 + 4 * 1000 * MS, end_ns: T0 + 6 * 1000 * MS },
+        Phase {
+            name: "first".into(),
+            start_ns: T0,
+            end_ns: T0 + 4 * 1000 * MS,
+        },
+        Phase {
+            name: "hole".into(),
+            start_ns: T0 + 4 * 1000 * MS,
+            end_ns: T0 + 6 * 1000 * MS,
+        },
     ];
     let a = analyze_files(&[path], &phases).unwrap();
     let f = &a.all.flows[0];
@@ -235,11 +280,18 @@ fn poll_final_latency_and_detection_latency() {
     let mut pb = up(2, 1);
     pb.state = 1;
     pb.diag = 1;
-    frames.push((t - 10 * MS + 30 * MS + MS / 2, frame(b, a, 50002, 3784, &bfd_bytes(&pb))));
+    frames.push((
+        t - 10 * MS + 30 * MS + MS / 2,
+        frame(b, a, 50002, 3784, &bfd_bytes(&pb)),
+    ));
     let path = write_capture("poll.pcap", Format::PcapNanos, &frames);
     let r = analyze_files(&[path], &[]).unwrap();
     assert_eq!(r.all.flows[0].polls, 1);
-    assert!(close(r.all.flows[1].poll_final_ms.max, 23.0), "{:?}", r.all.flows[1].poll_final_ms);
+    assert!(
+        close(r.all.flows[1].poll_final_ms.max, 23.0),
+        "{:?}",
+        r.all.flows[1].poll_final_ms
+    );
     let detection = &r.all.flows[1].detection_latency_ms;
     assert_eq!(detection.count, 1);
     assert!(close(detection.max, 30.5), "{detection:?}");
@@ -266,7 +318,11 @@ fn echo_round_trips_and_losses() {
 
 #[test]
 fn truncated_capture_yields_what_it_holds_and_a_warning() {
-    let path = write_capture("cut.pcap", Format::PcapNanos, &session_frames("192.0.2.1", "192.0.2.2", 3784));
+    let path = write_capture(
+        "cut.pcap",
+        Format::PcapNanos,
+        &session_frames("192.0.2.1", "192.0.2.2", 3784),
+    );
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() - 30]).unwrap();
     let r = analyze_files(&[path], &[]).unwrap();
@@ -284,11 +340,24 @@ fn garbage_is_a_clear_error_and_garbage_on_bfd_ports_is_counted() {
     assert!(err.contains("not a pcap or pcapng"), "{err}");
 
     let frames = vec![
-        (T0, frame("192.0.2.1", "192.0.2.2", 50001, 3784, &[0x40; 24])),
-        (T0 + MS, frame("192.0.2.1", "192.0.2.2", 50001, 3784, &[0x20; 10])),
-        (T0 + 2 * MS, frame("192.0.2.1", "192.0.2.2", 50001, 53, &[0; 24])),
+        (
+            T0,
+            frame("192.0.2.1", "192.0.2.2", 50001, 3784, &[0x40; 24]),
+        ),
+        (
+            T0 + MS,
+            frame("192.0.2.1", "192.0.2.2", 50001, 3784, &[0x20; 10]),
+        ),
+        (
+            T0 + 2 * MS,
+            frame("192.0.2.1", "192.0.2.2", 50001, 53, &[0; 24]),
+        ),
     ];
-    let r = analyze_files(&[write_capture("junk.pcap", Format::PcapNanos, &frames)], &[]).unwrap();
+    let r = analyze_files(
+        &[write_capture("junk.pcap", Format::PcapNanos, &frames)],
+        &[],
+    )
+    .unwrap();
     let malformed = serde_json::to_value(&r.all.integrity).unwrap()["malformed"].clone();
     assert_eq!(malformed["bad_version"], 1);
     assert_eq!(malformed["too_short"], 1);
@@ -357,5 +426,12 @@ fn two_files_merge_by_timestamp() {
     assert_eq!(r.files.len(), 2);
     assert_eq!(r.files[0].frames + r.files[1].frames, 2000);
     // Reply latency needs both directions interleaved in time order.
-    assert_eq!(r.all.flows.iter().map(|f| f.reply_latency_ms.count).sum::<u64>(), 1000);
+    assert_eq!(
+        r.all
+            .flows
+            .iter()
+            .map(|f| f.reply_latency_ms.count)
+            .sum::<u64>(),
+        1000
+    );
 }

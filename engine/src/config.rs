@@ -70,23 +70,36 @@ pub struct SessionSpec {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{file}: cannot read: {source}")]
-    Read { file: String, source: std::io::Error },
+    Read {
+        file: String,
+        source: std::io::Error,
+    },
     #[error("{file}: {message}")]
     Syntax { file: String, message: String },
     #[error("{file}: {key} = {value}: {why}")]
-    Invalid { file: String, key: String, value: String, why: String },
+    Invalid {
+        file: String,
+        key: String,
+        value: String,
+        why: String,
+    },
 }
 
 impl EngineConfig {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { file: file.clone(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            file: file.clone(),
+            source,
+        })?;
         Self::parse(&file, &text)
     }
 
     pub fn parse(file: &str, text: &str) -> Result<Self, ConfigError> {
-        let raw: RawFile =
-            toml::from_str(text).map_err(|e| ConfigError::Syntax { file: file.into(), message: e.to_string() })?;
+        let raw: RawFile = toml::from_str(text).map_err(|e| ConfigError::Syntax {
+            file: file.into(),
+            message: e.to_string(),
+        })?;
         let invalid = |key: &str, value: &dyn std::fmt::Display, why: &str| ConfigError::Invalid {
             file: file.into(),
             key: key.into(),
@@ -95,37 +108,72 @@ impl EngineConfig {
         };
         let rt_priority = raw.engine.rt_priority.unwrap_or(90);
         if !(1..=99).contains(&rt_priority) {
-            return Err(invalid("engine.rt_priority", &rt_priority, "SCHED_FIFO priorities are 1-99"));
+            return Err(invalid(
+                "engine.rt_priority",
+                &rt_priority,
+                "SCHED_FIFO priorities are 1-99",
+            ));
         }
         let cpu = match raw.engine.cpu {
-            Some(c) if c < 0 => return Err(invalid("engine.cpu", &c, "a CPU number is not negative")),
+            Some(c) if c < 0 => {
+                return Err(invalid("engine.cpu", &c, "a CPU number is not negative"))
+            }
             c => c.map(|c| c as usize),
         };
         if let Some(addr) = raw.engine.frr_dataplane {
-            return Err(invalid("engine.frr_dataplane", &addr, "FRR's dataplane protocol is not in this build yet"));
+            return Err(invalid(
+                "engine.frr_dataplane",
+                &addr,
+                "FRR's dataplane protocol is not in this build yet",
+            ));
         }
         let sessions = raw
             .session
             .iter()
             .enumerate()
-            .map(|(i, s)| validate_session(s, &format!("session[{i}]")).map_err(|(k, v, w)| invalid(&k, &v, &w)))
+            .map(|(i, s)| {
+                validate_session(s, &format!("session[{i}]"))
+                    .map_err(|(k, v, w)| invalid(&k, &v, &w))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             rt_priority: rt_priority as i32,
             cpu,
-            control_socket: raw.engine.control_socket.unwrap_or_else(|| DEFAULT_CONTROL_SOCKET.into()),
+            control_socket: raw
+                .engine
+                .control_socket
+                .unwrap_or_else(|| DEFAULT_CONTROL_SOCKET.into()),
             sessions,
         })
     }
 }
 
 /// Validates one session; the error is (key, value, why).
-pub fn validate_session(s: &RawSession, prefix: &str) -> Result<SessionSpec, (String, String, String)> {
-    let err = |key: &str, value: &dyn std::fmt::Display, why: &str| (format!("{prefix}.{key}"), value.to_string(), why.to_string());
-    let peer: IpAddr = s.peer.parse().map_err(|_| err("peer", &s.peer, "not an IP address"))?;
-    let local: IpAddr = s.local.parse().map_err(|_| err("local", &s.local, "not an IP address"))?;
+pub fn validate_session(
+    s: &RawSession,
+    prefix: &str,
+) -> Result<SessionSpec, (String, String, String)> {
+    let err = |key: &str, value: &dyn std::fmt::Display, why: &str| {
+        (
+            format!("{prefix}.{key}"),
+            value.to_string(),
+            why.to_string(),
+        )
+    };
+    let peer: IpAddr = s
+        .peer
+        .parse()
+        .map_err(|_| err("peer", &s.peer, "not an IP address"))?;
+    let local: IpAddr = s
+        .local
+        .parse()
+        .map_err(|_| err("local", &s.local, "not an IP address"))?;
     if peer.is_ipv4() != local.is_ipv4() {
-        return Err(err("local", &s.local, "must be the same address family as peer"));
+        return Err(err(
+            "local",
+            &s.local,
+            "must be the same address family as peer",
+        ));
     }
     let interval = |key: &str, value: Option<i64>| -> Result<u32, (String, String, String)> {
         let ms = value.unwrap_or(1000);
@@ -141,16 +189,33 @@ pub fn validate_session(s: &RawSession, prefix: &str) -> Result<SessionSpec, (St
         return Err(err("multiplier", &multiplier, "must be 1 to 255"));
     }
     let backend_name = s.backend.as_deref().unwrap_or("naive");
-    let backend: BackendKind =
-        backend_name.parse().map_err(|_| err("backend", &backend_name, "must be one of naive, rt, txtime, xdp"))?;
+    let backend: BackendKind = backend_name.parse().map_err(|_| {
+        err(
+            "backend",
+            &backend_name,
+            "must be one of naive, rt, txtime, xdp",
+        )
+    })?;
     if s.multihop == Some(true) {
-        return Err(err("multihop", &true, "multihop sessions (RFC 5883) are not in this build yet"));
+        return Err(err(
+            "multihop",
+            &true,
+            "multihop sessions (RFC 5883) are not in this build yet",
+        ));
     }
     if let Some(ttl) = s.min_ttl {
-        return Err(err("min_ttl", &ttl, "applies to multihop sessions, which are not in this build yet"));
+        return Err(err(
+            "min_ttl",
+            &ttl,
+            "applies to multihop sessions, which are not in this build yet",
+        ));
     }
     if s.echo == Some(true) {
-        return Err(err("echo", &true, "the echo function is not in this build yet"));
+        return Err(err(
+            "echo",
+            &true,
+            "the echo function is not in this build yet",
+        ));
     }
     Ok(SessionSpec {
         peer,
@@ -189,7 +254,10 @@ interface = "eth0"
         let c = EngineConfig::parse("t.toml", GOOD).unwrap();
         assert_eq!((c.rt_priority, c.cpu), (90, Some(1)));
         let s = &c.sessions[0];
-        assert_eq!((s.tx_interval_us, s.rx_interval_us, s.multiplier, s.backend), (10_000, 10_000, 3, BackendKind::Rt));
+        assert_eq!(
+            (s.tx_interval_us, s.rx_interval_us, s.multiplier, s.backend),
+            (10_000, 10_000, 3, BackendKind::Rt)
+        );
     }
 
     fn error_of(text: &str) -> String {
@@ -199,11 +267,17 @@ interface = "eth0"
     #[test]
     fn errors_name_file_key_and_value() {
         let e = error_of(&GOOD.replace("tx_interval_ms = 10", "tx_interval_ms = 0"));
-        assert_eq!(e, "t.toml: session[0].tx_interval_ms = 0: must be 1 to 60000 milliseconds");
+        assert_eq!(
+            e,
+            "t.toml: session[0].tx_interval_ms = 0: must be 1 to 60000 milliseconds"
+        );
         let e = error_of(&GOOD.replace("\"rt\"", "\"turbo\""));
         assert!(e.contains("session[0].backend = turbo"), "{e}");
         let e = error_of(&GOOD.replace("192.0.2.1", "2001:db8::1"));
-        assert!(e.contains("session[0].local = 2001:db8::1: must be the same address family"), "{e}");
+        assert!(
+            e.contains("session[0].local = 2001:db8::1: must be the same address family"),
+            "{e}"
+        );
         let e = error_of(&GOOD.replace("rt_priority = 90", "rt_priority = 120"));
         assert!(e.contains("engine.rt_priority = 120"), "{e}");
     }

@@ -36,7 +36,13 @@ pub struct RxSocket {
 fn setsockopt_int(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
     // SAFETY: passes a pointer to a live i32 and its size.
     let rc = unsafe {
-        libc::setsockopt(fd, level, name, (&value as *const i32).cast(), std::mem::size_of::<i32>() as libc::socklen_t)
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const i32).cast(),
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        )
     };
     if rc != 0 {
         return Err(io::Error::last_os_error());
@@ -58,7 +64,11 @@ impl RxSocket {
             setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_RECVTTL, 1)?;
             setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_PKTINFO, 1)?;
         }
-        let any: IpAddr = if ipv6 { Ipv6Addr::UNSPECIFIED.into() } else { Ipv4Addr::UNSPECIFIED.into() };
+        let any: IpAddr = if ipv6 {
+            Ipv6Addr::UNSPECIFIED.into()
+        } else {
+            Ipv4Addr::UNSPECIFIED.into()
+        };
         socket.bind(&SocketAddr::new(any, port).into())?;
         socket.set_nonblocking(true)?;
         Ok(Self { socket })
@@ -72,7 +82,10 @@ impl RxSocket {
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<Option<Received>> {
         let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
         let mut control = [0u64; 16];
-        let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
         // SAFETY: a zeroed msghdr is valid; every pointer refers to a live
         // local buffer with its true length.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
@@ -86,7 +99,11 @@ impl RxSocket {
         let n = unsafe { libc::recvmsg(self.fd(), &mut msg, libc::MSG_DONTWAIT) };
         if n < 0 {
             let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::WouldBlock { Ok(None) } else { Err(e) };
+            return if e.kind() == io::ErrorKind::WouldBlock {
+                Ok(None)
+            } else {
+                Err(e)
+            };
         }
         // SAFETY: the kernel wrote a sockaddr of msg_namelen bytes.
         let src = unsafe { SockAddr::new(addr, msg.msg_namelen) }
@@ -100,12 +117,18 @@ impl RxSocket {
             while !cmsg.is_null() {
                 let data = libc::CMSG_DATA(cmsg);
                 match ((*cmsg).cmsg_level, (*cmsg).cmsg_type) {
-                    (libc::IPPROTO_IP, libc::IP_TTL) => ttl = std::ptr::read_unaligned(data.cast::<i32>()) as u8,
+                    (libc::IPPROTO_IP, libc::IP_TTL) => {
+                        ttl = std::ptr::read_unaligned(data.cast::<i32>()) as u8
+                    }
                     (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
                         let info = std::ptr::read_unaligned(data.cast::<libc::in_pktinfo>());
-                        dst = Some(IpAddr::from(u32::from_be(info.ipi_addr.s_addr).to_be_bytes()));
+                        dst = Some(IpAddr::from(
+                            u32::from_be(info.ipi_addr.s_addr).to_be_bytes(),
+                        ));
                     }
-                    (libc::IPPROTO_IPV6, libc::IPV6_HOPLIMIT) => ttl = std::ptr::read_unaligned(data.cast::<i32>()) as u8,
+                    (libc::IPPROTO_IPV6, libc::IPV6_HOPLIMIT) => {
+                        ttl = std::ptr::read_unaligned(data.cast::<i32>()) as u8
+                    }
                     (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
                         let info = std::ptr::read_unaligned(data.cast::<libc::in6_pktinfo>());
                         dst = Some(IpAddr::from(info.ipi6_addr.s6_addr));
@@ -115,8 +138,15 @@ impl RxSocket {
                 cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
             }
         }
-        let dst = dst.ok_or_else(|| io::Error::other("no destination address (IP_PKTINFO) on a received packet"))?;
-        Ok(Some(Received { len: n as usize, src, dst, ttl }))
+        let dst = dst.ok_or_else(|| {
+            io::Error::other("no destination address (IP_PKTINFO) on a received packet")
+        })?;
+        Ok(Some(Received {
+            len: n as usize,
+            src,
+            dst,
+            ttl,
+        }))
     }
 }
 
@@ -133,8 +163,18 @@ pub struct TxSocket {
 impl TxSocket {
     /// Binds `local` and the first free port of [`SOURCE_PORTS`] not in
     /// `taken`, optionally to `interface`; sends go to `peer`:`port`.
-    pub fn open(local: IpAddr, peer: IpAddr, port: u16, interface: Option<&str>, taken: &dyn Fn(u16) -> bool) -> io::Result<Self> {
-        let domain = if local.is_ipv6() { Domain::IPV6 } else { Domain::IPV4 };
+    pub fn open(
+        local: IpAddr,
+        peer: IpAddr,
+        port: u16,
+        interface: Option<&str>,
+        taken: &dyn Fn(u16) -> bool,
+    ) -> io::Result<Self> {
+        let domain = if local.is_ipv6() {
+            Domain::IPV6
+        } else {
+            Domain::IPV4
+        };
         let socket = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
         if local.is_ipv6() {
             socket.set_unicast_hops_v6(TTL)?;
@@ -157,9 +197,18 @@ impl TxSocket {
                 Err(e) => return Err(e),
             }
         }
-        let source_port = bound.ok_or_else(|| io::Error::new(io::ErrorKind::AddrInUse, "every BFD source port (60000-65535) is in use"))?;
+        let source_port = bound.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::AddrInUse,
+                "every BFD source port (60000-65535) is in use",
+            )
+        })?;
         socket.set_nonblocking(true)?;
-        Ok(Self { socket, peer: SocketAddr::new(peer, port).into(), source_port })
+        Ok(Self {
+            socket,
+            peer: SocketAddr::new(peer, port).into(),
+            source_port,
+        })
     }
 
     pub fn send(&self, bytes: &[u8]) -> io::Result<usize> {

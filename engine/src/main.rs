@@ -132,19 +132,53 @@ fn run_daemon(path: PathBuf) -> Result<()> {
     let config = EngineConfig::load(&path)?;
     install_signal_handlers();
     let mut engine = Engine::new(config)?;
-    eprintln!("linecardd: {} sessions, backend {}", engine.session_count(), engine.loop_kind());
+    eprintln!(
+        "linecardd: {} sessions, backend {}",
+        engine.session_count(),
+        engine.loop_kind()
+    );
     engine.run(&STOP)
 }
 
 fn print_sessions(reply: &serde_json::Value) {
     for s in reply["sessions"].as_array().into_iter().flatten() {
-        let ms = |v: &serde_json::Value| v.as_u64().map(|us| format!("{}ms", us / 1000)).unwrap_or("-".into());
-        println!("peer {} local-address {} (backend {}, source port {})", s["peer"].as_str().unwrap_or("?"), s["local"].as_str().unwrap_or("?"), s["backend"].as_str().unwrap_or("?"), s["source_port"]);
+        let ms = |v: &serde_json::Value| {
+            v.as_u64()
+                .map(|us| format!("{}ms", us / 1000))
+                .unwrap_or("-".into())
+        };
+        println!(
+            "peer {} local-address {} (backend {}, source port {})",
+            s["peer"].as_str().unwrap_or("?"),
+            s["local"].as_str().unwrap_or("?"),
+            s["backend"].as_str().unwrap_or("?"),
+            s["source_port"]
+        );
         println!("\tID: {}", s["local_discr"]);
         println!("\tRemote ID: {}", s["remote"]["discr"]);
-        println!("\tStatus: {}{}", s["state"].as_str().unwrap_or("?"), if s["polling"] == true { " (poll sequence)" } else { "" });
-        println!("\tDiagnostics: {}", s["diag"].as_str().map(str::to_string).unwrap_or_else(|| s["diag"].to_string()));
-        println!("\tRemote diagnostics: {}", s["remote"]["diag"].as_str().map(str::to_string).unwrap_or_else(|| s["remote"]["diag"].to_string()));
+        println!(
+            "\tStatus: {}{}",
+            s["state"].as_str().unwrap_or("?"),
+            if s["polling"] == true {
+                " (poll sequence)"
+            } else {
+                ""
+            }
+        );
+        println!(
+            "\tDiagnostics: {}",
+            s["diag"]
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| s["diag"].to_string())
+        );
+        println!(
+            "\tRemote diagnostics: {}",
+            s["remote"]["diag"]
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| s["remote"]["diag"].to_string())
+        );
         println!("\tLocal timers:");
         println!("\t\tDetect-multiplier: {}", s["detect_mult"]);
         println!("\t\tReceive interval: {}", ms(&s["required_min_rx_us"]));
@@ -152,8 +186,14 @@ fn print_sessions(reply: &serde_json::Value) {
         println!("\tRemote timers:");
         println!("\t\tDetect-multiplier: {}", s["remote"]["detect_mult"]);
         println!("\t\tReceive interval: {}", ms(&s["remote"]["min_rx_us"]));
-        println!("\t\tTransmission interval: {}", ms(&s["remote"]["desired_min_tx_us"]));
-        println!("\tPackets: in {} out {}; drops {}", s["counters"]["packets_in"], s["counters"]["packets_out"], s["drops"]);
+        println!(
+            "\t\tTransmission interval: {}",
+            ms(&s["remote"]["desired_min_tx_us"])
+        );
+        println!(
+            "\tPackets: in {} out {}; drops {}",
+            s["counters"]["packets_in"], s["counters"]["packets_out"], s["drops"]
+        );
         println!();
     }
 }
@@ -162,7 +202,14 @@ fn run_ctl(ctl: Ctl) -> Result<()> {
     let request = match &ctl.op {
         CtlOp::List { .. } => Request::List,
         CtlOp::Drops => Request::Drops,
-        CtlOp::Add { pair, tx_ms, rx_ms, multiplier, backend, interface } => Request::Add {
+        CtlOp::Add {
+            pair,
+            tx_ms,
+            rx_ms,
+            multiplier,
+            backend,
+            interface,
+        } => Request::Add {
             session: RawSession {
                 peer: pair.peer.to_string(),
                 local: pair.local.to_string(),
@@ -177,11 +224,27 @@ fn run_ctl(ctl: Ctl) -> Result<()> {
                 passive: None,
             },
         },
-        CtlOp::Remove { pair } => Request::Remove { local: pair.local, peer: pair.peer },
-        CtlOp::Set { pair, tx_ms, rx_ms, multiplier } => {
-            Request::Set { local: pair.local, peer: pair.peer, tx_interval_ms: *tx_ms, rx_interval_ms: *rx_ms, multiplier: *multiplier }
-        }
-        CtlOp::Admin { pair, down } => Request::Admin { local: pair.local, peer: pair.peer, down: *down },
+        CtlOp::Remove { pair } => Request::Remove {
+            local: pair.local,
+            peer: pair.peer,
+        },
+        CtlOp::Set {
+            pair,
+            tx_ms,
+            rx_ms,
+            multiplier,
+        } => Request::Set {
+            local: pair.local,
+            peer: pair.peer,
+            tx_interval_ms: *tx_ms,
+            rx_interval_ms: *rx_ms,
+            multiplier: *multiplier,
+        },
+        CtlOp::Admin { pair, down } => Request::Admin {
+            local: pair.local,
+            peer: pair.peer,
+            down: *down,
+        },
     };
     let reply = call(&ctl.socket, &request)?;
     match ctl.op {
@@ -196,16 +259,23 @@ fn main() -> ExitCode {
     let result = match (cli.config, cli.command) {
         (Some(path), _) => run_daemon(path).context("linecardd"),
         (None, Some(Command::Backends { json })) => {
-            let rows: Vec<(BackendKind, Availability)> = BackendKind::ALL.iter().map(|k| (*k, k.availability())).collect();
+            let rows: Vec<(BackendKind, Availability)> = BackendKind::ALL
+                .iter()
+                .map(|k| (*k, k.availability()))
+                .collect();
             if json {
-                let map: serde_json::Map<_, _> =
-                    rows.iter().map(|(k, a)| (k.name().to_string(), serde_json::to_value(a).unwrap())).collect();
+                let map: serde_json::Map<_, _> = rows
+                    .iter()
+                    .map(|(k, a)| (k.name().to_string(), serde_json::to_value(a).unwrap()))
+                    .collect();
                 println!("{}", serde_json::Value::Object(map));
             } else {
                 for (kind, availability) in &rows {
                     match availability {
                         Availability::Available => println!("{:<8} available", kind.name()),
-                        Availability::Unavailable { reason } => println!("{:<8} unavailable: {reason}", kind.name()),
+                        Availability::Unavailable { reason } => {
+                            println!("{:<8} unavailable: {reason}", kind.name())
+                        }
                     }
                 }
             }

@@ -40,10 +40,13 @@ pub struct ToolResult {
 /// Writes a nanosecond pcap of `packets` BFD packets over `sessions` 3x10 ms
 /// sessions (two flows each), Ethernet/IPv4/UDP 3784, jittered send times.
 pub fn synthesize(path: &Path, packets: u64, sessions: u32) -> Result<u64> {
-    let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let file =
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
     out.write_all(&0xa1b2_3c4du32.to_le_bytes())?;
-    out.write_all(&[2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0])?;
+    out.write_all(&[
+        2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0,
+    ])?;
     let flows = u64::from(sessions) * 2;
     let templates: Vec<Vec<u8>> = (0..flows).map(|f| frame_template(f as u32)).collect();
     let start_ns: u64 = 1_764_480_000 * 1_000_000_000;
@@ -72,7 +75,7 @@ pub fn synthesize(path: &Path, packets: u64, sessions: u32) -> Result<u64> {
 
 fn frame_template(flow: u32) -> Vec<u8> {
     let session = flow / 2;
-    let (src, dst) = if flow % 2 == 0 { (1u8, 2u8) } else { (2, 1) };
+    let (src, dst) = if flow.is_multiple_of(2) { (1u8, 2u8) } else { (2, 1) };
     let mut f = vec![0x02, 0, 0, 0, 0, dst, 0x02, 0, 0, 0, 0, src, 0x08, 0x00];
     f.extend_from_slice(&[0x45, 0xc0, 0, 52, 0, 0, 0x40, 0, 255, 17, 0, 0]);
     f.extend_from_slice(&[10, (session >> 8) as u8, session as u8, src]);
@@ -108,7 +111,11 @@ fn pinned(program: &str, cpu: usize) -> Command {
 
 fn time(cmd: &mut Command, label: &str) -> Result<f64> {
     let started = Instant::now();
-    let status = cmd.stdout(Stdio::null()).stderr(Stdio::null()).status().with_context(|| format!("running {label}"))?;
+    let status = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .with_context(|| format!("running {label}"))?;
     let seconds = started.elapsed().as_secs_f64();
     if !status.success() {
         bail!("{label} failed ({status})");
@@ -128,12 +135,27 @@ fn time_runs(cmd: &mut Command, label: &str, runs: usize) -> Result<(f64, f64, V
 }
 
 fn tool_available(program: &str) -> bool {
-    Command::new(program).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
+    Command::new(program)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
 }
 
-pub fn run(packets: u64, sessions: u32, dir: &Path, tshark_packets: u64, runs: usize, keep: bool) -> Result<BenchReport> {
+pub fn run(
+    packets: u64,
+    sessions: u32,
+    dir: &Path,
+    tshark_packets: u64,
+    runs: usize,
+    keep: bool,
+) -> Result<BenchReport> {
     let path: PathBuf = dir.join(format!("linecard-bench-{}.pcap", std::process::id()));
-    eprintln!("synthesizing {packets} packets over {sessions} sessions in {}", path.display());
+    eprintln!(
+        "synthesizing {packets} packets over {sessions} sessions in {}",
+        path.display()
+    );
     let bytes = synthesize(&path, packets, sessions)?;
     let cpu = 0;
     let mut tools = Vec::new();
@@ -173,7 +195,15 @@ pub fn run(packets: u64, sessions: u32, dir: &Path, tshark_packets: u64, runs: u
             let n = tshark_packets.min(packets);
             let mut tshark = pinned("tshark", cpu);
             tshark.args(["-r", path_str, "-c", &n.to_string(), "-T", "fields"]);
-            for field in ["frame.time_epoch", "ip.src", "udp.srcport", "ip.dst", "udp.dstport", "bfd.sta", "bfd.diag"] {
+            for field in [
+                "frame.time_epoch",
+                "ip.src",
+                "udp.srcport",
+                "ip.dst",
+                "udp.dstport",
+                "bfd.sta",
+                "bfd.diag",
+            ] {
                 tshark.args(["-e", field]);
             }
             let secs = time(&mut tshark, "tshark")?;
@@ -196,7 +226,12 @@ pub fn run(packets: u64, sessions: u32, dir: &Path, tshark_packets: u64, runs: u
         let _ = std::fs::remove_file(&path);
     }
     result?;
-    let rate = |name: &str| tools.iter().find(|t| t.tool == name).map(|t| t.packets_per_second);
+    let rate = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t.tool == name)
+            .map(|t| t.packets_per_second)
+    };
     let analyze = rate("linecard analyze").unwrap();
     Ok(BenchReport {
         packets,
@@ -222,7 +257,18 @@ pub fn render(r: &BenchReport) -> String {
         "packets/s"
     );
     for t in &r.tools {
-        out.push_str(&format!("{:<18} {:>10} {:>10.3} {:>14.0}  best {:.3} s{}\n", t.tool, t.packets, t.seconds, t.packets_per_second, t.best_seconds, t.note.as_ref().map(|n| format!("  ({n})")).unwrap_or_default()));
+        out.push_str(&format!(
+            "{:<18} {:>10} {:>10.3} {:>14.0}  best {:.3} s{}\n",
+            t.tool,
+            t.packets,
+            t.seconds,
+            t.packets_per_second,
+            t.best_seconds,
+            t.note
+                .as_ref()
+                .map(|n| format!("  ({n})"))
+                .unwrap_or_default()
+        ));
     }
     out.push_str(&format!("analyze / cat: {:.3}\n", r.analyze_vs_cat));
     if let Some(x) = r.analyze_vs_tshark {

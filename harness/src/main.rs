@@ -4,15 +4,9 @@
 //! 2 usage or input error (including an environment that cannot run the
 //! command, with the fix in the message).
 
-
-
-
-
-
-
 use anyhow::Result;
-use linecard_harness::{analyze, bench, lab, plots};
 use clap::{Args, Parser, Subcommand};
+use linecard_harness::{analyze, bench, lab, plots};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -142,7 +136,15 @@ fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Lab(command) => run_lab(command),
-        Command::Bench(BenchCommand::Analyze { packets, sessions, dir, tshark_packets, runs, keep, output }) => {
+        Command::Bench(BenchCommand::Analyze {
+            packets,
+            sessions,
+            dir,
+            tshark_packets,
+            runs,
+            keep,
+            output,
+        }) => {
             let report = bench::run(packets, sessions, &dir, tshark_packets, runs as usize, keep)?;
             if output.json {
                 print_json(&report)?;
@@ -151,12 +153,25 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Analyze { captures, phases, manifest, out, plots, output } => {
-            let mut phases = phases.iter().map(|p| analyze::parse_phase(p)).collect::<Result<Vec<_>>>()?;
+        Command::Analyze {
+            captures,
+            phases,
+            manifest,
+            out,
+            plots,
+            output,
+        } => {
+            let mut phases = phases
+                .iter()
+                .map(|p| analyze::parse_phase(p))
+                .collect::<Result<Vec<_>>>()?;
             if let Some(manifest) = manifest {
                 phases.extend(analyze::manifest_phases(&manifest)?);
             }
-            let options = linecard_capture_analyzer::Options { phases, timeline: plots.is_some() };
+            let options = linecard_capture_analyzer::Options {
+                phases,
+                timeline: plots.is_some(),
+            };
             let analysis = analyze::run(&captures, &options, out.as_deref())?;
             if let Some(dir) = plots {
                 for path in plots::write_all(&analysis, &dir)? {

@@ -34,7 +34,12 @@ pub fn write_all(analysis: &Analysis, dir: &Path) -> Result<Vec<PathBuf>> {
     let ccdf = dir.join("gap-ccdf.svg");
     gap_ccdf(analysis, &ccdf)?;
     written.push(ccdf);
-    if analysis.all.flows.iter().any(|f| !f.gap_timeline.is_empty()) {
+    if analysis
+        .all
+        .flows
+        .iter()
+        .any(|f| !f.gap_timeline.is_empty())
+    {
         let timeline = dir.join("gap-timeline.svg");
         gap_timeline(analysis, &timeline)?;
         written.push(timeline);
@@ -71,18 +76,36 @@ fn gap_ccdf(analysis: &Analysis, path: &Path) -> Result<()> {
         .y_label_area_size(60)
         .build_cartesian_2d((0.1f64..max_ms).log_scale(), (min_frac..1.0f64).log_scale())
         .map_err(plot_err)?;
-    chart.configure_mesh().x_desc("gap (ms)").y_desc("share of gaps longer").draw().map_err(plot_err)?;
+    chart
+        .configure_mesh()
+        .x_desc("gap (ms)")
+        .y_desc("share of gaps longer")
+        .draw()
+        .map_err(plot_err)?;
     for (i, f) in flows.iter().enumerate() {
         // Zero shares cannot sit on a log axis: stop the line there.
-        let points: Vec<(f64, f64)> =
-            f.gap_ccdf.iter().filter(|p| p.fraction_above > 0.0 && p.gap_ms > 0.0).map(|p| (p.gap_ms, p.fraction_above)).collect();
+        let points: Vec<(f64, f64)> = f
+            .gap_ccdf
+            .iter()
+            .filter(|p| p.fraction_above > 0.0 && p.gap_ms > 0.0)
+            .map(|p| (p.gap_ms, p.fraction_above))
+            .collect();
         let color = palette(i);
-        let series = chart.draw_series(LineSeries::new(points, color.stroke_width(2))).map_err(plot_err)?;
+        let series = chart
+            .draw_series(LineSeries::new(points, color.stroke_width(2)))
+            .map_err(plot_err)?;
         if i < MAX_LABELLED {
-            series.label(flow_label(f)).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+            series.label(flow_label(f)).legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
         }
     }
-    chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(plot_err)?;
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(plot_err)?;
     root.present().map_err(plot_err)?;
     Ok(())
 }
@@ -90,24 +113,39 @@ fn gap_ccdf(analysis: &Analysis, path: &Path) -> Result<()> {
 fn gap_timeline(analysis: &Analysis, path: &Path) -> Result<()> {
     let flows = &analysis.all.flows;
     let origin = flows.iter().map(|f| f.first_ts_ns).min().unwrap_or(0);
-    let end = flows.iter().map(|f| f.last_ts_ns).max().unwrap_or(origin + 1);
+    let end = flows
+        .iter()
+        .map(|f| f.last_ts_ns)
+        .max()
+        .unwrap_or(origin + 1);
     let secs = |ns: i64| (ns - origin) as f64 / 1e9;
     let max_ms = flows.iter().map(|f| f.gap_ms.max).fold(1.0, f64::max) * 1.5;
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption("Largest gap over time (flaps red, phase boundaries grey)", ("sans-serif", 20))
+        .caption(
+            "Largest gap over time (flaps red, phase boundaries grey)",
+            ("sans-serif", 20),
+        )
         .margin(12)
         .x_label_area_size(45)
         .y_label_area_size(60)
         .build_cartesian_2d(0f64..secs(end).max(1e-3), (0.1f64..max_ms).log_scale())
         .map_err(plot_err)?;
-    chart.configure_mesh().x_desc("time since first packet (s)").y_desc("largest gap in bin (ms)").draw().map_err(plot_err)?;
+    chart
+        .configure_mesh()
+        .x_desc("time since first packet (s)")
+        .y_desc("largest gap in bin (ms)")
+        .draw()
+        .map_err(plot_err)?;
     for phase in &analysis.phases {
         for at in [phase.start_ns, phase.end_ns] {
             let x = secs(at);
             chart
-                .draw_series(std::iter::once(PathElement::new(vec![(x, 0.1), (x, max_ms)], RGBColor(150, 150, 150).stroke_width(1))))
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(x, 0.1), (x, max_ms)],
+                    RGBColor(150, 150, 150).stroke_width(1),
+                )))
                 .map_err(plot_err)?;
         }
     }
@@ -115,20 +153,33 @@ fn gap_timeline(analysis: &Analysis, path: &Path) -> Result<()> {
         let color = palette(i);
         // Points, not lines: an empty bin (a silence) must not be drawn as
         // a ramp between its neighbours.
-        let series = chart
-            .draw_series(f.gap_timeline.iter().map(|p| Circle::new((secs(p.at_ns), p.max_gap_ms.max(0.1)), 2, color.filled())))
-            .map_err(plot_err)?;
+        let series =
+            chart
+                .draw_series(f.gap_timeline.iter().map(|p| {
+                    Circle::new((secs(p.at_ns), p.max_gap_ms.max(0.1)), 2, color.filled())
+                }))
+                .map_err(plot_err)?;
         if i < MAX_LABELLED {
-            series.label(flow_label(f)).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+            series.label(flow_label(f)).legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
         }
         for flap in &f.flap_events {
             let x = secs(flap.at_ns);
             chart
-                .draw_series(std::iter::once(PathElement::new(vec![(x, 0.1), (x, max_ms)], RED.mix(0.5).stroke_width(1))))
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(x, 0.1), (x, max_ms)],
+                    RED.mix(0.5).stroke_width(1),
+                )))
                 .map_err(plot_err)?;
         }
     }
-    chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(plot_err)?;
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(plot_err)?;
     root.present().map_err(plot_err)?;
     Ok(())
 }
@@ -138,25 +189,42 @@ fn session_maxima(analysis: &Analysis, path: &Path) -> Result<()> {
     let top = maxima.iter().copied().fold(1.0, f64::max);
     const BINS: usize = 40;
     let width = top / BINS as f64;
-    let mut counts = vec![0u32; BINS + 1];
+    let mut counts = [0u32; BINS + 1];
     for m in &maxima {
         counts[((m / width) as usize).min(BINS)] += 1;
     }
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(format!("Per-session maximum gap ({} sessions)", maxima.len()), ("sans-serif", 20))
+        .caption(
+            format!("Per-session maximum gap ({} sessions)", maxima.len()),
+            ("sans-serif", 20),
+        )
         .margin(12)
         .x_label_area_size(45)
         .y_label_area_size(60)
-        .build_cartesian_2d(0f64..top + width, 0u32..counts.iter().copied().max().unwrap_or(1) + 1)
+        .build_cartesian_2d(
+            0f64..top + width,
+            0u32..counts.iter().copied().max().unwrap_or(1) + 1,
+        )
         .map_err(plot_err)?;
-    chart.configure_mesh().x_desc("maximum gap of the session (ms)").y_desc("sessions").draw().map_err(plot_err)?;
     chart
-        .draw_series(counts.iter().enumerate().filter(|(_, &c)| c > 0).map(|(i, &c)| {
-            let x0 = i as f64 * width;
-            Rectangle::new([(x0, 0), (x0 + width, c)], palette(0).filled())
-        }))
+        .configure_mesh()
+        .x_desc("maximum gap of the session (ms)")
+        .y_desc("sessions")
+        .draw()
+        .map_err(plot_err)?;
+    chart
+        .draw_series(
+            counts
+                .iter()
+                .enumerate()
+                .filter(|(_, &c)| c > 0)
+                .map(|(i, &c)| {
+                    let x0 = i as f64 * width;
+                    Rectangle::new([(x0, 0), (x0 + width, c)], palette(0).filled())
+                }),
+        )
         .map_err(plot_err)?;
     root.present().map_err(plot_err)?;
     Ok(())

@@ -20,15 +20,36 @@ pub struct Daemon {
 impl Daemon {
     /// Starts `program args` in network namespace `ns`, in `cpuset` if
     /// given, with stdout and stderr appended to `log`.
-    pub fn spawn(name: &str, ns: &str, cpuset: Option<&Path>, program: &str, args: &[String], log: &Path) -> Result<Self> {
-        let out = std::fs::OpenOptions::new().create(true).append(true).open(log).with_context(|| format!("opening {}", log.display()))?;
+    pub fn spawn(
+        name: &str,
+        ns: &str,
+        cpuset: Option<&Path>,
+        program: &str,
+        args: &[String],
+        log: &Path,
+    ) -> Result<Self> {
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .with_context(|| format!("opening {}", log.display()))?;
         let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", ns, program]).args(args).stdin(Stdio::null()).stdout(out.try_clone()?).stderr(out);
+        cmd.args(["netns", "exec", ns, program])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out);
         if let Some(cpuset) = cpuset {
             sys::join_cpuset_on_exec(&mut cmd, cpuset);
         }
-        let child = cmd.spawn().with_context(|| format!("starting {name} ({program})"))?;
-        Ok(Self { name: name.to_string(), child, log: log.to_path_buf() })
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {name} ({program})"))?;
+        Ok(Self {
+            name: name.to_string(),
+            child,
+            log: log.to_path_buf(),
+        })
     }
 
     pub fn pid(&self) -> u32 {
@@ -94,17 +115,33 @@ impl Capture {
         // Immediate mode: without it libpcap hands packets over in blocks up
         // to a second late, and the blocks still pending when tcpdump stops
         // are lost from the capture.
-        cmd.args(["netns", "exec", ns, "tcpdump", "-n", "-i", iface, "-s", "0", "-U", "--immediate-mode", "-B", "8192"])
-            .args(["--time-stamp-precision", "nano", "-w"])
-            .arg(path)
-            .args(["udp port 3784 or udp port 4784 or udp port 3785"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+        cmd.args([
+            "netns",
+            "exec",
+            ns,
+            "tcpdump",
+            "-n",
+            "-i",
+            iface,
+            "-s",
+            "0",
+            "-U",
+            "--immediate-mode",
+            "-B",
+            "8192",
+        ])
+        .args(["--time-stamp-precision", "nano", "-w"])
+        .arg(path)
+        .args(["udp port 3784 or udp port 4784 or udp port 3785"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
         if let Some(cpuset) = cpuset {
             sys::join_cpuset_on_exec(&mut cmd, cpuset);
         }
-        let mut child = cmd.spawn().context("starting tcpdump (apt-get install tcpdump)")?;
+        let mut child = cmd
+            .spawn()
+            .context("starting tcpdump (apt-get install tcpdump)")?;
         let stderr = child.stderr.take().unwrap();
         let log = path.with_extension("tcpdump.log");
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -123,11 +160,21 @@ impl Capture {
                 }
             }
         });
-        let daemon = Daemon { name: "tcpdump".into(), child, log };
+        let daemon = Daemon {
+            name: "tcpdump".into(),
+            child,
+            log,
+        };
         if ready_rx.recv_timeout(Duration::from_secs(5)).is_err() {
-            bail!("tcpdump did not start listening on {iface} in {ns} within 5 s: {}", daemon.log_tail());
+            bail!(
+                "tcpdump did not start listening on {iface} in {ns} within 5 s: {}",
+                daemon.log_tail()
+            );
         }
-        Ok(Self { daemon, path: path.to_path_buf() })
+        Ok(Self {
+            daemon,
+            path: path.to_path_buf(),
+        })
     }
 
     /// Stops the capture (SIGTERM flushes the file) and returns its path.
@@ -162,7 +209,13 @@ pub fn frr_config(sessions: &[PeerSession]) -> String {
 
 /// Starts FRR's bfdd standalone (no zebra, no watchfrr) in `ns`, with its
 /// sockets and logs under `dir`.
-pub fn start_frr_bfdd(name: &str, ns: &str, cpuset: Option<&Path>, dir: &Path, sessions: &[PeerSession]) -> Result<Daemon> {
+pub fn start_frr_bfdd(
+    name: &str,
+    ns: &str,
+    cpuset: Option<&Path>,
+    dir: &Path,
+    sessions: &[PeerSession],
+) -> Result<Daemon> {
     let dir = dir.join(name);
     std::fs::create_dir_all(&dir)?;
     let config = dir.join("bfdd.conf");
@@ -188,7 +241,14 @@ pub fn start_frr_bfdd(name: &str, ns: &str, cpuset: Option<&Path>, dir: &Path, s
         "-g".into(),
         "frr".into(),
     ];
-    Daemon::spawn(name, ns, cpuset, "/usr/lib/frr/bfdd", &args, &dir.join("bfdd.out"))
+    Daemon::spawn(
+        name,
+        ns,
+        cpuset,
+        "/usr/lib/frr/bfdd",
+        &args,
+        &dir.join("bfdd.out"),
+    )
 }
 
 /// BIRD 2's configuration: one BFD protocol with a neighbor per session.
@@ -209,12 +269,27 @@ pub fn bird_config(router_id: IpAddr, sessions: &[PeerSession]) -> String {
 }
 
 /// Starts BIRD in the foreground in `ns`.
-pub fn start_bird(name: &str, ns: &str, cpuset: Option<&Path>, dir: &Path, router_id: IpAddr, sessions: &[PeerSession]) -> Result<Daemon> {
+pub fn start_bird(
+    name: &str,
+    ns: &str,
+    cpuset: Option<&Path>,
+    dir: &Path,
+    router_id: IpAddr,
+    sessions: &[PeerSession],
+) -> Result<Daemon> {
     let dir = dir.join(name);
     std::fs::create_dir_all(&dir)?;
     let config = dir.join("bird.conf");
     std::fs::write(&config, bird_config(router_id, sessions))?;
     let s = |p: &Path| p.display().to_string();
-    let args = vec!["-f".into(), "-c".into(), s(&config), "-s".into(), s(&dir.join("bird.ctl")), "-P".into(), s(&dir.join("bird.pid"))];
+    let args = vec![
+        "-f".into(),
+        "-c".into(),
+        s(&config),
+        "-s".into(),
+        s(&dir.join("bird.ctl")),
+        "-P".into(),
+        s(&dir.join("bird.pid")),
+    ];
     Daemon::spawn(name, ns, cpuset, "bird", &args, &dir.join("bird.out"))
 }

@@ -16,7 +16,9 @@ pub const SAVED: &str = "/run/lc-sched-rt-runtime.saved";
 
 pub fn read() -> Result<i64> {
     let text = std::fs::read_to_string(KNOB).with_context(|| format!("reading {KNOB}"))?;
-    text.trim().parse().with_context(|| format!("{KNOB} holds {text:?}"))
+    text.trim()
+        .parse()
+        .with_context(|| format!("{KNOB} holds {text:?}"))
 }
 
 /// Turns RT throttling off until the guard is dropped.
@@ -28,11 +30,15 @@ impl ThrottlingOff {
     pub fn new() -> Result<Self> {
         // A value saved by a crashed run is the true original.
         let original = match std::fs::read_to_string(SAVED) {
-            Ok(saved) => saved.trim().parse().context("parsing the saved sched_rt_runtime_us")?,
+            Ok(saved) => saved
+                .trim()
+                .parse()
+                .context("parsing the saved sched_rt_runtime_us")?,
             Err(_) => read()?,
         };
         std::fs::write(SAVED, original.to_string()).with_context(|| format!("writing {SAVED}"))?;
-        std::fs::write(KNOB, "-1").with_context(|| format!("writing -1 to {KNOB} (root needed)"))?;
+        std::fs::write(KNOB, "-1")
+            .with_context(|| format!("writing -1 to {KNOB} (root needed)"))?;
         Ok(Self { original })
     }
 }
@@ -50,7 +56,10 @@ pub fn restore_if_saved() -> Result<Option<i64>> {
     if !Path::new(SAVED).exists() {
         return Ok(None);
     }
-    let saved: i64 = std::fs::read_to_string(SAVED)?.trim().parse().context("parsing the saved sched_rt_runtime_us")?;
+    let saved: i64 = std::fs::read_to_string(SAVED)?
+        .trim()
+        .parse()
+        .context("parsing the saved sched_rt_runtime_us")?;
     std::fs::write(KNOB, saved.to_string()).with_context(|| format!("restoring {KNOB}"))?;
     std::fs::remove_file(SAVED)?;
     Ok(Some(saved))

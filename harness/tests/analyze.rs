@@ -6,7 +6,8 @@ use common::*;
 use std::path::PathBuf;
 
 fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../capture-analyzer/tests/fixtures/frr-vs-frr-idle-then-l3.pcap")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../capture-analyzer/tests/fixtures/frr-vs-frr-idle-then-l3.pcap")
 }
 
 #[test]
@@ -18,7 +19,17 @@ fn json_contract_on_a_real_capture() {
     let flows = json["flows"].as_array().unwrap();
     assert_eq!(flows.len(), 2);
     for f in flows {
-        for key in ["src", "dst", "src_port", "dst_port", "packets", "flaps", "over_budget", "first_ts", "last_ts"] {
+        for key in [
+            "src",
+            "dst",
+            "src_port",
+            "dst_port",
+            "packets",
+            "flaps",
+            "over_budget",
+            "first_ts",
+            "last_ts",
+        ] {
             assert!(!f[key].is_null(), "flow lacks {key}: {f}");
         }
         for dist in ["gap_ms", "up_gap_ms"] {
@@ -45,15 +56,33 @@ fn out_and_plots_write_their_files() {
     let packets = std::fs::read_to_string(dir.join("packets.csv")).unwrap();
     // One header plus one row per control packet of the fixture.
     assert_eq!(packets.lines().count(), 1 + 1285 + 1312);
-    assert_eq!(std::fs::read_to_string(dir.join("flows.csv")).unwrap().lines().count(), 3);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("flows.csv"))
+            .unwrap()
+            .lines()
+            .count(),
+        3
+    );
     for parquet in ["packets.parquet", "flows.parquet"] {
-        assert!(std::fs::read(dir.join(parquet)).unwrap().starts_with(b"PAR1"), "{parquet} is not Parquet");
+        assert!(
+            std::fs::read(dir.join(parquet))
+                .unwrap()
+                .starts_with(b"PAR1"),
+            "{parquet} is not Parquet"
+        );
     }
-    let analysis: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("analysis.json")).unwrap()).unwrap();
+    let analysis: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("analysis.json")).unwrap()).unwrap();
     assert_eq!(analysis["flows"][0]["packets"], 1285);
     for plot in ["gap-ccdf.svg", "gap-timeline.svg", "session-maxima.svg"] {
         let svg = std::fs::read_to_string(dir.join("plots").join(plot)).unwrap();
-        assert!(svg.starts_with("<svg") && ["<polyline", "<circle", "<rect"].iter().any(|m| svg.contains(m)), "{plot} has no marks");
+        assert!(
+            svg.starts_with("<svg")
+                && ["<polyline", "<circle", "<rect"]
+                    .iter()
+                    .any(|m| svg.contains(m)),
+            "{plot} has no marks"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

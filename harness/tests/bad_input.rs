@@ -20,13 +20,24 @@ const COPIES: u64 = 50;
 
 fn linecardd() -> PathBuf {
     let path = Path::new(env!("CARGO_BIN_EXE_linecard")).with_file_name("linecardd");
-    assert!(path.exists(), "{} is missing: `cargo build --bins` first", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: `cargo build --bins` first",
+        path.display()
+    );
     path
 }
 
 fn ctl(socket: &Path, args: &[&str]) -> Option<serde_json::Value> {
-    let out = Command::new(linecardd()).args(["ctl", "--socket"]).arg(socket).args(args).output().unwrap();
-    out.status.success().then(|| serde_json::from_slice(&out.stdout).unwrap())
+    let out = Command::new(linecardd())
+        .args(["ctl", "--socket"])
+        .arg(socket)
+        .args(args)
+        .output()
+        .unwrap();
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).unwrap())
 }
 
 /// A control packet: Up, mult 3, discriminators as given, 10 ms timers.
@@ -48,7 +59,13 @@ fn send_from_spare(cases: &[(u8, Vec<u8>)]) {
             let ttl = i32::from(*ttl);
             // SAFETY: setsockopt with a pointer to a live i32.
             let rc = unsafe {
-                libc::setsockopt(socket.as_raw_fd(), libc::IPPROTO_IP, libc::IP_TTL, (&ttl as *const i32).cast(), 4)
+                libc::setsockopt(
+                    socket.as_raw_fd(),
+                    libc::IPPROTO_IP,
+                    libc::IP_TTL,
+                    (&ttl as *const i32).cast(),
+                    4,
+                )
             };
             assert_eq!(rc, 0);
             for _ in 0..COPIES {
@@ -71,7 +88,13 @@ fn crafted_packets_are_counted_and_change_nothing() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let rest = spec::cpuset_dir(spec::REST_CPUSET);
-    let session = PeerSession { local: PEER.ipv4.parse().unwrap(), peer: DUT.ipv4.parse().unwrap(), tx_ms: 10, rx_ms: 10, multiplier: 3 };
+    let session = PeerSession {
+        local: PEER.ipv4.parse().unwrap(),
+        peer: DUT.ipv4.parse().unwrap(),
+        tx_ms: 10,
+        rx_ms: 10,
+        multiplier: 3,
+    };
     let _frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &[session]).unwrap();
     let socket = dir.join("dut.sock");
     std::fs::write(
@@ -84,8 +107,19 @@ fn crafted_packets_are_counted_and_change_nothing() {
         ),
     )
     .unwrap();
-    let args = vec!["--config".into(), dir.join("dut.toml").display().to_string()];
-    let mut dut = Daemon::spawn("linecardd", DUT.namespace, Some(&spec::cpuset_dir(spec::DUT_CPUSET)), linecardd().to_str().unwrap(), &args, &dir.join("linecardd.log")).unwrap();
+    let args = vec![
+        "--config".into(),
+        dir.join("dut.toml").display().to_string(),
+    ];
+    let mut dut = Daemon::spawn(
+        "linecardd",
+        DUT.namespace,
+        Some(&spec::cpuset_dir(spec::DUT_CPUSET)),
+        linecardd().to_str().unwrap(),
+        &args,
+        &dir.join("linecardd.log"),
+    )
+    .unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     let before = loop {
         assert!(dut.running(), "linecardd exited:\n{}", dut.log_tail());
@@ -126,7 +160,12 @@ fn crafted_packets_are_counted_and_change_nothing() {
 
     let drops = ctl(&socket, &["drops"]).unwrap();
     let count = |reason: &str| {
-        drops["drops"].as_array().unwrap().iter().find(|d| d[0] == reason).map_or(0, |d| d[1].as_u64().unwrap())
+        drops["drops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d[0] == reason)
+            .map_or(0, |d| d[1].as_u64().unwrap())
     };
     for (reason, expected) in [
         ("bad_version", COPIES),
@@ -145,12 +184,23 @@ fn crafted_packets_are_counted_and_change_nothing() {
     // receiving in the same window.
     let after = ctl(&socket, &["list", "--json"]).unwrap()["sessions"][0].clone();
     assert_eq!(after["state"], "up");
-    assert_eq!(after["counters"]["transitions"], before["counters"]["transitions"], "a crafted packet changed the session");
-    assert!(after["counters"]["packets_in"].as_u64() > before["counters"]["packets_in"].as_u64(), "the live session must keep receiving");
+    assert_eq!(
+        after["counters"]["transitions"], before["counters"]["transitions"],
+        "a crafted packet changed the session"
+    );
+    assert!(
+        after["counters"]["packets_in"].as_u64() > before["counters"]["packets_in"].as_u64(),
+        "the live session must keep receiving"
+    );
     assert_eq!(after["remote"]["discr"], before["remote"]["discr"]);
 
     // Garbage on the control socket: an error reply, and the daemon lives.
-    for garbage in ["hello\n", "{\"op\":\"explode\"}\n", "{\"op\":\"set\",\"local\":\"x\"}\n", "\n"] {
+    for garbage in [
+        "hello\n",
+        "{\"op\":\"explode\"}\n",
+        "{\"op\":\"set\",\"local\":\"x\"}\n",
+        "\n",
+    ] {
         let mut stream = std::os::unix::net::UnixStream::connect(&socket).unwrap();
         stream.write_all(garbage.as_bytes()).unwrap();
         let mut reply = String::new();
@@ -159,7 +209,10 @@ fn crafted_packets_are_counted_and_change_nothing() {
         assert!(reply["error"].is_string(), "{garbage:?} got {reply}");
     }
     assert!(dut.running());
-    assert_eq!(ctl(&socket, &["list", "--json"]).unwrap()["sessions"][0]["state"], "up");
+    assert_eq!(
+        ctl(&socket, &["list", "--json"]).unwrap()["sessions"][0]["state"],
+        "up"
+    );
     dut.stop().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -20,7 +20,10 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 fn epoch_ns() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as i64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64
 }
 
 fn ip(s: &str) -> IpAddr {
@@ -29,14 +32,27 @@ fn ip(s: &str) -> IpAddr {
 
 fn linecardd_binary() -> PathBuf {
     let path = Path::new(env!("CARGO_BIN_EXE_linecard")).with_file_name("linecardd");
-    assert!(path.exists(), "{} is missing: build it first (`cargo build --bins`; scripts/test.sh does)", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: build it first (`cargo build --bins`; scripts/test.sh does)",
+        path.display()
+    );
     path
 }
 
 fn try_ctl(socket: &Path, args: &[&str]) -> Result<serde_json::Value, String> {
-    let out = Command::new(linecardd_binary()).arg("ctl").arg("--socket").arg(socket).args(args).output().unwrap();
+    let out = Command::new(linecardd_binary())
+        .arg("ctl")
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .output()
+        .unwrap();
     if !out.status.success() {
-        return Err(format!("linecardd ctl {args:?}: {}", String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "linecardd ctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     Ok(serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null))
 }
@@ -46,16 +62,29 @@ fn ctl(socket: &Path, args: &[&str]) -> serde_json::Value {
 }
 
 /// Waits (bounded) until `check` holds on the DUT's session list.
-fn wait_for(socket: &Path, what: &str, limit: Duration, dut: &mut Daemon, check: impl Fn(&[serde_json::Value]) -> bool) {
+fn wait_for(
+    socket: &Path,
+    what: &str,
+    limit: Duration,
+    dut: &mut Daemon,
+    check: impl Fn(&[serde_json::Value]) -> bool,
+) {
     let deadline = Instant::now() + limit;
     loop {
-        assert!(dut.running(), "linecardd exited while waiting for {what}:\n{}", dut.log_tail());
+        assert!(
+            dut.running(),
+            "linecardd exited while waiting for {what}:\n{}",
+            dut.log_tail()
+        );
         // Until the daemon has bound its control socket, not ready yet.
         let list = try_ctl(socket, &["list", "--json"]).unwrap_or_default();
         if list["sessions"].as_array().is_some_and(|s| check(s)) {
             return;
         }
-        assert!(Instant::now() < deadline, "{what} not reached within {limit:?}: {list:#}");
+        assert!(
+            Instant::now() < deadline,
+            "{what} not reached within {limit:?}: {list:#}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -78,34 +107,101 @@ fn interop(backend: &str) {
     }
     let _lock = lock_lab();
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
-    let idle: u64 = std::env::var("LINECARD_IDLE_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
-    let dir = std::env::temp_dir().join(format!("linecard-interop-{backend}-{}", std::process::id()));
+    let idle: u64 = std::env::var("LINECARD_IDLE_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    let dir =
+        std::env::temp_dir().join(format!("linecard-interop-{backend}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let rest = spec::cpuset_dir(spec::REST_CPUSET);
     let dut_cpuset = spec::cpuset_dir(spec::DUT_CPUSET);
-    let dut_cpu: usize = std::fs::read_to_string(dut_cpuset.join("cpuset.cpus")).unwrap().trim().split(['-', ',']).next().unwrap().parse().unwrap();
+    let dut_cpu: usize = std::fs::read_to_string(dut_cpuset.join("cpuset.cpus"))
+        .unwrap()
+        .trim()
+        .split(['-', ','])
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
 
-    let session = |local: &str, peer: &str| PeerSession { local: ip(local), peer: ip(peer), tx_ms: 10, rx_ms: 10, multiplier: 3 };
-    let mut frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &[session(PEER.ipv4, DUT.ipv4), session(PEER.ipv6, DUT.ipv6)]).unwrap();
-    let mut bird = start_bird("bird", SPARE.namespace, Some(&rest), &dir, ip(SPARE.ipv4), &[session(SPARE.ipv4, DUT.ipv4), session(SPARE.ipv6, DUT.ipv6)]).unwrap();
-    let capture = Capture::start(spec::OBSERVER_NS, DUT.bridge_port, &dir.join("run.pcap"), Some(&rest)).unwrap();
+    let session = |local: &str, peer: &str| PeerSession {
+        local: ip(local),
+        peer: ip(peer),
+        tx_ms: 10,
+        rx_ms: 10,
+        multiplier: 3,
+    };
+    let mut frr = start_frr_bfdd(
+        "frr",
+        PEER.namespace,
+        Some(&rest),
+        &dir,
+        &[session(PEER.ipv4, DUT.ipv4), session(PEER.ipv6, DUT.ipv6)],
+    )
+    .unwrap();
+    let mut bird = start_bird(
+        "bird",
+        SPARE.namespace,
+        Some(&rest),
+        &dir,
+        ip(SPARE.ipv4),
+        &[session(SPARE.ipv4, DUT.ipv4), session(SPARE.ipv6, DUT.ipv6)],
+    )
+    .unwrap();
+    let capture = Capture::start(
+        spec::OBSERVER_NS,
+        DUT.bridge_port,
+        &dir.join("run.pcap"),
+        Some(&rest),
+    )
+    .unwrap();
 
     let socket = dir.join("dut.sock");
-    let mut config = format!("[engine]\ncontrol_socket = \"{}\"\ncpu = {dut_cpu}\n", socket.display());
-    for (local, peer) in [(DUT.ipv4, PEER.ipv4), (DUT.ipv6, PEER.ipv6), (DUT.ipv4, SPARE.ipv4), (DUT.ipv6, SPARE.ipv6)] {
+    let mut config = format!(
+        "[engine]\ncontrol_socket = \"{}\"\ncpu = {dut_cpu}\n",
+        socket.display()
+    );
+    for (local, peer) in [
+        (DUT.ipv4, PEER.ipv4),
+        (DUT.ipv6, PEER.ipv6),
+        (DUT.ipv4, SPARE.ipv4),
+        (DUT.ipv6, SPARE.ipv6),
+    ] {
         config.push_str(&format!(
             "\n[[session]]\npeer = \"{peer}\"\nlocal = \"{local}\"\ntx_interval_ms = 10\nrx_interval_ms = 10\nmultiplier = 3\nbackend = \"{backend}\"\n"
         ));
     }
     std::fs::write(dir.join("dut.toml"), config).unwrap();
-    let args = vec!["--config".to_string(), dir.join("dut.toml").display().to_string()];
-    let mut dut = Daemon::spawn("linecardd", DUT.namespace, Some(&dut_cpuset), linecardd_binary().to_str().unwrap(), &args, &dir.join("linecardd.log")).unwrap();
+    let args = vec![
+        "--config".to_string(),
+        dir.join("dut.toml").display().to_string(),
+    ];
+    let mut dut = Daemon::spawn(
+        "linecardd",
+        DUT.namespace,
+        Some(&dut_cpuset),
+        linecardd_binary().to_str().unwrap(),
+        &args,
+        &dir.join("linecardd.log"),
+    )
+    .unwrap();
 
     // Readiness: every session Up in the DUT's own view; the capture checks
     // the wire below.
-    let all_up = |s: &[serde_json::Value]| s.len() == 4 && s.iter().all(|s| s["state"] == "up" && s["polling"] == false);
-    wait_for(&socket, "all sessions Up", Duration::from_secs(5), &mut dut, all_up);
+    let all_up = |s: &[serde_json::Value]| {
+        s.len() == 4
+            && s.iter()
+                .all(|s| s["state"] == "up" && s["polling"] == false)
+    };
+    wait_for(
+        &socket,
+        "all sessions Up",
+        Duration::from_secs(5),
+        &mut dut,
+        all_up,
+    );
     let idle_start = epoch_ns();
     std::thread::sleep(Duration::from_secs(idle));
     let idle_end = epoch_ns();
@@ -117,66 +213,173 @@ fn interop(backend: &str) {
         args.extend(pair);
         args.extend(["--tx-ms", ms, "--rx-ms", ms, "--multiplier", "3"]);
         ctl(&socket, &args);
-        wait_for(&socket, "the Poll Sequence to end", Duration::from_secs(2), &mut dut, all_up);
+        wait_for(
+            &socket,
+            "the Poll Sequence to end",
+            Duration::from_secs(2),
+            &mut dut,
+            all_up,
+        );
     }
     let change_end = epoch_ns();
 
     // FRR dies without a farewell; BIRD's sessions are the control group.
     frr.kill().unwrap();
     let frr_down = |s: &[serde_json::Value]| {
-        s.iter().filter(|s| s["peer"] == PEER.ipv4 || s["peer"] == PEER.ipv6).all(|s| s["state"] == "down")
+        s.iter()
+            .filter(|s| s["peer"] == PEER.ipv4 || s["peer"] == PEER.ipv6)
+            .all(|s| s["state"] == "down")
     };
-    wait_for(&socket, "the FRR sessions to go Down", Duration::from_secs(2), &mut dut, frr_down);
+    wait_for(
+        &socket,
+        "the FRR sessions to go Down",
+        Duration::from_secs(2),
+        &mut dut,
+        frr_down,
+    );
     // Everything up to here is the experiment; stopping the DUT sends
     // AdminDown, which takes the peers down deliberately.
     std::thread::sleep(Duration::from_millis(100));
     let experiment_end = epoch_ns();
     let status = dut.stop().unwrap();
-    assert!(status.success(), "linecardd exited with {status}:\n{}", dut.log_tail());
+    assert!(
+        status.success(),
+        "linecardd exited with {status}:\n{}",
+        dut.log_tail()
+    );
     bird.stop().unwrap();
     let pcap = capture.finish().unwrap();
 
     let phases = vec![
-        Phase { name: "idle".into(), start_ns: idle_start, end_ns: idle_end },
-        Phase { name: "change".into(), start_ns: idle_end, end_ns: change_end },
-        Phase { name: "experiment".into(), start_ns: 0, end_ns: experiment_end },
+        Phase {
+            name: "idle".into(),
+            start_ns: idle_start,
+            end_ns: idle_end,
+        },
+        Phase {
+            name: "change".into(),
+            start_ns: idle_end,
+            end_ns: change_end,
+        },
+        Phase {
+            name: "experiment".into(),
+            start_ns: 0,
+            end_ns: experiment_end,
+        },
     ];
     let mut first_up = FirstUp::default();
-    let a = analyze(&[pcap.clone()], &Options { phases, timeline: false }, Some(&mut first_up)).unwrap();
+    let a = analyze(
+        std::slice::from_ref(&pcap),
+        &Options {
+            phases,
+            timeline: false,
+        },
+        Some(&mut first_up),
+    )
+    .unwrap();
     let flows = &a.all.flows;
     // Precondition: both directions of all four sessions are on the capture.
-    assert_eq!(flows.len(), 8, "flows on the capture: {:?}", flows.iter().map(|f| (&f.src, &f.dst)).collect::<Vec<_>>());
+    assert_eq!(
+        flows.len(),
+        8,
+        "flows on the capture: {:?}",
+        flows.iter().map(|f| (&f.src, &f.dst)).collect::<Vec<_>>()
+    );
     let dut_addrs = [DUT.ipv4, DUT.ipv6];
-    let from_dut = |f: &&linecard_capture_analyzer::model::FlowResult| dut_addrs.contains(&f.src.as_str());
+    let from_dut =
+        |f: &&linecard_capture_analyzer::model::FlowResult| dut_addrs.contains(&f.src.as_str());
     for (i, f) in flows.iter().enumerate().filter(|(_, f)| from_dut(f)) {
         // RFC 5881: our source ports come from our range, not FRR's 49152+.
-        assert!(f.src_port >= 60000, "{}:{} uses a source port FRR could allocate", f.src, f.src_port);
+        assert!(
+            f.src_port >= 60000,
+            "{}:{} uses a source port FRR could allocate",
+            f.src,
+            f.src_port
+        );
         let (first, up) = first_up.0[&i];
         let up = up.unwrap_or_else(|| panic!("{} -> {} never sent Up", f.src, f.dst));
-        assert!(up - first <= 2_000_000_000, "{} -> {} took {} ms to come Up", f.src, f.dst, (up - first) / 1_000_000);
+        assert!(
+            up - first <= 2_000_000_000,
+            "{} -> {} took {} ms to come Up",
+            f.src,
+            f.dst,
+            (up - first) / 1_000_000
+        );
     }
     let idle = &a.phases[0].result;
-    assert!(idle.flows.len() == 8 && idle.flows.iter().all(|f| f.packets > idle_packets_floor(idle_end - idle_start)));
+    assert!(
+        idle.flows.len() == 8
+            && idle
+                .flows
+                .iter()
+                .all(|f| f.packets > idle_packets_floor(idle_end - idle_start))
+    );
     for f in &idle.flows {
-        assert_eq!(f.flaps, 0, "{} -> {} flapped while idle: {:?}", f.src, f.dst, f.flap_events);
-        assert_eq!(f.over_budget, 0, "{} -> {} exceeded the detect budget while idle", f.src, f.dst);
+        assert_eq!(
+            f.flaps, 0,
+            "{} -> {} flapped while idle: {:?}",
+            f.src, f.dst, f.flap_events
+        );
+        assert_eq!(
+            f.over_budget, 0,
+            "{} -> {} exceeded the detect budget while idle",
+            f.src, f.dst
+        );
     }
     for f in idle.flows.iter().filter(|f| from_dut(f)) {
         // 10 ms with RFC 5880 6.8.7 jitter (75-100 %), plus the naive loop's
         // 2 ms tick at most.
-        assert!((7.5..=11.0).contains(&f.gap_ms.p50), "{} -> {} p50 {} ms", f.src, f.dst, f.gap_ms.p50);
-        assert!(f.gap_ms.max < 30.0, "{} -> {} max {} ms", f.src, f.dst, f.gap_ms.max);
-        eprintln!("{backend} {} -> {}: p50 {:.2} p99 {:.2} p99.9 {:.2} max {:.2} ms over {} packets", f.src, f.dst, f.gap_ms.p50, f.gap_ms.p99, f.gap_ms.p999, f.gap_ms.max, f.packets);
+        assert!(
+            (7.5..=11.0).contains(&f.gap_ms.p50),
+            "{} -> {} p50 {} ms",
+            f.src,
+            f.dst,
+            f.gap_ms.p50
+        );
+        assert!(
+            f.gap_ms.max < 30.0,
+            "{} -> {} max {} ms",
+            f.src,
+            f.dst,
+            f.gap_ms.max
+        );
+        eprintln!(
+            "{backend} {} -> {}: p50 {:.2} p99 {:.2} p99.9 {:.2} max {:.2} ms over {} packets",
+            f.src, f.dst, f.gap_ms.p50, f.gap_ms.p99, f.gap_ms.p999, f.gap_ms.max, f.packets
+        );
     }
     // The timer change ran Poll/Final both times with no Down.
     let change = &a.phases[1].result;
-    let ours = change.flows.iter().find(|f| f.src == DUT.ipv4 && f.dst == PEER.ipv4).unwrap_or_else(|| {
-        panic!("no DUT -> FRR IPv4 packets in the change window ({} flows, {} ms)", change.flows.len(), (change_end - idle_end) / 1_000_000)
-    });
-    let theirs = change.flows.iter().find(|f| f.src == PEER.ipv4 && f.dst == DUT.ipv4).unwrap();
-    assert!(ours.polls >= 2, "expected two Poll Sequences, saw {}", ours.polls);
-    assert!(theirs.poll_final_ms.count >= 2, "FRR answered {} Polls with Final", theirs.poll_final_ms.count);
-    assert!(change.flows.iter().all(|f| f.flaps == 0), "a timer change caused a flap");
+    let ours = change
+        .flows
+        .iter()
+        .find(|f| f.src == DUT.ipv4 && f.dst == PEER.ipv4)
+        .unwrap_or_else(|| {
+            panic!(
+                "no DUT -> FRR IPv4 packets in the change window ({} flows, {} ms)",
+                change.flows.len(),
+                (change_end - idle_end) / 1_000_000
+            )
+        });
+    let theirs = change
+        .flows
+        .iter()
+        .find(|f| f.src == PEER.ipv4 && f.dst == DUT.ipv4)
+        .unwrap();
+    assert!(
+        ours.polls >= 2,
+        "expected two Poll Sequences, saw {}",
+        ours.polls
+    );
+    assert!(
+        theirs.poll_final_ms.count >= 2,
+        "FRR answered {} Polls with Final",
+        theirs.poll_final_ms.count
+    );
+    assert!(
+        change.flows.iter().all(|f| f.flaps == 0),
+        "a timer change caused a flap"
+    );
     // FRR killed: the DUT says Down (diag 1) within the detection time + 2 ms.
     for peer in [PEER.ipv4, PEER.ipv6] {
         let f = flows.iter().find(|f| from_dut(f) && f.dst == peer).unwrap();
@@ -184,15 +387,29 @@ fn interop(backend: &str) {
         let event = &f.flap_events[0];
         assert_eq!(event.diag, 1, "towards {peer}: {:?}", f.flap_events);
         let latency = event.detection_latency_ms.unwrap();
-        assert!(latency <= 32.0, "{peer}: detected {latency} ms after its last packet");
+        assert!(
+            latency <= 32.0,
+            "{peer}: detected {latency} ms after its last packet"
+        );
         eprintln!("{backend}: {peer} killed, detected on the wire after {latency:.2} ms");
     }
     // Control group: BIRD's sessions never left Up during the experiment.
     let experiment = &a.phases[2].result;
-    let bird_flows: Vec<_> = experiment.flows.iter().filter(|f| [SPARE.ipv4, SPARE.ipv6].contains(&f.src.as_str()) || [SPARE.ipv4, SPARE.ipv6].contains(&f.dst.as_str())).collect();
+    let bird_flows: Vec<_> = experiment
+        .flows
+        .iter()
+        .filter(|f| {
+            [SPARE.ipv4, SPARE.ipv6].contains(&f.src.as_str())
+                || [SPARE.ipv4, SPARE.ipv6].contains(&f.dst.as_str())
+        })
+        .collect();
     assert_eq!(bird_flows.len(), 4);
     for f in bird_flows {
-        assert_eq!(f.flaps, 0, "{} -> {} flapped: {:?}", f.src, f.dst, f.flap_events);
+        assert_eq!(
+            f.flaps, 0,
+            "{} -> {} flapped: {:?}",
+            f.src, f.dst, f.flap_events
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

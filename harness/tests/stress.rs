@@ -17,7 +17,11 @@ use std::time::{Duration, Instant};
 
 fn linecardd() -> PathBuf {
     let path = Path::new(env!("CARGO_BIN_EXE_linecard")).with_file_name("linecardd");
-    assert!(path.exists(), "{} is missing: `cargo build --bins` first", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: `cargo build --bins` first",
+        path.display()
+    );
     path
 }
 
@@ -34,13 +38,26 @@ struct Row {
 /// One run: FRR in the peer, linecardd with `backend` in the DUT, L4 on the
 /// DUT's CPU for `seconds`, capture on the DUT's bridge port.
 fn run(label: &str, backend: &str, seconds: u64) -> Row {
-    let dir = std::env::temp_dir().join(format!("linecard-stress-{}-{}", label.replace(' ', "-"), std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "linecard-stress-{}-{}",
+        label.replace(' ', "-"),
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let rest = spec::cpuset_dir(spec::REST_CPUSET);
     let dut_cpuset = spec::cpuset_dir(spec::DUT_CPUSET);
-    let dut_cpu = std::fs::read_to_string(dut_cpuset.join("cpuset.cpus")).unwrap().trim().to_string();
-    let session = PeerSession { local: PEER.ipv4.parse().unwrap(), peer: DUT.ipv4.parse().unwrap(), tx_ms: 10, rx_ms: 10, multiplier: 3 };
+    let dut_cpu = std::fs::read_to_string(dut_cpuset.join("cpuset.cpus"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let session = PeerSession {
+        local: PEER.ipv4.parse().unwrap(),
+        peer: DUT.ipv4.parse().unwrap(),
+        tx_ms: 10,
+        rx_ms: 10,
+        multiplier: 3,
+    };
     let _frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &[session]).unwrap();
     let socket = dir.join("dut.sock");
     std::fs::write(
@@ -53,25 +70,69 @@ fn run(label: &str, backend: &str, seconds: u64) -> Row {
         ),
     )
     .unwrap();
-    let args = vec!["--config".into(), dir.join("dut.toml").display().to_string()];
-    let mut dut = Daemon::spawn("linecardd", DUT.namespace, Some(&dut_cpuset), linecardd().to_str().unwrap(), &args, &dir.join("linecardd.log")).unwrap();
+    let args = vec![
+        "--config".into(),
+        dir.join("dut.toml").display().to_string(),
+    ];
+    let mut dut = Daemon::spawn(
+        "linecardd",
+        DUT.namespace,
+        Some(&dut_cpuset),
+        linecardd().to_str().unwrap(),
+        &args,
+        &dir.join("linecardd.log"),
+    )
+    .unwrap();
     // Readiness: the session Up in the DUT's view (bounded).
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         assert!(dut.running(), "linecardd exited:\n{}", dut.log_tail());
-        let out = Command::new(linecardd()).args(["ctl", "--socket"]).arg(&socket).args(["list", "--json"]).output().unwrap();
+        let out = Command::new(linecardd())
+            .args(["ctl", "--socket"])
+            .arg(&socket)
+            .args(["list", "--json"])
+            .output()
+            .unwrap();
         let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
         if reply["sessions"][0]["state"] == "up" && reply["sessions"][0]["polling"] == false {
             break;
         }
-        assert!(Instant::now() < deadline, "session not Up within 5 s: {reply}");
+        assert!(
+            Instant::now() < deadline,
+            "session not Up within 5 s: {reply}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let capture = Capture::start(spec::OBSERVER_NS, DUT.bridge_port, &dir.join("run.pcap"), Some(&rest)).unwrap();
+    let capture = Capture::start(
+        spec::OBSERVER_NS,
+        DUT.bridge_port,
+        &dir.join("run.pcap"),
+        Some(&rest),
+    )
+    .unwrap();
     // L4: one CPU hog at SCHED_FIFO 50 per DUT CPU, bounded by --timeout.
-    let stress_args: Vec<String> =
-        ["--cpu", "1", "--sched", "fifo", "--sched-prio", "50", "--timeout", &format!("{seconds}s"), "--quiet"].map(String::from).to_vec();
-    let mut stress = Daemon::spawn("stress-ng", DUT.namespace, Some(&dut_cpuset), "stress-ng", &stress_args, &dir.join("stress.log")).unwrap();
+    let stress_args: Vec<String> = [
+        "--cpu",
+        "1",
+        "--sched",
+        "fifo",
+        "--sched-prio",
+        "50",
+        "--timeout",
+        &format!("{seconds}s"),
+        "--quiet",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut stress = Daemon::spawn(
+        "stress-ng",
+        DUT.namespace,
+        Some(&dut_cpuset),
+        "stress-ng",
+        &stress_args,
+        &dir.join("stress.log"),
+    )
+    .unwrap();
     let limit = Instant::now() + Duration::from_secs(seconds + 10);
     while stress.running() {
         assert!(Instant::now() < limit, "stress-ng outlived its timeout");
@@ -88,8 +149,22 @@ fn run(label: &str, backend: &str, seconds: u64) -> Row {
         .find(|f| f.src == DUT.ipv4)
         .unwrap_or_else(|| panic!("{label}: no DUT packets on the capture"));
     // Flaps as either side saw them: the peer leaving Up is the DUT's fault.
-    let flaps = analysis.all.flows.iter().map(|f| f.flaps).max().unwrap_or(0);
-    let row = Row { label: label.into(), flaps, p50: f.gap_ms.p50, p99: f.gap_ms.p99, p999: f.gap_ms.p999, max: f.gap_ms.max, packets: f.packets };
+    let flaps = analysis
+        .all
+        .flows
+        .iter()
+        .map(|f| f.flaps)
+        .max()
+        .unwrap_or(0);
+    let row = Row {
+        label: label.into(),
+        flaps,
+        p50: f.gap_ms.p50,
+        p99: f.gap_ms.p99,
+        p999: f.gap_ms.p999,
+        max: f.gap_ms.max,
+        packets: f.packets,
+    };
     assert!(row.packets > 0);
     let _ = std::fs::remove_dir_all(&dir);
     row
@@ -102,7 +177,10 @@ fn l4_bakeoff_userspace_rows() {
     }
     let _lock = lock_lab();
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
-    let seconds: u64 = std::env::var("LINECARD_STRESS_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
+    let seconds: u64 = std::env::var("LINECARD_STRESS_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20);
     let shipped = rt_throttle::read().unwrap();
 
     let naive = run("naive", "naive", seconds);
@@ -111,28 +189,61 @@ fn l4_bakeoff_userspace_rows() {
         let _off = ThrottlingOff::new().unwrap();
         run("rt, sched_rt_runtime_us -1", "rt", seconds)
     };
-    assert_eq!(rt_throttle::read().unwrap(), shipped, "RT throttling was not restored");
+    assert_eq!(
+        rt_throttle::read().unwrap(),
+        shipped,
+        "RT throttling was not restored"
+    );
 
     eprintln!("L4 for {seconds} s on the DUT's CPU, 3 x 10 ms against FRR bfdd 8.4.4, DUT -> peer gaps (ms):");
-    eprintln!("{:<34} {:>6} {:>7} {:>7} {:>7} {:>8}", "backend", "flaps", "p50", "p99", "p99.9", "max");
+    eprintln!(
+        "{:<34} {:>6} {:>7} {:>7} {:>7} {:>8}",
+        "backend", "flaps", "p50", "p99", "p99.9", "max"
+    );
     for r in [&naive, &rt_throttled, &rt_unthrottled] {
-        eprintln!("{:<34} {:>6} {:>7.2} {:>7.2} {:>7.2} {:>8.2}", r.label, r.flaps, r.p50, r.p99, r.p999, r.max);
+        eprintln!(
+            "{:<34} {:>6} {:>7.2} {:>7.2} {:>7.2} {:>8.2}",
+            r.label, r.flaps, r.p50, r.p99, r.p999, r.max
+        );
     }
-    let txtime = Command::new(linecardd()).args(["backends", "--json"]).output().unwrap();
+    let txtime = Command::new(linecardd())
+        .args(["backends", "--json"])
+        .output()
+        .unwrap();
     let backends: serde_json::Value = serde_json::from_slice(&txtime.stdout).unwrap();
-    eprintln!("{:<34} unavailable: {}", "txtime", backends["txtime"]["reason"].as_str().unwrap_or("?"));
+    eprintln!(
+        "{:<34} unavailable: {}",
+        "txtime",
+        backends["txtime"]["reason"].as_str().unwrap_or("?")
+    );
 
     // Positive control: a normal-priority loop must starve under L4,
     // otherwise the stress did not bite and nothing below means anything.
-    assert!(naive.flaps > 0 && naive.max > 30.0, "naive did not flap under L4: the stress did not starve the DUT's CPU");
+    assert!(
+        naive.flaps > 0 && naive.max > 30.0,
+        "naive did not flap under L4: the stress did not starve the DUT's CPU"
+    );
     // The kernel's physics: with throttling as shipped, the hogs are stopped
     // ~50 ms per second and the FIFO 90 sender is not the one that gains;
     // the reference's "0 flaps" row assumed otherwise.
     if shipped != -1 {
-        assert!(rt_throttled.max > 30.0, "expected RT throttling windows above the detection time, max was {}", rt_throttled.max);
+        assert!(
+            rt_throttled.max > 30.0,
+            "expected RT throttling windows above the detection time, max was {}",
+            rt_throttled.max
+        );
     }
     // The claim: SCHED_FIFO 90 with throttling off holds 3 x 10 ms.
     assert_eq!(rt_unthrottled.flaps, 0, "rt flapped with throttling off");
-    assert!(rt_unthrottled.max <= 15.0, "rt max gap {} ms with throttling off", rt_unthrottled.max);
-    assert!(backends["txtime"]["status"] == "available" || backends["txtime"]["reason"].as_str().is_some_and(|r| r.contains("etf")));
+    assert!(
+        rt_unthrottled.max <= 15.0,
+        "rt max gap {} ms with throttling off",
+        rt_unthrottled.max
+    );
+    assert!(
+        backends["txtime"]["status"] == "available"
+            || backends["txtime"]["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("etf"))
+    );
 }

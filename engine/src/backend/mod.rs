@@ -53,7 +53,9 @@ impl BackendKind {
             Self::Txtime => txtime::availability(),
             Self::Xdp => match xdp::availability() {
                 Availability::Available => Availability::Unavailable {
-                    reason: "the XDP object loads, but the xdp session backend is not in this build yet".into(),
+                    reason:
+                        "the XDP object loads, but the xdp session backend is not in this build yet"
+                            .into(),
                 },
                 other => other,
             },

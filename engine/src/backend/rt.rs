@@ -9,12 +9,17 @@ pub fn availability() -> Availability {
     if unsafe { libc::geteuid() } == 0 {
         return Availability::Available;
     }
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: getrlimit writes into the struct we own.
     if unsafe { libc::getrlimit(libc::RLIMIT_RTPRIO, &mut limit) } == 0 && limit.rlim_cur > 0 {
         return Availability::Available;
     }
-    Availability::Unavailable { reason: "SCHED_FIFO needs root or an RLIMIT_RTPRIO above 0 (ulimit -r)".into() }
+    Availability::Unavailable {
+        reason: "SCHED_FIFO needs root or an RLIMIT_RTPRIO above 0 (ulimit -r)".into(),
+    }
 }
 
 /// Puts the calling thread at SCHED_FIFO `priority` and, if given, on `cpu`.
@@ -30,7 +35,9 @@ pub fn make_current_thread_realtime(priority: i32, cpu: Option<usize>) -> std::i
             }
         }
     }
-    let param = libc::sched_param { sched_priority: priority };
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
     // SAFETY: sched_setscheduler reads the param we pass; 0 is this thread.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
         return Err(std::io::Error::last_os_error());

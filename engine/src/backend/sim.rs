@@ -34,13 +34,16 @@ pub enum SimEvent {
     Transition { side: Side, transition: Transition },
 }
 
+/// A packet on the simulated link: (arrival time, sequence for a stable
+/// order, receiver, bytes), earliest first.
+type InFlight = BinaryHeap<Reverse<(Nanos, u64, Side, [u8; 24])>>;
+
 pub struct SimPair {
     sessions: [Session; 2],
     alive: [bool; 2],
     now: Nanos,
     delay_ns: Nanos,
-    /// (arrival time, sequence for a stable order, receiver, packet).
-    in_flight: BinaryHeap<Reverse<(Nanos, u64, Side, [u8; 24])>>,
+    in_flight: InFlight,
     sequence: u64,
     pub events: Vec<SimEvent>,
 }
@@ -48,7 +51,10 @@ pub struct SimPair {
 impl SimPair {
     pub fn new(a: SessionConfig, b: SessionConfig, delay_ns: Nanos, seed: u64) -> Self {
         Self {
-            sessions: [Session::new(a, 0, seed), Session::new(b, 0, seed.rotate_left(17) ^ 0x5eed)],
+            sessions: [
+                Session::new(a, 0, seed),
+                Session::new(b, 0, seed.rotate_left(17) ^ 0x5eed),
+            ],
             alive: [true, true],
             now: 0,
             delay_ns,
@@ -106,7 +112,10 @@ impl SimPair {
                 // Through the codec, as on the wire.
                 let packet = Repr::parse_bytes(&bytes).expect("sessions emit valid packets");
                 if let Ok(Some(t)) = self.sessions[to.index()].receive(now, &packet) {
-                    self.events.push(SimEvent::Transition { side: to, transition: t });
+                    self.events.push(SimEvent::Transition {
+                        side: to,
+                        transition: t,
+                    });
                 }
             }
             for side in [Side::A, Side::B] {
@@ -115,12 +124,24 @@ impl SimPair {
                 }
                 let session = &mut self.sessions[side.index()];
                 if let Some(t) = session.on_timer(now) {
-                    self.events.push(SimEvent::Transition { side, transition: t });
+                    self.events.push(SimEvent::Transition {
+                        side,
+                        transition: t,
+                    });
                 }
                 while let Some(packet) = self.sessions[side.index()].poll_transmit(now) {
                     self.sequence += 1;
-                    self.in_flight.push(Reverse((now + self.delay_ns, self.sequence, side.other(), packet.to_bytes())));
-                    self.events.push(SimEvent::Sent { at: now, from: side, packet });
+                    self.in_flight.push(Reverse((
+                        now + self.delay_ns,
+                        self.sequence,
+                        side.other(),
+                        packet.to_bytes(),
+                    )));
+                    self.events.push(SimEvent::Sent {
+                        at: now,
+                        from: side,
+                        packet,
+                    });
                 }
             }
         }
@@ -131,7 +152,10 @@ impl SimPair {
         self.events
             .iter()
             .filter_map(|e| match e {
-                SimEvent::Transition { side: s, transition } if *s == side => Some(*transition),
+                SimEvent::Transition {
+                    side: s,
+                    transition,
+                } if *s == side => Some(*transition),
                 _ => None,
             })
             .collect()
@@ -142,7 +166,9 @@ impl SimPair {
         self.events
             .iter()
             .filter_map(|e| match e {
-                SimEvent::Sent { at, from: s, .. } if *s == side && *at >= from && *at < to => Some(*at),
+                SimEvent::Sent { at, from: s, .. } if *s == side && *at >= from && *at < to => {
+                    Some(*at)
+                }
                 _ => None,
             })
             .collect()
@@ -178,15 +204,26 @@ mod tests {
         sim.run_until(2 * S);
         for side in [Side::A, Side::B] {
             assert_eq!(sim.session(side).state(), State::Up);
-            assert!(!sim.session(side).polling(), "the slow-start Poll completed");
+            assert!(
+                !sim.session(side).polling(),
+                "the slow-start Poll completed"
+            );
         }
         sim.run_until(62 * S);
         for side in [Side::A, Side::B] {
-            assert_eq!(sim.transitions(side).len(), 2, "Down -> Init/Up only: {:?}", sim.transitions(side));
+            assert_eq!(
+                sim.transitions(side).len(),
+                2,
+                "Down -> Init/Up only: {:?}",
+                sim.transitions(side)
+            );
             let times = sim.send_times(side, 2 * S, 62 * S);
             let gaps: Vec<Nanos> = times.windows(2).map(|w| w[1] - w[0]).collect();
             // RFC 5880 6.8.7: 10 ms with 75-100 % jitter.
-            assert!(gaps.iter().all(|&g| (7_500_000..=10_000_000).contains(&g)), "{side:?}: gaps outside 7.5-10 ms");
+            assert!(
+                gaps.iter().all(|&g| (7_500_000..=10_000_000).contains(&g)),
+                "{side:?}: gaps outside 7.5-10 ms"
+            );
             assert!(gaps.len() > 5_000);
         }
     }
@@ -199,7 +236,10 @@ mod tests {
         let last_from_b = *sim.send_times(Side::B, 0, 5 * S).last().unwrap();
         sim.run_until(6 * S);
         let t = *sim.transitions(Side::A).last().unwrap();
-        assert_eq!((t.to, t.diag), (State::Down, Diagnostic::ControlDetectionTimeExpired));
+        assert_eq!(
+            (t.to, t.diag),
+            (State::Down, Diagnostic::ControlDetectionTimeExpired)
+        );
         // Received `delay` after it was sent; detection time 3 x 10 ms.
         assert_eq!(t.at_ns, last_from_b + 50_000 + 30 * MS);
     }
@@ -215,10 +255,16 @@ mod tests {
         assert_eq!(sim.session(Side::A).state(), State::Up);
         assert_eq!(sim.transitions(Side::A).len(), 2);
         let times = sim.send_times(Side::A, 3 * S + 100 * MS, 4 * S);
-        assert!(times.windows(2).all(|w| w[1] - w[0] >= 37_500_000), "A sends at 50 ms after the Final");
+        assert!(
+            times.windows(2).all(|w| w[1] - w[0] >= 37_500_000),
+            "A sends at 50 ms after the Final"
+        );
         // B adapts: A now requires 50 ms between B's packets.
         let times = sim.send_times(Side::B, 3 * S + 100 * MS, 4 * S);
-        assert!(times.windows(2).all(|w| w[1] - w[0] >= 37_500_000), "B honours A's Required Min RX");
+        assert!(
+            times.windows(2).all(|w| w[1] - w[0] >= 37_500_000),
+            "B honours A's Required Min RX"
+        );
     }
 
     #[test]

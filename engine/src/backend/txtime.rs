@@ -14,7 +14,20 @@ use std::process::{Command, Stdio};
 /// namespace (`unshare -n`), so nothing on the host changes.
 pub fn availability() -> Availability {
     let probe = Command::new("unshare")
-        .args(["-n", "tc", "qdisc", "add", "dev", "lo", "root", "etf", "clockid", "CLOCK_TAI", "delta", "300000"])
+        .args([
+            "-n",
+            "tc",
+            "qdisc",
+            "add",
+            "dev",
+            "lo",
+            "root",
+            "etf",
+            "clockid",
+            "CLOCK_TAI",
+            "delta",
+            "300000",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .output();
@@ -33,7 +46,11 @@ pub fn availability() -> Availability {
             };
             Availability::Unavailable { reason }
         }
-        Err(e) => Availability::Unavailable { reason: format!("cannot run `unshare`/`tc` to probe for etf ({e}); install util-linux and iproute2") },
+        Err(e) => Availability::Unavailable {
+            reason: format!(
+                "cannot run `unshare`/`tc` to probe for etf ({e}); install util-linux and iproute2"
+            ),
+        },
     }
 }
 
@@ -49,7 +66,10 @@ impl Pipeline {
     /// `depth` 1: one packet in flight; N: pipelined N deep.
     pub fn new(depth: usize) -> Self {
         assert!(depth >= 1);
-        Self { depth, queued: VecDeque::new() }
+        Self {
+            depth,
+            queued: VecDeque::new(),
+        }
     }
 
     /// Forgets packets that have departed by `now`.

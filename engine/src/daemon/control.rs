@@ -20,10 +20,25 @@ use std::time::Duration;
 pub enum Request {
     List,
     Drops,
-    Add { session: RawSession },
-    Remove { local: IpAddr, peer: IpAddr },
-    Set { local: IpAddr, peer: IpAddr, tx_interval_ms: u32, rx_interval_ms: u32, multiplier: u8 },
-    Admin { local: IpAddr, peer: IpAddr, down: bool },
+    Add {
+        session: RawSession,
+    },
+    Remove {
+        local: IpAddr,
+        peer: IpAddr,
+    },
+    Set {
+        local: IpAddr,
+        peer: IpAddr,
+        tx_interval_ms: u32,
+        rx_interval_ms: u32,
+        multiplier: u8,
+    },
+    Admin {
+        local: IpAddr,
+        peer: IpAddr,
+        down: bool,
+    },
 }
 
 /// One session as `linecardd ctl list` shows it.
@@ -50,7 +65,12 @@ pub struct SessionStatus {
 }
 
 fn nonzero(counts: &[u64]) -> Vec<(DropReason, u64)> {
-    DropReason::ALL.iter().zip(counts).filter(|(_, &n)| n > 0).map(|(&r, &n)| (r, n)).collect()
+    DropReason::ALL
+        .iter()
+        .zip(counts)
+        .filter(|(_, &n)| n > 0)
+        .map(|(&r, &n)| (r, n))
+        .collect()
 }
 
 impl Engine {
@@ -89,7 +109,9 @@ impl Engine {
             Request::List => serde_json::json!({ "sessions": self.statuses() }),
             Request::Drops => serde_json::json!({ "drops": nonzero(&self.drops) }),
             Request::Add { session } => match validate_session(&session, "session") {
-                Err((key, value, why)) => serde_json::json!({ "error": format!("{key} = {value}: {why}") }),
+                Err((key, value, why)) => {
+                    serde_json::json!({ "error": format!("{key} = {value}: {why}") })
+                }
                 Ok(spec) => match self.add_session(spec) {
                     Ok(_) => serde_json::json!({ "ok": true }),
                     Err(e) => serde_json::json!({ "error": format!("{e:#}") }),
@@ -108,7 +130,13 @@ impl Engine {
                     serde_json::json!({ "ok": true })
                 }
             },
-            Request::Set { local, peer, tx_interval_ms, rx_interval_ms, multiplier } => {
+            Request::Set {
+                local,
+                peer,
+                tx_interval_ms,
+                rx_interval_ms,
+                multiplier,
+            } => {
                 if tx_interval_ms == 0 || rx_interval_ms == 0 || multiplier == 0 {
                     return serde_json::json!({ "error": "intervals and multiplier must be positive" });
                 }
@@ -116,7 +144,12 @@ impl Engine {
                     None => missing(local, peer),
                     Some(id) => {
                         let (_, session, p) = self.table.get_mut(id).unwrap();
-                        session.set_timers(now, tx_interval_ms * 1000, rx_interval_ms * 1000, multiplier);
+                        session.set_timers(
+                            now,
+                            tx_interval_ms * 1000,
+                            rx_interval_ms * 1000,
+                            multiplier,
+                        );
                         p.spec.tx_interval_us = tx_interval_ms * 1000;
                         p.spec.rx_interval_us = rx_interval_ms * 1000;
                         p.spec.multiplier = multiplier;
@@ -169,7 +202,9 @@ pub fn call(socket: &std::path::Path, request: &Request) -> anyhow::Result<serde
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     writeln!(stream, "{}", serde_json::to_string(request)?)?;
     let mut line = String::new();
-    BufReader::new(&stream).read_line(&mut line).context("reading the reply")?;
+    BufReader::new(&stream)
+        .read_line(&mut line)
+        .context("reading the reply")?;
     let reply: serde_json::Value = serde_json::from_str(&line).context("the reply is not JSON")?;
     if let Some(error) = reply.get("error").and_then(|e| e.as_str()) {
         anyhow::bail!("linecardd refused: {error}");

@@ -52,7 +52,9 @@ fn random_u64() -> u64 {
     let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), 8, 0) };
     if n != 8 {
         // Never fatal: jitter and discriminators only need to differ.
-        return std::process::id() as u64 ^ Instant::now().elapsed().as_nanos() as u64 ^ 0x9e37_79b9_7f4a_7c15;
+        return std::process::id() as u64
+            ^ Instant::now().elapsed().as_nanos() as u64
+            ^ 0x9e37_79b9_7f4a_7c15;
     }
     u64::from_ne_bytes(bytes)
 }
@@ -88,9 +90,11 @@ impl Engine {
             if std::os::unix::net::UnixStream::connect(path).is_ok() {
                 bail!("another linecardd answers on {}; set engine.control_socket to run a second one", path.display());
             }
-            std::fs::remove_file(path).with_context(|| format!("removing stale control socket {}", path.display()))?;
+            std::fs::remove_file(path)
+                .with_context(|| format!("removing stale control socket {}", path.display()))?;
         }
-        let control = UnixListener::bind(path).with_context(|| format!("binding control socket {}", path.display()))?;
+        let control = UnixListener::bind(path)
+            .with_context(|| format!("binding control socket {}", path.display()))?;
         control.set_nonblocking(true)?;
         let sessions = config.sessions.clone();
         let mut engine = Self {
@@ -120,7 +124,11 @@ impl Engine {
     }
 
     fn ensure_rx(&mut self, ipv6: bool) -> Result<()> {
-        let slot = if ipv6 { &mut self.rx_v6 } else { &mut self.rx_v4 };
+        let slot = if ipv6 {
+            &mut self.rx_v6
+        } else {
+            &mut self.rx_v4
+        };
         if slot.is_none() {
             let socket = RxSocket::bind(ipv6, self.port).with_context(|| {
                 format!(
@@ -136,15 +144,35 @@ impl Engine {
 
     pub fn add_session(&mut self, spec: SessionSpec) -> Result<SessionId> {
         if spec.backend != self.loop_kind && !self.table.is_empty() {
-            bail!("this engine runs the {} backend; a {} session needs its own linecardd", self.loop_kind, spec.backend);
+            bail!(
+                "this engine runs the {} backend; a {} session needs its own linecardd",
+                self.loop_kind,
+                spec.backend
+            );
         }
         if let Availability::Unavailable { reason } = spec.backend.availability() {
             bail!("the {} backend cannot run here: {reason}", spec.backend);
         }
         self.ensure_rx(spec.peer.is_ipv6())?;
-        let taken: Vec<u16> = self.table.ids().filter_map(|id| self.table.get(id)).map(|(_, _, p)| p.tx.source_port).collect();
-        let tx = TxSocket::open(spec.local, spec.peer, self.port, spec.interface.as_deref(), &|p| taken.contains(&p))
-            .with_context(|| format!("opening the transmit socket {} -> {}", spec.local, spec.peer))?;
+        let taken: Vec<u16> = self
+            .table
+            .ids()
+            .filter_map(|id| self.table.get(id))
+            .map(|(_, _, p)| p.tx.source_port)
+            .collect();
+        let tx = TxSocket::open(
+            spec.local,
+            spec.peer,
+            self.port,
+            spec.interface.as_deref(),
+            &|p| taken.contains(&p),
+        )
+        .with_context(|| {
+            format!(
+                "opening the transmit socket {} -> {}",
+                spec.local, spec.peer
+            )
+        })?;
         let mut discr;
         loop {
             discr = (random_u64() as u32).max(1);
@@ -160,19 +188,42 @@ impl Engine {
             required_min_echo_rx_us: 0,
             passive: spec.passive,
         };
-        self.seed = self.seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.seed = self
+            .seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         let session = Session::new(config, self.now(), self.seed);
-        let path = PathKey { local: spec.local, peer: spec.peer, multihop: false };
+        let path = PathKey {
+            local: spec.local,
+            peer: spec.peer,
+            multihop: false,
+        };
         let id = self
             .table
-            .insert(path, session, Peer { spec: spec.clone(), tx, drops: [0; DropReason::ALL.len()], last_transition: None })
+            .insert(
+                path,
+                session,
+                Peer {
+                    spec: spec.clone(),
+                    tx,
+                    drops: [0; DropReason::ALL.len()],
+                    last_transition: None,
+                },
+            )
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        log(&format!("session {} -> {} added (discriminator {discr}, backend {})", spec.local, spec.peer, spec.backend));
+        log(&format!(
+            "session {} -> {} added (discriminator {discr}, backend {})",
+            spec.local, spec.peer, spec.backend
+        ));
         Ok(id)
     }
 
     fn find(&self, local: std::net::IpAddr, peer: std::net::IpAddr) -> Option<SessionId> {
-        self.table.by_path(&PathKey { local, peer, multihop: false })
+        self.table.by_path(&PathKey {
+            local,
+            peer,
+            multihop: false,
+        })
     }
 
     fn handle_packet(&mut self, now: Nanos, received: Received, bytes: &[u8]) {
@@ -188,7 +239,11 @@ impl Engine {
             self.drops[DropReason::BadTtl.index()] += 1;
             return;
         }
-        let path = PathKey { local: received.dst, peer: received.src.ip(), multihop: false };
+        let path = PathKey {
+            local: received.dst,
+            peer: received.src.ip(),
+            multihop: false,
+        };
         let id = match self.table.demux(&path, &repr) {
             Ok(id) => id,
             Err(reason) => {
@@ -242,9 +297,13 @@ impl Engine {
     /// per session so that peers take the session down deliberately.
     pub fn run(&mut self, stop: &AtomicBool) -> Result<()> {
         if self.loop_kind == BackendKind::Rt {
-            rt::make_current_thread_realtime(self.config.rt_priority, self.config.cpu).with_context(|| {
-                format!("switching to SCHED_FIFO {} (are you root?)", self.config.rt_priority)
-            })?;
+            rt::make_current_thread_realtime(self.config.rt_priority, self.config.cpu)
+                .with_context(|| {
+                    format!(
+                        "switching to SCHED_FIFO {} (are you root?)",
+                        self.config.rt_priority
+                    )
+                })?;
         }
         let mut buf = [0u8; 2048];
         while !stop.load(Ordering::Relaxed) {
@@ -288,13 +347,31 @@ impl Engine {
         let mut fds: Vec<libc::pollfd> = [self.rx_v4.as_ref(), self.rx_v6.as_ref()]
             .into_iter()
             .flatten()
-            .map(|s| libc::pollfd { fd: s.fd(), events: libc::POLLIN, revents: 0 })
+            .map(|s| libc::pollfd {
+                fd: s.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
             .collect();
-        fds.push(libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(&self.control), events: libc::POLLIN, revents: 0 });
-        let timeout = libc::timespec { tv_sec: wait_ns / 1_000_000_000, tv_nsec: wait_ns % 1_000_000_000 };
+        fds.push(libc::pollfd {
+            fd: std::os::fd::AsRawFd::as_raw_fd(&self.control),
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        let timeout = libc::timespec {
+            tv_sec: wait_ns / 1_000_000_000,
+            tv_nsec: wait_ns % 1_000_000_000,
+        };
         // SAFETY: fds is a live array of fds.len() pollfds; timeout lives
         // across the call; no signal mask change.
-        let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &timeout, std::ptr::null()) };
+        let rc = unsafe {
+            libc::ppoll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                &timeout,
+                std::ptr::null(),
+            )
+        };
         if rc < 0 {
             let e = std::io::Error::last_os_error();
             if e.kind() != std::io::ErrorKind::Interrupted {
@@ -328,8 +405,14 @@ impl Engine {
 }
 
 fn log(line: &str) {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    eprintln!("{}.{:06} linecardd: {line}", now.as_secs(), now.subsec_micros());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    eprintln!(
+        "{}.{:06} linecardd: {line}",
+        now.as_secs(),
+        now.subsec_micros()
+    );
 }
 
 fn log_transition(spec: &SessionSpec, t: &Transition) {

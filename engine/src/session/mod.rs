@@ -152,13 +152,22 @@ impl Session {
     /// The one place state changes: records the transition and its
     /// diagnostic and adjusts the timers that depend on Up-ness.
     fn set_state(&mut self, now: Nanos, to: State, diag: Diagnostic) -> Transition {
-        let transition = Transition { at_ns: now, from: self.state, to, diag };
+        let transition = Transition {
+            at_ns: now,
+            from: self.state,
+            to,
+            diag,
+        };
         self.state = to;
         self.local_diag = diag;
         self.counters.transitions += 1;
         if to == State::Up {
             // Leaving slow start changes Desired Min TX: Poll (6.8.3).
-            self.change_timers(now, self.config.desired_min_tx_us, self.config.required_min_rx_us);
+            self.change_timers(
+                now,
+                self.config.desired_min_tx_us,
+                self.config.required_min_rx_us,
+            );
         } else {
             // Not Up: at least 1 s between packets, at once, no Poll pending.
             let slow = self.config.desired_min_tx_us.max(SLOW_TX_US);
@@ -176,8 +185,13 @@ impl Session {
     /// Changes the advertised timers; while Up a changed value starts a
     /// Poll Sequence and the transitional rules of 6.8.3 apply.
     fn change_timers(&mut self, now: Nanos, desired_tx_us: u32, required_rx_us: u32) {
-        let desired_tx_us = if self.state == State::Up { desired_tx_us } else { desired_tx_us.max(SLOW_TX_US) };
-        let changed = desired_tx_us != self.desired_min_tx_us || required_rx_us != self.required_min_rx_us;
+        let desired_tx_us = if self.state == State::Up {
+            desired_tx_us
+        } else {
+            desired_tx_us.max(SLOW_TX_US)
+        };
+        let changed =
+            desired_tx_us != self.desired_min_tx_us || required_rx_us != self.required_min_rx_us;
         if !changed {
             return;
         }
@@ -203,7 +217,13 @@ impl Session {
 
     /// Operator changes timers or multiplier at run time: while Up, a Poll
     /// Sequence announces the change (6.8.3); otherwise it applies at once.
-    pub fn set_timers(&mut self, now: Nanos, desired_tx_us: u32, required_rx_us: u32, detect_mult: u8) {
+    pub fn set_timers(
+        &mut self,
+        now: Nanos,
+        desired_tx_us: u32,
+        required_rx_us: u32,
+        detect_mult: u8,
+    ) {
         let mult_changed = detect_mult != self.config.detect_mult;
         self.config.desired_min_tx_us = desired_tx_us;
         self.config.required_min_rx_us = required_rx_us;
@@ -291,10 +311,18 @@ impl Session {
                 Some(self.set_state(now, State::Down, Diagnostic::NeighborSignaledSessionDown))
             }
             (State::AdminDown, _) => None,
-            (State::Down, State::Down) => Some(self.set_state(now, State::Init, Diagnostic::NoDiagnostic)),
-            (State::Init, State::Down) => Some(self.set_state(now, State::Up, Diagnostic::NoDiagnostic)),
-            (State::Init | State::Up, State::Init) => Some(self.set_state(now, State::Up, Diagnostic::NoDiagnostic)),
-            (State::Down, State::Up) => Some(self.set_state(now, State::Down, Diagnostic::NeighborSignaledSessionDown)),
+            (State::Down, State::Down) => {
+                Some(self.set_state(now, State::Init, Diagnostic::NoDiagnostic))
+            }
+            (State::Init, State::Down) => {
+                Some(self.set_state(now, State::Up, Diagnostic::NoDiagnostic))
+            }
+            (State::Init | State::Up, State::Init) => {
+                Some(self.set_state(now, State::Up, Diagnostic::NoDiagnostic))
+            }
+            (State::Down, State::Up) => {
+                Some(self.set_state(now, State::Down, Diagnostic::NeighborSignaledSessionDown))
+            }
             _ => None,
         };
         if packet.poll {

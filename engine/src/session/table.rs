@@ -35,12 +35,21 @@ pub enum TableError {
 
 impl<T> Default for SessionTable<T> {
     fn default() -> Self {
-        Self { entries: Vec::new(), by_discr: HashMap::new(), by_path: HashMap::new() }
+        Self {
+            entries: Vec::new(),
+            by_discr: HashMap::new(),
+            by_path: HashMap::new(),
+        }
     }
 }
 
 impl<T> SessionTable<T> {
-    pub fn insert(&mut self, path: PathKey, session: Session, extra: T) -> Result<SessionId, TableError> {
+    pub fn insert(
+        &mut self,
+        path: PathKey,
+        session: Session,
+        extra: T,
+    ) -> Result<SessionId, TableError> {
         let discr = session.config().local_discr;
         if self.by_path.contains_key(&path) {
             return Err(TableError::Duplicate(path));
@@ -73,7 +82,10 @@ impl<T> SessionTable<T> {
     }
 
     pub fn get_mut(&mut self, id: SessionId) -> Option<(&PathKey, &mut Session, &mut T)> {
-        self.entries.get_mut(id)?.as_mut().map(|(p, s, t)| (&*p, s, t))
+        self.entries
+            .get_mut(id)?
+            .as_mut()
+            .map(|(p, s, t)| (&*p, s, t))
     }
 
     pub fn by_path(&self, path: &PathKey) -> Option<SessionId> {
@@ -85,7 +97,11 @@ impl<T> SessionTable<T> {
     }
 
     pub fn ids(&self) -> impl Iterator<Item = SessionId> + '_ {
-        self.entries.iter().enumerate().filter(|(_, e)| e.is_some()).map(|(i, _)| i)
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.is_some())
+            .map(|(i, _)| i)
     }
 
     pub fn len(&self) -> usize {
@@ -102,7 +118,10 @@ impl<T> SessionTable<T> {
     /// not reach a session); zero selects by addresses.
     pub fn demux(&self, path: &PathKey, packet: &Repr) -> Result<SessionId, DropReason> {
         if packet.your_discr != 0 {
-            let id = *self.by_discr.get(&packet.your_discr).ok_or(DropReason::NoSession)?;
+            let id = *self
+                .by_discr
+                .get(&packet.your_discr)
+                .ok_or(DropReason::NoSession)?;
             let (session_path, _, _) = self.get(id).ok_or(DropReason::NoSession)?;
             if session_path != path {
                 return Err(DropReason::NoSession);

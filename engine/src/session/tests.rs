@@ -56,7 +56,10 @@ fn up_session() -> Session {
 fn starts_down_and_sends_a_bootstrap_packet_at_once() {
     let mut s = Session::new(config(), 0, 1);
     let p = s.poll_transmit(0).unwrap();
-    assert_eq!((p.state, p.your_discr, p.my_discr), (State::Down, 0, 0x1111));
+    assert_eq!(
+        (p.state, p.your_discr, p.my_discr),
+        (State::Down, 0, 0x1111)
+    );
     // 6.8.3: while not Up, Desired Min TX is at least one second.
     assert_eq!(p.desired_min_tx_us, SLOW_TX_US);
     assert!(!p.poll && !p.final_);
@@ -68,14 +71,23 @@ fn three_way_handshake_down_init_up() {
     let t = s.receive(MS, &remote(State::Down, 0)).unwrap().unwrap();
     assert_eq!((t.from, t.to), (State::Down, State::Init));
     assert_eq!(s.remote().discr, 0x2222);
-    let t = s.receive(2 * MS, &remote(State::Up, 0x1111)).unwrap().unwrap();
-    assert_eq!((t.from, t.to, t.diag), (State::Init, State::Up, D::NoDiagnostic));
+    let t = s
+        .receive(2 * MS, &remote(State::Up, 0x1111))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (t.from, t.to, t.diag),
+        (State::Init, State::Up, D::NoDiagnostic)
+    );
 }
 
 #[test]
 fn down_goes_straight_up_on_remote_init() {
     let mut s = Session::new(config(), 0, 1);
-    let t = s.receive(MS, &remote(State::Init, 0x1111)).unwrap().unwrap();
+    let t = s
+        .receive(MS, &remote(State::Init, 0x1111))
+        .unwrap()
+        .unwrap();
     assert_eq!((t.from, t.to), (State::Down, State::Up));
 }
 
@@ -93,7 +105,10 @@ fn leaving_slow_start_polls_and_the_final_ends_it() {
     s.receive(5 * MS, &fin).unwrap();
     assert!(!s.polling());
     let next = s.next_deadline().unwrap();
-    assert!(next <= MS + 10 * MS, "next packet at the fast rate, got {next}");
+    assert!(
+        next <= MS + 10 * MS,
+        "next packet at the fast rate, got {next}"
+    );
     assert!(!s.poll_transmit(next).unwrap().poll);
 }
 
@@ -105,7 +120,11 @@ fn not_up_packets_are_at_least_750_ms_apart() {
     for _ in 0..50 {
         let next = s.next_transmit_ns().unwrap();
         // 1 s with 75-100 % jitter (6.8.7).
-        assert!(next - last >= 750 * MS && next - last <= S, "gap {}", next - last);
+        assert!(
+            next - last >= 750 * MS && next - last <= S,
+            "gap {}",
+            next - last
+        );
         s.poll_transmit(next).unwrap();
         last = next;
     }
@@ -130,8 +149,14 @@ fn jitter_is_75_to_100_percent_and_75_to_90_with_multiplier_1() {
             s.poll_transmit(next).unwrap();
             last = next;
         }
-        assert!(min >= 7_500_000 && min < 7_600_000, "mult {mult}: min {min}");
-        assert!(max <= high * 100_000 && max > (high - 1) * 100_000, "mult {mult}: max {max}");
+        assert!(
+            (7_500_000..7_600_000).contains(&min),
+            "mult {mult}: min {min}"
+        );
+        assert!(
+            max <= high * 100_000 && max > (high - 1) * 100_000,
+            "mult {mult}: max {max}"
+        );
     }
 }
 
@@ -155,7 +180,10 @@ fn detection_time_expiry_goes_down_with_diag_1() {
     assert_eq!(s.detection_time_ns(), Some(30 * MS));
     assert_eq!(s.on_timer(33 * MS - 1), None);
     let t = s.on_timer(33 * MS).unwrap();
-    assert_eq!((t.from, t.to, t.diag), (State::Up, State::Down, D::ControlDetectionTimeExpired));
+    assert_eq!(
+        (t.from, t.to, t.diag),
+        (State::Up, State::Down, D::ControlDetectionTimeExpired)
+    );
     // 6.8.1: bfd.RemoteDiscr is cleared when a detection time passes.
     assert_eq!(s.remote().discr, 0);
     assert_eq!(s.poll_transmit(33 * MS).unwrap().your_discr, 0);
@@ -183,17 +211,33 @@ fn a_racing_packet_is_not_an_enormous_silence() {
 #[test]
 fn remote_down_takes_us_down_with_diag_3() {
     let mut s = up_session();
-    let t = s.receive(5 * MS, &remote(State::Down, 0x1111)).unwrap().unwrap();
-    assert_eq!((t.to, t.diag), (State::Down, D::NeighborSignaledSessionDown));
+    let t = s
+        .receive(5 * MS, &remote(State::Down, 0x1111))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (t.to, t.diag),
+        (State::Down, D::NeighborSignaledSessionDown)
+    );
 }
 
 #[test]
 fn remote_admin_down_takes_us_down_with_diag_3() {
     let mut s = up_session();
-    let t = s.receive(5 * MS, &remote(State::AdminDown, 0x1111)).unwrap().unwrap();
-    assert_eq!((t.to, t.diag), (State::Down, D::NeighborSignaledSessionDown));
+    let t = s
+        .receive(5 * MS, &remote(State::AdminDown, 0x1111))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (t.to, t.diag),
+        (State::Down, D::NeighborSignaledSessionDown)
+    );
     // Already Down: no further transition.
-    assert_eq!(s.receive(6 * MS, &remote(State::AdminDown, 0x1111)).unwrap(), None);
+    assert_eq!(
+        s.receive(6 * MS, &remote(State::AdminDown, 0x1111))
+            .unwrap(),
+        None
+    );
 }
 
 #[test]
@@ -202,8 +246,14 @@ fn local_admin_down_sends_diag_7_and_ignores_packets() {
     let t = s.set_admin_down(5 * MS, true).unwrap();
     assert_eq!((t.to, t.diag), (State::AdminDown, D::AdministrativelyDown));
     let p = s.poll_transmit(5 * MS).unwrap();
-    assert_eq!((p.state, p.diag), (State::AdminDown, D::AdministrativelyDown));
-    assert_eq!(s.receive(6 * MS, &remote(State::Up, 0x1111)), Err(DropReason::AdminDown));
+    assert_eq!(
+        (p.state, p.diag),
+        (State::AdminDown, D::AdministrativelyDown)
+    );
+    assert_eq!(
+        s.receive(6 * MS, &remote(State::Up, 0x1111)),
+        Err(DropReason::AdminDown)
+    );
     let t = s.set_admin_down(7 * MS, false).unwrap();
     assert_eq!(t.to, State::Down);
 }
@@ -223,7 +273,10 @@ fn increasing_tx_waits_for_the_final() {
     fin.final_ = true;
     s.receive(12 * MS, &fin).unwrap();
     s.poll_transmit(next).unwrap();
-    assert!(s.next_transmit_ns().unwrap() - next >= 37 * MS, "50 ms after the Final");
+    assert!(
+        s.next_transmit_ns().unwrap() - next >= 37 * MS,
+        "50 ms after the Final"
+    );
 }
 
 #[test]
@@ -283,7 +336,10 @@ fn a_faster_remote_receiver_shortens_the_schedule_at_once() {
     slow.required_min_rx_us = 2_000_000;
     s.receive(0, &slow).unwrap();
     s.poll_transmit(0).unwrap();
-    assert!(s.next_transmit_ns().unwrap() >= 1_500 * MS, "the remote asked for 2 s");
+    assert!(
+        s.next_transmit_ns().unwrap() >= 1_500 * MS,
+        "the remote asked for 2 s"
+    );
     // Still Down from the remote's side (no transition), but it now
     // accepts 10 ms: our slow-start 1 s applies from now, not after 2 s.
     let mut faster = remote(State::Down, 0x1111);
@@ -309,10 +365,20 @@ fn authentication_is_refused_until_configured() {
 #[test]
 fn demux_by_discriminator_then_by_path() {
     let v4 = |a: u8| IpAddrFor::v4(a);
-    let path = PathKey { local: v4(1), peer: v4(2), multihop: false };
-    let other = PathKey { local: v4(1), peer: v4(3), multihop: false };
+    let path = PathKey {
+        local: v4(1),
+        peer: v4(2),
+        multihop: false,
+    };
+    let other = PathKey {
+        local: v4(1),
+        peer: v4(3),
+        multihop: false,
+    };
     let mut table = SessionTable::default();
-    let id = table.insert(path, Session::new(config(), 0, 1), ()).unwrap();
+    let id = table
+        .insert(path, Session::new(config(), 0, 1), ())
+        .unwrap();
     let mut cfg2 = config();
     cfg2.local_discr = 0x3333;
     let id2 = table.insert(other, Session::new(cfg2, 0, 1), ()).unwrap();
@@ -320,11 +386,26 @@ fn demux_by_discriminator_then_by_path() {
     // Bootstrap: Your Discriminator 0 selects by addresses.
     assert_eq!(table.demux(&other, &remote(State::Down, 0)), Ok(id2));
     // A known discriminator from the wrong peer reaches no session.
-    assert_eq!(table.demux(&other, &remote(State::Up, 0x1111)), Err(DropReason::NoSession));
-    assert_eq!(table.demux(&path, &remote(State::Up, 0x9999)), Err(DropReason::NoSession));
-    let unknown = PathKey { local: v4(1), peer: v4(9), multihop: false };
-    assert_eq!(table.demux(&unknown, &remote(State::Down, 0)), Err(DropReason::NoSession));
-    assert!(table.insert(path, Session::new(config(), 0, 1), ()).is_err());
+    assert_eq!(
+        table.demux(&other, &remote(State::Up, 0x1111)),
+        Err(DropReason::NoSession)
+    );
+    assert_eq!(
+        table.demux(&path, &remote(State::Up, 0x9999)),
+        Err(DropReason::NoSession)
+    );
+    let unknown = PathKey {
+        local: v4(1),
+        peer: v4(9),
+        multihop: false,
+    };
+    assert_eq!(
+        table.demux(&unknown, &remote(State::Down, 0)),
+        Err(DropReason::NoSession)
+    );
+    assert!(table
+        .insert(path, Session::new(config(), 0, 1), ())
+        .is_err());
 }
 
 struct IpAddrFor;

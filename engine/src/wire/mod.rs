@@ -204,13 +204,21 @@ impl AuthSection {
             1 if (4..=19).contains(&len) => (AuthType::SimplePassword, None, &bytes[3..len]),
             // MD5: length 24, 4 reserved... sequence at 4, 16-byte digest (section 4.3).
             2 | 3 if len == 24 => (
-                if kind == 2 { AuthType::KeyedMd5 } else { AuthType::MeticulousKeyedMd5 },
+                if kind == 2 {
+                    AuthType::KeyedMd5
+                } else {
+                    AuthType::MeticulousKeyedMd5
+                },
                 Some(u32::from_be_bytes(bytes[4..8].try_into().unwrap())),
                 &bytes[8..24],
             ),
             // SHA1: length 28, sequence at 4, 20-byte hash (section 4.4).
             4 | 5 if len == 28 => (
-                if kind == 4 { AuthType::KeyedSha1 } else { AuthType::MeticulousKeyedSha1 },
+                if kind == 4 {
+                    AuthType::KeyedSha1
+                } else {
+                    AuthType::MeticulousKeyedSha1
+                },
                 Some(u32::from_be_bytes(bytes[4..8].try_into().unwrap())),
                 &bytes[8..28],
             ),
@@ -218,7 +226,13 @@ impl AuthSection {
         };
         let mut out = [0u8; 20];
         out[..data.len()].copy_from_slice(data);
-        Ok(Self { auth_type, key_id, sequence, bytes: out, len: data.len() as u8 })
+        Ok(Self {
+            auth_type,
+            key_id,
+            sequence,
+            bytes: out,
+            len: data.len() as u8,
+        })
     }
 }
 
@@ -250,7 +264,11 @@ impl<T: AsRef<[u8]>> Packet<T> {
         // Section 6.8.6: Length below the minimum (24, or 26 with the A
         // bit) or beyond the payload.
         let length = usize::from(self.length());
-        let minimum = if self.auth_present() { HEADER_LEN + 2 } else { HEADER_LEN };
+        let minimum = if self.auth_present() {
+            HEADER_LEN + 2
+        } else {
+            HEADER_LEN
+        };
         if length < minimum || length > data.len() {
             return Err(DropReason::BadLength);
         }
@@ -403,7 +421,11 @@ impl Repr {
         if packet.your_discr() == 0 && !matches!(state, State::Down | State::AdminDown) {
             return Err(DropReason::ZeroYourDiscriminator);
         }
-        let auth = if packet.auth_present() { Some(AuthSection::parse(packet.auth_bytes())?) } else { None };
+        let auth = if packet.auth_present() {
+            Some(AuthSection::parse(packet.auth_bytes())?)
+        } else {
+            None
+        };
         Ok(Self {
             diag: packet.diag(),
             state,
@@ -438,7 +460,11 @@ impl Repr {
         packet.set_version_diag(VERSION, self.diag);
         let flags = (if self.poll { FLAG_POLL } else { 0 })
             | (if self.final_ { FLAG_FINAL } else { 0 })
-            | (if self.control_plane_independent { FLAG_CPI } else { 0 })
+            | (if self.control_plane_independent {
+                FLAG_CPI
+            } else {
+                0
+            })
             | (if self.demand { FLAG_DEMAND } else { 0 });
         packet.set_state_flags(self.state, flags);
         packet.set_detect_mult(self.detect_mult);

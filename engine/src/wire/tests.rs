@@ -7,8 +7,8 @@ use super::*;
 /// (FRR bfdd 8.4.4 in the lab): Up, mult 3, 10 ms timers,
 /// Required Min Echo RX 50 ms, both discriminators 158938875.
 const FRR_UP: [u8; 24] = [
-    0x20, 0xc0, 0x03, 0x18, 0x09, 0x79, 0x36, 0xfb, 0x09, 0x79, 0x36, 0xfb, 0x00, 0x00, 0x27, 0x10, 0x00, 0x00, 0x27, 0x10,
-    0x00, 0x00, 0xc3, 0x50,
+    0x20, 0xc0, 0x03, 0x18, 0x09, 0x79, 0x36, 0xfb, 0x09, 0x79, 0x36, 0xfb, 0x00, 0x00, 0x27, 0x10,
+    0x00, 0x00, 0x27, 0x10, 0x00, 0x00, 0xc3, 0x50,
 ];
 
 fn up() -> Repr {
@@ -21,8 +21,18 @@ fn golden_frr_packet_parses() {
     assert_eq!(r.state, State::Up);
     assert_eq!(r.diag, Diagnostic::NoDiagnostic);
     assert!(!r.poll && !r.final_ && !r.demand && r.auth.is_none());
-    assert_eq!((r.detect_mult, r.my_discr, r.your_discr), (3, 158_938_875, 158_938_875));
-    assert_eq!((r.desired_min_tx_us, r.required_min_rx_us, r.required_min_echo_rx_us), (10_000, 10_000, 50_000));
+    assert_eq!(
+        (r.detect_mult, r.my_discr, r.your_discr),
+        (3, 158_938_875, 158_938_875)
+    );
+    assert_eq!(
+        (
+            r.desired_min_tx_us,
+            r.required_min_rx_us,
+            r.required_min_echo_rx_us
+        ),
+        (10_000, 10_000, 50_000)
+    );
 }
 
 #[test]
@@ -74,15 +84,41 @@ fn rule_multipoint_set() {
 
 #[test]
 fn rule_my_discriminator_zero() {
-    assert_eq!(with(|b| b[4..8].fill(0)), Err(DropReason::ZeroMyDiscriminator));
+    assert_eq!(
+        with(|b| b[4..8].fill(0)),
+        Err(DropReason::ZeroMyDiscriminator)
+    );
 }
 
 #[test]
 fn rule_your_discriminator_zero_only_in_down_or_admin_down() {
-    assert_eq!(with(|b| b[8..12].fill(0)), Err(DropReason::ZeroYourDiscriminator));
-    assert_eq!(with(|b| { b[8..12].fill(0); b[1] = 0x80 }), Err(DropReason::ZeroYourDiscriminator));
-    assert!(with(|b| { b[8..12].fill(0); b[1] = 0x40 }).is_ok(), "Down bootstrap");
-    assert!(with(|b| { b[8..12].fill(0); b[1] = 0x00 }).is_ok(), "AdminDown");
+    assert_eq!(
+        with(|b| b[8..12].fill(0)),
+        Err(DropReason::ZeroYourDiscriminator)
+    );
+    assert_eq!(
+        with(|b| {
+            b[8..12].fill(0);
+            b[1] = 0x80
+        }),
+        Err(DropReason::ZeroYourDiscriminator)
+    );
+    assert!(
+        with(|b| {
+            b[8..12].fill(0);
+            b[1] = 0x40
+        })
+        .is_ok(),
+        "Down bootstrap"
+    );
+    assert!(
+        with(|b| {
+            b[8..12].fill(0);
+            b[1] = 0x00
+        })
+        .is_ok(),
+        "AdminDown"
+    );
 }
 
 #[test]
@@ -102,7 +138,10 @@ fn authentication_sections_parse_without_verification() {
     bytes[28..32].copy_from_slice(&42u32.to_be_bytes());
     let r = Repr::parse_bytes(&bytes).unwrap();
     let auth = r.auth.unwrap();
-    assert_eq!((auth.auth_type, auth.key_id, auth.sequence, auth.len), (AuthType::KeyedSha1, 7, Some(42), 20));
+    assert_eq!(
+        (auth.auth_type, auth.key_id, auth.sequence, auth.len),
+        (AuthType::KeyedSha1, 7, Some(42), 20)
+    );
 
     let mut simple = vec![0u8; 24 + 7];
     simple[..24].copy_from_slice(&FRR_UP);
@@ -110,13 +149,20 @@ fn authentication_sections_parse_without_verification() {
     simple[3] = 31;
     simple[24..31].copy_from_slice(&[1, 7, 1, b's', b'e', b'c', b'r']);
     let auth = Repr::parse_bytes(&simple).unwrap().auth.unwrap();
-    assert_eq!((auth.auth_type, &auth.bytes[..auth.len as usize]), (AuthType::SimplePassword, &b"secr"[..]));
+    assert_eq!(
+        (auth.auth_type, &auth.bytes[..auth.len as usize]),
+        (AuthType::SimplePassword, &b"secr"[..])
+    );
 
     // MD5 with the wrong length, unknown type, length beyond the section.
     for section in [[2u8, 20, 1, 0], [9, 24, 1, 0], [4, 60, 1, 0]] {
         let mut b = bytes.clone();
         b[24..28].copy_from_slice(&section);
-        assert_eq!(Repr::parse_bytes(&b), Err(DropReason::BadAuth), "{section:?}");
+        assert_eq!(
+            Repr::parse_bytes(&b),
+            Err(DropReason::BadAuth),
+            "{section:?}"
+        );
     }
 }
 

@@ -1,0 +1,36 @@
+//! Any sequence of packets and clock steps into a session: no panic, and
+//! the session's invariants hold (My Discriminator never 0, P and F never
+//! together, no state change from a refused packet).
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+use linecard_engine::session::{Session, SessionConfig};
+use linecard_engine::wire::Repr;
+
+fuzz_target!(|data: &[u8]| {
+    let config = SessionConfig {
+        local_discr: 0x1111,
+        desired_min_tx_us: 10_000,
+        required_min_rx_us: 10_000,
+        detect_mult: 3,
+        required_min_echo_rx_us: 0,
+        passive: false,
+    };
+    let mut session = Session::new(config, 0, 1);
+    let mut now: i64 = 0;
+    for chunk in data.chunks(26) {
+        // Two bytes of time step (up to ~65 ms), then a packet.
+        let (step, bytes) = chunk.split_at(chunk.len().min(2));
+        now += i64::from(u16::from_be_bytes([step.first().copied().unwrap_or(0), step.get(1).copied().unwrap_or(0)])) * 1_000;
+        if let Ok(packet) = Repr::parse_bytes(bytes) {
+            let before = session.state();
+            if session.receive(now, &packet).is_err() {
+                assert_eq!(session.state(), before, "a refused packet changed state");
+            }
+        }
+        session.on_timer(now);
+        while let Some(out) = session.poll_transmit(now) {
+            assert_ne!(out.my_discr, 0);
+            assert!(!(out.poll && out.final_));
+        }
+    }
+});
