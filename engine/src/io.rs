@@ -16,6 +16,8 @@ pub const SOURCE_PORTS: std::ops::RangeInclusive<u16> = 60000..=65535;
 /// and DSCP CS6 (network control).
 const TTL: u32 = 255;
 const TOS_CS6: u32 = 0xc0;
+/// Receive buffer of the shared receive sockets.
+const RECEIVE_BUFFER_BYTES: i32 = 8 << 20;
 
 /// A packet received with what GTSM and demultiplexing need.
 #[derive(Clone, Copy, Debug)]
@@ -63,6 +65,13 @@ impl RxSocket {
         } else {
             setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_RECVTTL, 1)?;
             setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_PKTINFO, 1)?;
+        }
+        // One socket receives every session's packets: at 1024 sessions and
+        // 10 ms that is 100 k packets/s, and a loop that was not scheduled
+        // for a while must find them queued, not dropped. Root may exceed
+        // rmem_max (SO_RCVBUFFORCE); otherwise the kernel caps the request.
+        if setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES).is_err() {
+            socket.set_recv_buffer_size(RECEIVE_BUFFER_BYTES as usize)?;
         }
         let any: IpAddr = if ipv6 {
             Ipv6Addr::UNSPECIFIED.into()

@@ -70,6 +70,9 @@ fn send_from_spare(cases: &[(u8, Vec<u8>)]) {
             assert_eq!(rc, 0);
             for _ in 0..COPIES {
                 socket.send_to(bytes, (DUT.ipv4, 3784))?;
+                // Paced: the test is about classification, not about how
+                // large a burst the receive buffer absorbs.
+                std::thread::sleep(Duration::from_micros(50));
             }
         }
         Ok(())
@@ -156,9 +159,17 @@ fn crafted_packets_are_counted_and_change_nothing() {
         (64, packet(1, 7, 0)),
     ];
     send_from_spare(&cases);
-    std::thread::sleep(Duration::from_millis(300));
-
-    let drops = ctl(&socket, &["drops"]).unwrap();
+    // Wait (bounded) until the engine has classified everything it will.
+    let expected_total = COPIES * cases.len() as u64;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let drops = loop {
+        let drops = ctl(&socket, &["drops"]).unwrap();
+        let total: u64 = drops["drops"].as_array().unwrap().iter().map(|d| d[1].as_u64().unwrap()).sum();
+        if total >= expected_total || Instant::now() > deadline {
+            break drops;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     let count = |reason: &str| {
         drops["drops"]
             .as_array()
