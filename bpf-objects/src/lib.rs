@@ -5,6 +5,8 @@
 //! running userspace's [`linecard_common::LAYOUT_VERSION`]: a stale object
 //! must fail loudly, not misread map values.
 
+pub mod test_run;
+
 use object::{Object, ObjectSection, ObjectSymbol};
 
 include!(concat!(env!("OUT_DIR"), "/ebpf_status.rs"));

@@ -8,6 +8,7 @@
 //! none is needed), and has its size and offsets pinned by a test below.
 #![no_std]
 
+pub mod bfd;
 pub mod placement;
 
 /// Program and map names, as they appear in the ELF object.
@@ -27,9 +28,19 @@ pub mod names {
     pub const PLACEMENT_PROGRAM: &str = "lc_placement";
     /// Per-CPU array of one [`crate::placement::PlacementCount`].
     pub const PLACEMENT_MAP: &str = "LC_PLACEMENT";
+    /// The BFD fast path (see [`crate::bfd`]).
+    pub const BFD_PROGRAM: &str = "lc_bfd";
+    /// Hash map: our discriminator -> [`crate::bfd::SessionConfig`].
+    pub const SESSIONS_MAP: &str = "LC_SESSIONS";
+    /// Array: slot -> [`crate::bfd::SessionState`].
+    pub const STATE_MAP: &str = "LC_STATE";
+    /// Per-CPU array of u64 drop counters, indexed by `bfd::drop::*`.
+    pub const DROPS_MAP: &str = "LC_DROPS";
+    /// Per-CPU array of u64 verdict counters, indexed by `bfd::verdict::*`.
+    pub const VERDICTS_MAP: &str = "LC_VERDICTS";
 }
 
 /// Bumped whenever a shared type changes layout. The object records the
 /// version it was built with, and the loader refuses a mismatch so that a
 /// stale object fails loudly instead of misreading maps.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;

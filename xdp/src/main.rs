@@ -6,6 +6,8 @@
 #![no_std]
 #![no_main]
 
+mod bfd;
+
 use aya_ebpf::{
     bindings::xdp_action,
     macros::{map, xdp},

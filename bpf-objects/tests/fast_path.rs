@@ -1,0 +1,236 @@
+//! The XDP fast path on crafted frames, in the kernel, with
+//! BPF_PROG_TEST_RUN: the reply it builds byte by byte, and every drop
+//! reason counted while the DROPPED verdict (the control counter) moves too.
+//! Needs root; without it, a printed skip (a failure under
+//! LINECARD_REQUIRE_PRIVILEGED=1).
+
+use aya::maps::{Array, HashMap, MapData, PerCpuArray};
+use aya::programs::Xdp;
+use linecard_bpf_objects::test_run;
+use linecard_common::bfd::{drop, verdict, SessionConfig, SessionState, FLAG_REPLY};
+use linecard_common::names;
+
+const XDP_DROP: u32 = 1;
+const XDP_PASS: u32 = 2;
+const XDP_TX: u32 = 3;
+
+const OUR_DISCR: u32 = 0x0a0b_0c0d;
+const PEER_DISCR: u32 = 0x1111_2222;
+const DUT_MAC: [u8; 6] = [0x02, 0x1c, 0, 0, 0, 1];
+const PEER_MAC: [u8; 6] = [0x02, 0x1c, 0, 0, 0, 2];
+const DUT_IP: [u8; 4] = [192, 0, 2, 1];
+const PEER_IP: [u8; 4] = [192, 0, 2, 2];
+const OUR_PORT: u16 = 60_000;
+
+fn privileged() -> bool {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    assert!(std::env::var_os("LINECARD_REQUIRE_PRIVILEGED").is_none(), "root required");
+    eprintln!("skipped: BPF_PROG_TEST_RUN needs root");
+    false
+}
+
+fn mapped(ip: [u8; 4]) -> [u8; 16] {
+    let mut m = [0u8; 16];
+    m[10] = 0xff;
+    m[11] = 0xff;
+    m[12..].copy_from_slice(&ip);
+    m
+}
+
+/// A BFD control packet: state, flags, mult 3, discriminators, 10 ms.
+fn bfd(state: u8, flags: u8, my: u32, your: u32) -> [u8; 24] {
+    let mut p = [0u8; 24];
+    p[0] = 0x20;
+    p[1] = (state << 6) | flags;
+    p[2] = 3;
+    p[3] = 24;
+    p[4..8].copy_from_slice(&my.to_be_bytes());
+    p[8..12].copy_from_slice(&your.to_be_bytes());
+    p[12..16].copy_from_slice(&10_000u32.to_be_bytes());
+    p[16..20].copy_from_slice(&10_000u32.to_be_bytes());
+    p
+}
+
+/// Ethernet/IPv4/UDP frame from the peer to us on port 3784.
+fn frame(ttl: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&DUT_MAC);
+    f.extend_from_slice(&PEER_MAC);
+    f.extend_from_slice(&[0x08, 0x00]);
+    f.extend_from_slice(&[0x45, 0xc0]);
+    f.extend_from_slice(&((20 + 8 + payload.len()) as u16).to_be_bytes());
+    f.extend_from_slice(&[0x12, 0x34, 0x40, 0x00, ttl, 17, 0, 0]);
+    f.extend_from_slice(&PEER_IP);
+    f.extend_from_slice(&DUT_IP);
+    f.extend_from_slice(&49152u16.to_be_bytes());
+    f.extend_from_slice(&3784u16.to_be_bytes());
+    f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(payload);
+    f
+}
+
+fn checksum_ok(ip_header: &[u8]) -> bool {
+    let mut sum: u32 = ip_header.chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum == 0xffff
+}
+
+struct FastPath {
+    bpf: aya::Ebpf,
+}
+
+impl FastPath {
+    fn load(reply: bool) -> Self {
+        let mut bpf = linecard_bpf_objects::load().expect("loading the XDP object");
+        let program: &mut Xdp = bpf.program_mut(names::BFD_PROGRAM).unwrap().try_into().unwrap();
+        program.load().expect("the verifier accepts lc_bfd");
+        let mut sessions: HashMap<&mut MapData, u32, SessionConfig> = HashMap::try_from(bpf.map_mut(names::SESSIONS_MAP).unwrap()).unwrap();
+        let config = SessionConfig {
+            local_ip: mapped(DUT_IP),
+            peer_ip: mapped(PEER_IP),
+            local_mac: DUT_MAC,
+            peer_mac: PEER_MAC,
+            local_port_be: OUR_PORT.to_be(),
+            _reserved: 0,
+            reply: bfd(3, 0, OUR_DISCR, PEER_DISCR),
+            flags: if reply { FLAG_REPLY } else { 0 },
+            slot: 7,
+            detect_ns: 30_000_000,
+        };
+        sessions.insert(OUR_DISCR, config, 0).unwrap();
+        Self { bpf }
+    }
+
+    fn run(&self, frame: &[u8]) -> test_run::TestRun {
+        let program: &Xdp = self.bpf.program(names::BFD_PROGRAM).unwrap().try_into().unwrap();
+        test_run::run(program, frame, 1).unwrap()
+    }
+
+    fn per_cpu_sum(&self, map: &str, index: u32) -> u64 {
+        let counters: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(self.bpf.map(map).unwrap()).unwrap();
+        counters.get(&index, 0).unwrap().iter().sum()
+    }
+
+    fn state(&self) -> SessionState {
+        let states: Array<&MapData, SessionState> = Array::try_from(self.bpf.map(names::STATE_MAP).unwrap()).unwrap();
+        states.get(&7, 0).unwrap()
+    }
+}
+
+#[test]
+fn an_up_packet_is_answered_in_the_kernel_byte_for_byte() {
+    if !privileged() {
+        return;
+    }
+    let fast = FastPath::load(true);
+    let input = frame(255, &bfd(3, 0, PEER_DISCR, OUR_DISCR));
+    let out = fast.run(&input);
+    assert_eq!(out.action, XDP_TX);
+    let f = &out.frame;
+    assert_eq!(f.len(), 66);
+    assert_eq!((&f[0..6], &f[6..12]), (&PEER_MAC[..], &DUT_MAC[..]), "MACs");
+    assert_eq!(f[15], 0xc0, "DSCP CS6");
+    assert_eq!(f[22], 255, "TTL 255");
+    assert_eq!((&f[26..30], &f[30..34]), (&DUT_IP[..], &PEER_IP[..]), "addresses swapped");
+    assert!(checksum_ok(&f[14..34]), "IPv4 checksum");
+    assert_eq!(u16::from_be_bytes([f[34], f[35]]), OUR_PORT, "our source port");
+    assert_eq!(u16::from_be_bytes([f[36], f[37]]), 3784);
+    assert_eq!(u16::from_be_bytes([f[38], f[39]]), 32);
+    assert_eq!(&f[42..66], &bfd(3, 0, OUR_DISCR, PEER_DISCR)[..], "the configured reply");
+    let state = fast.state();
+    assert_eq!((state.rx_packets, state.tx_packets, state.finals_sent), (1, 1, 0));
+    assert!(state.last_rx_ns > 0);
+    assert_eq!(fast.per_cpu_sum(names::VERDICTS_MAP, verdict::REPLIED), 1);
+}
+
+#[test]
+fn a_poll_is_answered_with_final_and_padding_is_trimmed() {
+    if !privileged() {
+        return;
+    }
+    let fast = FastPath::load(true);
+    let mut input = frame(255, &bfd(3, 0x20, PEER_DISCR, OUR_DISCR));
+    input.extend_from_slice(&[0xee; 30]); // trailing bytes beyond the IP packet
+    let out = fast.run(&input);
+    assert_eq!(out.action, XDP_TX);
+    assert_eq!(out.frame.len(), 66, "trimmed to the reply");
+    assert_eq!(out.frame[43] & 0x30, 0x10, "F set, P clear");
+    assert_eq!(fast.state().finals_sent, 1);
+}
+
+#[test]
+fn transitions_and_unoffloaded_sessions_go_to_userspace() {
+    if !privileged() {
+        return;
+    }
+    let fast = FastPath::load(false);
+    assert_eq!(fast.run(&frame(255, &bfd(3, 0, PEER_DISCR, OUR_DISCR))).action, XDP_PASS, "not offloaded");
+    let fast = FastPath::load(true);
+    for (what, payload) in [
+        ("Init", bfd(2, 0, PEER_DISCR, OUR_DISCR)),
+        ("Down", bfd(1, 0, PEER_DISCR, OUR_DISCR)),
+        ("Final for our Poll", bfd(3, 0x10, PEER_DISCR, OUR_DISCR)),
+        ("bootstrap Down, your discriminator 0", bfd(1, 0, PEER_DISCR, 0)),
+    ] {
+        assert_eq!(fast.run(&frame(255, &payload)).action, XDP_PASS, "{what}");
+    }
+    assert_eq!(fast.per_cpu_sum(names::VERDICTS_MAP, verdict::PASSED), 4);
+    // Not BFD at all: ARP and DNS pass untouched.
+    let mut arp = frame(255, &[0; 24]);
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    assert_eq!(fast.run(&arp).action, XDP_PASS);
+    let mut dns = frame(255, &[0; 24]);
+    dns[36..38].copy_from_slice(&53u16.to_be_bytes());
+    assert_eq!(fast.run(&dns).action, XDP_PASS);
+    assert_eq!(fast.per_cpu_sum(names::VERDICTS_MAP, verdict::NOT_BFD), 2);
+}
+
+#[test]
+fn every_drop_reason_is_counted_with_the_control_counter() {
+    if !privileged() {
+        return;
+    }
+    let fast = FastPath::load(true);
+    let good = bfd(3, 0, PEER_DISCR, OUR_DISCR);
+    let with = |edit: &dyn Fn(&mut Vec<u8>)| {
+        let mut f = frame(255, &good);
+        edit(&mut f);
+        f
+    };
+    let cases: Vec<(&str, u32, Vec<u8>)> = vec![
+        ("IP options", drop::IP_OPTIONS, {
+            let mut f = frame(255, &good);
+            f[14] = 0x46;
+            f.splice(34..34, [1, 1, 1, 1]); // a 4-byte option (NOPs)
+            f
+        }),
+        ("TTL 64", drop::BAD_TTL, frame(64, &good)),
+        ("TTL 254", drop::BAD_TTL, frame(254, &good)),
+        ("fragment", drop::FRAGMENT, with(&|f| f[20] = 0x20)),
+        ("truncated", drop::TRUNCATED, frame(255, &good[..20])),
+        ("version 2", drop::BAD_VERSION, with(&|f| f[42] = 0x40)),
+        ("length 23", drop::BAD_LENGTH, with(&|f| f[45] = 23)),
+        ("length beyond payload", drop::BAD_LENGTH, with(&|f| f[45] = 40)),
+        ("multiplier 0", drop::ZERO_MULTIPLIER, with(&|f| f[44] = 0)),
+        ("M bit", drop::MULTIPOINT, with(&|f| f[43] |= 1)),
+        ("my discriminator 0", drop::ZERO_MY_DISCRIMINATOR, with(&|f| f[46..50].fill(0))),
+        ("your discriminator 0 in Up", drop::ZERO_YOUR_DISCRIMINATOR, with(&|f| f[50..54].fill(0))),
+        ("wrong discriminator", drop::NO_SESSION, with(&|f| f[50..54].copy_from_slice(&0xdead_beefu32.to_be_bytes()))),
+        ("spoofed source", drop::ADDRESS_MISMATCH, with(&|f| f[29] = 3)),
+    ];
+    for (i, (what, reason, input)) in cases.iter().enumerate() {
+        let before = fast.per_cpu_sum(names::DROPS_MAP, *reason);
+        let out = fast.run(input);
+        assert_eq!(out.action, XDP_DROP, "{what}");
+        assert_eq!(fast.per_cpu_sum(names::DROPS_MAP, *reason), before + 1, "{what}: its reason's counter");
+        assert_eq!(fast.per_cpu_sum(names::VERDICTS_MAP, verdict::DROPPED), i as u64 + 1, "{what}: the control counter");
+    }
+    // Nothing dropped touched the session.
+    assert_eq!(fast.state().rx_packets, 0);
+}

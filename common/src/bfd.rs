@@ -1,0 +1,137 @@
+//! The XDP BFD fast path's maps, shared by `xdp/` and the engine.
+//!
+//! One writer per map value: [`SessionConfig`] is written by userspace
+//! only, [`SessionState`] by the kernel only; the kernel acknowledges what
+//! it did through its own counters (for example `finals_sent`) rather than
+//! by clearing a userspace field.
+
+/// Largest number of sessions the maps hold.
+pub const MAX_SESSIONS: u32 = 4096;
+
+/// `SessionConfig::flags`: the kernel answers the peer's packets itself
+/// (the session is Up and offloaded).
+pub const FLAG_REPLY: u32 = 1;
+
+/// UDP destination port of single-hop control packets (RFC 5881).
+pub const PORT_SINGLE_HOP: u16 = 3784;
+
+/// Value of the `LC_SESSIONS` hash map, keyed by our local discriminator
+/// (the Your Discriminator of the peer's packets). Written by userspace.
+///
+/// Field order keeps every field naturally aligned without padding:
+/// 16 + 16 + 6 + 6 + 2 + 2 + 24 + 4 + 4 + 8 = 88 bytes, 8-aligned.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionConfig {
+    /// Our address, IPv4 as v4-mapped IPv6.
+    pub local_ip: [u8; 16],
+    /// The peer's address, same encoding.
+    pub peer_ip: [u8; 16],
+    pub local_mac: [u8; 6],
+    pub peer_mac: [u8; 6],
+    /// Our UDP source port, network byte order.
+    pub local_port_be: u16,
+    pub _reserved: u16,
+    /// The control packet we send while Up (P and F clear); the kernel sets
+    /// F when it answers a Poll.
+    pub reply: [u8; 24],
+    /// `FLAG_*`.
+    pub flags: u32,
+    /// Index of this session's `SessionState` in `LC_STATE`.
+    pub slot: u32,
+    /// Detection time, ns.
+    pub detect_ns: u64,
+}
+
+/// Value of the `LC_STATE` array (index: `SessionConfig::slot`). Written by
+/// the kernel only. 6 x 8 = 48 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SessionState {
+    /// `bpf_ktime_get_ns` of the last valid packet from the peer.
+    pub last_rx_ns: u64,
+    pub rx_packets: u64,
+    /// Replies sent with XDP_TX.
+    pub tx_packets: u64,
+    /// Polls answered with Final in the kernel.
+    pub finals_sent: u64,
+    /// Packets handed to userspace (not Up, or not offloaded).
+    pub passed: u64,
+    pub _reserved: u64,
+}
+
+/// Why the fast path dropped a frame: the index into the per-CPU
+/// `LC_DROPS` array. Kept dense; [`DROP_REASONS`] is the count.
+pub mod drop {
+    /// IPv4 header with options: the UDP header is not where a fixed-offset
+    /// parser looks, so such packets never reach the checks below.
+    pub const IP_OPTIONS: u32 = 0;
+    /// TTL not 255 on a single-hop packet (RFC 5881 section 5), checked
+    /// before any map lookup.
+    pub const BAD_TTL: u32 = 1;
+    /// Frame shorter than the headers and the 24-byte BFD section.
+    pub const TRUNCATED: u32 = 2;
+    pub const BAD_VERSION: u32 = 3;
+    pub const BAD_LENGTH: u32 = 4;
+    pub const ZERO_MULTIPLIER: u32 = 5;
+    pub const MULTIPOINT: u32 = 6;
+    pub const ZERO_MY_DISCRIMINATOR: u32 = 7;
+    /// Your Discriminator 0 in a state other than Down or AdminDown.
+    pub const ZERO_YOUR_DISCRIMINATOR: u32 = 8;
+    /// Your Discriminator names no session.
+    pub const NO_SESSION: u32 = 9;
+    /// The session exists but not between these addresses.
+    pub const ADDRESS_MISMATCH: u32 = 10;
+    /// IP fragment on the BFD port.
+    pub const FRAGMENT: u32 = 11;
+}
+pub const DROP_REASONS: u32 = 12;
+
+/// Indices of the per-CPU `LC_VERDICTS` array: what the program did.
+pub mod verdict {
+    /// Not a single-hop BFD frame: passed untouched.
+    pub const NOT_BFD: u32 = 0;
+    /// Valid BFD handed to userspace.
+    pub const PASSED: u32 = 1;
+    /// Answered in the kernel with XDP_TX.
+    pub const REPLIED: u32 = 2;
+    pub const DROPPED: u32 = 3;
+}
+pub const VERDICTS: u32 = 4;
+
+#[cfg(feature = "user")]
+// SAFETY: repr(C), Copy, integers and byte arrays only, no padding (pinned
+// by the layout tests below): every bit pattern is a valid value.
+unsafe impl aya::Pod for SessionConfig {}
+#[cfg(feature = "user")]
+// SAFETY: as above.
+unsafe impl aya::Pod for SessionState {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::mem::{align_of, offset_of, size_of};
+
+    #[test]
+    fn session_config_layout_is_pinned() {
+        assert_eq!(size_of::<SessionConfig>(), 88);
+        assert_eq!(align_of::<SessionConfig>(), 8);
+        assert_eq!(offset_of!(SessionConfig, local_ip), 0);
+        assert_eq!(offset_of!(SessionConfig, peer_ip), 16);
+        assert_eq!(offset_of!(SessionConfig, local_mac), 32);
+        assert_eq!(offset_of!(SessionConfig, peer_mac), 38);
+        assert_eq!(offset_of!(SessionConfig, local_port_be), 44);
+        assert_eq!(offset_of!(SessionConfig, reply), 48);
+        assert_eq!(offset_of!(SessionConfig, flags), 72);
+        assert_eq!(offset_of!(SessionConfig, slot), 76);
+        assert_eq!(offset_of!(SessionConfig, detect_ns), 80);
+    }
+
+    #[test]
+    fn session_state_layout_is_pinned() {
+        assert_eq!(size_of::<SessionState>(), 48);
+        assert_eq!(offset_of!(SessionState, last_rx_ns), 0);
+        assert_eq!(offset_of!(SessionState, finals_sent), 24);
+        assert_eq!(offset_of!(SessionState, passed), 32);
+    }
+}

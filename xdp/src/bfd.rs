@@ -1,0 +1,254 @@
+//! The BFD fast path (`lc_bfd`): validation before userspace and
+//! RX-clocked replies.
+//!
+//! Every single-hop BFD frame is checked here first, in this order: IPv4
+//! without options (options shift the UDP header), no fragment, TTL 255
+//! (GTSM, RFC 5881 section 5) before any map lookup, then the
+//! session-independent rules of RFC 5880 section 6.8.6, then Your
+//! Discriminator must name a session between exactly these addresses.
+//! Failures are dropped and counted by reason; nothing invalid reaches a
+//! userspace socket. While a session is Up and offloaded, each valid packet
+//! from the peer is rewritten in place into our reply and sent back with
+//! XDP_TX; a Poll is answered with Final. Everything else valid goes to
+//! userspace (XDP_PASS), which keeps the state machine.
+
+use aya_ebpf::{
+    bindings::xdp_action,
+    helpers::generated::{bpf_ktime_get_ns, bpf_xdp_adjust_tail},
+    macros::{map, xdp},
+    maps::{Array, HashMap, PerCpuArray},
+    programs::XdpContext,
+};
+use linecard_common::bfd::{drop, verdict, SessionConfig, SessionState, DROP_REASONS, FLAG_REPLY, MAX_SESSIONS, PORT_SINGLE_HOP, VERDICTS};
+
+#[map]
+static LC_SESSIONS: HashMap<u32, SessionConfig> = HashMap::with_max_entries(MAX_SESSIONS, 0);
+#[map]
+static LC_STATE: Array<SessionState> = Array::with_max_entries(MAX_SESSIONS, 0);
+#[map]
+static LC_DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(DROP_REASONS, 0);
+#[map]
+static LC_VERDICTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(VERDICTS, 0);
+
+const ETH_LEN: usize = 14;
+const IPV4_LEN: usize = 20;
+const UDP_LEN: usize = 8;
+const BFD_LEN: usize = 24;
+const REPLY_LEN: usize = ETH_LEN + IPV4_LEN + UDP_LEN + BFD_LEN;
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const PROTO_UDP: u8 = 17;
+const STATE_UP: u8 = 3;
+const FLAG_POLL: u8 = 0x20;
+const FLAG_FINAL: u8 = 0x10;
+const FLAG_AUTH: u8 = 0x04;
+const FLAG_MULTIPOINT: u8 = 0x01;
+
+#[repr(C)]
+struct Eth {
+    dst: [u8; 6],
+    src: [u8; 6],
+    proto_be: u16,
+}
+
+#[repr(C)]
+struct Ipv4 {
+    version_ihl: u8,
+    tos: u8,
+    total_len_be: u16,
+    id_be: u16,
+    frag_be: u16,
+    ttl: u8,
+    proto: u8,
+    check_be: u16,
+    src: [u8; 4],
+    dst: [u8; 4],
+}
+
+#[repr(C)]
+struct Udp {
+    source_be: u16,
+    dest_be: u16,
+    len_be: u16,
+    check_be: u16,
+}
+
+/// The one bounds-checked accessor every packet read goes through.
+#[inline(always)]
+fn ptr_at<T>(ctx: &XdpContext, offset: usize) -> Option<*mut T> {
+    let start = ctx.data();
+    if start + offset + core::mem::size_of::<T>() > ctx.data_end() {
+        return None;
+    }
+    Some((start + offset) as *mut T)
+}
+
+#[inline(always)]
+fn count(map: &PerCpuArray<u64>, index: u32) {
+    if let Some(counter) = map.get_ptr_mut(index) {
+        // SAFETY: this CPU's slot of a per-CPU array; no other writer.
+        unsafe { *counter += 1 };
+    }
+}
+
+#[xdp]
+pub fn lc_bfd(ctx: XdpContext) -> u32 {
+    match try_bfd(&ctx) {
+        Ok(action) => action,
+        Err(reason) => {
+            count(&LC_DROPS, reason);
+            count(&LC_VERDICTS, verdict::DROPPED);
+            xdp_action::XDP_DROP
+        }
+    }
+}
+
+#[inline(always)]
+fn not_bfd() -> Result<u32, u32> {
+    count(&LC_VERDICTS, verdict::NOT_BFD);
+    Ok(xdp_action::XDP_PASS)
+}
+
+#[inline(always)]
+fn to_userspace() -> Result<u32, u32> {
+    count(&LC_VERDICTS, verdict::PASSED);
+    Ok(xdp_action::XDP_PASS)
+}
+
+/// RFC 1071 checksum of a 20-byte IPv4 header whose checksum field is 0.
+#[inline(always)]
+fn ipv4_checksum(ip: *const Ipv4) -> u16 {
+    let words = ip as *const u16;
+    let mut sum: u32 = 0;
+    let mut i = 0;
+    while i < 10 {
+        // SAFETY: the caller checked 20 bytes of header are in the packet.
+        sum += u32::from(unsafe { core::ptr::read_unaligned(words.add(i)) });
+        i += 1;
+    }
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    !(sum as u16)
+}
+
+#[inline(always)]
+fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
+    let Some(eth) = ptr_at::<Eth>(ctx, 0) else { return not_bfd() };
+    // SAFETY (all raw reads and writes below): each pointer comes from
+    // `ptr_at`, which checked that the whole object lies inside the packet.
+    if unsafe { (*eth).proto_be } != ETHERTYPE_IPV4.to_be() {
+        return not_bfd();
+    }
+    let Some(ip) = ptr_at::<Ipv4>(ctx, ETH_LEN) else { return not_bfd() };
+    let (version_ihl, proto) = unsafe { ((*ip).version_ihl, (*ip).proto) };
+    if version_ihl >> 4 != 4 || proto != PROTO_UDP {
+        return not_bfd();
+    }
+    // Locate UDP where the header says it is, so that a packet with options
+    // is recognised as BFD (and refused), not mistaken for something else.
+    let ihl = usize::from(version_ihl & 0x0f) * 4;
+    if ihl < IPV4_LEN {
+        return not_bfd();
+    }
+    let Some(udp) = ptr_at::<Udp>(ctx, ETH_LEN + ihl) else { return not_bfd() };
+    if unsafe { (*udp).dest_be } != PORT_SINGLE_HOP.to_be() {
+        return not_bfd();
+    }
+    if ihl != IPV4_LEN {
+        return Err(drop::IP_OPTIONS);
+    }
+    if u16::from_be(unsafe { (*ip).frag_be }) & 0x3fff != 0 {
+        return Err(drop::FRAGMENT);
+    }
+    // GTSM before any map lookup: an off-link sender costs no lookup.
+    if unsafe { (*ip).ttl } != 255 {
+        return Err(drop::BAD_TTL);
+    }
+    let Some(bfd) = ptr_at::<[u8; BFD_LEN]>(ctx, ETH_LEN + IPV4_LEN + UDP_LEN) else {
+        return Err(drop::TRUNCATED);
+    };
+    let b = unsafe { &mut *bfd };
+    if b[0] >> 5 != 1 {
+        return Err(drop::BAD_VERSION);
+    }
+    let udp_payload = usize::from(u16::from_be(unsafe { (*udp).len_be })).saturating_sub(UDP_LEN);
+    let length = usize::from(b[3]);
+    if length < BFD_LEN || length > udp_payload {
+        return Err(drop::BAD_LENGTH);
+    }
+    if b[2] == 0 {
+        return Err(drop::ZERO_MULTIPLIER);
+    }
+    let flags = b[1];
+    if flags & FLAG_MULTIPOINT != 0 {
+        return Err(drop::MULTIPOINT);
+    }
+    if u32::from_be_bytes([b[4], b[5], b[6], b[7]]) == 0 {
+        return Err(drop::ZERO_MY_DISCRIMINATOR);
+    }
+    let state = flags >> 6;
+    let your = u32::from_be_bytes([b[8], b[9], b[10], b[11]]);
+    if your == 0 {
+        // Bootstrap (Down or AdminDown only): userspace selects the session
+        // by addresses.
+        return if state <= 1 { to_userspace() } else { Err(drop::ZERO_YOUR_DISCRIMINATOR) };
+    }
+    // SAFETY: a hash map lookup; the value stays valid for this program run.
+    let Some(config) = (unsafe { LC_SESSIONS.get(&your) }) else {
+        return Err(drop::NO_SESSION);
+    };
+    let (src, dst) = unsafe { ((*ip).src, (*ip).dst) };
+    if src != [config.peer_ip[12], config.peer_ip[13], config.peer_ip[14], config.peer_ip[15]]
+        || dst != [config.local_ip[12], config.local_ip[13], config.local_ip[14], config.local_ip[15]]
+    {
+        return Err(drop::ADDRESS_MISMATCH);
+    }
+    let Some(session) = LC_STATE.get_ptr_mut(config.slot) else {
+        return Err(drop::NO_SESSION);
+    };
+    // SAFETY: the kernel is this value's only writer (userspace reads).
+    let session = unsafe { &mut *session };
+    session.last_rx_ns = unsafe { bpf_ktime_get_ns() };
+    session.rx_packets += 1;
+    // Userspace keeps everything but the steady state: transitions, the
+    // peer's Final (the end of our Poll), authentication.
+    if config.flags & FLAG_REPLY == 0 || state != STATE_UP || flags & (FLAG_FINAL | FLAG_AUTH) != 0 {
+        session.passed += 1;
+        return to_userspace();
+    }
+    let poll = flags & FLAG_POLL != 0;
+
+    // The RX-clocked reply: rewrite the peer's frame into ours.
+    unsafe {
+        (*eth).dst = config.peer_mac;
+        (*eth).src = config.local_mac;
+        (*ip).tos = 0xc0; // DSCP CS6
+        (*ip).total_len_be = ((IPV4_LEN + UDP_LEN + BFD_LEN) as u16).to_be();
+        (*ip).ttl = 255;
+        (*ip).src = dst;
+        (*ip).dst = src;
+        (*ip).check_be = 0;
+        (*ip).check_be = ipv4_checksum(ip);
+        (*udp).source_be = config.local_port_be;
+        (*udp).dest_be = PORT_SINGLE_HOP.to_be();
+        (*udp).len_be = ((UDP_LEN + BFD_LEN) as u16).to_be();
+        // Zero: no UDP checksum, allowed for IPv4.
+        (*udp).check_be = 0;
+    }
+    *b = config.reply;
+    if poll {
+        // Answer the Poll with Final, P clear (RFC 5880 6.8.6).
+        b[1] = (b[1] & !FLAG_POLL) | FLAG_FINAL;
+        session.finals_sent += 1;
+    }
+    session.tx_packets += 1;
+    count(&LC_VERDICTS, verdict::REPLIED);
+    // Trim padding or trailing bytes last: packet pointers are invalid after.
+    let extra = (ctx.data_end() - ctx.data()) as i32 - REPLY_LEN as i32;
+    if extra > 0 {
+        // SAFETY: shrinking the frame of this XDP context.
+        if unsafe { bpf_xdp_adjust_tail(ctx.ctx, -extra) } != 0 {
+            return Err(drop::TRUNCATED);
+        }
+    }
+    Ok(xdp_action::XDP_TX)
+}
