@@ -5,6 +5,7 @@
 //! running userspace's [`linecard_common::LAYOUT_VERSION`]: a stale object
 //! must fail loudly, not misread map values.
 
+pub mod craft;
 pub mod test_run;
 
 use object::{Object, ObjectSection, ObjectSymbol};

@@ -7,20 +7,14 @@
 use aya::maps::{Array, HashMap, MapData, PerCpuArray};
 use aya::programs::Xdp;
 use linecard_bpf_objects::test_run;
-use linecard_common::bfd::{drop, verdict, SessionConfig, SessionState, FLAG_REPLY};
+use linecard_common::bfd::{verdict, SessionConfig, SessionState};
 use linecard_common::names;
 
 const XDP_DROP: u32 = 1;
 const XDP_PASS: u32 = 2;
 const XDP_TX: u32 = 3;
 
-const OUR_DISCR: u32 = 0x0a0b_0c0d;
-const PEER_DISCR: u32 = 0x1111_2222;
-const DUT_MAC: [u8; 6] = [0x02, 0x1c, 0, 0, 0, 1];
-const PEER_MAC: [u8; 6] = [0x02, 0x1c, 0, 0, 0, 2];
-const DUT_IP: [u8; 4] = [192, 0, 2, 1];
-const PEER_IP: [u8; 4] = [192, 0, 2, 2];
-const OUR_PORT: u16 = 60_000;
+use linecard_bpf_objects::craft::{bfd, drop_cases, frame, session, DUT_IP, DUT_MAC, OUR_DISCR, OUR_PORT, PEER_DISCR, PEER_IP, PEER_MAC, SLOT};
 
 fn privileged() -> bool {
     // SAFETY: geteuid cannot fail.
@@ -30,47 +24,6 @@ fn privileged() -> bool {
     assert!(std::env::var_os("LINECARD_REQUIRE_PRIVILEGED").is_none(), "root required");
     eprintln!("skipped: BPF_PROG_TEST_RUN needs root");
     false
-}
-
-fn mapped(ip: [u8; 4]) -> [u8; 16] {
-    let mut m = [0u8; 16];
-    m[10] = 0xff;
-    m[11] = 0xff;
-    m[12..].copy_from_slice(&ip);
-    m
-}
-
-/// A BFD control packet: state, flags, mult 3, discriminators, 10 ms.
-fn bfd(state: u8, flags: u8, my: u32, your: u32) -> [u8; 24] {
-    let mut p = [0u8; 24];
-    p[0] = 0x20;
-    p[1] = (state << 6) | flags;
-    p[2] = 3;
-    p[3] = 24;
-    p[4..8].copy_from_slice(&my.to_be_bytes());
-    p[8..12].copy_from_slice(&your.to_be_bytes());
-    p[12..16].copy_from_slice(&10_000u32.to_be_bytes());
-    p[16..20].copy_from_slice(&10_000u32.to_be_bytes());
-    p
-}
-
-/// Ethernet/IPv4/UDP frame from the peer to us on port 3784.
-fn frame(ttl: u8, payload: &[u8]) -> Vec<u8> {
-    let mut f = Vec::new();
-    f.extend_from_slice(&DUT_MAC);
-    f.extend_from_slice(&PEER_MAC);
-    f.extend_from_slice(&[0x08, 0x00]);
-    f.extend_from_slice(&[0x45, 0xc0]);
-    f.extend_from_slice(&((20 + 8 + payload.len()) as u16).to_be_bytes());
-    f.extend_from_slice(&[0x12, 0x34, 0x40, 0x00, ttl, 17, 0, 0]);
-    f.extend_from_slice(&PEER_IP);
-    f.extend_from_slice(&DUT_IP);
-    f.extend_from_slice(&49152u16.to_be_bytes());
-    f.extend_from_slice(&3784u16.to_be_bytes());
-    f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    f.extend_from_slice(&[0, 0]);
-    f.extend_from_slice(payload);
-    f
 }
 
 fn checksum_ok(ip_header: &[u8]) -> bool {
@@ -91,18 +44,7 @@ impl FastPath {
         let program: &mut Xdp = bpf.program_mut(names::BFD_PROGRAM).unwrap().try_into().unwrap();
         program.load().expect("the verifier accepts lc_bfd");
         let mut sessions: HashMap<&mut MapData, u32, SessionConfig> = HashMap::try_from(bpf.map_mut(names::SESSIONS_MAP).unwrap()).unwrap();
-        let config = SessionConfig {
-            local_ip: mapped(DUT_IP),
-            peer_ip: mapped(PEER_IP),
-            local_mac: DUT_MAC,
-            peer_mac: PEER_MAC,
-            local_port_be: OUR_PORT.to_be(),
-            _reserved: 0,
-            reply: bfd(3, 0, OUR_DISCR, PEER_DISCR),
-            flags: if reply { FLAG_REPLY } else { 0 },
-            slot: 7,
-            detect_ns: 30_000_000,
-        };
+        let config = session(reply);
         sessions.insert(OUR_DISCR, config, 0).unwrap();
         Self { bpf }
     }
@@ -119,7 +61,7 @@ impl FastPath {
 
     fn state(&self) -> SessionState {
         let states: Array<&MapData, SessionState> = Array::try_from(self.bpf.map(names::STATE_MAP).unwrap()).unwrap();
-        states.get(&7, 0).unwrap()
+        states.get(&SLOT, 0).unwrap()
     }
 }
 
@@ -197,33 +139,7 @@ fn every_drop_reason_is_counted_with_the_control_counter() {
         return;
     }
     let fast = FastPath::load(true);
-    let good = bfd(3, 0, PEER_DISCR, OUR_DISCR);
-    let with = |edit: &dyn Fn(&mut Vec<u8>)| {
-        let mut f = frame(255, &good);
-        edit(&mut f);
-        f
-    };
-    let cases: Vec<(&str, u32, Vec<u8>)> = vec![
-        ("IP options", drop::IP_OPTIONS, {
-            let mut f = frame(255, &good);
-            f[14] = 0x46;
-            f.splice(34..34, [1, 1, 1, 1]); // a 4-byte option (NOPs)
-            f
-        }),
-        ("TTL 64", drop::BAD_TTL, frame(64, &good)),
-        ("TTL 254", drop::BAD_TTL, frame(254, &good)),
-        ("fragment", drop::FRAGMENT, with(&|f| f[20] = 0x20)),
-        ("truncated", drop::TRUNCATED, frame(255, &good[..20])),
-        ("version 2", drop::BAD_VERSION, with(&|f| f[42] = 0x40)),
-        ("length 23", drop::BAD_LENGTH, with(&|f| f[45] = 23)),
-        ("length beyond payload", drop::BAD_LENGTH, with(&|f| f[45] = 40)),
-        ("multiplier 0", drop::ZERO_MULTIPLIER, with(&|f| f[44] = 0)),
-        ("M bit", drop::MULTIPOINT, with(&|f| f[43] |= 1)),
-        ("my discriminator 0", drop::ZERO_MY_DISCRIMINATOR, with(&|f| f[46..50].fill(0))),
-        ("your discriminator 0 in Up", drop::ZERO_YOUR_DISCRIMINATOR, with(&|f| f[50..54].fill(0))),
-        ("wrong discriminator", drop::NO_SESSION, with(&|f| f[50..54].copy_from_slice(&0xdead_beefu32.to_be_bytes()))),
-        ("spoofed source", drop::ADDRESS_MISMATCH, with(&|f| f[29] = 3)),
-    ];
+    let cases = drop_cases();
     for (i, (what, reason, input)) in cases.iter().enumerate() {
         let before = fast.per_cpu_sum(names::DROPS_MAP, *reason);
         let out = fast.run(input);

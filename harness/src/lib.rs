@@ -3,6 +3,7 @@
 
 pub mod analyze;
 pub mod bench;
+pub mod bench_xdp;
 pub mod lab;
 pub mod plots;
 pub mod procs;

@@ -6,7 +6,7 @@
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
-use linecard_harness::{analyze, bench, lab, plots};
+use linecard_harness::{analyze, bench, bench_xdp, lab, plots};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -61,6 +61,14 @@ enum Command {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// The XDP fast path's cost per packet in the kernel (BPF_PROG_TEST_RUN), per verdict
+    Xdp {
+        /// Runs per measurement (the kernel reports their mean)
+        #[arg(long, default_value_t = 1_000_000)]
+        repeat: u32,
+        #[command(flatten)]
+        output: Output,
+    },
     /// Analyzer speed on a synthetic capture: linecard analyze vs tshark -T fields vs cat, one CPU
     Analyze {
         /// Packets in the synthetic capture
@@ -136,6 +144,15 @@ fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Lab(command) => run_lab(command),
+        Command::Bench(BenchCommand::Xdp { repeat, output }) => {
+            let report = bench_xdp::run(repeat)?;
+            if output.json {
+                print_json(&report)?;
+            } else {
+                print!("{}", bench_xdp::render(&report));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Bench(BenchCommand::Analyze {
             packets,
             sessions,

@@ -1,0 +1,110 @@
+//! Crafted frames for the fast path's tests and benchmarks: a peer at
+//! 192.0.2.2 talking to the DUT at 192.0.2.1 (the lab's addresses), and one
+//! offloaded session keyed by [`OUR_DISCR`].
+
+use linecard_common::bfd::{SessionConfig, FLAG_REPLY};
+
+pub const OUR_DISCR: u32 = 0x0a0b_0c0d;
+pub const PEER_DISCR: u32 = 0x1111_2222;
+pub const DUT_MAC: [u8; 6] = [0x02, 0x1c, 0, 0, 0, 1];
+pub const PEER_MAC: [u8; 6] = [0x02, 0x1c, 0, 0, 0, 2];
+pub const DUT_IP: [u8; 4] = [192, 0, 2, 1];
+pub const PEER_IP: [u8; 4] = [192, 0, 2, 2];
+pub const OUR_PORT: u16 = 60_000;
+/// Where the session's state lives in `LC_STATE`.
+pub const SLOT: u32 = 7;
+
+/// IPv4 as v4-mapped IPv6, the maps' address encoding.
+pub fn mapped(ip: [u8; 4]) -> [u8; 16] {
+    let mut m = [0u8; 16];
+    m[10] = 0xff;
+    m[11] = 0xff;
+    m[12..].copy_from_slice(&ip);
+    m
+}
+
+/// A BFD control packet: state, flag bits, mult 3, discriminators, 10 ms.
+pub fn bfd(state: u8, flags: u8, my: u32, your: u32) -> [u8; 24] {
+    let mut p = [0u8; 24];
+    p[0] = 0x20;
+    p[1] = (state << 6) | flags;
+    p[2] = 3;
+    p[3] = 24;
+    p[4..8].copy_from_slice(&my.to_be_bytes());
+    p[8..12].copy_from_slice(&your.to_be_bytes());
+    p[12..16].copy_from_slice(&10_000u32.to_be_bytes());
+    p[16..20].copy_from_slice(&10_000u32.to_be_bytes());
+    p
+}
+
+/// The peer's steady-state packet: Up, to our discriminator.
+pub fn peer_up() -> [u8; 24] {
+    bfd(3, 0, PEER_DISCR, OUR_DISCR)
+}
+
+/// Ethernet/IPv4/UDP frame from the peer to the DUT's port 3784.
+pub fn frame(ttl: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&DUT_MAC);
+    f.extend_from_slice(&PEER_MAC);
+    f.extend_from_slice(&[0x08, 0x00]);
+    f.extend_from_slice(&[0x45, 0xc0]);
+    f.extend_from_slice(&((20 + 8 + payload.len()) as u16).to_be_bytes());
+    f.extend_from_slice(&[0x12, 0x34, 0x40, 0x00, ttl, 17, 0, 0]);
+    f.extend_from_slice(&PEER_IP);
+    f.extend_from_slice(&DUT_IP);
+    f.extend_from_slice(&49152u16.to_be_bytes());
+    f.extend_from_slice(&3784u16.to_be_bytes());
+    f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(payload);
+    f
+}
+
+/// The session the frames above belong to.
+pub fn session(reply: bool) -> SessionConfig {
+    SessionConfig {
+        local_ip: mapped(DUT_IP),
+        peer_ip: mapped(PEER_IP),
+        local_mac: DUT_MAC,
+        peer_mac: PEER_MAC,
+        local_port_be: OUR_PORT.to_be(),
+        _reserved: 0,
+        reply: bfd(3, 0, OUR_DISCR, PEER_DISCR),
+        flags: if reply { FLAG_REPLY } else { 0 },
+        slot: SLOT,
+        detect_ns: 30_000_000,
+    }
+}
+
+/// One crafted frame per drop reason, with its `bfd::drop` index.
+pub fn drop_cases() -> Vec<(&'static str, u32, Vec<u8>)> {
+    use linecard_common::bfd::drop;
+    let good = peer_up();
+    let with = |edit: &dyn Fn(&mut Vec<u8>)| {
+        let mut f = frame(255, &good);
+        edit(&mut f);
+        f
+    };
+    vec![
+        ("IP options", drop::IP_OPTIONS, {
+            let mut f = frame(255, &good);
+            f[14] = 0x46;
+            f.splice(34..34, [1, 1, 1, 1]); // a 4-byte option (NOPs)
+            f
+        }),
+        ("TTL 64", drop::BAD_TTL, frame(64, &good)),
+        ("TTL 254", drop::BAD_TTL, frame(254, &good)),
+        ("fragment", drop::FRAGMENT, with(&|f| f[20] = 0x20)),
+        ("truncated", drop::TRUNCATED, frame(255, &good[..20])),
+        ("version 2", drop::BAD_VERSION, with(&|f| f[42] = 0x40)),
+        ("length 23", drop::BAD_LENGTH, with(&|f| f[45] = 23)),
+        ("length beyond payload", drop::BAD_LENGTH, with(&|f| f[45] = 40)),
+        ("multiplier 0", drop::ZERO_MULTIPLIER, with(&|f| f[44] = 0)),
+        ("M bit", drop::MULTIPOINT, with(&|f| f[43] |= 1)),
+        ("my discriminator 0", drop::ZERO_MY_DISCRIMINATOR, with(&|f| f[46..50].fill(0))),
+        ("your discriminator 0 in Up", drop::ZERO_YOUR_DISCRIMINATOR, with(&|f| f[50..54].fill(0))),
+        ("wrong discriminator", drop::NO_SESSION, with(&|f| f[50..54].copy_from_slice(&0xdead_beefu32.to_be_bytes()))),
+        ("spoofed source", drop::ADDRESS_MISMATCH, with(&|f| f[29] = 3)),
+    ]
+}
