@@ -44,11 +44,12 @@ pub struct SessionConfig {
 }
 
 /// Value of the `LC_STATE` array (index: `SessionConfig::slot`). Written by
-/// the kernel only. 6 x 8 = 48 bytes.
+/// the kernel only. 5 x 8 + 4 x 4 = 56 bytes, 8-aligned.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SessionState {
-    /// `bpf_ktime_get_ns` of the last valid packet from the peer.
+    /// `bpf_ktime_get_ns` (CLOCK_MONOTONIC) of the last valid packet from
+    /// the peer.
     pub last_rx_ns: u64,
     pub rx_packets: u64,
     /// Replies sent with XDP_TX.
@@ -57,7 +58,12 @@ pub struct SessionState {
     pub finals_sent: u64,
     /// Packets handed to userspace (not Up, or not offloaded).
     pub passed: u64,
-    pub _reserved: u64,
+    /// The peer's timers from its last valid packet, µs: a Poll answered in
+    /// the kernel never reaches userspace, so userspace learns them here.
+    pub remote_desired_min_tx_us: u32,
+    pub remote_required_min_rx_us: u32,
+    pub remote_detect_mult: u32,
+    pub _reserved: u32,
 }
 
 /// Why the fast path dropped a frame: the index into the per-CPU
@@ -129,7 +135,10 @@ mod tests {
 
     #[test]
     fn session_state_layout_is_pinned() {
-        assert_eq!(size_of::<SessionState>(), 48);
+        assert_eq!(size_of::<SessionState>(), 56);
+        assert_eq!(offset_of!(SessionState, remote_desired_min_tx_us), 40);
+        assert_eq!(offset_of!(SessionState, remote_required_min_rx_us), 44);
+        assert_eq!(offset_of!(SessionState, remote_detect_mult), 48);
         assert_eq!(offset_of!(SessionState, last_rx_ns), 0);
         assert_eq!(offset_of!(SessionState, finals_sent), 24);
         assert_eq!(offset_of!(SessionState, passed), 32);

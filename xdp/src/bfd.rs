@@ -209,6 +209,9 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
     let session = unsafe { &mut *session };
     session.last_rx_ns = unsafe { bpf_ktime_get_ns() };
     session.rx_packets += 1;
+    session.remote_desired_min_tx_us = u32::from_be_bytes([b[12], b[13], b[14], b[15]]);
+    session.remote_required_min_rx_us = u32::from_be_bytes([b[16], b[17], b[18], b[19]]);
+    session.remote_detect_mult = u32::from(b[2]);
     // Userspace keeps everything but the steady state: transitions, the
     // peer's Final (the end of our Poll), authentication.
     if config.flags & FLAG_REPLY == 0 || state != STATE_UP || flags & (FLAG_FINAL | FLAG_AUTH) != 0 {

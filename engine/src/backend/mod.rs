@@ -51,14 +51,7 @@ impl BackendKind {
             Self::Naive => Availability::Available,
             Self::Rt => rt::availability(),
             Self::Txtime => txtime::availability(),
-            Self::Xdp => match xdp::availability() {
-                Availability::Available => Availability::Unavailable {
-                    reason:
-                        "the XDP object loads, but the xdp session backend is not in this build yet"
-                            .into(),
-                },
-                other => other,
-            },
+            Self::Xdp => xdp::availability(),
         }
     }
 }

@@ -1,14 +1,165 @@
-//! The `xdp` backend: RX-clocked replies from an XDP program.
+//! The `xdp` backend: the fast path `lc_bfd` answers the peer from the
+//! kernel while a session is Up and steady (RX-clocked), validates every
+//! BFD frame before userspace sees it, and counts drops by reason and
+//! verdicts per CPU (placement evidence). Userspace keeps the state
+//! machine, bring-up, Polls it starts and every transition.
 
 use super::Availability;
+use anyhow::{bail, Context, Result};
+use aya::maps::{Array, HashMap, MapData, PerCpuArray};
+use aya::programs::{Xdp, XdpFlags};
+use linecard_common::bfd::{SessionConfig, SessionState, DROP_REASONS, FLAG_REPLY, VERDICTS};
+use linecard_common::names;
+use std::net::{IpAddr, Ipv4Addr};
 
 /// The XDP backend needs the embedded object (absent when the crate was
 /// built without the BPF toolchain, or stale against this binary's layout).
 pub fn availability() -> Availability {
     match linecard_bpf_objects::object() {
         Ok(_) => Availability::Available,
-        Err(e) => Availability::Unavailable {
-            reason: e.to_string(),
-        },
+        Err(e) => Availability::Unavailable { reason: e.to_string() },
+    }
+}
+
+/// The loaded fast path. Dropping it detaches the program.
+pub struct FastPath {
+    bpf: aya::Ebpf,
+    interfaces: Vec<String>,
+}
+
+/// What the fast path counted, for `linecardd ctl drops` and placement.
+#[derive(Debug, serde::Serialize)]
+pub struct FastPathCounters {
+    /// Indexed by `linecard_common::bfd::drop::*`, summed over CPUs.
+    pub drops: Vec<u64>,
+    /// Per CPU: [not BFD, passed to userspace, replied, dropped].
+    pub verdicts_per_cpu: Vec<[u64; VERDICTS as usize]>,
+}
+
+impl FastPath {
+    pub fn load() -> Result<Self> {
+        let mut bpf = linecard_bpf_objects::load()?;
+        let program: &mut Xdp = bpf.program_mut(names::BFD_PROGRAM).context("the object has no lc_bfd")?.try_into()?;
+        program.load().context("the kernel's verifier refused lc_bfd")?;
+        Ok(Self { bpf, interfaces: Vec::new() })
+    }
+
+    /// Attaches in native (driver) mode; generic mode would say nothing
+    /// about where the driver runs us.
+    pub fn attach(&mut self, interface: &str) -> Result<()> {
+        if self.interfaces.iter().any(|i| i == interface) {
+            return Ok(());
+        }
+        let program: &mut Xdp = self.bpf.program_mut(names::BFD_PROGRAM).unwrap().try_into()?;
+        program
+            .attach(interface, XdpFlags::DRV_MODE)
+            .with_context(|| format!("attaching lc_bfd to {interface} in native mode"))?;
+        self.interfaces.push(interface.to_string());
+        Ok(())
+    }
+
+    fn sessions(&mut self) -> Result<HashMap<&mut MapData, u32, SessionConfig>> {
+        Ok(HashMap::try_from(self.bpf.map_mut(names::SESSIONS_MAP).context("no sessions map")?)?)
+    }
+
+    /// Makes the session known to the fast path: its packets are validated
+    /// and passed to userspace (every configured session is in the map, so
+    /// that address pairs without one can be dropped in the kernel).
+    pub fn register(&mut self, discr: u32, config: SessionConfig) -> Result<()> {
+        if config.flags & FLAG_REPLY != 0 {
+            bail!("registering with FLAG_REPLY: use offload");
+        }
+        self.sessions()?.insert(discr, config, 0).context("writing the session to LC_SESSIONS")?;
+        Ok(())
+    }
+
+    /// Lets the kernel answer for session `discr` with `config`.
+    pub fn offload(&mut self, discr: u32, config: SessionConfig) -> Result<()> {
+        if config.flags & FLAG_REPLY == 0 {
+            bail!("offloading without FLAG_REPLY");
+        }
+        self.sessions()?.insert(discr, config, 0).context("writing the session to LC_SESSIONS")?;
+        Ok(())
+    }
+
+    /// Forgets a removed session.
+    pub fn forget(&mut self, discr: u32) -> Result<()> {
+        match self.sessions()?.remove(&discr) {
+            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            Err(e) => Err(e).context("removing the session from LC_SESSIONS"),
+        }
+    }
+
+    /// The kernel's view of the session in `slot`.
+    pub fn state(&self, slot: u32) -> Result<SessionState> {
+        let states: Array<&MapData, SessionState> = Array::try_from(self.bpf.map(names::STATE_MAP).context("no state map")?)?;
+        Ok(states.get(&slot, 0)?)
+    }
+
+    pub fn counters(&self) -> Result<FastPathCounters> {
+        let drops_map: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(self.bpf.map(names::DROPS_MAP).context("no drops map")?)?;
+        let drops = (0..DROP_REASONS).map(|i| drops_map.get(&i, 0).map(|v| v.iter().sum())).collect::<Result<Vec<u64>, _>>()?;
+        let verdicts: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(self.bpf.map(names::VERDICTS_MAP).context("no verdicts map")?)?;
+        let mut per_cpu: Vec<[u64; VERDICTS as usize]> = Vec::new();
+        for v in 0..VERDICTS {
+            for (cpu, count) in verdicts.get(&v, 0)?.iter().enumerate() {
+                if per_cpu.len() <= cpu {
+                    per_cpu.resize(cpu + 1, [0; VERDICTS as usize]);
+                }
+                per_cpu[cpu][v as usize] = *count;
+            }
+        }
+        Ok(FastPathCounters { drops, verdicts_per_cpu: per_cpu })
+    }
+}
+
+/// The interface's MAC, from sysfs.
+pub fn interface_mac(interface: &str) -> Option<[u8; 6]> {
+    parse_mac(std::fs::read_to_string(format!("/sys/class/net/{interface}/address")).ok()?.trim())
+}
+
+/// The neighbour's MAC from the kernel's ARP table (IPv4).
+pub fn neighbour_mac(peer: IpAddr, interface: &str) -> Option<[u8; 6]> {
+    let IpAddr::V4(peer) = peer else { return None };
+    let table = std::fs::read_to_string("/proc/net/arp").ok()?;
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // IP address, HW type, Flags (0x2: complete), HW address, Mask, Device.
+        (f.len() >= 6 && f[0].parse::<Ipv4Addr>().ok()? == peer && f[5] == interface && f[2] == "0x2").then(|| parse_mac(f[3]))?
+    })
+}
+
+fn parse_mac(text: &str) -> Option<[u8; 6]> {
+    let mut mac = [0u8; 6];
+    let mut parts = text.split(':');
+    for byte in &mut mac {
+        *byte = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    parts.next().is_none().then_some(mac)
+}
+
+/// IPv4 as v4-mapped IPv6, the maps' address encoding.
+pub fn mapped(ip: IpAddr) -> [u8; 16] {
+    match ip {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+        IpAddr::V6(v6) => v6.octets(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn macs_parse_strictly() {
+        assert_eq!(parse_mac("02:1c:00:00:00:01"), Some([2, 0x1c, 0, 0, 0, 1]));
+        assert_eq!(parse_mac("02:1c:00:00:00"), None);
+        assert_eq!(parse_mac("02:1c:00:00:00:01:02"), None);
+        assert_eq!(parse_mac("zz:1c:00:00:00:01"), None);
+    }
+
+    #[test]
+    fn addresses_map_like_the_kernel_side() {
+        assert_eq!(mapped("192.0.2.1".parse().unwrap())[10..], [0xff, 0xff, 192, 0, 2, 1]);
     }
 }

@@ -62,6 +62,8 @@ pub struct SessionStatus {
     /// Refused after demultiplexing, by reason (non-zero only).
     pub drops: Vec<(DropReason, u64)>,
     pub last_transition: Option<Transition>,
+    /// The XDP fast path answers for this session now.
+    pub offloaded: bool,
 }
 
 fn nonzero(counts: &[u64]) -> Vec<(DropReason, u64)> {
@@ -97,6 +99,7 @@ impl Engine {
                     counters: session.counters(),
                     drops: nonzero(&peer.drops),
                     last_transition: peer.last_transition,
+                    offloaded: peer.offloaded,
                 }
             })
             .collect()
@@ -107,7 +110,7 @@ impl Engine {
         let missing = |local: IpAddr, peer: IpAddr| serde_json::json!({ "error": format!("no session {local} -> {peer}") });
         match request {
             Request::List => serde_json::json!({ "sessions": self.statuses() }),
-            Request::Drops => serde_json::json!({ "drops": nonzero(&self.drops) }),
+            Request::Drops => serde_json::json!({ "drops": nonzero(&self.drops), "fast_path": self.fast_path_counters() }),
             Request::Add { session } => match validate_session(&session, "session") {
                 Err((key, value, why)) => {
                     serde_json::json!({ "error": format!("{key} = {value}: {why}") })
@@ -121,6 +124,9 @@ impl Engine {
                 None => missing(local, peer),
                 Some(id) => {
                     let (_, mut session, p) = self.table.remove(id).unwrap();
+                    if let Some(fast) = self.fast.as_mut() {
+                        let _ = fast.forget(session.config().local_discr);
+                    }
                     // Say goodbye on the wire: AdminDown (6.8.16).
                     session.set_admin_down(now, true);
                     if let Some(packet) = session.poll_transmit(now) {

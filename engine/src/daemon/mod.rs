@@ -7,6 +7,7 @@
 
 pub mod control;
 
+use crate::backend::xdp::{self as fast_path, FastPath};
 use crate::backend::{rt, Availability, BackendKind};
 use crate::config::{EngineConfig, SessionSpec};
 use crate::io::{Received, RxSocket, TxSocket};
@@ -30,6 +31,8 @@ pub struct Peer {
     /// Packets refused after demultiplexing, by reason.
     pub drops: [u64; DropReason::ALL.len()],
     pub last_transition: Option<Transition>,
+    /// The fast path answers for this session now (xdp backend).
+    pub offloaded: bool,
 }
 
 pub struct Engine {
@@ -42,8 +45,20 @@ pub struct Engine {
     /// Packets refused before reaching a session, by reason.
     drops: [u64; DropReason::ALL.len()],
     epoch: Instant,
+    /// CLOCK_MONOTONIC at `epoch`: the kernel's timestamps
+    /// (bpf_ktime_get_ns) minus this are engine time.
+    epoch_mono_ns: i64,
+    /// The XDP fast path, for the xdp backend.
+    fast: Option<FastPath>,
     seed: u64,
     port: u16,
+}
+
+fn monotonic_ns() -> i64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
 fn random_u64() -> u64 {
@@ -97,6 +112,9 @@ impl Engine {
             .with_context(|| format!("binding control socket {}", path.display()))?;
         control.set_nonblocking(true)?;
         let sessions = config.sessions.clone();
+        let fast = if loop_kind == BackendKind::Xdp { Some(FastPath::load()?) } else { None };
+        let epoch = Instant::now();
+        let epoch_mono_ns = monotonic_ns();
         let mut engine = Self {
             config,
             loop_kind,
@@ -105,7 +123,9 @@ impl Engine {
             rx_v6: None,
             control,
             drops: [0; DropReason::ALL.len()],
-            epoch: Instant::now(),
+            epoch,
+            epoch_mono_ns,
+            fast,
             seed: random_u64(),
             port,
         };
@@ -154,6 +174,9 @@ impl Engine {
             bail!("the {} backend cannot run here: {reason}", spec.backend);
         }
         self.ensure_rx(spec.peer.is_ipv6())?;
+        if let (Some(fast), Some(interface)) = (self.fast.as_mut(), spec.interface.as_deref()) {
+            fast.attach(interface)?;
+        }
         let taken: Vec<u16> = self
             .table
             .ids()
@@ -208,9 +231,14 @@ impl Engine {
                     tx,
                     drops: [0; DropReason::ALL.len()],
                     last_transition: None,
+                    offloaded: false,
                 },
             )
             .map_err(|e| anyhow::anyhow!("{e}"))?;
+        if let Some(fast) = self.fast.as_mut() {
+            let (path, _, peer) = self.table.get(id).expect("just inserted");
+            fast.register(discr, registered_config(path, peer, id as u32))?;
+        }
         log(&format!(
             "session {} -> {} added (discriminator {discr}, backend {})",
             spec.local, spec.peer, spec.backend
@@ -273,10 +301,46 @@ impl Engine {
         let mut detection: Option<Nanos> = None;
         let ids: Vec<SessionId> = self.table.ids().collect();
         for id in ids {
-            let (_, session, peer) = self.table.get_mut(id).unwrap();
+            let (path, session, peer) = self.table.get_mut(id).unwrap();
+            let path = *path;
+            if let (Some(fast), true) = (self.fast.as_ref(), peer.offloaded) {
+                // What the kernel answered for us counts as heard.
+                if let Ok(state) = fast.state(id as u32) {
+                    if state.last_rx_ns != 0 {
+                        session.note_fast_path_packet(
+                            state.last_rx_ns as i64 - self.epoch_mono_ns,
+                            state.remote_desired_min_tx_us,
+                            state.remote_required_min_rx_us,
+                            state.remote_detect_mult as u8,
+                        );
+                    }
+                }
+            }
             if let Some(t) = session.on_timer(now) {
                 peer.last_transition = Some(t);
                 log_transition(&peer.spec, &t);
+            }
+            if let Some(fast) = self.fast.as_mut() {
+                let want = session.is_steady();
+                if want && !peer.offloaded {
+                    if let Some(config) = fast_path_config(&path, session, peer, id as u32) {
+                        match fast.offload(session.config().local_discr, config) {
+                            Ok(()) => peer.offloaded = true,
+                            Err(e) => log(&format!("offloading {} -> {} failed: {e:#}", path.local, path.peer)),
+                        }
+                    }
+                } else if !want && peer.offloaded {
+                    if let Err(e) = fast.register(session.config().local_discr, registered_config(&path, peer, id as u32)) {
+                        log(&format!("withdrawing {} -> {} failed: {e:#}", path.local, path.peer));
+                    }
+                    peer.offloaded = false;
+                }
+            }
+            if peer.offloaded {
+                // The kernel transmits; we only watch the detection time.
+                detection = earliest(detection, session.detection_deadline());
+                next = earliest(next, session.detection_deadline());
+                continue;
             }
             while let Some(packet) = session.poll_transmit(now) {
                 if let Err(e) = peer.tx.send(&packet.to_bytes()) {
@@ -291,6 +355,11 @@ impl Engine {
             detection = earliest(detection, session.detection_deadline());
         }
         (next, detection)
+    }
+
+    /// The fast path's counters, if this engine runs one.
+    pub fn fast_path_counters(&self) -> Option<fast_path::FastPathCounters> {
+        self.fast.as_ref().and_then(|f| f.counters().ok())
     }
 
     /// Runs until `stop` is set (SIGTERM/SIGINT), then sends AdminDown once
@@ -311,7 +380,7 @@ impl Engine {
             let (next, detection) = self.service_sessions(now);
             let until = |d: Nanos| d.saturating_sub(self.now()).clamp(0, MAX_SLEEP_NS);
             let wait_ns = match self.loop_kind {
-                BackendKind::Rt => next.map_or(MAX_SLEEP_NS, until),
+                BackendKind::Rt | BackendKind::Xdp => next.map_or(MAX_SLEEP_NS, until),
                 // The naive transmit clock is the 2 ms tick; detection is
                 // not what the bake-off compares, so it keeps its deadline.
                 _ => detection.map_or(NAIVE_TICK_NS, |d| until(d).min(NAIVE_TICK_NS)),
@@ -386,6 +455,10 @@ impl Engine {
         let ids: Vec<SessionId> = self.table.ids().collect();
         for id in ids {
             let (_, session, peer) = self.table.get_mut(id).unwrap();
+            if let (Some(fast), true) = (self.fast.as_mut(), peer.offloaded) {
+                let _ = fast.forget(session.config().local_discr);
+                peer.offloaded = false;
+            }
             session.set_admin_down(now, true);
             if let Some(packet) = session.poll_transmit(now) {
                 let _ = peer.tx.send(&packet.to_bytes());
@@ -420,4 +493,38 @@ fn log_transition(spec: &SessionSpec, t: &Transition) {
         "session {} -> {}: {:?} -> {:?} (diag {:?})",
         spec.local, spec.peer, t.from, t.to, t.diag
     ));
+}
+
+/// The fast path's view of a session it validates for but does not answer.
+fn registered_config(path: &PathKey, peer: &Peer, slot: u32) -> linecard_common::bfd::SessionConfig {
+    linecard_common::bfd::SessionConfig {
+        local_ip: fast_path::mapped(path.local),
+        peer_ip: fast_path::mapped(path.peer),
+        local_mac: [0; 6],
+        peer_mac: [0; 6],
+        local_port_be: peer.tx.source_port.to_be(),
+        _reserved: 0,
+        reply: [0; 24],
+        flags: 0,
+        slot,
+        detect_ns: 0,
+    }
+}
+
+/// The fast path's view of a steady session: our reply, both MACs, our
+/// port. `None` while the neighbour's MAC is not known yet.
+fn fast_path_config(path: &PathKey, session: &Session, peer: &Peer, slot: u32) -> Option<linecard_common::bfd::SessionConfig> {
+    let interface = peer.spec.interface.as_deref()?;
+    Some(linecard_common::bfd::SessionConfig {
+        local_ip: fast_path::mapped(path.local),
+        peer_ip: fast_path::mapped(path.peer),
+        local_mac: fast_path::interface_mac(interface)?,
+        peer_mac: fast_path::neighbour_mac(path.peer, interface)?,
+        local_port_be: peer.tx.source_port.to_be(),
+        _reserved: 0,
+        reply: session.steady_packet().to_bytes(),
+        flags: linecard_common::bfd::FLAG_REPLY,
+        slot,
+        detect_ns: session.detection_time_ns().unwrap_or(0) as u64,
+    })
 }

@@ -332,6 +332,32 @@ impl Session {
         Ok(transition)
     }
 
+    /// A valid packet from the remote was handled by the fast path at `at`
+    /// (it never reached us): liveness and the remote's timers as the kernel
+    /// saw them. Older news than what we have is ignored.
+    pub fn note_fast_path_packet(&mut self, at: Nanos, desired_min_tx_us: u32, required_min_rx_us: u32, detect_mult: u8) {
+        if self.last_rx_ns.is_some_and(|last| at - last <= 0) || self.remote.discr == 0 {
+            return;
+        }
+        self.last_rx_ns = Some(at);
+        self.remote.desired_min_tx_us = desired_min_tx_us;
+        self.remote.min_rx_us = required_min_rx_us;
+        if detect_mult != 0 {
+            self.remote.detect_mult = detect_mult;
+        }
+    }
+
+    /// Steady state: Up with no Poll in progress and no Final owed. Only
+    /// then may the fast path answer for us.
+    pub fn is_steady(&self) -> bool {
+        self.state == State::Up && !self.polling && !self.final_owed && !self.admin_down
+    }
+
+    /// The packet the fast path sends on our behalf in steady state.
+    pub fn steady_packet(&self) -> Repr {
+        self.packet(false, false)
+    }
+
     /// Advances timers to `now`: detection expiry (6.8.4).
     pub fn on_timer(&mut self, now: Nanos) -> Option<Transition> {
         let deadline = self.detection_deadline()?;

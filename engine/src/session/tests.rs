@@ -414,3 +414,28 @@ impl IpAddrFor {
         std::net::IpAddr::from([192, 0, 2, last])
     }
 }
+
+#[test]
+fn fast_path_liveness_keeps_detection_quiet_and_stale_news_is_ignored() {
+    let mut s = up_session();
+    // The kernel answered the remote until 100 ms; detection counts from there.
+    s.note_fast_path_packet(100 * MS, 10_000, 10_000, 3);
+    assert_eq!(s.on_timer(120 * MS), None);
+    s.note_fast_path_packet(50 * MS, 10_000, 10_000, 3); // older: ignored
+    assert_eq!(s.on_timer(129 * MS), None);
+    assert!(s.on_timer(130 * MS).is_some(), "30 ms after the last packet the kernel saw");
+}
+
+#[test]
+fn only_a_steady_up_session_is_offloaded() {
+    let mut s = Session::new(config(), 0, 1);
+    assert!(!s.is_steady());
+    s.receive(MS, &remote(State::Init, 0x1111)).unwrap();
+    assert!(!s.is_steady(), "Up but polling after slow start");
+    let mut fin = remote(State::Up, 0x1111);
+    fin.final_ = true;
+    s.receive(2 * MS, &fin).unwrap();
+    assert!(s.is_steady());
+    let p = s.steady_packet();
+    assert_eq!((p.state, p.poll, p.final_, p.your_discr), (State::Up, false, false, 0x2222));
+}
