@@ -25,8 +25,17 @@ fn linecardd() -> PathBuf {
     path
 }
 
+/// What runs in the DUT position.
+#[derive(Clone, Copy)]
+enum Dut<'a> {
+    Linecardd(&'a str),
+    Frr,
+}
+
 struct Row {
     label: String,
+    /// Share of the fast path's replies sent on the DUT's CPUs (xdp only).
+    replies_on_dut_cpus: Option<(u64, u64)>,
     flaps: u64,
     p50: f64,
     p99: f64,
@@ -37,7 +46,7 @@ struct Row {
 
 /// One run: FRR in the peer, linecardd with `backend` in the DUT, L4 on the
 /// DUT's CPU for `seconds`, capture on the DUT's bridge port.
-fn run(label: &str, backend: &str, seconds: u64) -> Row {
+fn run(label: &str, dut_kind: Dut, seconds: u64) -> Row {
     let dir = std::env::temp_dir().join(format!(
         "linecard-stress-{}-{}",
         label.replace(' ', "-"),
@@ -60,49 +69,62 @@ fn run(label: &str, backend: &str, seconds: u64) -> Row {
     };
     let _frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &[session]).unwrap();
     let socket = dir.join("dut.sock");
-    std::fs::write(
-        dir.join("dut.toml"),
-        format!(
-            "[engine]\ncontrol_socket = \"{}\"\ncpu = {dut_cpu}\nrt_priority = 90\n\n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\ntx_interval_ms = 10\nrx_interval_ms = 10\nmultiplier = 3\nbackend = \"{backend}\"\n",
-            socket.display(),
-            PEER.ipv4,
-            DUT.ipv4
-        ),
-    )
-    .unwrap();
-    let args = vec![
-        "--config".into(),
-        dir.join("dut.toml").display().to_string(),
-    ];
-    let mut dut = Daemon::spawn(
-        "linecardd",
-        DUT.namespace,
-        Some(&dut_cpuset),
-        linecardd().to_str().unwrap(),
-        &args,
-        &dir.join("linecardd.log"),
-    )
-    .unwrap();
-    // Readiness: the session Up in the DUT's view (bounded).
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        assert!(dut.running(), "linecardd exited:\n{}", dut.log_tail());
-        let out = Command::new(linecardd())
-            .args(["ctl", "--socket"])
-            .arg(&socket)
-            .args(["list", "--json"])
-            .output()
+    let dut_cpu_list = spec::parse_cpu_list(&dut_cpu).unwrap();
+    let mut dut = match dut_kind {
+        Dut::Linecardd(backend) => {
+            let interface = if backend == "xdp" { "interface = \"eth0\"\n" } else { "" };
+            std::fs::write(
+                dir.join("dut.toml"),
+                format!(
+                    "[engine]\ncontrol_socket = \"{}\"\ncpu = {dut_cpu}\nrt_priority = 90\n\n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\ntx_interval_ms = 10\nrx_interval_ms = 10\nmultiplier = 3\nbackend = \"{backend}\"\n{interface}",
+                    socket.display(),
+                    PEER.ipv4,
+                    DUT.ipv4
+                ),
+            )
             .unwrap();
-        let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        if reply["sessions"][0]["state"] == "up" && reply["sessions"][0]["polling"] == false {
-            break;
+            let args = vec!["--config".into(), dir.join("dut.toml").display().to_string()];
+            let mut dut = Daemon::spawn("linecardd", DUT.namespace, Some(&dut_cpuset), linecardd().to_str().unwrap(), &args, &dir.join("linecardd.log")).unwrap();
+            // Readiness: the session Up in the DUT's view (bounded).
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                assert!(dut.running(), "linecardd exited:\n{}", dut.log_tail());
+                let out = Command::new(linecardd()).args(["ctl", "--socket"]).arg(&socket).args(["list", "--json"]).output().unwrap();
+                let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+                let s = &reply["sessions"][0];
+                if s["state"] == "up" && s["polling"] == false && (backend != "xdp" || s["offloaded"] == true) {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "session not Up within 5 s: {reply}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            dut
         }
-        assert!(
-            Instant::now() < deadline,
-            "session not Up within 5 s: {reply}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        Dut::Frr => {
+            let reverse = PeerSession { local: DUT.ipv4.parse().unwrap(), peer: PEER.ipv4.parse().unwrap(), tx_ms: 10, rx_ms: 10, multiplier: 3 };
+            let dut = start_frr_bfdd("frr-dut", DUT.namespace, Some(&dut_cpuset), &dir, &[reverse]).unwrap();
+            // Readiness in FRR's own JSON view (bounded, no fixed sleep).
+            let vty = dir.join("frr-dut");
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let mut dut = dut;
+            loop {
+                assert!(dut.running(), "FRR bfdd in the DUT position exited:\n{}", dut.log_tail());
+                let out = Command::new("ip")
+                    .args(["netns", "exec", DUT.namespace, "vtysh", "--vty_socket"])
+                    .arg(&vty)
+                    .args(["-c", "show bfd peers json"])
+                    .output()
+                    .unwrap();
+                let peers: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+                if peers[0]["status"] == "up" {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "FRR in the DUT position not Up within 5 s: {peers}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            dut
+        }
+    };
     let capture = Capture::start(
         spec::OBSERVER_NS,
         DUT.bridge_port,
@@ -140,6 +162,15 @@ fn run(label: &str, backend: &str, seconds: u64) -> Row {
     }
     std::thread::sleep(Duration::from_millis(200));
     let pcap = capture.finish().unwrap();
+    let replies_on_dut_cpus = matches!(dut_kind, Dut::Linecardd("xdp")).then(|| {
+        let out = Command::new(linecardd()).args(["ctl", "--socket"]).arg(&socket).arg("drops").output().unwrap();
+        let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let per_cpu = reply["fast_path"]["verdicts_per_cpu"].as_array().unwrap().clone();
+        let replied = |cpu: &serde_json::Value| cpu[2].as_u64().unwrap();
+        let total: u64 = per_cpu.iter().map(replied).sum();
+        let on_dut: u64 = per_cpu.iter().enumerate().filter(|(c, _)| dut_cpu_list.contains(c)).map(|(_, v)| replied(v)).sum();
+        (on_dut, total)
+    });
     dut.stop().unwrap();
     let analysis = analyze_file(&pcap).unwrap();
     let f = analysis
@@ -158,6 +189,7 @@ fn run(label: &str, backend: &str, seconds: u64) -> Row {
         .unwrap_or(0);
     let row = Row {
         label: label.into(),
+        replies_on_dut_cpus,
         flaps,
         p50: f.gap_ms.p50,
         p99: f.gap_ms.p99,
@@ -183,11 +215,11 @@ fn l4_bakeoff_userspace_rows() {
         .unwrap_or(20);
     let shipped = rt_throttle::read().unwrap();
 
-    let naive = run("naive", "naive", seconds);
-    let rt_throttled = run(&format!("rt, sched_rt_runtime_us {shipped}"), "rt", seconds);
+    let naive = run("naive", Dut::Linecardd("naive"), seconds);
+    let rt_throttled = run(&format!("rt, sched_rt_runtime_us {shipped}"), Dut::Linecardd("rt"), seconds);
     let rt_unthrottled = {
         let _off = ThrottlingOff::new().unwrap();
-        run("rt, sched_rt_runtime_us -1", "rt", seconds)
+        run("rt, sched_rt_runtime_us -1", Dut::Linecardd("rt"), seconds)
     };
     assert_eq!(
         rt_throttle::read().unwrap(),
@@ -246,4 +278,31 @@ fn l4_bakeoff_userspace_rows() {
                 .as_str()
                 .is_some_and(|r| r.contains("etf"))
     );
+}
+
+#[test]
+fn l4_xdp_against_frr_in_the_dut_position() {
+    if !privileged("l4_xdp_against_frr_in_the_dut_position") {
+        return;
+    }
+    let _lock = lock_lab();
+    assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
+    let seconds: u64 = std::env::var("LINECARD_XDP_STRESS_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+    let frr = run("FRR bfdd 8.4.4", Dut::Frr, seconds);
+    let xdp = run("linecardd xdp (normal priority)", Dut::Linecardd("xdp"), seconds);
+    eprintln!("L4 for {seconds} s on the DUT's CPU, 3 x 10 ms against FRR bfdd 8.4.4, DUT -> peer gaps (ms):");
+    eprintln!("{:<34} {:>6} {:>7} {:>7} {:>7} {:>8}", "DUT", "flaps", "p50", "p99", "p99.9", "max");
+    for r in [&frr, &xdp] {
+        eprintln!("{:<34} {:>6} {:>7.2} {:>7.2} {:>7.2} {:>8.2}", r.label, r.flaps, r.p50, r.p99, r.p999, r.max);
+    }
+    let (on_dut, total) = xdp.replies_on_dut_cpus.unwrap();
+    eprintln!("fast-path replies on the DUT's CPUs: {on_dut} of {total}");
+    // Positive control: the stress must make FRR flap in the same conditions.
+    assert!(frr.flaps > 0, "FRR bfdd did not flap under L4: the stress did not bite");
+    // Precondition: the fast path ran, and on the DUT's (stressed) CPUs.
+    assert!(total > 0 && on_dut * 100 >= total * 95, "replies on the DUT's CPUs: {on_dut} of {total}");
+    assert_eq!(xdp.flaps, 0, "the xdp backend flapped under L4");
+    assert!(xdp.max <= 15.0, "xdp max gap {} ms under L4", xdp.max);
+    // The RX-clocked signature: our p50 is the peer's jittered clock, not 10 ms.
+    assert!(xdp.p50 < 9.5, "p50 {} ms is not RX-clocked", xdp.p50);
 }
