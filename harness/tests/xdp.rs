@@ -1,0 +1,198 @@
+//! The xdp backend idle, against FRR bfdd 8.4.4, 3 x 10 ms, on the wire:
+//! the RX-clocked signature (our p50 is the peer's), reply latency, crafted
+//! frames from the spare host dropped in the kernel by reason (while the
+//! live session's counter moves and the userspace socket sees none), and a
+//! killed peer detected within 31 ms. Idle window: LINECARD_IDLE_SECONDS
+//! (default 60).
+
+mod common;
+
+use common::*;
+use linecard_bpf_objects::craft;
+use linecard_capture_analyzer::{analyze, Options, Phase};
+use linecard_common::bfd::drop;
+use linecard_harness::lab::spec::{self, DUT, PEER, SPARE};
+use linecard_harness::procs::{start_frr_bfdd, Capture, Daemon, PeerSession};
+use linecard_harness::sys::in_netns;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+fn epoch_ns() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as i64
+}
+
+fn linecardd() -> PathBuf {
+    let path = Path::new(env!("CARGO_BIN_EXE_linecard")).with_file_name("linecardd");
+    assert!(path.exists(), "{} is missing: `cargo build --bins` first", path.display());
+    path
+}
+
+fn ctl(socket: &Path, args: &[&str]) -> Option<serde_json::Value> {
+    let out = Command::new(linecardd()).args(["ctl", "--socket"]).arg(socket).args(args).output().unwrap();
+    out.status.success().then(|| serde_json::from_slice(&out.stdout).unwrap())
+}
+
+/// Sends raw Ethernet frames from the spare host's eth0 (AF_PACKET), so
+/// that TTL, IP options and every other header byte are exactly as crafted.
+fn inject(frames: &[Vec<u8>], copies: usize) {
+    let frames = frames.to_vec();
+    in_netns(SPARE.namespace, move || {
+        // SAFETY: plain socket(2)/sendto(2) with a sockaddr_ll we fill in;
+        // the fd is closed below.
+        unsafe {
+            let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0);
+            assert!(fd >= 0, "AF_PACKET socket: {}", std::io::Error::last_os_error());
+            let ifindex = libc::if_nametoindex(c"eth0".as_ptr());
+            let mut addr: libc::sockaddr_ll = std::mem::zeroed();
+            addr.sll_family = libc::AF_PACKET as u16;
+            addr.sll_protocol = (libc::ETH_P_IP as u16).to_be();
+            addr.sll_ifindex = ifindex as i32;
+            assert_ne!(ifindex, 0, "no eth0 in {}", SPARE.namespace);
+            if libc::bind(fd, (&addr as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32) != 0 {
+                panic!("bind to eth0: {}", std::io::Error::last_os_error());
+            }
+            for frame in &frames {
+                for _ in 0..copies {
+                    let n = libc::sendto(fd, frame.as_ptr().cast(), frame.len(), 0, (&addr as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32);
+                    assert_eq!(n as usize, frame.len(), "sendto: {}", std::io::Error::last_os_error());
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+            }
+            libc::close(fd);
+        }
+        Ok(())
+    })
+    .unwrap();
+}
+
+/// A crafted frame from the spare host (its MAC) to the DUT.
+fn from_spare(mut frame: Vec<u8>) -> Vec<u8> {
+    frame[6..12].copy_from_slice(&[0x02, 0x1c, 0, 0, 0, 3]);
+    frame
+}
+
+#[test]
+fn xdp_backend_idle_injection_and_kill() {
+    if !privileged("xdp_backend_idle_injection_and_kill") {
+        return;
+    }
+    let _lock = lock_lab();
+    assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
+    let idle: u64 = std::env::var("LINECARD_IDLE_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+    let dir = std::env::temp_dir().join(format!("linecard-xdp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let rest = spec::cpuset_dir(spec::REST_CPUSET);
+    let session = PeerSession { local: PEER.ipv4.parse().unwrap(), peer: DUT.ipv4.parse().unwrap(), tx_ms: 10, rx_ms: 10, multiplier: 3 };
+    let mut frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &[session]).unwrap();
+    let capture = Capture::start(spec::OBSERVER_NS, DUT.bridge_port, &dir.join("run.pcap"), Some(&rest)).unwrap();
+    let socket = dir.join("dut.sock");
+    std::fs::write(
+        dir.join("dut.toml"),
+        format!(
+            "[engine]\ncontrol_socket = \"{}\"\n\n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\ntx_interval_ms = 10\nrx_interval_ms = 10\nmultiplier = 3\nbackend = \"xdp\"\ninterface = \"eth0\"\n",
+            socket.display(),
+            PEER.ipv4,
+            DUT.ipv4
+        ),
+    )
+    .unwrap();
+    let args = vec!["--config".into(), dir.join("dut.toml").display().to_string()];
+    let mut dut = Daemon::spawn("linecardd", DUT.namespace, Some(&spec::cpuset_dir(spec::DUT_CPUSET)), linecardd().to_str().unwrap(), &args, &dir.join("linecardd.log")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let up = loop {
+        assert!(dut.running(), "linecardd exited:\n{}", dut.log_tail());
+        if let Some(list) = ctl(&socket, &["list", "--json"]) {
+            let s = &list["sessions"][0];
+            if s["state"] == "up" && s["offloaded"] == true {
+                break s.clone();
+            }
+        }
+        assert!(Instant::now() < deadline, "session not Up and offloaded within 5 s");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let idle_start = epoch_ns();
+    std::thread::sleep(Duration::from_secs(idle));
+    let idle_end = epoch_ns();
+
+    // Injection: wrong discriminator, TTL 64 and IP options, from the spare
+    // host, 100 copies each; the drops are the kernel's.
+    let copies = 100;
+    let our_discr = up["local_discr"].as_u64().unwrap() as u32;
+    let peer_discr = up["remote"]["discr"].as_u64().unwrap() as u32;
+    let good = craft::bfd(3, 0, peer_discr, our_discr);
+    let mut wrong_discr = craft::frame(255, &craft::bfd(3, 0, peer_discr, 0xdead_beef));
+    let mut ttl_64 = craft::frame(64, &good);
+    let mut options = craft::frame(255, &good);
+    options[14] = 0x46;
+    options.splice(34..34, [1, 1, 1, 1]);
+    for f in [&mut wrong_discr, &mut ttl_64, &mut options] {
+        craft::fix_ipv4_checksum(f);
+    }
+    let before = ctl(&socket, &["drops"]).unwrap();
+    let before_in = ctl(&socket, &["list", "--json"]).unwrap()["sessions"][0]["counters"]["packets_in"].as_u64().unwrap();
+    let frames: Vec<Vec<u8>> = [wrong_discr, ttl_64, options].into_iter().map(from_spare).collect();
+    inject(&frames, copies);
+    let kernel_drop = |v: &serde_json::Value, reason: u32| v["fast_path"]["drops"][reason as usize].as_u64().unwrap();
+    let replied = |v: &serde_json::Value| -> u64 { v["fast_path"]["verdicts_per_cpu"].as_array().unwrap().iter().map(|c| c[2].as_u64().unwrap()).sum() };
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let after = loop {
+        let after = ctl(&socket, &["drops"]).unwrap();
+        let done = [drop::NO_SESSION, drop::BAD_TTL, drop::IP_OPTIONS].iter().all(|&r| kernel_drop(&after, r) - kernel_drop(&before, r) >= copies as u64);
+        if done || Instant::now() > deadline {
+            break after;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    for (what, reason) in [("wrong discriminator", drop::NO_SESSION), ("TTL 64", drop::BAD_TTL), ("IP options", drop::IP_OPTIONS)] {
+        assert_eq!(kernel_drop(&after, reason) - kernel_drop(&before, reason), copies as u64, "{what}: {after}");
+    }
+    // The control counter: the fast path kept answering the peer meanwhile.
+    assert!(replied(&after) > replied(&before), "the fast path stopped replying");
+    // The userspace socket received none of them.
+    assert_eq!(before["drops"], after["drops"], "crafted frames reached userspace");
+    let after_in = ctl(&socket, &["list", "--json"]).unwrap()["sessions"][0]["counters"]["packets_in"].as_u64().unwrap();
+    assert_eq!(after_in, before_in, "userspace received packets while offloaded");
+    let injection_end = epoch_ns();
+
+    // Kill the peer without a farewell: Down within 31 ms of its last packet.
+    frr.kill().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let list = ctl(&socket, &["list", "--json"]).unwrap();
+        if list["sessions"][0]["state"] == "down" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the dead peer was not detected");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let pcap = capture.finish().unwrap();
+    dut.stop().unwrap();
+
+    let phases = vec![
+        Phase { name: "idle".into(), start_ns: idle_start, end_ns: idle_end },
+        Phase { name: "injection".into(), start_ns: idle_end, end_ns: injection_end },
+    ];
+    let a = analyze(&[pcap], &Options { phases, timeline: false }, None).unwrap();
+    let window = &a.phases[0].result;
+    let ours = window.flows.iter().find(|f| f.src == DUT.ipv4).unwrap();
+    let theirs = window.flows.iter().find(|f| f.src == PEER.ipv4).unwrap();
+    eprintln!(
+        "xdp idle {idle} s: DUT p50 {:.2} p99 {:.2} p99.9 {:.2} max {:.2} ms; peer p50 {:.2}; reply latency p50 {:.3} max {:.3} ms over {} replies",
+        ours.gap_ms.p50, ours.gap_ms.p99, ours.gap_ms.p999, ours.gap_ms.max, theirs.gap_ms.p50, ours.reply_latency_ms.p50, ours.reply_latency_ms.max, ours.reply_latency_ms.count
+    );
+    assert!(window.flows.iter().all(|f| f.flaps == 0 && f.over_budget == 0), "a flap while idle");
+    // The RX-clocked signature: our distribution is the peer's.
+    assert!((ours.gap_ms.p50 - theirs.gap_ms.p50).abs() < 0.2, "p50 {} vs the peer's {}", ours.gap_ms.p50, theirs.gap_ms.p50);
+    assert!(ours.reply_latency_ms.count * 100 >= ours.packets * 99, "not every packet was a reply");
+    assert!(ours.reply_latency_ms.max < 1.0);
+    assert!(a.phases[1].result.flows.iter().all(|f| f.flaps == 0), "the injection caused a flap");
+    let f = a.all.flows.iter().find(|f| f.src == DUT.ipv4).unwrap();
+    let event = f.flap_events.first().expect("no Down on the wire");
+    let latency = event.detection_latency_ms.expect("the Down carries diag 1");
+    eprintln!("xdp: peer killed, detected on the wire after {latency:.2} ms");
+    assert!(latency <= 31.0, "detected {latency} ms after the peer's last packet");
+    let _ = std::fs::remove_dir_all(&dir);
+}
