@@ -7,7 +7,7 @@
 use super::Availability;
 use anyhow::{bail, Context, Result};
 use aya::maps::{Array, HashMap, MapData, PerCpuArray};
-use aya::programs::{Xdp, XdpFlags};
+use aya::programs::{Xdp, XdpMode};
 use linecard_common::bfd::{SessionConfig, SessionState, DROP_REASONS, FLAG_REPLY, VERDICTS};
 use linecard_common::names;
 use std::net::{IpAddr, Ipv4Addr};
@@ -52,7 +52,7 @@ impl FastPath {
         }
         let program: &mut Xdp = self.bpf.program_mut(names::BFD_PROGRAM).unwrap().try_into()?;
         program
-            .attach(interface, XdpFlags::DRV_MODE)
+            .attach(interface, XdpMode::Driver)
             .with_context(|| format!("attaching lc_bfd to {interface} in native mode"))?;
         self.interfaces.push(interface.to_string());
         Ok(())

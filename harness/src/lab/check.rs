@@ -10,7 +10,7 @@ use super::spec::{self, DUT, HOST_IFACE, PEER};
 use crate::sys::{self, PING};
 use anyhow::{bail, Context, Result};
 use aya::maps::PerCpuArray;
-use aya::programs::{Xdp, XdpFlags};
+use aya::programs::{Xdp, XdpMode};
 use linecard_common::names;
 use linecard_common::placement::PlacementCount;
 use serde::Serialize;
@@ -81,7 +81,7 @@ fn measure(options: &CheckOptions, dut_cpus: &[usize]) -> Result<PlacementReport
         // Native mode: the placement of the generic (skb) hook would say
         // nothing about where the engine's native program runs.
         let link = program
-            .attach(HOST_IFACE, XdpFlags::DRV_MODE)
+            .attach(HOST_IFACE, XdpMode::Driver)
             .with_context(|| {
                 format!(
                     "attaching the placement program to {HOST_IFACE} in {} (native XDP)",

@@ -284,7 +284,7 @@ fn attach_pass_programs() -> Result<()> {
             .try_into()?;
         program.load()?;
         let link_id = program
-            .attach(port, aya::programs::XdpFlags::DRV_MODE)
+            .attach(port, aya::programs::XdpMode::Driver)
             .with_context(|| format!("attaching XDP_PASS to {port} in native mode"))?;
         let link = aya::programs::links::FdLink::try_from(program.take_link(link_id)?)?;
         link.pin(&pin)
