@@ -44,7 +44,7 @@ pub struct SessionConfig {
 }
 
 /// Value of the `LC_STATE` array (index: `SessionConfig::slot`). Written by
-/// the kernel only. 5 x 8 + 4 x 4 = 56 bytes, 8-aligned.
+/// the kernel only. 5 x 8 + 4 x 4 + 8 = 64 bytes, 8-aligned.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SessionState {
@@ -64,7 +64,43 @@ pub struct SessionState {
     pub remote_required_min_rx_us: u32,
     pub remote_detect_mult: u32,
     pub _reserved: u32,
+    /// The `last_rx_ns` of the silence the sweep last reported. Each field
+    /// of this value has one writer (the fast path writes `last_rx_ns`, the
+    /// sweep, a single timer and so never concurrent with itself, writes
+    /// this), so a silence is reported exactly once without atomics.
+    pub reported_rx_ns: u64,
 }
+
+/// Value of the `LC_SLOTS` array: what the kernel's detection sweep needs
+/// per slot. Written by userspace. 8 + 4 + 4 = 16 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlotConfig {
+    /// Detection time, ns (RFC 5880 6.8.4), as the state machine computes it.
+    pub detect_ns: u64,
+    /// Our discriminator, echoed in events.
+    pub discr: u32,
+    /// 1 while the session is offloaded: only then does the kernel judge it.
+    pub armed: u32,
+}
+
+/// A record of the `LC_EVENTS` ring buffer: the sweep found a silence.
+/// 8 + 8 + 4 + 4 = 24 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DetectionEvent {
+    /// `bpf_ktime_get_ns` when the sweep noticed.
+    pub at_ns: u64,
+    /// The last valid packet from the peer (same clock).
+    pub last_rx_ns: u64,
+    pub discr: u32,
+    pub slot: u32,
+}
+
+/// Slots the sweep visits (the `LC_SLOTS` used count caps it further).
+pub const SWEEP_SLOTS: u32 = 1024;
+/// The sweep's period, ns: detection is at most this late.
+pub const SWEEP_PERIOD_NS: u64 = 500_000;
 
 /// Why the fast path dropped a frame: the index into the per-CPU
 /// `LC_DROPS` array. Kept dense; [`DROP_REASONS`] is the count.
@@ -112,6 +148,9 @@ unsafe impl aya::Pod for SessionConfig {}
 #[cfg(feature = "user")]
 // SAFETY: as above.
 unsafe impl aya::Pod for SessionState {}
+#[cfg(feature = "user")]
+// SAFETY: as above.
+unsafe impl aya::Pod for SlotConfig {}
 
 #[cfg(test)]
 mod tests {
@@ -135,10 +174,22 @@ mod tests {
 
     #[test]
     fn session_state_layout_is_pinned() {
-        assert_eq!(size_of::<SessionState>(), 56);
+        assert_eq!(size_of::<SessionState>(), 64);
         assert_eq!(offset_of!(SessionState, remote_desired_min_tx_us), 40);
         assert_eq!(offset_of!(SessionState, remote_required_min_rx_us), 44);
         assert_eq!(offset_of!(SessionState, remote_detect_mult), 48);
+        assert_eq!(offset_of!(SessionState, reported_rx_ns), 56);
+    }
+
+    #[test]
+    fn slot_config_and_event_layouts_are_pinned() {
+        assert_eq!(size_of::<SlotConfig>(), 16);
+        assert_eq!(offset_of!(SlotConfig, discr), 8);
+        assert_eq!(offset_of!(SlotConfig, armed), 12);
+        assert_eq!(size_of::<DetectionEvent>(), 24);
+        assert_eq!(offset_of!(DetectionEvent, last_rx_ns), 8);
+        assert_eq!(offset_of!(DetectionEvent, discr), 16);
+        assert_eq!(offset_of!(DetectionEvent, slot), 20);
         assert_eq!(offset_of!(SessionState, last_rx_ns), 0);
         assert_eq!(offset_of!(SessionState, finals_sent), 24);
         assert_eq!(offset_of!(SessionState, passed), 32);

@@ -38,9 +38,13 @@ pub mod names {
     pub const DROPS_MAP: &str = "LC_DROPS";
     /// Per-CPU array of u64 verdict counters, indexed by `bfd::verdict::*`.
     pub const VERDICTS_MAP: &str = "LC_VERDICTS";
+    /// Array: slot -> [`crate::bfd::SlotConfig`] (userspace-written).
+    pub const SLOTS_MAP: &str = "LC_SLOTS";
+    /// Ring buffer of [`crate::bfd::DetectionEvent`].
+    pub const EVENTS_MAP: &str = "LC_EVENTS";
 }
 
 /// Bumped whenever a shared type changes layout. The object records the
 /// version it was built with, and the loader refuses a mismatch so that a
 /// stale object fails loudly instead of misreading maps.
-pub const LAYOUT_VERSION: u32 = 3;
+pub const LAYOUT_VERSION: u32 = 4;

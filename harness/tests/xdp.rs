@@ -159,14 +159,15 @@ fn xdp_backend_idle_injection_and_kill() {
     // Kill the peer without a farewell: Down within 31 ms of its last packet.
     frr.kill().unwrap();
     let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
+    let down = loop {
         let list = ctl(&socket, &["list", "--json"]).unwrap();
         if list["sessions"][0]["state"] == "down" {
-            break;
+            break list["sessions"][0].clone();
         }
         assert!(Instant::now() < deadline, "the dead peer was not detected");
         std::thread::sleep(Duration::from_millis(10));
-    }
+    };
+    let kernel_detection = down["kernel_detection_unix_ns"].as_i64().expect("the kernel's sweep reported the silence");
     std::thread::sleep(Duration::from_millis(100));
     let pcap = capture.finish().unwrap();
     dut.stop().unwrap();
@@ -189,6 +190,10 @@ fn xdp_backend_idle_injection_and_kill() {
     assert!(ours.reply_latency_ms.count * 100 >= ours.packets * 99, "not every packet was a reply");
     assert!(ours.reply_latency_ms.max < 1.0);
     assert!(a.phases[1].result.flows.iter().all(|f| f.flaps == 0), "the injection caused a flap");
+    let peer_last = a.all.flows.iter().find(|f| f.src == PEER.ipv4).unwrap().last_ts_ns;
+    let kernel_latency = (kernel_detection - peer_last) as f64 / 1e6;
+    eprintln!("xdp: peer killed, the kernel declared it silent {kernel_latency:.2} ms after its last packet on the wire");
+    assert!(kernel_latency <= 31.0 && kernel_latency >= 29.0, "kernel detection {kernel_latency} ms");
     let f = a.all.flows.iter().find(|f| f.src == DUT.ipv4).unwrap();
     let event = f.flap_events.first().expect("no Down on the wire");
     let latency = event.detection_latency_ms.expect("the Down carries diag 1");

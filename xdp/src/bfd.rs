@@ -13,13 +13,18 @@
 //! userspace (XDP_PASS), which keeps the state machine.
 
 use aya_ebpf::{
-    bindings::xdp_action,
-    helpers::generated::{bpf_ktime_get_ns, bpf_xdp_adjust_tail},
-    macros::{map, xdp},
-    maps::{Array, HashMap, PerCpuArray},
+    bindings::{bpf_timer, xdp_action},
+    btf_maps::Array as BtfArray,
+    helpers::generated::{bpf_ktime_get_ns, bpf_timer_init, bpf_timer_set_callback, bpf_timer_start, bpf_xdp_adjust_tail},
+    macros::{btf_map, map, xdp},
+    maps::{Array, HashMap, PerCpuArray, RingBuf},
     programs::XdpContext,
 };
-use linecard_common::bfd::{drop, verdict, SessionConfig, SessionState, DROP_REASONS, FLAG_REPLY, MAX_SESSIONS, PORT_SINGLE_HOP, VERDICTS};
+use core::ffi::c_void;
+use linecard_common::bfd::{
+    drop, verdict, DetectionEvent, SessionConfig, SessionState, SlotConfig, DROP_REASONS, FLAG_REPLY, MAX_SESSIONS, PORT_SINGLE_HOP,
+    SWEEP_PERIOD_NS, SWEEP_SLOTS, VERDICTS,
+};
 
 #[map]
 static LC_SESSIONS: HashMap<u32, SessionConfig> = HashMap::with_max_entries(MAX_SESSIONS, 0);
@@ -29,6 +34,81 @@ static LC_STATE: Array<SessionState> = Array::with_max_entries(MAX_SESSIONS, 0);
 static LC_DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(DROP_REASONS, 0);
 #[map]
 static LC_VERDICTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(VERDICTS, 0);
+#[map]
+static LC_SLOTS: Array<SlotConfig> = Array::with_max_entries(SWEEP_SLOTS, 0);
+#[map]
+static LC_EVENTS: RingBuf = RingBuf::with_byte_size(64 * 1024, 0);
+
+/// The detection sweep's timer. A map value holding a `bpf_timer` needs BTF,
+/// hence a BTF-defined map.
+#[repr(C)]
+pub struct SweepTimer {
+    timer: bpf_timer,
+    /// 0 until some CPU has started the sweep.
+    started: u64,
+}
+
+#[btf_map]
+static LC_SWEEP: BtfArray<SweepTimer, 1> = BtfArray::new();
+
+/// CLOCK_MONOTONIC, the clock of `bpf_ktime_get_ns`, for bpf_timer_init.
+const CLOCK_MONOTONIC: u64 = 1;
+
+/// Starts the detection sweep once (the first packet on any CPU does it).
+#[inline(always)]
+fn ensure_sweep() {
+    let Some(cell) = LC_SWEEP.get_ptr_mut(0) else { return };
+    // SAFETY: the timer lives in a map value of LC_SWEEP, the map passed.
+    // Two CPUs racing here is harmless: the second bpf_timer_init fails
+    // with -EBUSY and that CPU goes no further.
+    unsafe {
+        if (*cell).started != 0 {
+            return;
+        }
+        let timer = core::ptr::addr_of_mut!((*cell).timer);
+        let map = core::ptr::from_ref(&LC_SWEEP).cast_mut().cast::<c_void>();
+        let rc = bpf_timer_init(timer, map, CLOCK_MONOTONIC);
+        (*cell).started = 1;
+        if rc != 0 {
+            return;
+        }
+        bpf_timer_set_callback(timer, sweep as *mut c_void);
+        bpf_timer_start(timer, SWEEP_PERIOD_NS, 0);
+    }
+}
+
+/// Detection in the kernel: every SWEEP_PERIOD_NS, each armed slot whose
+/// peer has been silent for longer than its detection time is reported once
+/// per silence through LC_EVENTS, with the kernel's timestamp: the instant
+/// does not depend on userspace being scheduled.
+unsafe extern "C" fn sweep(_map: *mut c_void, _key: *mut u32, cell: *mut SweepTimer) -> i32 {
+    let now = unsafe { bpf_ktime_get_ns() };
+    let mut slot = 0;
+    while slot < SWEEP_SLOTS {
+        if let Some(config) = LC_SLOTS.get(slot) {
+            if config.armed != 0 {
+                if let Some(state) = LC_STATE.get_ptr_mut(slot) {
+                    // SAFETY: a live map value; the fast path writes
+                    // `last_rx_ns` concurrently (read once, volatile), the
+                    // sweep alone writes `reported_rx_ns`.
+                    let last = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*state).last_rx_ns)) };
+                    // Signed: a packet stamped after `now` (racing this
+                    // sweep on another CPU) is not an enormous silence.
+                    let silent = now as i64 - last as i64;
+                    if last != 0 && silent > config.detect_ns as i64 && unsafe { (*state).reported_rx_ns } != last {
+                        unsafe { (*state).reported_rx_ns = last };
+                        let event = DetectionEvent { at_ns: now, last_rx_ns: last, discr: config.discr, slot };
+                        let _ = LC_EVENTS.output::<DetectionEvent>(&event, 0);
+                    }
+                }
+            }
+        }
+        slot += 1;
+    }
+    // SAFETY: re-arms the timer this callback belongs to.
+    unsafe { bpf_timer_start(core::ptr::addr_of_mut!((*cell).timer), SWEEP_PERIOD_NS, 0) };
+    0
+}
 
 const ETH_LEN: usize = 14;
 const IPV4_LEN: usize = 20;
@@ -209,6 +289,7 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
     let session = unsafe { &mut *session };
     session.last_rx_ns = unsafe { bpf_ktime_get_ns() };
     session.rx_packets += 1;
+    ensure_sweep();
     session.remote_desired_min_tx_us = u32::from_be_bytes([b[12], b[13], b[14], b[15]]);
     session.remote_required_min_rx_us = u32::from_be_bytes([b[16], b[17], b[18], b[19]]);
     session.remote_detect_mult = u32::from(b[2]);

@@ -6,9 +6,10 @@
 
 use super::Availability;
 use anyhow::{bail, Context, Result};
-use aya::maps::{Array, HashMap, MapData, PerCpuArray};
+use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::{Xdp, XdpMode};
-use linecard_common::bfd::{SessionConfig, SessionState, DROP_REASONS, FLAG_REPLY, VERDICTS};
+use linecard_common::bfd::{DetectionEvent, SessionConfig, SessionState, SlotConfig, DROP_REASONS, FLAG_REPLY, SWEEP_SLOTS, VERDICTS};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use linecard_common::names;
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -25,6 +26,8 @@ pub fn availability() -> Availability {
 pub struct FastPath {
     bpf: aya::Ebpf,
     interfaces: Vec<String>,
+    /// The kernel's detection events (LC_EVENTS), owned here.
+    events: RingBuf<MapData>,
 }
 
 /// What the fast path counted, for `linecardd ctl drops` and placement.
@@ -41,7 +44,8 @@ impl FastPath {
         let mut bpf = linecard_bpf_objects::load()?;
         let program: &mut Xdp = bpf.program_mut(names::BFD_PROGRAM).context("the object has no lc_bfd")?.try_into()?;
         program.load().context("the kernel's verifier refused lc_bfd")?;
-        Ok(Self { bpf, interfaces: Vec::new() })
+        let events = RingBuf::try_from(bpf.take_map(names::EVENTS_MAP).context("no events ring buffer")?)?;
+        Ok(Self { bpf, interfaces: Vec::new(), events })
     }
 
     /// Attaches in native (driver) mode; generic mode would say nothing
@@ -88,6 +92,34 @@ impl FastPath {
             Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
             Err(e) => Err(e).context("removing the session from LC_SESSIONS"),
         }
+    }
+
+    /// What the kernel's detection sweep knows of `slot`.
+    pub fn set_slot(&mut self, slot: u32, config: SlotConfig) -> Result<()> {
+        if slot >= SWEEP_SLOTS {
+            bail!("slot {slot} beyond the sweep's {SWEEP_SLOTS}");
+        }
+        let mut slots: Array<&mut MapData, SlotConfig> = Array::try_from(self.bpf.map_mut(names::SLOTS_MAP).context("no slots map")?)?;
+        slots.set(slot, config, 0).context("writing LC_SLOTS")?;
+        Ok(())
+    }
+
+    /// The ring buffer's descriptor, to wake the event loop.
+    pub fn events_fd(&self) -> RawFd {
+        self.events.as_fd().as_raw_fd()
+    }
+
+    /// Drains the kernel's detection events.
+    pub fn take_events(&mut self) -> Vec<DetectionEvent> {
+        let mut out = Vec::new();
+        while let Some(item) = self.events.next() {
+            if item.len() >= std::mem::size_of::<DetectionEvent>() {
+                // SAFETY: the kernel wrote a DetectionEvent (repr(C), Pod);
+                // read_unaligned copes with the ring's alignment.
+                out.push(unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<DetectionEvent>()) });
+            }
+        }
+        out
     }
 
     /// The kernel's view of the session in `slot`.

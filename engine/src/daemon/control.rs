@@ -64,6 +64,10 @@ pub struct SessionStatus {
     pub last_transition: Option<Transition>,
     /// The XDP fast path answers for this session now.
     pub offloaded: bool,
+    /// `last_transition.at_ns` on CLOCK_REALTIME (the capture's clock).
+    pub last_transition_unix_ns: Option<i64>,
+    /// When the kernel's sweep last declared the peer silent (CLOCK_REALTIME).
+    pub kernel_detection_unix_ns: Option<i64>,
 }
 
 fn nonzero(counts: &[u64]) -> Vec<(DropReason, u64)> {
@@ -100,6 +104,8 @@ impl Engine {
                     drops: nonzero(&peer.drops),
                     last_transition: peer.last_transition,
                     offloaded: peer.offloaded,
+                    last_transition_unix_ns: peer.last_transition.map(|t| self.unix_ns(t.at_ns)),
+                    kernel_detection_unix_ns: peer.kernel_detection_unix_ns,
                 }
             })
             .collect()

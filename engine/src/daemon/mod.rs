@@ -33,6 +33,10 @@ pub struct Peer {
     pub last_transition: Option<Transition>,
     /// The fast path answers for this session now (xdp backend).
     pub offloaded: bool,
+    /// The detection time last written to the kernel's sweep, ns (0: unarmed).
+    armed_detect_ns: u64,
+    /// When the kernel last declared the peer silent (CLOCK_REALTIME ns).
+    pub kernel_detection_unix_ns: Option<i64>,
 }
 
 pub struct Engine {
@@ -48,6 +52,8 @@ pub struct Engine {
     /// CLOCK_MONOTONIC at `epoch`: the kernel's timestamps
     /// (bpf_ktime_get_ns) minus this are engine time.
     epoch_mono_ns: i64,
+    /// CLOCK_REALTIME at `epoch`, for reports on the capture's clock.
+    epoch_unix_ns: i64,
     /// The XDP fast path, for the xdp backend.
     fast: Option<FastPath>,
     seed: u64,
@@ -115,6 +121,7 @@ impl Engine {
         let fast = if loop_kind == BackendKind::Xdp { Some(FastPath::load()?) } else { None };
         let epoch = Instant::now();
         let epoch_mono_ns = monotonic_ns();
+        let epoch_unix_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
         let mut engine = Self {
             config,
             loop_kind,
@@ -125,6 +132,7 @@ impl Engine {
             drops: [0; DropReason::ALL.len()],
             epoch,
             epoch_mono_ns,
+            epoch_unix_ns,
             fast,
             seed: random_u64(),
             port,
@@ -232,6 +240,8 @@ impl Engine {
                     drops: [0; DropReason::ALL.len()],
                     last_transition: None,
                     offloaded: false,
+                    armed_detect_ns: 0,
+                    kernel_detection_unix_ns: None,
                 },
             )
             .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -299,6 +309,29 @@ impl Engine {
         };
         let mut next: Option<Nanos> = None;
         let mut detection: Option<Nanos> = None;
+        // The kernel's sweep found silences: take the sessions down at the
+        // kernel's instant, whenever we get to run.
+        let events = self.fast.as_mut().map(|f| f.take_events()).unwrap_or_default();
+        for event in events {
+            let Some((path, session, peer)) = self.table.get_mut(event.slot as usize) else { continue };
+            if session.config().local_discr != event.discr {
+                continue;
+            }
+            let at = event.at_ns as i64 - self.epoch_mono_ns;
+            let remote = *session.remote();
+            session.note_fast_path_packet(event.last_rx_ns as i64 - self.epoch_mono_ns, remote.desired_min_tx_us, remote.min_rx_us, remote.detect_mult);
+            peer.kernel_detection_unix_ns = Some(self.epoch_unix_ns + at);
+            log(&format!(
+                "kernel detected {} -> {} silent for {:.3} ms",
+                path.local,
+                path.peer,
+                (event.at_ns as i64 - event.last_rx_ns as i64) as f64 / 1e6
+            ));
+            if let Some(t) = session.on_timer(at) {
+                peer.last_transition = Some(t);
+                log_transition(&peer.spec, &t);
+            }
+        }
         let ids: Vec<SessionId> = self.table.ids().collect();
         for id in ids {
             let (path, session, peer) = self.table.get_mut(id).unwrap();
@@ -321,6 +354,20 @@ impl Engine {
                 log_transition(&peer.spec, &t);
             }
             if let Some(fast) = self.fast.as_mut() {
+                // Keep the kernel's sweep armed with the current detection
+                // time while offloaded, disarmed otherwise.
+                let detect_ns = if peer.offloaded { session.detection_time_ns().unwrap_or(0) as u64 } else { 0 };
+                if detect_ns != peer.armed_detect_ns {
+                    let slot = linecard_common::bfd::SlotConfig {
+                        detect_ns,
+                        discr: session.config().local_discr,
+                        armed: u32::from(detect_ns != 0),
+                    };
+                    match fast.set_slot(id as u32, slot) {
+                        Ok(()) => peer.armed_detect_ns = detect_ns,
+                        Err(e) => log(&format!("arming the kernel's detection for {} failed: {e:#}", path.peer)),
+                    }
+                }
                 let want = session.is_steady();
                 if want && !peer.offloaded {
                     if let Some(config) = fast_path_config(&path, session, peer, id as u32) {
@@ -355,6 +402,11 @@ impl Engine {
             detection = earliest(detection, session.detection_deadline());
         }
         (next, detection)
+    }
+
+    /// Engine time as CLOCK_REALTIME ns (the capture's clock).
+    pub fn unix_ns(&self, at: Nanos) -> i64 {
+        self.epoch_unix_ns + at
     }
 
     /// The fast path's counters, if this engine runs one.
