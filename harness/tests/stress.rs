@@ -7,7 +7,8 @@
 mod common;
 
 use common::*;
-use linecard_capture_analyzer::analyze_file;
+use linecard_capture_analyzer::{analyze, analyze_file, Options, Phase};
+use std::time::{SystemTime, UNIX_EPOCH};
 use linecard_harness::lab::spec::{self, DUT, PEER};
 use linecard_harness::procs::{start_frr_bfdd, Capture, Daemon, PeerSession};
 use linecard_harness::rt_throttle::{self, ThrottlingOff};
@@ -34,6 +35,7 @@ enum Dut<'a> {
 
 struct Row {
     label: String,
+    kill: Option<KillResult>,
     /// Share of the fast path's replies sent on the DUT's CPUs (xdp only).
     replies_on_dut_cpus: Option<(u64, u64)>,
     flaps: u64,
@@ -47,6 +49,21 @@ struct Row {
 /// One run: FRR in the peer, linecardd with `backend` in the DUT, L4 on the
 /// DUT's CPU for `seconds`, capture on the DUT's bridge port.
 fn run(label: &str, dut_kind: Dut, seconds: u64) -> Row {
+    run_with_kill(label, dut_kind, seconds, None)
+}
+
+/// What the kill of the peer under stress showed.
+#[derive(Debug)]
+struct KillResult {
+    /// The kernel's detection instant after the peer's last packet, ms.
+    kernel_ms: f64,
+    /// The DUT's Down on the wire after the peer's last packet, ms.
+    wire_ms: Option<f64>,
+}
+
+/// `kill_before_end`: kill the peer (no farewell) this long before the
+/// stress ends; statistics then cover the window before the kill.
+fn run_with_kill(label: &str, dut_kind: Dut, seconds: u64, kill_before_end: Option<Duration>) -> Row {
     let dir = std::env::temp_dir().join(format!(
         "linecard-stress-{}-{}",
         label.replace(' ', "-"),
@@ -67,7 +84,7 @@ fn run(label: &str, dut_kind: Dut, seconds: u64) -> Row {
         rx_ms: 10,
         multiplier: 3,
     };
-    let _frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &[session]).unwrap();
+    let mut frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &[session]).unwrap();
     let socket = dir.join("dut.sock");
     let dut_cpu_list = spec::parse_cpu_list(&dut_cpu).unwrap();
     let mut dut = match dut_kind {
@@ -155,13 +172,25 @@ fn run(label: &str, dut_kind: Dut, seconds: u64) -> Row {
         &dir.join("stress.log"),
     )
     .unwrap();
-    let limit = Instant::now() + Duration::from_secs(seconds + 10);
+    let started = Instant::now();
+    let limit = started + Duration::from_secs(seconds + 10);
+    let kill_at = kill_before_end.map(|before| started + Duration::from_secs(seconds) - before);
+    let mut killed_at_unix: Option<i64> = None;
     while stress.running() {
         assert!(Instant::now() < limit, "stress-ng outlived its timeout");
+        if kill_at.is_some_and(|t| Instant::now() >= t) && killed_at_unix.is_none() {
+            killed_at_unix = Some(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as i64);
+            frr.kill().unwrap();
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_millis(200));
     let pcap = capture.finish().unwrap();
+    let kernel_detection_unix = killed_at_unix.and_then(|_| {
+        let out = Command::new(linecardd()).args(["ctl", "--socket"]).arg(&socket).args(["list", "--json"]).output().unwrap();
+        let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        reply["sessions"][0]["kernel_detection_unix_ns"].as_i64()
+    });
     let replies_on_dut_cpus = matches!(dut_kind, Dut::Linecardd("xdp")).then(|| {
         let out = Command::new(linecardd()).args(["ctl", "--socket"]).arg(&socket).arg("drops").output().unwrap();
         let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -172,7 +201,29 @@ fn run(label: &str, dut_kind: Dut, seconds: u64) -> Row {
         (on_dut, total)
     });
     dut.stop().unwrap();
-    let analysis = analyze_file(&pcap).unwrap();
+    let full = analyze_file(&pcap).unwrap();
+    let kill = killed_at_unix.map(|_| {
+        let peer_last = full.all.flows.iter().find(|f| f.src == PEER.ipv4).unwrap().last_ts_ns;
+        let kernel_ms = (kernel_detection_unix.expect("the kernel reported the silence") - peer_last) as f64 / 1e6;
+        let wire_ms = full
+            .all
+            .flows
+            .iter()
+            .find(|f| f.src == DUT.ipv4)
+            .and_then(|f| f.flap_events.iter().find(|e| e.at_ns > peer_last))
+            .map(|e| (e.at_ns - peer_last) as f64 / 1e6);
+        KillResult { kernel_ms, wire_ms }
+    });
+    // With a kill, the statistics cover the stressed window before it.
+    let analysis = match killed_at_unix {
+        Some(at) => {
+            let phases = vec![Phase { name: "before the kill".into(), start_ns: 0, end_ns: at }];
+            let mut a = analyze(std::slice::from_ref(&pcap), &Options { phases, timeline: false }, None).unwrap();
+            a.all = a.phases.remove(0).result;
+            a
+        }
+        None => full,
+    };
     let f = analysis
         .all
         .flows
@@ -189,6 +240,7 @@ fn run(label: &str, dut_kind: Dut, seconds: u64) -> Row {
         .unwrap_or(0);
     let row = Row {
         label: label.into(),
+        kill,
         replies_on_dut_cpus,
         flaps,
         p50: f.gap_ms.p50,
@@ -289,7 +341,8 @@ fn l4_xdp_against_frr_in_the_dut_position() {
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
     let seconds: u64 = std::env::var("LINECARD_XDP_STRESS_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
     let frr = run("FRR bfdd 8.4.4", Dut::Frr, seconds);
-    let xdp = run("linecardd xdp (normal priority)", Dut::Linecardd("xdp"), seconds);
+    // The peer is killed 5 s before the stress ends: detection under L4.
+    let xdp = run_with_kill("linecardd xdp (normal priority)", Dut::Linecardd("xdp"), seconds, Some(Duration::from_secs(5)));
     eprintln!("L4 for {seconds} s on the DUT's CPU, 3 x 10 ms against FRR bfdd 8.4.4, DUT -> peer gaps (ms):");
     eprintln!("{:<34} {:>6} {:>7} {:>7} {:>7} {:>8}", "DUT", "flaps", "p50", "p99", "p99.9", "max");
     for r in [&frr, &xdp] {
@@ -297,6 +350,13 @@ fn l4_xdp_against_frr_in_the_dut_position() {
     }
     let (on_dut, total) = xdp.replies_on_dut_cpus.unwrap();
     eprintln!("fast-path replies on the DUT's CPUs: {on_dut} of {total}");
+    let kill = xdp.kill.as_ref().unwrap();
+    eprintln!(
+        "peer killed under L4: the kernel declared it silent {:.2} ms after its last packet; the Down reached the wire after {}",
+        kill.kernel_ms,
+        kill.wire_ms.map_or("(not within the capture)".to_string(), |ms| format!("{ms:.2} ms"))
+    );
+    assert!(kill.kernel_ms <= 35.0, "kernel detection under L4 took {} ms", kill.kernel_ms);
     // Positive control: the stress must make FRR flap in the same conditions.
     assert!(frr.flaps > 0, "FRR bfdd did not flap under L4: the stress did not bite");
     // Precondition: the fast path ran, and on the DUT's (stressed) CPUs.
