@@ -51,6 +51,9 @@ pub struct SweepTimer {
 #[btf_map]
 static LC_SWEEP: BtfArray<SweepTimer, 1> = BtfArray::new();
 
+/// bpf_ringbuf_output flag: wake the consumer now.
+const BPF_RB_FORCE_WAKEUP: u64 = 2;
+
 /// CLOCK_MONOTONIC, the clock of `bpf_ktime_get_ns`, for bpf_timer_init.
 const CLOCK_MONOTONIC: u64 = 1;
 
@@ -98,7 +101,9 @@ unsafe extern "C" fn sweep(_map: *mut c_void, _key: *mut u32, cell: *mut SweepTi
                     if last != 0 && silent > config.detect_ns as i64 && unsafe { (*state).reported_rx_ns } != last {
                         unsafe { (*state).reported_rx_ns = last };
                         let event = DetectionEvent { at_ns: now, last_rx_ns: last, discr: config.discr, slot };
-                        let _ = LC_EVENTS.output::<DetectionEvent>(&event, 0);
+                        // Force the wakeup: the reader must act at once, not at its
+                        // next poll of its own.
+                        let _ = LC_EVENTS.output::<DetectionEvent>(&event, BPF_RB_FORCE_WAKEUP);
                     }
                 }
             }

@@ -21,6 +21,9 @@ use std::time::Instant;
 
 /// The naive backend's clock: a receive timeout of 2 ms.
 const NAIVE_TICK_NS: Nanos = 2_000_000;
+/// How long after the detection deadline userspace declares an offloaded
+/// session down itself if the kernel's sweep (every 0.5 ms) has not.
+const KERNEL_DETECTION_GRACE_NS: Nanos = 5_000_000;
 /// The longest the rt loop sleeps without a deadline (control socket).
 const MAX_SLEEP_NS: Nanos = 50_000_000;
 
@@ -349,7 +352,11 @@ impl Engine {
                     }
                 }
             }
-            if let Some(t) = session.on_timer(now) {
+            // While offloaded, the kernel's sweep is the detector (its
+            // event carries the instant); userspace is the backstop, a
+            // grace period later.
+            let grace = if peer.offloaded { KERNEL_DETECTION_GRACE_NS } else { 0 };
+            if let Some(t) = session.on_timer(now - grace) {
                 peer.last_transition = Some(t);
                 log_transition(&peer.spec, &t);
             }
@@ -384,9 +391,10 @@ impl Engine {
                 }
             }
             if peer.offloaded {
-                // The kernel transmits; we only watch the detection time.
-                detection = earliest(detection, session.detection_deadline());
-                next = earliest(next, session.detection_deadline());
+                // The kernel transmits and detects; we only keep the backstop.
+                let backstop = session.detection_deadline().map(|d| d + KERNEL_DETECTION_GRACE_NS);
+                detection = earliest(detection, backstop);
+                next = earliest(next, backstop);
                 continue;
             }
             while let Some(packet) = session.poll_transmit(now) {
@@ -479,6 +487,10 @@ impl Engine {
             events: libc::POLLIN,
             revents: 0,
         });
+        // The kernel's detection events wake us at once.
+        if let Some(fast) = self.fast.as_ref() {
+            fds.push(libc::pollfd { fd: fast.events_fd(), events: libc::POLLIN, revents: 0 });
+        }
         let timeout = libc::timespec {
             tv_sec: wait_ns / 1_000_000_000,
             tv_nsec: wait_ns % 1_000_000_000,
