@@ -99,13 +99,33 @@ pub fn drop_cases() -> Vec<(&'static str, u32, Vec<u8>)> {
         ("truncated", drop::TRUNCATED, frame(255, &good[..20])),
         ("version 2", drop::BAD_VERSION, with(&|f| f[42] = 0x40)),
         ("length 23", drop::BAD_LENGTH, with(&|f| f[45] = 23)),
-        ("length beyond payload", drop::BAD_LENGTH, with(&|f| f[45] = 40)),
+        (
+            "length beyond payload",
+            drop::BAD_LENGTH,
+            with(&|f| f[45] = 40),
+        ),
         ("multiplier 0", drop::ZERO_MULTIPLIER, with(&|f| f[44] = 0)),
         ("M bit", drop::MULTIPOINT, with(&|f| f[43] |= 1)),
-        ("my discriminator 0", drop::ZERO_MY_DISCRIMINATOR, with(&|f| f[46..50].fill(0))),
-        ("your discriminator 0 in Up", drop::ZERO_YOUR_DISCRIMINATOR, with(&|f| f[50..54].fill(0))),
-        ("wrong discriminator", drop::NO_SESSION, with(&|f| f[50..54].copy_from_slice(&0xdead_beefu32.to_be_bytes()))),
-        ("spoofed source", drop::ADDRESS_MISMATCH, with(&|f| f[29] = 3)),
+        (
+            "my discriminator 0",
+            drop::ZERO_MY_DISCRIMINATOR,
+            with(&|f| f[46..50].fill(0)),
+        ),
+        (
+            "your discriminator 0 in Up",
+            drop::ZERO_YOUR_DISCRIMINATOR,
+            with(&|f| f[50..54].fill(0)),
+        ),
+        (
+            "wrong discriminator",
+            drop::NO_SESSION,
+            with(&|f| f[50..54].copy_from_slice(&0xdead_beefu32.to_be_bytes())),
+        ),
+        (
+            "spoofed source",
+            drop::ADDRESS_MISMATCH,
+            with(&|f| f[29] = 3),
+        ),
     ]
 }
 
@@ -116,7 +136,10 @@ pub fn fix_ipv4_checksum(frame: &mut [u8]) {
     let ihl = usize::from(frame[14] & 0x0f) * 4;
     frame[24] = 0;
     frame[25] = 0;
-    let mut sum: u32 = frame[14..14 + ihl].chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
+    let mut sum: u32 = frame[14..14 + ihl]
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);
     }

@@ -54,11 +54,20 @@ pub fn run(program: &aya::programs::Xdp, frame: &[u8], repeat: u32) -> std::io::
     // SAFETY: the attr points at live buffers with their true sizes; the
     // kernel writes at most data_size_out bytes into `out`.
     let rc = unsafe {
-        libc::syscall(libc::SYS_bpf, BPF_PROG_TEST_RUN, &mut attr as *mut TestAttr, std::mem::size_of::<TestAttr>() as u32)
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_PROG_TEST_RUN,
+            &mut attr as *mut TestAttr,
+            std::mem::size_of::<TestAttr>() as u32,
+        )
     };
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }
     out.truncate(attr.data_size_out as usize);
-    Ok(TestRun { action: attr.retval, frame: out, mean_ns: attr.duration })
+    Ok(TestRun {
+        action: attr.retval,
+        frame: out,
+        mean_ns: attr.duration,
+    })
 }

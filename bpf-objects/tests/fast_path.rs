@@ -14,20 +14,29 @@ const XDP_DROP: u32 = 1;
 const XDP_PASS: u32 = 2;
 const XDP_TX: u32 = 3;
 
-use linecard_bpf_objects::craft::{bfd, drop_cases, frame, session, DUT_IP, DUT_MAC, OUR_DISCR, OUR_PORT, PEER_DISCR, PEER_IP, PEER_MAC, SLOT};
+use linecard_bpf_objects::craft::{
+    bfd, drop_cases, frame, session, DUT_IP, DUT_MAC, OUR_DISCR, OUR_PORT, PEER_DISCR, PEER_IP,
+    PEER_MAC, SLOT,
+};
 
 fn privileged() -> bool {
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } == 0 {
         return true;
     }
-    assert!(std::env::var_os("LINECARD_REQUIRE_PRIVILEGED").is_none(), "root required");
+    assert!(
+        std::env::var_os("LINECARD_REQUIRE_PRIVILEGED").is_none(),
+        "root required"
+    );
     eprintln!("skipped: BPF_PROG_TEST_RUN needs root");
     false
 }
 
 fn checksum_ok(ip_header: &[u8]) -> bool {
-    let mut sum: u32 = ip_header.chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
+    let mut sum: u32 = ip_header
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);
     }
@@ -41,26 +50,38 @@ struct FastPath {
 impl FastPath {
     fn load(reply: bool) -> Self {
         let mut bpf = linecard_bpf_objects::load().expect("loading the XDP object");
-        let program: &mut Xdp = bpf.program_mut(names::BFD_PROGRAM).unwrap().try_into().unwrap();
+        let program: &mut Xdp = bpf
+            .program_mut(names::BFD_PROGRAM)
+            .unwrap()
+            .try_into()
+            .unwrap();
         program.load().expect("the verifier accepts lc_bfd");
-        let mut sessions: HashMap<&mut MapData, u32, SessionConfig> = HashMap::try_from(bpf.map_mut(names::SESSIONS_MAP).unwrap()).unwrap();
+        let mut sessions: HashMap<&mut MapData, u32, SessionConfig> =
+            HashMap::try_from(bpf.map_mut(names::SESSIONS_MAP).unwrap()).unwrap();
         let config = session(reply);
         sessions.insert(OUR_DISCR, config, 0).unwrap();
         Self { bpf }
     }
 
     fn run(&self, frame: &[u8]) -> test_run::TestRun {
-        let program: &Xdp = self.bpf.program(names::BFD_PROGRAM).unwrap().try_into().unwrap();
+        let program: &Xdp = self
+            .bpf
+            .program(names::BFD_PROGRAM)
+            .unwrap()
+            .try_into()
+            .unwrap();
         test_run::run(program, frame, 1).unwrap()
     }
 
     fn per_cpu_sum(&self, map: &str, index: u32) -> u64 {
-        let counters: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(self.bpf.map(map).unwrap()).unwrap();
+        let counters: PerCpuArray<&MapData, u64> =
+            PerCpuArray::try_from(self.bpf.map(map).unwrap()).unwrap();
         counters.get(&index, 0).unwrap().iter().sum()
     }
 
     fn state(&self) -> SessionState {
-        let states: Array<&MapData, SessionState> = Array::try_from(self.bpf.map(names::STATE_MAP).unwrap()).unwrap();
+        let states: Array<&MapData, SessionState> =
+            Array::try_from(self.bpf.map(names::STATE_MAP).unwrap()).unwrap();
         states.get(&SLOT, 0).unwrap()
     }
 }
@@ -79,14 +100,29 @@ fn an_up_packet_is_answered_in_the_kernel_byte_for_byte() {
     assert_eq!((&f[0..6], &f[6..12]), (&PEER_MAC[..], &DUT_MAC[..]), "MACs");
     assert_eq!(f[15], 0xc0, "DSCP CS6");
     assert_eq!(f[22], 255, "TTL 255");
-    assert_eq!((&f[26..30], &f[30..34]), (&DUT_IP[..], &PEER_IP[..]), "addresses swapped");
+    assert_eq!(
+        (&f[26..30], &f[30..34]),
+        (&DUT_IP[..], &PEER_IP[..]),
+        "addresses swapped"
+    );
     assert!(checksum_ok(&f[14..34]), "IPv4 checksum");
-    assert_eq!(u16::from_be_bytes([f[34], f[35]]), OUR_PORT, "our source port");
+    assert_eq!(
+        u16::from_be_bytes([f[34], f[35]]),
+        OUR_PORT,
+        "our source port"
+    );
     assert_eq!(u16::from_be_bytes([f[36], f[37]]), 3784);
     assert_eq!(u16::from_be_bytes([f[38], f[39]]), 32);
-    assert_eq!(&f[42..66], &bfd(3, 0, OUR_DISCR, PEER_DISCR)[..], "the configured reply");
+    assert_eq!(
+        &f[42..66],
+        &bfd(3, 0, OUR_DISCR, PEER_DISCR)[..],
+        "the configured reply"
+    );
     let state = fast.state();
-    assert_eq!((state.rx_packets, state.tx_packets, state.finals_sent), (1, 1, 0));
+    assert_eq!(
+        (state.rx_packets, state.tx_packets, state.finals_sent),
+        (1, 1, 0)
+    );
     assert!(state.last_rx_ns > 0);
     assert_eq!(fast.per_cpu_sum(names::VERDICTS_MAP, verdict::REPLIED), 1);
 }
@@ -112,13 +148,21 @@ fn transitions_and_unoffloaded_sessions_go_to_userspace() {
         return;
     }
     let fast = FastPath::load(false);
-    assert_eq!(fast.run(&frame(255, &bfd(3, 0, PEER_DISCR, OUR_DISCR))).action, XDP_PASS, "not offloaded");
+    assert_eq!(
+        fast.run(&frame(255, &bfd(3, 0, PEER_DISCR, OUR_DISCR)))
+            .action,
+        XDP_PASS,
+        "not offloaded"
+    );
     let fast = FastPath::load(true);
     for (what, payload) in [
         ("Init", bfd(2, 0, PEER_DISCR, OUR_DISCR)),
         ("Down", bfd(1, 0, PEER_DISCR, OUR_DISCR)),
         ("Final for our Poll", bfd(3, 0x10, PEER_DISCR, OUR_DISCR)),
-        ("bootstrap Down, your discriminator 0", bfd(1, 0, PEER_DISCR, 0)),
+        (
+            "bootstrap Down, your discriminator 0",
+            bfd(1, 0, PEER_DISCR, 0),
+        ),
     ] {
         assert_eq!(fast.run(&frame(255, &payload)).action, XDP_PASS, "{what}");
     }
@@ -144,8 +188,16 @@ fn every_drop_reason_is_counted_with_the_control_counter() {
         let before = fast.per_cpu_sum(names::DROPS_MAP, *reason);
         let out = fast.run(input);
         assert_eq!(out.action, XDP_DROP, "{what}");
-        assert_eq!(fast.per_cpu_sum(names::DROPS_MAP, *reason), before + 1, "{what}: its reason's counter");
-        assert_eq!(fast.per_cpu_sum(names::VERDICTS_MAP, verdict::DROPPED), i as u64 + 1, "{what}: the control counter");
+        assert_eq!(
+            fast.per_cpu_sum(names::DROPS_MAP, *reason),
+            before + 1,
+            "{what}: its reason's counter"
+        );
+        assert_eq!(
+            fast.per_cpu_sum(names::VERDICTS_MAP, verdict::DROPPED),
+            i as u64 + 1,
+            "{what}: the control counter"
+        );
     }
     // Nothing dropped touched the session.
     assert_eq!(fast.state().rx_packets, 0);

@@ -8,8 +8,7 @@ use serde::Serialize;
 /// How many of the longest gaps each distribution keeps with timestamps.
 const LONGEST_KEPT: usize = 5;
 
-#[derive(Clone, Debug)]
-#[derive(Default)]
+#[derive(Clone, Debug, Default)]
 pub struct GapStats {
     /// Nanoseconds, 3 significant digits (relative error <= 0.1 %),
     /// auto-resizing so memory follows the range seen, not the sample count.
@@ -20,7 +19,6 @@ pub struct GapStats {
     /// (gap, timestamp of the packet that ended it), longest first.
     longest: Vec<(u64, i64)>,
 }
-
 
 impl GapStats {
     #[inline]

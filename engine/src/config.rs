@@ -197,10 +197,18 @@ pub fn validate_session(
         )
     })?;
     if backend == BackendKind::Xdp && s.interface.is_none() {
-        return Err(err("interface", &"(none)", "the xdp backend attaches to an interface: name it"));
+        return Err(err(
+            "interface",
+            &"(none)",
+            "the xdp backend attaches to an interface: name it",
+        ));
     }
     if backend == BackendKind::Xdp && peer.is_ipv6() {
-        return Err(err("peer", &s.peer, "the xdp backend handles IPv4 in this build; IPv6 sessions use naive or rt"));
+        return Err(err(
+            "peer",
+            &s.peer,
+            "the xdp backend handles IPv4 in this build; IPv6 sessions use naive or rt",
+        ));
     }
     if s.multihop == Some(true) {
         return Err(err(

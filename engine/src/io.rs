@@ -70,7 +70,14 @@ impl RxSocket {
         // 10 ms that is 100 k packets/s, and a loop that was not scheduled
         // for a while must find them queued, not dropped. Root may exceed
         // rmem_max (SO_RCVBUFFORCE); otherwise the kernel caps the request.
-        if setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES).is_err() {
+        if setsockopt_int(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            RECEIVE_BUFFER_BYTES,
+        )
+        .is_err()
+        {
             socket.set_recv_buffer_size(RECEIVE_BUFFER_BYTES as usize)?;
         }
         let any: IpAddr = if ipv6 {

@@ -75,7 +75,11 @@ pub fn synthesize(path: &Path, packets: u64, sessions: u32) -> Result<u64> {
 
 fn frame_template(flow: u32) -> Vec<u8> {
     let session = flow / 2;
-    let (src, dst) = if flow.is_multiple_of(2) { (1u8, 2u8) } else { (2, 1) };
+    let (src, dst) = if flow.is_multiple_of(2) {
+        (1u8, 2u8)
+    } else {
+        (2, 1)
+    };
     let mut f = vec![0x02, 0, 0, 0, 0, dst, 0x02, 0, 0, 0, 0, src, 0x08, 0x00];
     f.extend_from_slice(&[0x45, 0xc0, 0, 52, 0, 0, 0x40, 0, 255, 17, 0, 0]);
     f.extend_from_slice(&[10, (session >> 8) as u8, session as u8, src]);

@@ -43,34 +43,80 @@ const XDP_TX: u32 = 3;
 pub fn run(repeat: u32) -> Result<XdpBench> {
     crate::sys::require_root("linecard bench xdp")?;
     let mut bpf = linecard_bpf_objects::load()?;
-    let program: &mut Xdp = bpf.program_mut(names::BFD_PROGRAM).context("no lc_bfd program")?.try_into()?;
+    let program: &mut Xdp = bpf
+        .program_mut(names::BFD_PROGRAM)
+        .context("no lc_bfd program")?
+        .try_into()?;
     program.load().context("loading lc_bfd")?;
     let mut sessions: HashMap<&mut MapData, u32, linecard_common::bfd::SessionConfig> =
-        HashMap::try_from(bpf.map_mut(names::SESSIONS_MAP).context("no sessions map")?)?;
+        HashMap::try_from(
+            bpf.map_mut(names::SESSIONS_MAP)
+                .context("no sessions map")?,
+        )?;
     sessions.insert(craft::OUR_DISCR, craft::session(true), 0)?;
     let program: &Xdp = bpf.program(names::BFD_PROGRAM).unwrap().try_into()?;
     let mut cases: Vec<(String, Vec<u8>)> = vec![
-        ("reply (Up, XDP_TX)".into(), craft::frame(255, &craft::peer_up())),
-        ("Poll answered with Final".into(), craft::frame(255, &craft::bfd(3, 0x20, craft::PEER_DISCR, craft::OUR_DISCR))),
-        ("to userspace (Init)".into(), craft::frame(255, &craft::bfd(2, 0, craft::PEER_DISCR, craft::OUR_DISCR))),
+        (
+            "reply (Up, XDP_TX)".into(),
+            craft::frame(255, &craft::peer_up()),
+        ),
+        (
+            "Poll answered with Final".into(),
+            craft::frame(
+                255,
+                &craft::bfd(3, 0x20, craft::PEER_DISCR, craft::OUR_DISCR),
+            ),
+        ),
+        (
+            "to userspace (Init)".into(),
+            craft::frame(255, &craft::bfd(2, 0, craft::PEER_DISCR, craft::OUR_DISCR)),
+        ),
     ];
-    cases.extend(craft::drop_cases().into_iter().map(|(what, _, f)| (format!("drop: {what}"), f)));
+    cases.extend(
+        craft::drop_cases()
+            .into_iter()
+            .map(|(what, _, f)| (format!("drop: {what}"), f)),
+    );
     let mut rows = Vec::new();
     for (case, frame) in cases {
-        let first = test_run::run(program, &frame, 1).with_context(|| format!("BPF_PROG_TEST_RUN for {case}"))?;
+        let first = test_run::run(program, &frame, 1)
+            .with_context(|| format!("BPF_PROG_TEST_RUN for {case}"))?;
         let rewrites = first.action == XDP_TX;
-        let (rounds, runs) = if rewrites { (SINGLE_RUN_SAMPLES, 1) } else { (ROUNDS, repeat) };
+        let (rounds, runs) = if rewrites {
+            (SINGLE_RUN_SAMPLES, 1)
+        } else {
+            (ROUNDS, repeat)
+        };
         let mut samples = Vec::with_capacity(rounds);
         for _ in 0..rounds {
             let out = test_run::run(program, &frame, runs)?;
-            anyhow::ensure!(out.action == first.action, "{case}: verdict changed between runs ({} then {})", first.action, out.action);
+            anyhow::ensure!(
+                out.action == first.action,
+                "{case}: verdict changed between runs ({} then {})",
+                first.action,
+                out.action
+            );
             samples.push(out.mean_ns);
         }
         samples.sort_unstable();
-        let method = if rewrites { format!("median of {rounds} single runs") } else { format!("median of {rounds} x {runs} runs") };
-        rows.push(XdpRow { case, action: first.action, ns_per_packet: samples[rounds / 2], method });
+        let method = if rewrites {
+            format!("median of {rounds} single runs")
+        } else {
+            format!("median of {rounds} x {runs} runs")
+        };
+        rows.push(XdpRow {
+            case,
+            action: first.action,
+            ns_per_packet: samples[rounds / 2],
+            method,
+        });
     }
-    Ok(XdpBench { repeat, rows, reference_reply_ns: REFERENCE_REPLY_NS, goal_reply_ns: GOAL_REPLY_NS })
+    Ok(XdpBench {
+        repeat,
+        rows,
+        reference_reply_ns: REFERENCE_REPLY_NS,
+        goal_reply_ns: GOAL_REPLY_NS,
+    })
 }
 
 pub fn render(b: &XdpBench) -> String {
@@ -82,7 +128,13 @@ pub fn render(b: &XdpBench) -> String {
     };
     let mut out = String::from("lc_bfd per packet in the kernel (BPF_PROG_TEST_RUN)\n");
     for r in &b.rows {
-        out.push_str(&format!("{:<40} {:>4} {:>6} ns   ({})\n", r.case, action(r.action), r.ns_per_packet, r.method));
+        out.push_str(&format!(
+            "{:<40} {:>4} {:>6} ns   ({})\n",
+            r.case,
+            action(r.action),
+            r.ns_per_packet,
+            r.method
+        ));
     }
     out.push_str(&format!(
         "reference engine: ~{} ns per reply (19-304 ns per dropped frame); goal: at most {} ns\n",

@@ -164,7 +164,12 @@ fn crafted_packets_are_counted_and_change_nothing() {
     let deadline = Instant::now() + Duration::from_secs(3);
     let drops = loop {
         let drops = ctl(&socket, &["drops"]).unwrap();
-        let total: u64 = drops["drops"].as_array().unwrap().iter().map(|d| d[1].as_u64().unwrap()).sum();
+        let total: u64 = drops["drops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d[1].as_u64().unwrap())
+            .sum();
         if total >= expected_total || Instant::now() > deadline {
             break drops;
         }

@@ -17,12 +17,19 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 const SESSIONS: usize = 64;
 
 fn epoch_ns() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as i64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64
 }
 
 fn linecardd() -> PathBuf {
     let path = Path::new(env!("CARGO_BIN_EXE_linecard")).with_file_name("linecardd");
-    assert!(path.exists(), "{} is missing: `cargo build --bins` first", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: `cargo build --bins` first",
+        path.display()
+    );
     path
 }
 
@@ -41,7 +48,15 @@ fn stress(dir: &Path, name: &str, args: &[&str], seconds: u64) -> (i64, i64) {
     let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     args.extend(["--timeout".into(), format!("{seconds}s"), "--quiet".into()]);
     let start = epoch_ns();
-    let mut hog = Daemon::spawn(name, DUT.namespace, Some(&spec::cpuset_dir(spec::DUT_CPUSET)), "stress-ng", &args, &dir.join(format!("{name}.log"))).unwrap();
+    let mut hog = Daemon::spawn(
+        name,
+        DUT.namespace,
+        Some(&spec::cpuset_dir(spec::DUT_CPUSET)),
+        "stress-ng",
+        &args,
+        &dir.join(format!("{name}.log")),
+    )
+    .unwrap();
     let limit = Instant::now() + Duration::from_secs(seconds + 10);
     while hog.running() {
         assert!(Instant::now() < limit, "stress-ng outlived its timeout");
@@ -57,19 +72,43 @@ fn sixty_four_xdp_sessions_under_l3_then_l4() {
     }
     let _lock = lock_lab();
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
-    let seconds: u64 = std::env::var("LINECARD_SCALE_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(30);
+    let seconds: u64 = std::env::var("LINECARD_SCALE_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30);
     let dir = std::env::temp_dir().join(format!("linecard-scale-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     for i in 0..SESSIONS {
-        for (ns, addr) in [(PEER.namespace, peer_address(i)), (DUT.namespace, dut_address(i))] {
-            let ok = Command::new("ip").args(["-n", ns, "addr", "replace", &format!("{addr}/24"), "dev", "eth0"]).status().unwrap().success();
+        for (ns, addr) in [
+            (PEER.namespace, peer_address(i)),
+            (DUT.namespace, dut_address(i)),
+        ] {
+            let ok = Command::new("ip")
+                .args([
+                    "-n",
+                    ns,
+                    "addr",
+                    "replace",
+                    &format!("{addr}/24"),
+                    "dev",
+                    "eth0",
+                ])
+                .status()
+                .unwrap()
+                .success();
             assert!(ok, "adding {addr} in {ns}");
         }
     }
     let rest = spec::cpuset_dir(spec::REST_CPUSET);
     let sessions: Vec<PeerSession> = (0..SESSIONS)
-        .map(|i| PeerSession { local: peer_address(i), peer: dut_address(i), tx_ms: 10, rx_ms: 10, multiplier: 3 })
+        .map(|i| PeerSession {
+            local: peer_address(i),
+            peer: dut_address(i),
+            tx_ms: 10,
+            rx_ms: 10,
+            multiplier: 3,
+        })
         .collect();
     let _frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &sessions).unwrap();
     let socket = dir.join("dut.sock");
@@ -82,38 +121,119 @@ fn sixty_four_xdp_sessions_under_l3_then_l4() {
         ));
     }
     std::fs::write(dir.join("dut.toml"), config).unwrap();
-    let args = vec!["--config".into(), dir.join("dut.toml").display().to_string()];
-    let mut dut = Daemon::spawn("linecardd", DUT.namespace, Some(&spec::cpuset_dir(spec::DUT_CPUSET)), linecardd().to_str().unwrap(), &args, &dir.join("linecardd.log")).unwrap();
+    let args = vec![
+        "--config".into(),
+        dir.join("dut.toml").display().to_string(),
+    ];
+    let mut dut = Daemon::spawn(
+        "linecardd",
+        DUT.namespace,
+        Some(&spec::cpuset_dir(spec::DUT_CPUSET)),
+        linecardd().to_str().unwrap(),
+        &args,
+        &dir.join("linecardd.log"),
+    )
+    .unwrap();
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         assert!(dut.running(), "linecardd exited:\n{}", dut.log_tail());
-        let out = Command::new(linecardd()).args(["ctl", "--socket"]).arg(&socket).args(["list", "--json"]).output().unwrap();
+        let out = Command::new(linecardd())
+            .args(["ctl", "--socket"])
+            .arg(&socket)
+            .args(["list", "--json"])
+            .output()
+            .unwrap();
         let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        let ready = list["sessions"].as_array().map_or(0, |s| s.iter().filter(|s| s["state"] == "up" && s["offloaded"] == true).count());
+        let ready = list["sessions"].as_array().map_or(0, |s| {
+            s.iter()
+                .filter(|s| s["state"] == "up" && s["offloaded"] == true)
+                .count()
+        });
         if ready == SESSIONS {
             break;
         }
-        assert!(Instant::now() < deadline, "{ready} of {SESSIONS} sessions Up and offloaded after 15 s");
+        assert!(
+            Instant::now() < deadline,
+            "{ready} of {SESSIONS} sessions Up and offloaded after 15 s"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let capture = Capture::start(spec::OBSERVER_NS, DUT.bridge_port, &dir.join("run.pcap"), Some(&rest)).unwrap();
+    let capture = Capture::start(
+        spec::OBSERVER_NS,
+        DUT.bridge_port,
+        &dir.join("run.pcap"),
+        Some(&rest),
+    )
+    .unwrap();
     // Stress counts per DUT CPU (the lab's DUT has one).
-    let l3 = stress(&dir, "l3", &["--cpu", "1", "--timer", "1", "--timerfd", "1", "--hrtimers", "1"], seconds);
-    let l4 = stress(&dir, "l4", &["--cpu", "1", "--sched", "fifo", "--sched-prio", "50"], seconds);
+    let l3 = stress(
+        &dir,
+        "l3",
+        &[
+            "--cpu",
+            "1",
+            "--timer",
+            "1",
+            "--timerfd",
+            "1",
+            "--hrtimers",
+            "1",
+        ],
+        seconds,
+    );
+    let l4 = stress(
+        &dir,
+        "l4",
+        &["--cpu", "1", "--sched", "fifo", "--sched-prio", "50"],
+        seconds,
+    );
     std::thread::sleep(Duration::from_millis(200));
     let pcap = capture.finish().unwrap();
-    let drops = Command::new(linecardd()).args(["ctl", "--socket"]).arg(&socket).arg("drops").output().unwrap();
+    let drops = Command::new(linecardd())
+        .args(["ctl", "--socket"])
+        .arg(&socket)
+        .arg("drops")
+        .output()
+        .unwrap();
     dut.stop().unwrap();
 
     let phases = vec![
-        Phase { name: "L3".into(), start_ns: l3.0, end_ns: l3.1 },
-        Phase { name: "L4".into(), start_ns: l4.0, end_ns: l4.1 },
+        Phase {
+            name: "L3".into(),
+            start_ns: l3.0,
+            end_ns: l3.1,
+        },
+        Phase {
+            name: "L4".into(),
+            start_ns: l4.0,
+            end_ns: l4.1,
+        },
     ];
-    let a = analyze(&[pcap], &Options { phases, timeline: false }, None).unwrap();
-    assert_eq!(a.all.flows.len(), 2 * SESSIONS, "both directions of every session on the capture");
+    let a = analyze(
+        &[pcap],
+        &Options {
+            phases,
+            timeline: false,
+        },
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        a.all.flows.len(),
+        2 * SESSIONS,
+        "both directions of every session on the capture"
+    );
     for phase in &a.phases {
         let r = &phase.result;
-        let ours: Vec<_> = r.flows.iter().filter(|f| f.src.parse::<IpAddr>().is_ok_and(|a| (0..SESSIONS).any(|i| dut_address(i) == a))).collect();
+        let ours: Vec<_> = r
+            .flows
+            .iter()
+            .filter(|f| {
+                f.src
+                    .parse::<IpAddr>()
+                    .is_ok_and(|a| (0..SESSIONS).any(|i| dut_address(i) == a))
+            })
+            .collect();
         assert_eq!(ours.len(), SESSIONS);
         let m = &r.per_session_max_gap_ms;
         let flaps: u64 = r.flows.iter().map(|f| f.flaps).sum();
@@ -124,13 +244,32 @@ fn sixty_four_xdp_sessions_under_l3_then_l4() {
         );
         // Where the longest gaps sit: a correlated stall shows as the same
         // instant in many sessions.
-        let mut worst: Vec<(f64, i64, &str, &str)> = r.flows.iter().map(|f| (f.gap_ms.max, f.gap_ms.longest.first().map_or(0, |g| g.ended_at_ns), f.src.as_str(), f.dst.as_str())).collect();
+        let mut worst: Vec<(f64, i64, &str, &str)> = r
+            .flows
+            .iter()
+            .map(|f| {
+                (
+                    f.gap_ms.max,
+                    f.gap_ms.longest.first().map_or(0, |g| g.ended_at_ns),
+                    f.src.as_str(),
+                    f.dst.as_str(),
+                )
+            })
+            .collect();
         worst.sort_by(|a, b| b.0.total_cmp(&a.0));
         for (gap, at, src, dst) in worst.iter().take(4) {
-            eprintln!("  {}: {src} -> {dst} {gap:.2} ms ending {:.3} s into the phase", phase.name, (at - phase.start_ns) as f64 / 1e9);
+            eprintln!(
+                "  {}: {src} -> {dst} {gap:.2} ms ending {:.3} s into the phase",
+                phase.name,
+                (at - phase.start_ns) as f64 / 1e9
+            );
         }
         for f in &r.flows {
-            assert_eq!(f.flaps, 0, "{}: {} -> {} flapped: {:?}", phase.name, f.src, f.dst, f.flap_events);
+            assert_eq!(
+                f.flaps, 0,
+                "{}: {} -> {} flapped: {:?}",
+                phase.name, f.src, f.dst, f.flap_events
+            );
         }
         // RX-clocked: a stall of the peer is mirrored in our flow, so the
         // DUT's own share is its reply latency: (nearly) every packet of
@@ -146,13 +285,37 @@ fn sixty_four_xdp_sessions_under_l3_then_l4() {
                 f.packets
             );
         }
-        let reply_p999 = ours.iter().map(|f| f.reply_latency_ms.p999).fold(0.0, f64::max);
-        eprintln!("  {}: worst per-session reply latency p99.9 {:.3} ms", phase.name, reply_p999);
+        let reply_p999 = ours
+            .iter()
+            .map(|f| f.reply_latency_ms.p999)
+            .fold(0.0, f64::max);
+        eprintln!(
+            "  {}: worst per-session reply latency p99.9 {:.3} ms",
+            phase.name, reply_p999
+        );
     }
-    eprintln!("fast path: {}", String::from_utf8_lossy(&drops.stdout).split_whitespace().collect::<String>());
+    eprintln!(
+        "fast path: {}",
+        String::from_utf8_lossy(&drops.stdout)
+            .split_whitespace()
+            .collect::<String>()
+    );
     for i in 0..SESSIONS {
-        for (ns, addr) in [(PEER.namespace, peer_address(i)), (DUT.namespace, dut_address(i))] {
-            let _ = Command::new("ip").args(["-n", ns, "addr", "del", &format!("{addr}/24"), "dev", "eth0"]).status();
+        for (ns, addr) in [
+            (PEER.namespace, peer_address(i)),
+            (DUT.namespace, dut_address(i)),
+        ] {
+            let _ = Command::new("ip")
+                .args([
+                    "-n",
+                    ns,
+                    "addr",
+                    "del",
+                    &format!("{addr}/24"),
+                    "dev",
+                    "eth0",
+                ])
+                .status();
         }
     }
     let _ = std::fs::remove_dir_all(&dir);

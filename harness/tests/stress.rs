@@ -8,13 +8,13 @@ mod common;
 
 use common::*;
 use linecard_capture_analyzer::{analyze, analyze_file, Options, Phase};
-use std::time::{SystemTime, UNIX_EPOCH};
 use linecard_harness::lab::spec::{self, DUT, PEER};
 use linecard_harness::procs::{start_frr_bfdd, Capture, Daemon, PeerSession};
 use linecard_harness::rt_throttle::{self, ThrottlingOff};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 fn linecardd() -> PathBuf {
     let path = Path::new(env!("CARGO_BIN_EXE_linecard")).with_file_name("linecardd");
@@ -63,7 +63,12 @@ struct KillResult {
 
 /// `kill_before_end`: kill the peer (no farewell) this long before the
 /// stress ends; statistics then cover the window before the kill.
-fn run_with_kill(label: &str, dut_kind: Dut, seconds: u64, kill_before_end: Option<Duration>) -> Row {
+fn run_with_kill(
+    label: &str,
+    dut_kind: Dut,
+    seconds: u64,
+    kill_before_end: Option<Duration>,
+) -> Row {
     let dir = std::env::temp_dir().join(format!(
         "linecard-stress-{}-{}",
         label.replace(' ', "-"),
@@ -89,7 +94,11 @@ fn run_with_kill(label: &str, dut_kind: Dut, seconds: u64, kill_before_end: Opti
     let dut_cpu_list = spec::parse_cpu_list(&dut_cpu).unwrap();
     let mut dut = match dut_kind {
         Dut::Linecardd(backend) => {
-            let interface = if backend == "xdp" { "interface = \"eth0\"\n" } else { "" };
+            let interface = if backend == "xdp" {
+                "interface = \"eth0\"\n"
+            } else {
+                ""
+            };
             std::fs::write(
                 dir.join("dut.toml"),
                 format!(
@@ -100,43 +109,87 @@ fn run_with_kill(label: &str, dut_kind: Dut, seconds: u64, kill_before_end: Opti
                 ),
             )
             .unwrap();
-            let args = vec!["--config".into(), dir.join("dut.toml").display().to_string()];
-            let mut dut = Daemon::spawn("linecardd", DUT.namespace, Some(&dut_cpuset), linecardd().to_str().unwrap(), &args, &dir.join("linecardd.log")).unwrap();
+            let args = vec![
+                "--config".into(),
+                dir.join("dut.toml").display().to_string(),
+            ];
+            let mut dut = Daemon::spawn(
+                "linecardd",
+                DUT.namespace,
+                Some(&dut_cpuset),
+                linecardd().to_str().unwrap(),
+                &args,
+                &dir.join("linecardd.log"),
+            )
+            .unwrap();
             // Readiness: the session Up in the DUT's view (bounded).
             let deadline = Instant::now() + Duration::from_secs(5);
             loop {
                 assert!(dut.running(), "linecardd exited:\n{}", dut.log_tail());
-                let out = Command::new(linecardd()).args(["ctl", "--socket"]).arg(&socket).args(["list", "--json"]).output().unwrap();
-                let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+                let out = Command::new(linecardd())
+                    .args(["ctl", "--socket"])
+                    .arg(&socket)
+                    .args(["list", "--json"])
+                    .output()
+                    .unwrap();
+                let reply: serde_json::Value =
+                    serde_json::from_slice(&out.stdout).unwrap_or_default();
                 let s = &reply["sessions"][0];
-                if s["state"] == "up" && s["polling"] == false && (backend != "xdp" || s["offloaded"] == true) {
+                if s["state"] == "up"
+                    && s["polling"] == false
+                    && (backend != "xdp" || s["offloaded"] == true)
+                {
                     break;
                 }
-                assert!(Instant::now() < deadline, "session not Up within 5 s: {reply}");
+                assert!(
+                    Instant::now() < deadline,
+                    "session not Up within 5 s: {reply}"
+                );
                 std::thread::sleep(Duration::from_millis(20));
             }
             dut
         }
         Dut::Frr => {
-            let reverse = PeerSession { local: DUT.ipv4.parse().unwrap(), peer: PEER.ipv4.parse().unwrap(), tx_ms: 10, rx_ms: 10, multiplier: 3 };
-            let dut = start_frr_bfdd("frr-dut", DUT.namespace, Some(&dut_cpuset), &dir, &[reverse]).unwrap();
+            let reverse = PeerSession {
+                local: DUT.ipv4.parse().unwrap(),
+                peer: PEER.ipv4.parse().unwrap(),
+                tx_ms: 10,
+                rx_ms: 10,
+                multiplier: 3,
+            };
+            let dut = start_frr_bfdd(
+                "frr-dut",
+                DUT.namespace,
+                Some(&dut_cpuset),
+                &dir,
+                &[reverse],
+            )
+            .unwrap();
             // Readiness in FRR's own JSON view (bounded, no fixed sleep).
             let vty = dir.join("frr-dut");
             let deadline = Instant::now() + Duration::from_secs(5);
             let mut dut = dut;
             loop {
-                assert!(dut.running(), "FRR bfdd in the DUT position exited:\n{}", dut.log_tail());
+                assert!(
+                    dut.running(),
+                    "FRR bfdd in the DUT position exited:\n{}",
+                    dut.log_tail()
+                );
                 let out = Command::new("ip")
                     .args(["netns", "exec", DUT.namespace, "vtysh", "--vty_socket"])
                     .arg(&vty)
                     .args(["-c", "show bfd peers json"])
                     .output()
                     .unwrap();
-                let peers: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+                let peers: serde_json::Value =
+                    serde_json::from_slice(&out.stdout).unwrap_or_default();
                 if peers[0]["status"] == "up" {
                     break;
                 }
-                assert!(Instant::now() < deadline, "FRR in the DUT position not Up within 5 s: {peers}");
+                assert!(
+                    Instant::now() < deadline,
+                    "FRR in the DUT position not Up within 5 s: {peers}"
+                );
                 std::thread::sleep(Duration::from_millis(50));
             }
             dut
@@ -179,7 +232,12 @@ fn run_with_kill(label: &str, dut_kind: Dut, seconds: u64, kill_before_end: Opti
     while stress.running() {
         assert!(Instant::now() < limit, "stress-ng outlived its timeout");
         if kill_at.is_some_and(|t| Instant::now() >= t) && killed_at_unix.is_none() {
-            killed_at_unix = Some(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as i64);
+            killed_at_unix = Some(
+                SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as i64,
+            );
             frr.kill().unwrap();
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -187,24 +245,50 @@ fn run_with_kill(label: &str, dut_kind: Dut, seconds: u64, kill_before_end: Opti
     std::thread::sleep(Duration::from_millis(200));
     let pcap = capture.finish().unwrap();
     let kernel_detection_unix = killed_at_unix.and_then(|_| {
-        let out = Command::new(linecardd()).args(["ctl", "--socket"]).arg(&socket).args(["list", "--json"]).output().unwrap();
+        let out = Command::new(linecardd())
+            .args(["ctl", "--socket"])
+            .arg(&socket)
+            .args(["list", "--json"])
+            .output()
+            .unwrap();
         let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         reply["sessions"][0]["kernel_detection_unix_ns"].as_i64()
     });
     let replies_on_dut_cpus = matches!(dut_kind, Dut::Linecardd("xdp")).then(|| {
-        let out = Command::new(linecardd()).args(["ctl", "--socket"]).arg(&socket).arg("drops").output().unwrap();
+        let out = Command::new(linecardd())
+            .args(["ctl", "--socket"])
+            .arg(&socket)
+            .arg("drops")
+            .output()
+            .unwrap();
         let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let per_cpu = reply["fast_path"]["verdicts_per_cpu"].as_array().unwrap().clone();
+        let per_cpu = reply["fast_path"]["verdicts_per_cpu"]
+            .as_array()
+            .unwrap()
+            .clone();
         let replied = |cpu: &serde_json::Value| cpu[2].as_u64().unwrap();
         let total: u64 = per_cpu.iter().map(replied).sum();
-        let on_dut: u64 = per_cpu.iter().enumerate().filter(|(c, _)| dut_cpu_list.contains(c)).map(|(_, v)| replied(v)).sum();
+        let on_dut: u64 = per_cpu
+            .iter()
+            .enumerate()
+            .filter(|(c, _)| dut_cpu_list.contains(c))
+            .map(|(_, v)| replied(v))
+            .sum();
         (on_dut, total)
     });
     dut.stop().unwrap();
     let full = analyze_file(&pcap).unwrap();
     let kill = killed_at_unix.map(|_| {
-        let peer_last = full.all.flows.iter().find(|f| f.src == PEER.ipv4).unwrap().last_ts_ns;
-        let kernel_ms = (kernel_detection_unix.expect("the kernel reported the silence") - peer_last) as f64 / 1e6;
+        let peer_last = full
+            .all
+            .flows
+            .iter()
+            .find(|f| f.src == PEER.ipv4)
+            .unwrap()
+            .last_ts_ns;
+        let kernel_ms = (kernel_detection_unix.expect("the kernel reported the silence")
+            - peer_last) as f64
+            / 1e6;
         let wire_ms = full
             .all
             .flows
@@ -217,8 +301,20 @@ fn run_with_kill(label: &str, dut_kind: Dut, seconds: u64, kill_before_end: Opti
     // With a kill, the statistics cover the stressed window before it.
     let analysis = match killed_at_unix {
         Some(at) => {
-            let phases = vec![Phase { name: "before the kill".into(), start_ns: 0, end_ns: at }];
-            let mut a = analyze(std::slice::from_ref(&pcap), &Options { phases, timeline: false }, None).unwrap();
+            let phases = vec![Phase {
+                name: "before the kill".into(),
+                start_ns: 0,
+                end_ns: at,
+            }];
+            let mut a = analyze(
+                std::slice::from_ref(&pcap),
+                &Options {
+                    phases,
+                    timeline: false,
+                },
+                None,
+            )
+            .unwrap();
             a.all = a.phases.remove(0).result;
             a
         }
@@ -268,7 +364,11 @@ fn l4_bakeoff_userspace_rows() {
     let shipped = rt_throttle::read().unwrap();
 
     let naive = run("naive", Dut::Linecardd("naive"), seconds);
-    let rt_throttled = run(&format!("rt, sched_rt_runtime_us {shipped}"), Dut::Linecardd("rt"), seconds);
+    let rt_throttled = run(
+        &format!("rt, sched_rt_runtime_us {shipped}"),
+        Dut::Linecardd("rt"),
+        seconds,
+    );
     let rt_unthrottled = {
         let _off = ThrottlingOff::new().unwrap();
         run("rt, sched_rt_runtime_us -1", Dut::Linecardd("rt"), seconds)
@@ -339,14 +439,28 @@ fn l4_xdp_against_frr_in_the_dut_position() {
     }
     let _lock = lock_lab();
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
-    let seconds: u64 = std::env::var("LINECARD_XDP_STRESS_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+    let seconds: u64 = std::env::var("LINECARD_XDP_STRESS_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
     let frr = run("FRR bfdd 8.4.4", Dut::Frr, seconds);
     // The peer is killed 5 s before the stress ends: detection under L4.
-    let xdp = run_with_kill("linecardd xdp (normal priority)", Dut::Linecardd("xdp"), seconds, Some(Duration::from_secs(5)));
+    let xdp = run_with_kill(
+        "linecardd xdp (normal priority)",
+        Dut::Linecardd("xdp"),
+        seconds,
+        Some(Duration::from_secs(5)),
+    );
     eprintln!("L4 for {seconds} s on the DUT's CPU, 3 x 10 ms against FRR bfdd 8.4.4, DUT -> peer gaps (ms):");
-    eprintln!("{:<34} {:>6} {:>7} {:>7} {:>7} {:>8}", "DUT", "flaps", "p50", "p99", "p99.9", "max");
+    eprintln!(
+        "{:<34} {:>6} {:>7} {:>7} {:>7} {:>8}",
+        "DUT", "flaps", "p50", "p99", "p99.9", "max"
+    );
     for r in [&frr, &xdp] {
-        eprintln!("{:<34} {:>6} {:>7.2} {:>7.2} {:>7.2} {:>8.2}", r.label, r.flaps, r.p50, r.p99, r.p999, r.max);
+        eprintln!(
+            "{:<34} {:>6} {:>7.2} {:>7.2} {:>7.2} {:>8.2}",
+            r.label, r.flaps, r.p50, r.p99, r.p999, r.max
+        );
     }
     let (on_dut, total) = xdp.replies_on_dut_cpus.unwrap();
     eprintln!("fast-path replies on the DUT's CPUs: {on_dut} of {total}");
@@ -356,11 +470,21 @@ fn l4_xdp_against_frr_in_the_dut_position() {
         kill.kernel_ms,
         kill.wire_ms.map_or("(not within the capture)".to_string(), |ms| format!("{ms:.2} ms"))
     );
-    assert!(kill.kernel_ms <= 35.0, "kernel detection under L4 took {} ms", kill.kernel_ms);
+    assert!(
+        kill.kernel_ms <= 35.0,
+        "kernel detection under L4 took {} ms",
+        kill.kernel_ms
+    );
     // Positive control: the stress must make FRR flap in the same conditions.
-    assert!(frr.flaps > 0, "FRR bfdd did not flap under L4: the stress did not bite");
+    assert!(
+        frr.flaps > 0,
+        "FRR bfdd did not flap under L4: the stress did not bite"
+    );
     // Precondition: the fast path ran, and on the DUT's (stressed) CPUs.
-    assert!(total > 0 && on_dut * 100 >= total * 95, "replies on the DUT's CPUs: {on_dut} of {total}");
+    assert!(
+        total > 0 && on_dut * 100 >= total * 95,
+        "replies on the DUT's CPUs: {on_dut} of {total}"
+    );
     assert_eq!(xdp.flaps, 0, "the xdp backend flapped under L4");
     assert!(xdp.max <= 15.0, "xdp max gap {} ms under L4", xdp.max);
     // The RX-clocked signature: our p50 is the peer's jittered clock, not 10 ms.

@@ -19,18 +19,32 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 fn epoch_ns() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as i64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64
 }
 
 fn linecardd() -> PathBuf {
     let path = Path::new(env!("CARGO_BIN_EXE_linecard")).with_file_name("linecardd");
-    assert!(path.exists(), "{} is missing: `cargo build --bins` first", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: `cargo build --bins` first",
+        path.display()
+    );
     path
 }
 
 fn ctl(socket: &Path, args: &[&str]) -> Option<serde_json::Value> {
-    let out = Command::new(linecardd()).args(["ctl", "--socket"]).arg(socket).args(args).output().unwrap();
-    out.status.success().then(|| serde_json::from_slice(&out.stdout).unwrap())
+    let out = Command::new(linecardd())
+        .args(["ctl", "--socket"])
+        .arg(socket)
+        .args(args)
+        .output()
+        .unwrap();
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).unwrap())
 }
 
 /// Sends raw Ethernet frames from the spare host's eth0 (AF_PACKET), so
@@ -42,20 +56,41 @@ fn inject(frames: &[Vec<u8>], copies: usize) {
         // the fd is closed below.
         unsafe {
             let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0);
-            assert!(fd >= 0, "AF_PACKET socket: {}", std::io::Error::last_os_error());
+            assert!(
+                fd >= 0,
+                "AF_PACKET socket: {}",
+                std::io::Error::last_os_error()
+            );
             let ifindex = libc::if_nametoindex(c"eth0".as_ptr());
             let mut addr: libc::sockaddr_ll = std::mem::zeroed();
             addr.sll_family = libc::AF_PACKET as u16;
             addr.sll_protocol = (libc::ETH_P_IP as u16).to_be();
             addr.sll_ifindex = ifindex as i32;
             assert_ne!(ifindex, 0, "no eth0 in {}", SPARE.namespace);
-            if libc::bind(fd, (&addr as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32) != 0 {
+            if libc::bind(
+                fd,
+                (&addr as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            ) != 0
+            {
                 panic!("bind to eth0: {}", std::io::Error::last_os_error());
             }
             for frame in &frames {
                 for _ in 0..copies {
-                    let n = libc::sendto(fd, frame.as_ptr().cast(), frame.len(), 0, (&addr as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32);
-                    assert_eq!(n as usize, frame.len(), "sendto: {}", std::io::Error::last_os_error());
+                    let n = libc::sendto(
+                        fd,
+                        frame.as_ptr().cast(),
+                        frame.len(),
+                        0,
+                        (&addr as *const libc::sockaddr_ll).cast(),
+                        std::mem::size_of::<libc::sockaddr_ll>() as u32,
+                    );
+                    assert_eq!(
+                        n as usize,
+                        frame.len(),
+                        "sendto: {}",
+                        std::io::Error::last_os_error()
+                    );
                     std::thread::sleep(Duration::from_micros(50));
                 }
             }
@@ -79,14 +114,29 @@ fn xdp_backend_idle_injection_and_kill() {
     }
     let _lock = lock_lab();
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
-    let idle: u64 = std::env::var("LINECARD_IDLE_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+    let idle: u64 = std::env::var("LINECARD_IDLE_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
     let dir = std::env::temp_dir().join(format!("linecard-xdp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let rest = spec::cpuset_dir(spec::REST_CPUSET);
-    let session = PeerSession { local: PEER.ipv4.parse().unwrap(), peer: DUT.ipv4.parse().unwrap(), tx_ms: 10, rx_ms: 10, multiplier: 3 };
+    let session = PeerSession {
+        local: PEER.ipv4.parse().unwrap(),
+        peer: DUT.ipv4.parse().unwrap(),
+        tx_ms: 10,
+        rx_ms: 10,
+        multiplier: 3,
+    };
     let mut frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &[session]).unwrap();
-    let capture = Capture::start(spec::OBSERVER_NS, DUT.bridge_port, &dir.join("run.pcap"), Some(&rest)).unwrap();
+    let capture = Capture::start(
+        spec::OBSERVER_NS,
+        DUT.bridge_port,
+        &dir.join("run.pcap"),
+        Some(&rest),
+    )
+    .unwrap();
     let socket = dir.join("dut.sock");
     std::fs::write(
         dir.join("dut.toml"),
@@ -98,8 +148,19 @@ fn xdp_backend_idle_injection_and_kill() {
         ),
     )
     .unwrap();
-    let args = vec!["--config".into(), dir.join("dut.toml").display().to_string()];
-    let mut dut = Daemon::spawn("linecardd", DUT.namespace, Some(&spec::cpuset_dir(spec::DUT_CPUSET)), linecardd().to_str().unwrap(), &args, &dir.join("linecardd.log")).unwrap();
+    let args = vec![
+        "--config".into(),
+        dir.join("dut.toml").display().to_string(),
+    ];
+    let mut dut = Daemon::spawn(
+        "linecardd",
+        DUT.namespace,
+        Some(&spec::cpuset_dir(spec::DUT_CPUSET)),
+        linecardd().to_str().unwrap(),
+        &args,
+        &dir.join("linecardd.log"),
+    )
+    .unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     let up = loop {
         assert!(dut.running(), "linecardd exited:\n{}", dut.log_tail());
@@ -109,7 +170,10 @@ fn xdp_backend_idle_injection_and_kill() {
                 break s.clone();
             }
         }
-        assert!(Instant::now() < deadline, "session not Up and offloaded within 5 s");
+        assert!(
+            Instant::now() < deadline,
+            "session not Up and offloaded within 5 s"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     let idle_start = epoch_ns();
@@ -131,29 +195,66 @@ fn xdp_backend_idle_injection_and_kill() {
         craft::fix_ipv4_checksum(f);
     }
     let before = ctl(&socket, &["drops"]).unwrap();
-    let before_in = ctl(&socket, &["list", "--json"]).unwrap()["sessions"][0]["counters"]["packets_in"].as_u64().unwrap();
-    let frames: Vec<Vec<u8>> = [wrong_discr, ttl_64, options].into_iter().map(from_spare).collect();
+    let before_in = ctl(&socket, &["list", "--json"]).unwrap()["sessions"][0]["counters"]
+        ["packets_in"]
+        .as_u64()
+        .unwrap();
+    let frames: Vec<Vec<u8>> = [wrong_discr, ttl_64, options]
+        .into_iter()
+        .map(from_spare)
+        .collect();
     inject(&frames, copies);
-    let kernel_drop = |v: &serde_json::Value, reason: u32| v["fast_path"]["drops"][reason as usize].as_u64().unwrap();
-    let replied = |v: &serde_json::Value| -> u64 { v["fast_path"]["verdicts_per_cpu"].as_array().unwrap().iter().map(|c| c[2].as_u64().unwrap()).sum() };
+    let kernel_drop = |v: &serde_json::Value, reason: u32| {
+        v["fast_path"]["drops"][reason as usize].as_u64().unwrap()
+    };
+    let replied = |v: &serde_json::Value| -> u64 {
+        v["fast_path"]["verdicts_per_cpu"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c[2].as_u64().unwrap())
+            .sum()
+    };
     let deadline = Instant::now() + Duration::from_secs(3);
     let after = loop {
         let after = ctl(&socket, &["drops"]).unwrap();
-        let done = [drop::NO_SESSION, drop::BAD_TTL, drop::IP_OPTIONS].iter().all(|&r| kernel_drop(&after, r) - kernel_drop(&before, r) >= copies as u64);
+        let done = [drop::NO_SESSION, drop::BAD_TTL, drop::IP_OPTIONS]
+            .iter()
+            .all(|&r| kernel_drop(&after, r) - kernel_drop(&before, r) >= copies as u64);
         if done || Instant::now() > deadline {
             break after;
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    for (what, reason) in [("wrong discriminator", drop::NO_SESSION), ("TTL 64", drop::BAD_TTL), ("IP options", drop::IP_OPTIONS)] {
-        assert_eq!(kernel_drop(&after, reason) - kernel_drop(&before, reason), copies as u64, "{what}: {after}");
+    for (what, reason) in [
+        ("wrong discriminator", drop::NO_SESSION),
+        ("TTL 64", drop::BAD_TTL),
+        ("IP options", drop::IP_OPTIONS),
+    ] {
+        assert_eq!(
+            kernel_drop(&after, reason) - kernel_drop(&before, reason),
+            copies as u64,
+            "{what}: {after}"
+        );
     }
     // The control counter: the fast path kept answering the peer meanwhile.
-    assert!(replied(&after) > replied(&before), "the fast path stopped replying");
+    assert!(
+        replied(&after) > replied(&before),
+        "the fast path stopped replying"
+    );
     // The userspace socket received none of them.
-    assert_eq!(before["drops"], after["drops"], "crafted frames reached userspace");
-    let after_in = ctl(&socket, &["list", "--json"]).unwrap()["sessions"][0]["counters"]["packets_in"].as_u64().unwrap();
-    assert_eq!(after_in, before_in, "userspace received packets while offloaded");
+    assert_eq!(
+        before["drops"], after["drops"],
+        "crafted frames reached userspace"
+    );
+    let after_in = ctl(&socket, &["list", "--json"]).unwrap()["sessions"][0]["counters"]
+        ["packets_in"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(
+        after_in, before_in,
+        "userspace received packets while offloaded"
+    );
     let injection_end = epoch_ns();
 
     // Kill the peer without a farewell: Down within 31 ms of its last packet.
@@ -165,19 +266,40 @@ fn xdp_backend_idle_injection_and_kill() {
         if s["state"] == "down" && s["kernel_detection_unix_ns"].is_i64() {
             break s.clone();
         }
-        assert!(Instant::now() < deadline, "the dead peer was not detected by the kernel's sweep: {s}");
+        assert!(
+            Instant::now() < deadline,
+            "the dead peer was not detected by the kernel's sweep: {s}"
+        );
         std::thread::sleep(Duration::from_millis(10));
     };
-    let kernel_detection = down["kernel_detection_unix_ns"].as_i64().expect("the kernel's sweep reported the silence");
+    let kernel_detection = down["kernel_detection_unix_ns"]
+        .as_i64()
+        .expect("the kernel's sweep reported the silence");
     std::thread::sleep(Duration::from_millis(100));
     let pcap = capture.finish().unwrap();
     dut.stop().unwrap();
 
     let phases = vec![
-        Phase { name: "idle".into(), start_ns: idle_start, end_ns: idle_end },
-        Phase { name: "injection".into(), start_ns: idle_end, end_ns: injection_end },
+        Phase {
+            name: "idle".into(),
+            start_ns: idle_start,
+            end_ns: idle_end,
+        },
+        Phase {
+            name: "injection".into(),
+            start_ns: idle_end,
+            end_ns: injection_end,
+        },
     ];
-    let a = analyze(&[pcap], &Options { phases, timeline: false }, None).unwrap();
+    let a = analyze(
+        &[pcap],
+        &Options {
+            phases,
+            timeline: false,
+        },
+        None,
+    )
+    .unwrap();
     let window = &a.phases[0].result;
     let ours = window.flows.iter().find(|f| f.src == DUT.ipv4).unwrap();
     let theirs = window.flows.iter().find(|f| f.src == PEER.ipv4).unwrap();
@@ -185,18 +307,48 @@ fn xdp_backend_idle_injection_and_kill() {
         "xdp idle {idle} s: DUT p50 {:.2} p99 {:.2} p99.9 {:.2} max {:.2} ms; peer p50 {:.2}; reply latency p50 {:.3} max {:.3} ms over {} replies",
         ours.gap_ms.p50, ours.gap_ms.p99, ours.gap_ms.p999, ours.gap_ms.max, theirs.gap_ms.p50, ours.reply_latency_ms.p50, ours.reply_latency_ms.max, ours.reply_latency_ms.count
     );
-    assert!(window.flows.iter().all(|f| f.flaps == 0 && f.over_budget == 0), "a flap while idle");
+    assert!(
+        window
+            .flows
+            .iter()
+            .all(|f| f.flaps == 0 && f.over_budget == 0),
+        "a flap while idle"
+    );
     // The RX-clocked signature: our distribution is the peer's.
-    assert!((ours.gap_ms.p50 - theirs.gap_ms.p50).abs() < 0.2, "p50 {} vs the peer's {}", ours.gap_ms.p50, theirs.gap_ms.p50);
-    assert!(ours.reply_latency_ms.count * 100 >= ours.packets * 99, "not every packet was a reply");
+    assert!(
+        (ours.gap_ms.p50 - theirs.gap_ms.p50).abs() < 0.2,
+        "p50 {} vs the peer's {}",
+        ours.gap_ms.p50,
+        theirs.gap_ms.p50
+    );
+    assert!(
+        ours.reply_latency_ms.count * 100 >= ours.packets * 99,
+        "not every packet was a reply"
+    );
     // The figure is reported, not bounded by its maximum: a softirq that runs
     // late on this shared machine shows up as a rare millisecond reply.
-    assert!(ours.reply_latency_ms.p99 < 1.0, "reply latency p99 {} ms", ours.reply_latency_ms.p99);
-    assert!(a.phases[1].result.flows.iter().all(|f| f.flaps == 0), "the injection caused a flap");
-    let peer_last = a.all.flows.iter().find(|f| f.src == PEER.ipv4).unwrap().last_ts_ns;
+    assert!(
+        ours.reply_latency_ms.p99 < 1.0,
+        "reply latency p99 {} ms",
+        ours.reply_latency_ms.p99
+    );
+    assert!(
+        a.phases[1].result.flows.iter().all(|f| f.flaps == 0),
+        "the injection caused a flap"
+    );
+    let peer_last = a
+        .all
+        .flows
+        .iter()
+        .find(|f| f.src == PEER.ipv4)
+        .unwrap()
+        .last_ts_ns;
     let kernel_latency = (kernel_detection - peer_last) as f64 / 1e6;
     eprintln!("xdp: peer killed, the kernel declared it silent {kernel_latency:.2} ms after its last packet on the wire");
-    assert!(kernel_latency <= 31.0 && kernel_latency >= 29.0, "kernel detection {kernel_latency} ms");
+    assert!(
+        (29.0..=31.0).contains(&kernel_latency),
+        "kernel detection {kernel_latency} ms"
+    );
     let f = a.all.flows.iter().find(|f| f.src == DUT.ipv4).unwrap();
     let event = f.flap_events.first().expect("no Down on the wire");
     let latency = event.detection_latency_ms.expect("the Down carries diag 1");
@@ -204,6 +356,9 @@ fn xdp_backend_idle_injection_and_kill() {
     // The detection instant is the kernel's (above). The Down packet is sent
     // by userspace woken by the kernel's event: it may trail by the time the
     // scheduler takes, and never by more than the backstop (5 ms).
-    assert!(latency >= kernel_latency && latency <= kernel_latency + 5.0, "Down on the wire {latency} ms, kernel {kernel_latency} ms");
+    assert!(
+        latency >= kernel_latency && latency <= kernel_latency + 5.0,
+        "Down on the wire {latency} ms, kernel {kernel_latency} ms"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

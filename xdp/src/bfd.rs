@@ -15,15 +15,18 @@
 use aya_ebpf::{
     bindings::{bpf_timer, xdp_action},
     btf_maps::Array as BtfArray,
-    helpers::generated::{bpf_ktime_get_ns, bpf_timer_init, bpf_timer_set_callback, bpf_timer_start, bpf_xdp_adjust_tail},
+    helpers::generated::{
+        bpf_ktime_get_ns, bpf_timer_init, bpf_timer_set_callback, bpf_timer_start,
+        bpf_xdp_adjust_tail,
+    },
     macros::{btf_map, map, xdp},
     maps::{Array, HashMap, PerCpuArray, RingBuf},
     programs::XdpContext,
 };
 use core::ffi::c_void;
 use linecard_common::bfd::{
-    drop, verdict, DetectionEvent, SessionConfig, SessionState, SlotConfig, DROP_REASONS, FLAG_REPLY, MAX_SESSIONS, PORT_SINGLE_HOP,
-    SWEEP_PERIOD_NS, SWEEP_SLOTS, VERDICTS,
+    drop, verdict, DetectionEvent, SessionConfig, SessionState, SlotConfig, DROP_REASONS,
+    FLAG_REPLY, MAX_SESSIONS, PORT_SINGLE_HOP, SWEEP_PERIOD_NS, SWEEP_SLOTS, VERDICTS,
 };
 
 #[map]
@@ -60,7 +63,9 @@ const CLOCK_MONOTONIC: u64 = 1;
 /// Starts the detection sweep once (the first packet on any CPU does it).
 #[inline(always)]
 fn ensure_sweep() {
-    let Some(cell) = LC_SWEEP.get_ptr_mut(0) else { return };
+    let Some(cell) = LC_SWEEP.get_ptr_mut(0) else {
+        return;
+    };
     // SAFETY: the timer lives in a map value of LC_SWEEP, the map passed.
     // Two CPUs racing here is harmless: the second bpf_timer_init fails
     // with -EBUSY and that CPU goes no further.
@@ -94,13 +99,23 @@ unsafe extern "C" fn sweep(_map: *mut c_void, _key: *mut u32, cell: *mut SweepTi
                     // SAFETY: a live map value; the fast path writes
                     // `last_rx_ns` concurrently (read once, volatile), the
                     // sweep alone writes `reported_rx_ns`.
-                    let last = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*state).last_rx_ns)) };
+                    let last = unsafe {
+                        core::ptr::read_volatile(core::ptr::addr_of!((*state).last_rx_ns))
+                    };
                     // Signed: a packet stamped after `now` (racing this
                     // sweep on another CPU) is not an enormous silence.
                     let silent = now as i64 - last as i64;
-                    if last != 0 && silent > config.detect_ns as i64 && unsafe { (*state).reported_rx_ns } != last {
+                    if last != 0
+                        && silent > config.detect_ns as i64
+                        && unsafe { (*state).reported_rx_ns } != last
+                    {
                         unsafe { (*state).reported_rx_ns = last };
-                        let event = DetectionEvent { at_ns: now, last_rx_ns: last, discr: config.discr, slot };
+                        let event = DetectionEvent {
+                            at_ns: now,
+                            last_rx_ns: last,
+                            discr: config.discr,
+                            slot,
+                        };
                         // Force the wakeup: the reader must act at once, not at its
                         // next poll of its own.
                         let _ = LC_EVENTS.output::<DetectionEvent>(&event, BPF_RB_FORCE_WAKEUP);
@@ -217,13 +232,17 @@ fn ipv4_checksum(ip: *const Ipv4) -> u16 {
 
 #[inline(always)]
 fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
-    let Some(eth) = ptr_at::<Eth>(ctx, 0) else { return not_bfd() };
+    let Some(eth) = ptr_at::<Eth>(ctx, 0) else {
+        return not_bfd();
+    };
     // SAFETY (all raw reads and writes below): each pointer comes from
     // `ptr_at`, which checked that the whole object lies inside the packet.
     if unsafe { (*eth).proto_be } != ETHERTYPE_IPV4.to_be() {
         return not_bfd();
     }
-    let Some(ip) = ptr_at::<Ipv4>(ctx, ETH_LEN) else { return not_bfd() };
+    let Some(ip) = ptr_at::<Ipv4>(ctx, ETH_LEN) else {
+        return not_bfd();
+    };
     let (version_ihl, proto) = unsafe { ((*ip).version_ihl, (*ip).proto) };
     if version_ihl >> 4 != 4 || proto != PROTO_UDP {
         return not_bfd();
@@ -234,7 +253,9 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
     if ihl < IPV4_LEN {
         return not_bfd();
     }
-    let Some(udp) = ptr_at::<Udp>(ctx, ETH_LEN + ihl) else { return not_bfd() };
+    let Some(udp) = ptr_at::<Udp>(ctx, ETH_LEN + ihl) else {
+        return not_bfd();
+    };
     if unsafe { (*udp).dest_be } != PORT_SINGLE_HOP.to_be() {
         return not_bfd();
     }
@@ -275,15 +296,31 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
     if your == 0 {
         // Bootstrap (Down or AdminDown only): userspace selects the session
         // by addresses.
-        return if state <= 1 { to_userspace() } else { Err(drop::ZERO_YOUR_DISCRIMINATOR) };
+        return if state <= 1 {
+            to_userspace()
+        } else {
+            Err(drop::ZERO_YOUR_DISCRIMINATOR)
+        };
     }
     // SAFETY: a hash map lookup; the value stays valid for this program run.
     let Some(config) = (unsafe { LC_SESSIONS.get(&your) }) else {
         return Err(drop::NO_SESSION);
     };
     let (src, dst) = unsafe { ((*ip).src, (*ip).dst) };
-    if src != [config.peer_ip[12], config.peer_ip[13], config.peer_ip[14], config.peer_ip[15]]
-        || dst != [config.local_ip[12], config.local_ip[13], config.local_ip[14], config.local_ip[15]]
+    if src
+        != [
+            config.peer_ip[12],
+            config.peer_ip[13],
+            config.peer_ip[14],
+            config.peer_ip[15],
+        ]
+        || dst
+            != [
+                config.local_ip[12],
+                config.local_ip[13],
+                config.local_ip[14],
+                config.local_ip[15],
+            ]
     {
         return Err(drop::ADDRESS_MISMATCH);
     }
@@ -300,7 +337,8 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
     session.remote_detect_mult = u32::from(b[2]);
     // Userspace keeps everything but the steady state: transitions, the
     // peer's Final (the end of our Poll), authentication.
-    if config.flags & FLAG_REPLY == 0 || state != STATE_UP || flags & (FLAG_FINAL | FLAG_AUTH) != 0 {
+    if config.flags & FLAG_REPLY == 0 || state != STATE_UP || flags & (FLAG_FINAL | FLAG_AUTH) != 0
+    {
         session.passed += 1;
         return to_userspace();
     }

@@ -8,17 +8,22 @@ use super::Availability;
 use anyhow::{bail, Context, Result};
 use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::{Xdp, XdpMode};
-use linecard_common::bfd::{DetectionEvent, SessionConfig, SessionState, SlotConfig, DROP_REASONS, FLAG_REPLY, SWEEP_SLOTS, VERDICTS};
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use linecard_common::bfd::{
+    DetectionEvent, SessionConfig, SessionState, SlotConfig, DROP_REASONS, FLAG_REPLY, SWEEP_SLOTS,
+    VERDICTS,
+};
 use linecard_common::names;
 use std::net::{IpAddr, Ipv4Addr};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 
 /// The XDP backend needs the embedded object (absent when the crate was
 /// built without the BPF toolchain, or stale against this binary's layout).
 pub fn availability() -> Availability {
     match linecard_bpf_objects::object() {
         Ok(_) => Availability::Available,
-        Err(e) => Availability::Unavailable { reason: e.to_string() },
+        Err(e) => Availability::Unavailable {
+            reason: e.to_string(),
+        },
     }
 }
 
@@ -42,10 +47,22 @@ pub struct FastPathCounters {
 impl FastPath {
     pub fn load() -> Result<Self> {
         let mut bpf = linecard_bpf_objects::load()?;
-        let program: &mut Xdp = bpf.program_mut(names::BFD_PROGRAM).context("the object has no lc_bfd")?.try_into()?;
-        program.load().context("the kernel's verifier refused lc_bfd")?;
-        let events = RingBuf::try_from(bpf.take_map(names::EVENTS_MAP).context("no events ring buffer")?)?;
-        Ok(Self { bpf, interfaces: Vec::new(), events })
+        let program: &mut Xdp = bpf
+            .program_mut(names::BFD_PROGRAM)
+            .context("the object has no lc_bfd")?
+            .try_into()?;
+        program
+            .load()
+            .context("the kernel's verifier refused lc_bfd")?;
+        let events = RingBuf::try_from(
+            bpf.take_map(names::EVENTS_MAP)
+                .context("no events ring buffer")?,
+        )?;
+        Ok(Self {
+            bpf,
+            interfaces: Vec::new(),
+            events,
+        })
     }
 
     /// Attaches in native (driver) mode; generic mode would say nothing
@@ -54,7 +71,11 @@ impl FastPath {
         if self.interfaces.iter().any(|i| i == interface) {
             return Ok(());
         }
-        let program: &mut Xdp = self.bpf.program_mut(names::BFD_PROGRAM).unwrap().try_into()?;
+        let program: &mut Xdp = self
+            .bpf
+            .program_mut(names::BFD_PROGRAM)
+            .unwrap()
+            .try_into()?;
         program
             .attach(interface, XdpMode::Driver)
             .with_context(|| format!("attaching lc_bfd to {interface} in native mode"))?;
@@ -63,7 +84,11 @@ impl FastPath {
     }
 
     fn sessions(&mut self) -> Result<HashMap<&mut MapData, u32, SessionConfig>> {
-        Ok(HashMap::try_from(self.bpf.map_mut(names::SESSIONS_MAP).context("no sessions map")?)?)
+        Ok(HashMap::try_from(
+            self.bpf
+                .map_mut(names::SESSIONS_MAP)
+                .context("no sessions map")?,
+        )?)
     }
 
     /// Makes the session known to the fast path: its packets are validated
@@ -73,7 +98,9 @@ impl FastPath {
         if config.flags & FLAG_REPLY != 0 {
             bail!("registering with FLAG_REPLY: use offload");
         }
-        self.sessions()?.insert(discr, config, 0).context("writing the session to LC_SESSIONS")?;
+        self.sessions()?
+            .insert(discr, config, 0)
+            .context("writing the session to LC_SESSIONS")?;
         Ok(())
     }
 
@@ -82,7 +109,9 @@ impl FastPath {
         if config.flags & FLAG_REPLY == 0 {
             bail!("offloading without FLAG_REPLY");
         }
-        self.sessions()?.insert(discr, config, 0).context("writing the session to LC_SESSIONS")?;
+        self.sessions()?
+            .insert(discr, config, 0)
+            .context("writing the session to LC_SESSIONS")?;
         Ok(())
     }
 
@@ -99,7 +128,8 @@ impl FastPath {
         if slot >= SWEEP_SLOTS {
             bail!("slot {slot} beyond the sweep's {SWEEP_SLOTS}");
         }
-        let mut slots: Array<&mut MapData, SlotConfig> = Array::try_from(self.bpf.map_mut(names::SLOTS_MAP).context("no slots map")?)?;
+        let mut slots: Array<&mut MapData, SlotConfig> =
+            Array::try_from(self.bpf.map_mut(names::SLOTS_MAP).context("no slots map")?)?;
         slots.set(slot, config, 0).context("writing LC_SLOTS")?;
         Ok(())
     }
@@ -116,7 +146,9 @@ impl FastPath {
             if item.len() >= std::mem::size_of::<DetectionEvent>() {
                 // SAFETY: the kernel wrote a DetectionEvent (repr(C), Pod);
                 // read_unaligned copes with the ring's alignment.
-                out.push(unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<DetectionEvent>()) });
+                out.push(unsafe {
+                    std::ptr::read_unaligned(item.as_ptr().cast::<DetectionEvent>())
+                });
             }
         }
         out
@@ -124,14 +156,22 @@ impl FastPath {
 
     /// The kernel's view of the session in `slot`.
     pub fn state(&self, slot: u32) -> Result<SessionState> {
-        let states: Array<&MapData, SessionState> = Array::try_from(self.bpf.map(names::STATE_MAP).context("no state map")?)?;
+        let states: Array<&MapData, SessionState> =
+            Array::try_from(self.bpf.map(names::STATE_MAP).context("no state map")?)?;
         Ok(states.get(&slot, 0)?)
     }
 
     pub fn counters(&self) -> Result<FastPathCounters> {
-        let drops_map: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(self.bpf.map(names::DROPS_MAP).context("no drops map")?)?;
-        let drops = (0..DROP_REASONS).map(|i| drops_map.get(&i, 0).map(|v| v.iter().sum())).collect::<Result<Vec<u64>, _>>()?;
-        let verdicts: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(self.bpf.map(names::VERDICTS_MAP).context("no verdicts map")?)?;
+        let drops_map: PerCpuArray<&MapData, u64> =
+            PerCpuArray::try_from(self.bpf.map(names::DROPS_MAP).context("no drops map")?)?;
+        let drops = (0..DROP_REASONS)
+            .map(|i| drops_map.get(&i, 0).map(|v| v.iter().sum()))
+            .collect::<Result<Vec<u64>, _>>()?;
+        let verdicts: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(
+            self.bpf
+                .map(names::VERDICTS_MAP)
+                .context("no verdicts map")?,
+        )?;
         let mut per_cpu: Vec<[u64; VERDICTS as usize]> = Vec::new();
         for v in 0..VERDICTS {
             for (cpu, count) in verdicts.get(&v, 0)?.iter().enumerate() {
@@ -141,13 +181,20 @@ impl FastPath {
                 per_cpu[cpu][v as usize] = *count;
             }
         }
-        Ok(FastPathCounters { drops, verdicts_per_cpu: per_cpu })
+        Ok(FastPathCounters {
+            drops,
+            verdicts_per_cpu: per_cpu,
+        })
     }
 }
 
 /// The interface's MAC, from sysfs.
 pub fn interface_mac(interface: &str) -> Option<[u8; 6]> {
-    parse_mac(std::fs::read_to_string(format!("/sys/class/net/{interface}/address")).ok()?.trim())
+    parse_mac(
+        std::fs::read_to_string(format!("/sys/class/net/{interface}/address"))
+            .ok()?
+            .trim(),
+    )
 }
 
 /// The neighbour's MAC from the kernel's ARP table (IPv4).
@@ -157,7 +204,11 @@ pub fn neighbour_mac(peer: IpAddr, interface: &str) -> Option<[u8; 6]> {
     table.lines().skip(1).find_map(|line| {
         let f: Vec<&str> = line.split_whitespace().collect();
         // IP address, HW type, Flags (0x2: complete), HW address, Mask, Device.
-        (f.len() >= 6 && f[0].parse::<Ipv4Addr>().ok()? == peer && f[5] == interface && f[2] == "0x2").then(|| parse_mac(f[3]))?
+        (f.len() >= 6
+            && f[0].parse::<Ipv4Addr>().ok()? == peer
+            && f[5] == interface
+            && f[2] == "0x2")
+            .then(|| parse_mac(f[3]))?
     })
 }
 
@@ -192,6 +243,9 @@ mod tests {
 
     #[test]
     fn addresses_map_like_the_kernel_side() {
-        assert_eq!(mapped("192.0.2.1".parse().unwrap())[10..], [0xff, 0xff, 192, 0, 2, 1]);
+        assert_eq!(
+            mapped("192.0.2.1".parse().unwrap())[10..],
+            [0xff, 0xff, 192, 0, 2, 1]
+        );
     }
 }

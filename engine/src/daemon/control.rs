@@ -116,7 +116,9 @@ impl Engine {
         let missing = |local: IpAddr, peer: IpAddr| serde_json::json!({ "error": format!("no session {local} -> {peer}") });
         match request {
             Request::List => serde_json::json!({ "sessions": self.statuses() }),
-            Request::Drops => serde_json::json!({ "drops": nonzero(&self.drops), "fast_path": self.fast_path_counters() }),
+            Request::Drops => {
+                serde_json::json!({ "drops": nonzero(&self.drops), "fast_path": self.fast_path_counters() })
+            }
             Request::Add { session } => match validate_session(&session, "session") {
                 Err((key, value, why)) => {
                     serde_json::json!({ "error": format!("{key} = {value}: {why}") })

@@ -64,7 +64,10 @@ pub struct Engine {
 }
 
 fn monotonic_ns() -> i64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes into the timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
@@ -121,10 +124,16 @@ impl Engine {
             .with_context(|| format!("binding control socket {}", path.display()))?;
         control.set_nonblocking(true)?;
         let sessions = config.sessions.clone();
-        let fast = if loop_kind == BackendKind::Xdp { Some(FastPath::load()?) } else { None };
+        let fast = if loop_kind == BackendKind::Xdp {
+            Some(FastPath::load()?)
+        } else {
+            None
+        };
         let epoch = Instant::now();
         let epoch_mono_ns = monotonic_ns();
-        let epoch_unix_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
+        let epoch_unix_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i64);
         let mut engine = Self {
             config,
             loop_kind,
@@ -314,15 +323,26 @@ impl Engine {
         let mut detection: Option<Nanos> = None;
         // The kernel's sweep found silences: take the sessions down at the
         // kernel's instant, whenever we get to run.
-        let events = self.fast.as_mut().map(|f| f.take_events()).unwrap_or_default();
+        let events = self
+            .fast
+            .as_mut()
+            .map(|f| f.take_events())
+            .unwrap_or_default();
         for event in events {
-            let Some((path, session, peer)) = self.table.get_mut(event.slot as usize) else { continue };
+            let Some((path, session, peer)) = self.table.get_mut(event.slot as usize) else {
+                continue;
+            };
             if session.config().local_discr != event.discr {
                 continue;
             }
             let at = event.at_ns as i64 - self.epoch_mono_ns;
             let remote = *session.remote();
-            session.note_fast_path_packet(event.last_rx_ns as i64 - self.epoch_mono_ns, remote.desired_min_tx_us, remote.min_rx_us, remote.detect_mult);
+            session.note_fast_path_packet(
+                event.last_rx_ns as i64 - self.epoch_mono_ns,
+                remote.desired_min_tx_us,
+                remote.min_rx_us,
+                remote.detect_mult,
+            );
             peer.kernel_detection_unix_ns = Some(self.epoch_unix_ns + at);
             log(&format!(
                 "kernel detected {} -> {} silent for {:.3} ms",
@@ -355,7 +375,11 @@ impl Engine {
             // While offloaded, the kernel's sweep is the detector (its
             // event carries the instant); userspace is the backstop, a
             // grace period later.
-            let grace = if peer.offloaded { KERNEL_DETECTION_GRACE_NS } else { 0 };
+            let grace = if peer.offloaded {
+                KERNEL_DETECTION_GRACE_NS
+            } else {
+                0
+            };
             if let Some(t) = session.on_timer(now - grace) {
                 peer.last_transition = Some(t);
                 log_transition(&peer.spec, &t);
@@ -363,7 +387,11 @@ impl Engine {
             if let Some(fast) = self.fast.as_mut() {
                 // Keep the kernel's sweep armed with the current detection
                 // time while offloaded, disarmed otherwise.
-                let detect_ns = if peer.offloaded { session.detection_time_ns().unwrap_or(0) as u64 } else { 0 };
+                let detect_ns = if peer.offloaded {
+                    session.detection_time_ns().unwrap_or(0) as u64
+                } else {
+                    0
+                };
                 if detect_ns != peer.armed_detect_ns {
                     let slot = linecard_common::bfd::SlotConfig {
                         detect_ns,
@@ -372,7 +400,10 @@ impl Engine {
                     };
                     match fast.set_slot(id as u32, slot) {
                         Ok(()) => peer.armed_detect_ns = detect_ns,
-                        Err(e) => log(&format!("arming the kernel's detection for {} failed: {e:#}", path.peer)),
+                        Err(e) => log(&format!(
+                            "arming the kernel's detection for {} failed: {e:#}",
+                            path.peer
+                        )),
                     }
                 }
                 let want = session.is_steady();
@@ -380,19 +411,30 @@ impl Engine {
                     if let Some(config) = fast_path_config(&path, session, peer, id as u32) {
                         match fast.offload(session.config().local_discr, config) {
                             Ok(()) => peer.offloaded = true,
-                            Err(e) => log(&format!("offloading {} -> {} failed: {e:#}", path.local, path.peer)),
+                            Err(e) => log(&format!(
+                                "offloading {} -> {} failed: {e:#}",
+                                path.local, path.peer
+                            )),
                         }
                     }
                 } else if !want && peer.offloaded {
-                    if let Err(e) = fast.register(session.config().local_discr, registered_config(&path, peer, id as u32)) {
-                        log(&format!("withdrawing {} -> {} failed: {e:#}", path.local, path.peer));
+                    if let Err(e) = fast.register(
+                        session.config().local_discr,
+                        registered_config(&path, peer, id as u32),
+                    ) {
+                        log(&format!(
+                            "withdrawing {} -> {} failed: {e:#}",
+                            path.local, path.peer
+                        ));
                     }
                     peer.offloaded = false;
                 }
             }
             if peer.offloaded {
                 // The kernel transmits and detects; we only keep the backstop.
-                let backstop = session.detection_deadline().map(|d| d + KERNEL_DETECTION_GRACE_NS);
+                let backstop = session
+                    .detection_deadline()
+                    .map(|d| d + KERNEL_DETECTION_GRACE_NS);
                 detection = earliest(detection, backstop);
                 next = earliest(next, backstop);
                 continue;
@@ -489,7 +531,11 @@ impl Engine {
         });
         // The kernel's detection events wake us at once.
         if let Some(fast) = self.fast.as_ref() {
-            fds.push(libc::pollfd { fd: fast.events_fd(), events: libc::POLLIN, revents: 0 });
+            fds.push(libc::pollfd {
+                fd: fast.events_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
         }
         let timeout = libc::timespec {
             tv_sec: wait_ns / 1_000_000_000,
@@ -560,7 +606,11 @@ fn log_transition(spec: &SessionSpec, t: &Transition) {
 }
 
 /// The fast path's view of a session it validates for but does not answer.
-fn registered_config(path: &PathKey, peer: &Peer, slot: u32) -> linecard_common::bfd::SessionConfig {
+fn registered_config(
+    path: &PathKey,
+    peer: &Peer,
+    slot: u32,
+) -> linecard_common::bfd::SessionConfig {
     linecard_common::bfd::SessionConfig {
         local_ip: fast_path::mapped(path.local),
         peer_ip: fast_path::mapped(path.peer),
@@ -577,7 +627,12 @@ fn registered_config(path: &PathKey, peer: &Peer, slot: u32) -> linecard_common:
 
 /// The fast path's view of a steady session: our reply, both MACs, our
 /// port. `None` while the neighbour's MAC is not known yet.
-fn fast_path_config(path: &PathKey, session: &Session, peer: &Peer, slot: u32) -> Option<linecard_common::bfd::SessionConfig> {
+fn fast_path_config(
+    path: &PathKey,
+    session: &Session,
+    peer: &Peer,
+    slot: u32,
+) -> Option<linecard_common::bfd::SessionConfig> {
     let interface = peer.spec.interface.as_deref()?;
     Some(linecard_common::bfd::SessionConfig {
         local_ip: fast_path::mapped(path.local),

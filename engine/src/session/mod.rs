@@ -335,7 +335,13 @@ impl Session {
     /// A valid packet from the remote was handled by the fast path at `at`
     /// (it never reached us): liveness and the remote's timers as the kernel
     /// saw them. Older news than what we have is ignored.
-    pub fn note_fast_path_packet(&mut self, at: Nanos, desired_min_tx_us: u32, required_min_rx_us: u32, detect_mult: u8) {
+    pub fn note_fast_path_packet(
+        &mut self,
+        at: Nanos,
+        desired_min_tx_us: u32,
+        required_min_rx_us: u32,
+        detect_mult: u8,
+    ) {
         if self.last_rx_ns.is_some_and(|last| at - last <= 0) || self.remote.discr == 0 {
             return;
         }

@@ -423,7 +423,10 @@ fn fast_path_liveness_keeps_detection_quiet_and_stale_news_is_ignored() {
     assert_eq!(s.on_timer(120 * MS), None);
     s.note_fast_path_packet(50 * MS, 10_000, 10_000, 3); // older: ignored
     assert_eq!(s.on_timer(129 * MS), None);
-    assert!(s.on_timer(130 * MS).is_some(), "30 ms after the last packet the kernel saw");
+    assert!(
+        s.on_timer(130 * MS).is_some(),
+        "30 ms after the last packet the kernel saw"
+    );
 }
 
 #[test]
@@ -437,5 +440,8 @@ fn only_a_steady_up_session_is_offloaded() {
     s.receive(2 * MS, &fin).unwrap();
     assert!(s.is_steady());
     let p = s.steady_packet();
-    assert_eq!((p.state, p.poll, p.final_, p.your_discr), (State::Up, false, false, 0x2222));
+    assert_eq!(
+        (p.state, p.poll, p.final_, p.your_discr),
+        (State::Up, false, false, 0x2222)
+    );
 }
