@@ -59,3 +59,138 @@ pub fn assert_exit(output: &Output, code: i32, what: &str) {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// Wall-clock nanoseconds: the clock the captures are stamped with.
+pub fn epoch_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64
+}
+
+/// The engine binary, built beside `linecard` (`cargo build --bins`).
+pub fn linecardd() -> std::path::PathBuf {
+    let path = std::path::Path::new(env!("CARGO_BIN_EXE_linecard")).with_file_name("linecardd");
+    assert!(
+        path.exists(),
+        "{} is missing: build it first (`cargo build --bins`; scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
+/// `linecardd ctl ARGS` against `socket`; `None` if it failed (the daemon
+/// not listening yet, or a refusal).
+pub fn try_ctl(socket: &std::path::Path, args: &[&str]) -> Option<serde_json::Value> {
+    let out = Command::new(linecardd())
+        .arg("ctl")
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .output()
+        .unwrap();
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null))
+}
+
+/// Like [`try_ctl`], but a failure fails the test.
+pub fn ctl(socket: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    let out = Command::new(linecardd())
+        .arg("ctl")
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "linecardd ctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+}
+
+/// A fresh scratch directory for one test run.
+pub fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("linecard-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// One `[[session]]` of a DUT configuration.
+pub struct DutSession<'a> {
+    pub peer: String,
+    pub local: String,
+    pub backend: &'a str,
+    pub interface: Option<&'a str>,
+}
+
+/// Writes `dir/dut.toml` (3 x 10 ms sessions) and starts linecardd with it
+/// in the DUT's namespace and cpuset. `engine_extra`: more `[engine]` keys.
+pub fn start_linecardd(
+    dir: &std::path::Path,
+    socket: &std::path::Path,
+    engine_extra: &str,
+    sessions: &[DutSession],
+) -> linecard_harness::procs::Daemon {
+    use linecard_harness::lab::spec;
+    let mut config = format!(
+        "[engine]\ncontrol_socket = \"{}\"\n{engine_extra}",
+        socket.display()
+    );
+    for s in sessions {
+        config.push_str(&format!(
+            "\n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\ntx_interval_ms = 10\nrx_interval_ms = 10\nmultiplier = 3\nbackend = \"{}\"\n",
+            s.peer, s.local, s.backend
+        ));
+        if let Some(interface) = s.interface {
+            config.push_str(&format!("interface = \"{interface}\"\n"));
+        }
+    }
+    std::fs::write(dir.join("dut.toml"), config).unwrap();
+    let args = vec![
+        "--config".to_string(),
+        dir.join("dut.toml").display().to_string(),
+    ];
+    linecard_harness::procs::Daemon::spawn(
+        "linecardd",
+        spec::DUT.namespace,
+        Some(&spec::cpuset_dir(spec::DUT_CPUSET)),
+        linecardd().to_str().unwrap(),
+        &args,
+        &dir.join("linecardd.log"),
+    )
+    .unwrap()
+}
+
+/// Waits (bounded, no fixed sleep) until `check` holds on the DUT's session
+/// list; returns that list.
+pub fn wait_sessions(
+    socket: &std::path::Path,
+    dut: &mut linecard_harness::procs::Daemon,
+    limit: std::time::Duration,
+    what: &str,
+    check: impl Fn(&[serde_json::Value]) -> bool,
+) -> Vec<serde_json::Value> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        assert!(
+            dut.running(),
+            "linecardd exited while waiting for {what}:\n{}",
+            dut.log_tail()
+        );
+        let list = try_ctl(socket, &["list", "--json"]).unwrap_or_default();
+        if let Some(sessions) = list["sessions"].as_array() {
+            if check(sessions) {
+                return sessions.clone();
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} not reached within {limit:?}: {list:#}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

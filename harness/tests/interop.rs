@@ -15,78 +15,10 @@ use linecard_capture_analyzer::{analyze, Options, Phase};
 use linecard_harness::lab::spec::{self, DUT, PEER, SPARE};
 use linecard_harness::procs::{start_bird, start_frr_bfdd, Capture, Daemon, PeerSession};
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-fn epoch_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as i64
-}
+use std::time::Duration;
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
-}
-
-fn linecardd_binary() -> PathBuf {
-    let path = Path::new(env!("CARGO_BIN_EXE_linecard")).with_file_name("linecardd");
-    assert!(
-        path.exists(),
-        "{} is missing: build it first (`cargo build --bins`; scripts/test.sh does)",
-        path.display()
-    );
-    path
-}
-
-fn try_ctl(socket: &Path, args: &[&str]) -> Result<serde_json::Value, String> {
-    let out = Command::new(linecardd_binary())
-        .arg("ctl")
-        .arg("--socket")
-        .arg(socket)
-        .args(args)
-        .output()
-        .unwrap();
-    if !out.status.success() {
-        return Err(format!(
-            "linecardd ctl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null))
-}
-
-fn ctl(socket: &Path, args: &[&str]) -> serde_json::Value {
-    try_ctl(socket, args).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// Waits (bounded) until `check` holds on the DUT's session list.
-fn wait_for(
-    socket: &Path,
-    what: &str,
-    limit: Duration,
-    dut: &mut Daemon,
-    check: impl Fn(&[serde_json::Value]) -> bool,
-) {
-    let deadline = Instant::now() + limit;
-    loop {
-        assert!(
-            dut.running(),
-            "linecardd exited while waiting for {what}:\n{}",
-            dut.log_tail()
-        );
-        // Until the daemon has bound its control socket, not ready yet.
-        let list = try_ctl(socket, &["list", "--json"]).unwrap_or_default();
-        if list["sessions"].as_array().is_some_and(|s| check(s)) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what} not reached within {limit:?}: {list:#}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[derive(Default)]
@@ -182,7 +114,7 @@ fn interop(backend: &str) {
         "linecardd",
         DUT.namespace,
         Some(&dut_cpuset),
-        linecardd_binary().to_str().unwrap(),
+        linecardd().to_str().unwrap(),
         &args,
         &dir.join("linecardd.log"),
     )
@@ -195,11 +127,11 @@ fn interop(backend: &str) {
             && s.iter()
                 .all(|s| s["state"] == "up" && s["polling"] == false)
     };
-    wait_for(
+    wait_sessions(
         &socket,
-        "all sessions Up",
-        Duration::from_secs(5),
         &mut dut,
+        Duration::from_secs(5),
+        "all sessions Up",
         all_up,
     );
     let idle_start = epoch_ns();
@@ -213,11 +145,11 @@ fn interop(backend: &str) {
         args.extend(pair);
         args.extend(["--tx-ms", ms, "--rx-ms", ms, "--multiplier", "3"]);
         ctl(&socket, &args);
-        wait_for(
+        wait_sessions(
             &socket,
-            "the Poll Sequence to end",
-            Duration::from_secs(2),
             &mut dut,
+            Duration::from_secs(2),
+            "the Poll Sequence to end",
             all_up,
         );
     }
@@ -230,11 +162,11 @@ fn interop(backend: &str) {
             .filter(|s| s["peer"] == PEER.ipv4 || s["peer"] == PEER.ipv6)
             .all(|s| s["state"] == "down")
     };
-    wait_for(
+    wait_sessions(
         &socket,
-        "the FRR sessions to go Down",
-        Duration::from_secs(2),
         &mut dut,
+        Duration::from_secs(2),
+        "the FRR sessions to go Down",
         frr_down,
     );
     // Everything up to here is the experiment; stopping the DUT sends

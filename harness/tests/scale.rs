@@ -10,28 +10,11 @@ use linecard_capture_analyzer::{analyze, Options, Phase};
 use linecard_harness::lab::spec::{self, DUT, PEER};
 use linecard_harness::procs::{start_frr_bfdd, Capture, Daemon, PeerSession};
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 const SESSIONS: usize = 64;
-
-fn epoch_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as i64
-}
-
-fn linecardd() -> PathBuf {
-    let path = Path::new(env!("CARGO_BIN_EXE_linecard")).with_file_name("linecardd");
-    assert!(
-        path.exists(),
-        "{} is missing: `cargo build --bins` first",
-        path.display()
-    );
-    path
-}
 
 fn peer_address(i: usize) -> IpAddr {
     IpAddr::from([192, 0, 2, 100 + i as u8])

@@ -11,20 +11,9 @@ use linecard_capture_analyzer::{analyze, analyze_file, Options, Phase};
 use linecard_harness::lab::spec::{self, DUT, PEER};
 use linecard_harness::procs::{start_frr_bfdd, Capture, Daemon, PeerSession};
 use linecard_harness::rt_throttle::{self, ThrottlingOff};
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use std::time::{SystemTime, UNIX_EPOCH};
-
-fn linecardd() -> PathBuf {
-    let path = Path::new(env!("CARGO_BIN_EXE_linecard")).with_file_name("linecardd");
-    assert!(
-        path.exists(),
-        "{} is missing: `cargo build --bins` first",
-        path.display()
-    );
-    path
-}
 
 /// What runs in the DUT position.
 #[derive(Clone, Copy)]

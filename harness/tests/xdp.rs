@@ -14,38 +14,7 @@ use linecard_common::bfd::drop;
 use linecard_harness::lab::spec::{self, DUT, PEER, SPARE};
 use linecard_harness::procs::{start_frr_bfdd, Capture, Daemon, PeerSession};
 use linecard_harness::sys::in_netns;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-fn epoch_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as i64
-}
-
-fn linecardd() -> PathBuf {
-    let path = Path::new(env!("CARGO_BIN_EXE_linecard")).with_file_name("linecardd");
-    assert!(
-        path.exists(),
-        "{} is missing: `cargo build --bins` first",
-        path.display()
-    );
-    path
-}
-
-fn ctl(socket: &Path, args: &[&str]) -> Option<serde_json::Value> {
-    let out = Command::new(linecardd())
-        .args(["ctl", "--socket"])
-        .arg(socket)
-        .args(args)
-        .output()
-        .unwrap();
-    out.status
-        .success()
-        .then(|| serde_json::from_slice(&out.stdout).unwrap())
-}
+use std::time::{Duration, Instant};
 
 /// Sends raw Ethernet frames from the spare host's eth0 (AF_PACKET), so
 /// that TTL, IP options and every other header byte are exactly as crafted.
@@ -164,7 +133,7 @@ fn xdp_backend_idle_injection_and_kill() {
     let deadline = Instant::now() + Duration::from_secs(5);
     let up = loop {
         assert!(dut.running(), "linecardd exited:\n{}", dut.log_tail());
-        if let Some(list) = ctl(&socket, &["list", "--json"]) {
+        if let Some(list) = try_ctl(&socket, &["list", "--json"]) {
             let s = &list["sessions"][0];
             if s["state"] == "up" && s["offloaded"] == true {
                 break s.clone();
@@ -194,9 +163,8 @@ fn xdp_backend_idle_injection_and_kill() {
     for f in [&mut wrong_discr, &mut ttl_64, &mut options] {
         craft::fix_ipv4_checksum(f);
     }
-    let before = ctl(&socket, &["drops"]).unwrap();
-    let before_in = ctl(&socket, &["list", "--json"]).unwrap()["sessions"][0]["counters"]
-        ["packets_in"]
+    let before = ctl(&socket, &["drops"]);
+    let before_in = ctl(&socket, &["list", "--json"])["sessions"][0]["counters"]["packets_in"]
         .as_u64()
         .unwrap();
     let frames: Vec<Vec<u8>> = [wrong_discr, ttl_64, options]
@@ -217,7 +185,7 @@ fn xdp_backend_idle_injection_and_kill() {
     };
     let deadline = Instant::now() + Duration::from_secs(3);
     let after = loop {
-        let after = ctl(&socket, &["drops"]).unwrap();
+        let after = ctl(&socket, &["drops"]);
         let done = [drop::NO_SESSION, drop::BAD_TTL, drop::IP_OPTIONS]
             .iter()
             .all(|&r| kernel_drop(&after, r) - kernel_drop(&before, r) >= copies as u64);
@@ -247,8 +215,7 @@ fn xdp_backend_idle_injection_and_kill() {
         before["drops"], after["drops"],
         "crafted frames reached userspace"
     );
-    let after_in = ctl(&socket, &["list", "--json"]).unwrap()["sessions"][0]["counters"]
-        ["packets_in"]
+    let after_in = ctl(&socket, &["list", "--json"])["sessions"][0]["counters"]["packets_in"]
         .as_u64()
         .unwrap();
     assert_eq!(
@@ -261,7 +228,7 @@ fn xdp_backend_idle_injection_and_kill() {
     frr.kill().unwrap();
     let deadline = Instant::now() + Duration::from_secs(2);
     let down = loop {
-        let list = ctl(&socket, &["list", "--json"]).unwrap();
+        let list = ctl(&socket, &["list", "--json"]);
         let s = &list["sessions"][0];
         if s["state"] == "down" && s["kernel_detection_unix_ns"].is_i64() {
             break s.clone();

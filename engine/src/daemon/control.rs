@@ -11,9 +11,9 @@ use crate::config::{validate_session, RawSession};
 use crate::session::{Counters, Remote, Transition};
 use crate::wire::{Diagnostic, DropReason, State};
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::IpAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
@@ -186,27 +186,96 @@ impl Engine {
     }
 
     /// Answers the connections waiting on the control socket.
+    /// Accepts control connections and answers those whose request line is
+    /// complete. Never blocks: a client that is slow to write its line waits
+    /// in `pending` (the sessions' timers matter more), and one that has not
+    /// finished within a second gets an error.
     pub(super) fn serve_control(&mut self) {
         while let Ok((stream, _)) = self.control.accept() {
-            // A client that does not finish its line within 100 ms loses
-            // its turn; the sessions' timers matter more.
-            let _ = stream.set_nonblocking(false);
-            let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
-            let mut line = String::new();
-            let mut reader = BufReader::new(&stream);
-            let reply = match reader.read_line(&mut line) {
-                Ok(0) => serde_json::json!({ "error": "empty request" }),
-                Ok(_) => match serde_json::from_str::<Request>(&line) {
+            if stream.set_nonblocking(true).is_ok() {
+                self.pending.push(PendingClient {
+                    stream,
+                    request: Vec::new(),
+                    since: Instant::now(),
+                });
+            }
+        }
+        let mut i = 0;
+        while i < self.pending.len() {
+            let client = &mut self.pending[i];
+            let mut chunk = [0u8; 4096];
+            let mut closed = false;
+            loop {
+                match client.stream.read(&mut chunk) {
+                    Ok(0) => {
+                        closed = true;
+                        break;
+                    }
+                    Ok(n) => client.request.extend_from_slice(&chunk[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(_) => {
+                        closed = true;
+                        break;
+                    }
+                }
+                if client.request.len() > MAX_REQUEST_BYTES {
+                    break;
+                }
+            }
+            let line_end = client.request.iter().position(|&b| b == b'\n');
+            let expired = client.since.elapsed() > Duration::from_secs(1);
+            if line_end.is_none()
+                && !closed
+                && !expired
+                && client.request.len() <= MAX_REQUEST_BYTES
+            {
+                i += 1;
+                continue;
+            }
+            let client = self.pending.swap_remove(i);
+            let reply = match line_end {
+                Some(end) => match serde_json::from_slice::<Request>(&client.request[..end]) {
                     Ok(request) => self.respond(request),
                     Err(e) => serde_json::json!({ "error": format!("bad request: {e}") }),
                 },
-                Err(e) => serde_json::json!({ "error": format!("reading the request: {e}") }),
+                None if client.request.is_empty() => {
+                    serde_json::json!({ "error": "empty request" })
+                }
+                None if client.request.len() > MAX_REQUEST_BYTES => {
+                    serde_json::json!({ "error": "request too long" })
+                }
+                None if expired => {
+                    serde_json::json!({ "error": "request line not finished within 1 s" })
+                }
+                None => serde_json::json!({ "error": "request without a newline" }),
             };
-            let mut writer = &stream;
+            // The reply is small; a short blocking write is bounded.
+            let _ = client.stream.set_nonblocking(false);
+            let _ = client
+                .stream
+                .set_write_timeout(Some(Duration::from_millis(100)));
+            let mut writer = &client.stream;
             let _ = writeln!(writer, "{reply}");
         }
     }
+
+    /// Descriptors of control clients still writing their request.
+    pub(super) fn pending_fds(&self) -> impl Iterator<Item = std::os::fd::RawFd> + '_ {
+        self.pending
+            .iter()
+            .map(|c| std::os::fd::AsRawFd::as_raw_fd(&c.stream))
+    }
 }
+
+/// A control connection whose request line is not complete yet.
+pub(super) struct PendingClient {
+    stream: std::os::unix::net::UnixStream,
+    request: Vec<u8>,
+    since: Instant,
+}
+
+/// Longest request line accepted.
+const MAX_REQUEST_BYTES: usize = 64 * 1024;
 
 /// Client side: sends one request, returns the reply.
 pub fn call(socket: &std::path::Path, request: &Request) -> anyhow::Result<serde_json::Value> {

@@ -49,6 +49,8 @@ pub struct Engine {
     rx_v4: Option<RxSocket>,
     rx_v6: Option<RxSocket>,
     control: UnixListener,
+    /// Control clients still writing their request.
+    pending: Vec<control::PendingClient>,
     /// Packets refused before reaching a session, by reason.
     drops: [u64; DropReason::ALL.len()],
     epoch: Instant,
@@ -141,6 +143,7 @@ impl Engine {
             rx_v4: None,
             rx_v6: None,
             control,
+            pending: Vec::new(),
             drops: [0; DropReason::ALL.len()],
             epoch,
             epoch_mono_ns,
@@ -529,6 +532,13 @@ impl Engine {
             events: libc::POLLIN,
             revents: 0,
         });
+        for fd in self.pending_fds() {
+            fds.push(libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
         // The kernel's detection events wake us at once.
         if let Some(fast) = self.fast.as_ref() {
             fds.push(libc::pollfd {
