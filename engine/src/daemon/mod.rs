@@ -481,6 +481,10 @@ impl Engine {
         }
         let mut buf = [0u8; 2048];
         while !stop.load(Ordering::Relaxed) {
+            // Everything that arrived is read before any timer is judged: a
+            // loop that was itself delayed must not blame the peer for the
+            // packets waiting in its socket.
+            self.drain_receive(&mut buf);
             let now = self.now();
             let (next, detection) = self.service_sessions(now);
             let until = |d: Nanos| d.saturating_sub(self.now()).clamp(0, MAX_SLEEP_NS);
@@ -491,29 +495,33 @@ impl Engine {
                 _ => detection.map_or(NAIVE_TICK_NS, |d| until(d).min(NAIVE_TICK_NS)),
             };
             self.wait(wait_ns)?;
-            for ipv6 in [false, true] {
-                loop {
-                    let socket = if ipv6 { &self.rx_v6 } else { &self.rx_v4 };
-                    let Some(socket) = socket else { break };
-                    match socket.recv(&mut buf) {
-                        Ok(Some(received)) => {
-                            let now = self.now();
-                            let len = received.len.min(buf.len());
-                            let bytes = buf[..len].to_vec();
-                            self.handle_packet(now, received, &bytes);
-                        }
-                        Ok(None) => break,
-                        Err(e) => {
-                            log(&format!("receive failed: {e}"));
-                            break;
-                        }
-                    }
-                }
-            }
             self.serve_control();
         }
         self.shutdown();
         Ok(())
+    }
+
+    /// Reads and handles every packet waiting on the receive sockets.
+    fn drain_receive(&mut self, buf: &mut [u8]) {
+        for ipv6 in [false, true] {
+            loop {
+                let socket = if ipv6 { &self.rx_v6 } else { &self.rx_v4 };
+                let Some(socket) = socket else { break };
+                match socket.recv(buf) {
+                    Ok(Some(received)) => {
+                        let now = self.now();
+                        let len = received.len.min(buf.len());
+                        let bytes = buf[..len].to_vec();
+                        self.handle_packet(now, received, &bytes);
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        log(&format!("receive failed: {e}"));
+                        break;
+                    }
+                }
+            }
+        }
     }
 
     /// Waits for a packet, a control connection, a signal or `wait_ns`.
