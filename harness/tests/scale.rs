@@ -257,7 +257,9 @@ fn sixty_four_xdp_sessions_under_l3_then_l4() {
         if phase.name == "L3" {
             let flapped = r.flows.iter().filter(|f| f.flaps > 0).count();
             if flapped > 0 {
-                eprintln!("  L3: {flapped} flows flapped (known softirq-stall limit, not asserted)");
+                eprintln!(
+                    "  L3: {flapped} flows flapped (known softirq-stall limit, not asserted)"
+                );
             }
             continue;
         }
