@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use linecard_harness::lab::spec::{self, DUT, PEER, SPARE};
-use linecard_harness::procs::{start_frr_bfdd, Daemon, PeerSession};
+use linecard_harness::procs::start_frr_bfdd;
 use linecard_harness::sys::in_netns;
 use std::io::{BufRead, BufReader, Write};
 use std::net::UdpSocket;
@@ -63,53 +63,26 @@ fn crafted_packets_are_counted_and_change_nothing() {
     }
     let _lock = lock_lab();
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
-    let dir = std::env::temp_dir().join(format!("linecard-bad-input-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("bad-input");
     let rest = spec::cpuset_dir(spec::REST_CPUSET);
-    let session = PeerSession {
-        local: PEER.ipv4.parse().unwrap(),
-        peer: DUT.ipv4.parse().unwrap(),
-        tx_ms: 10,
-        rx_ms: 10,
-        multiplier: 3,
-    };
+    let session = session_3x10(PEER.ipv4, DUT.ipv4);
     let _frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &[session]).unwrap();
     let socket = dir.join("dut.sock");
-    std::fs::write(
-        dir.join("dut.toml"),
-        format!(
-            "[engine]\ncontrol_socket = \"{}\"\n\n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\ntx_interval_ms = 10\nrx_interval_ms = 10\nmultiplier = 3\n",
-            socket.display(),
-            PEER.ipv4,
-            DUT.ipv4
-        ),
-    )
-    .unwrap();
-    let args = vec![
-        "--config".into(),
-        dir.join("dut.toml").display().to_string(),
-    ];
-    let mut dut = Daemon::spawn(
-        "linecardd",
-        DUT.namespace,
-        Some(&spec::cpuset_dir(spec::DUT_CPUSET)),
-        linecardd().to_str().unwrap(),
-        &args,
-        &dir.join("linecardd.log"),
-    )
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let before = loop {
-        assert!(dut.running(), "linecardd exited:\n{}", dut.log_tail());
-        if let Some(list) = try_ctl(&socket, &["list", "--json"]) {
-            if list["sessions"][0]["state"] == "up" && list["sessions"][0]["polling"] == false {
-                break list["sessions"][0].clone();
-            }
-        }
-        assert!(Instant::now() < deadline, "session not Up within 5 s");
-        std::thread::sleep(Duration::from_millis(20));
+    let session = DutSession {
+        peer: PEER.ipv4.to_string(),
+        local: DUT.ipv4.to_string(),
+        backend: "naive",
+        interface: None,
     };
+    let mut dut = start_linecardd(&dir, &socket, "", &[session]);
+    let before = wait_sessions(
+        &socket,
+        &mut dut,
+        Duration::from_secs(5),
+        "the session Up",
+        |s| s[0]["state"] == "up" && s[0]["polling"] == false,
+    )[0]
+    .clone();
     let our_discr = before["local_discr"].as_u64().unwrap() as u32;
 
     let mut bad_version = packet(3, 7, our_discr);

@@ -79,10 +79,21 @@ pub fn linecardd() -> std::path::PathBuf {
     path
 }
 
+/// `linecardd ctl`, kept off the DUT's CPUs like the rest of the harness:
+/// a test polling the DUT must not compete with it for its CPU.
+fn ctl_command() -> Command {
+    let mut cmd = Command::new(linecardd());
+    let rest = linecard_harness::lab::spec::cpuset_dir(linecard_harness::lab::spec::REST_CPUSET);
+    if rest.exists() {
+        linecard_harness::sys::join_cpuset_on_exec(&mut cmd, &rest);
+    }
+    cmd
+}
+
 /// `linecardd ctl ARGS` against `socket`; `None` if it failed (the daemon
 /// not listening yet, or a refusal).
 pub fn try_ctl(socket: &std::path::Path, args: &[&str]) -> Option<serde_json::Value> {
-    let out = Command::new(linecardd())
+    let out = ctl_command()
         .arg("ctl")
         .arg("--socket")
         .arg(socket)
@@ -96,7 +107,7 @@ pub fn try_ctl(socket: &std::path::Path, args: &[&str]) -> Option<serde_json::Va
 
 /// Like [`try_ctl`], but a failure fails the test.
 pub fn ctl(socket: &std::path::Path, args: &[&str]) -> serde_json::Value {
-    let out = Command::new(linecardd())
+    let out = ctl_command()
         .arg("ctl")
         .arg("--socket")
         .arg(socket)
@@ -212,4 +223,23 @@ pub fn steal_ms(cpus: &[usize]) -> f64 {
         .sum();
     // USER_HZ is 100 on Linux.
     ticks as f64 * 10.0
+}
+
+/// A duration in seconds from the environment, or `default`.
+pub fn env_seconds(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A 3 x 10 ms session as a peer daemon's configuration sees it.
+pub fn session_3x10(local: &str, peer: &str) -> linecard_harness::procs::PeerSession {
+    linecard_harness::procs::PeerSession {
+        local: local.parse().unwrap(),
+        peer: peer.parse().unwrap(),
+        tx_ms: 10,
+        rx_ms: 10,
+        multiplier: 3,
+    }
 }

@@ -13,7 +13,7 @@ use linecard_capture_analyzer::analysis::{PacketRecord, PacketSink};
 use linecard_capture_analyzer::decode::State;
 use linecard_capture_analyzer::{analyze, Options, Phase};
 use linecard_harness::lab::spec::{self, DUT, PEER, SPARE};
-use linecard_harness::procs::{start_bird, start_frr_bfdd, Capture, Daemon, PeerSession};
+use linecard_harness::procs::{start_bird, start_frr_bfdd, Capture};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -41,10 +41,7 @@ fn interop(backend: &str) -> Result<(), String> {
     }
     let _lock = lock_lab();
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
-    let idle: u64 = std::env::var("LINECARD_IDLE_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(60);
+    let idle: u64 = env_seconds("LINECARD_IDLE_SECONDS", 60);
     let dir =
         std::env::temp_dir().join(format!("linecard-interop-{backend}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -60,13 +57,7 @@ fn interop(backend: &str) -> Result<(), String> {
         .parse()
         .unwrap();
 
-    let session = |local: &str, peer: &str| PeerSession {
-        local: ip(local),
-        peer: ip(peer),
-        tx_ms: 10,
-        rx_ms: 10,
-        multiplier: 3,
-    };
+    let session = session_3x10;
     let mut frr = start_frr_bfdd(
         "frr",
         PEER.namespace,
@@ -93,34 +84,21 @@ fn interop(backend: &str) -> Result<(), String> {
     .unwrap();
 
     let socket = dir.join("dut.sock");
-    let mut config = format!(
-        "[engine]\ncontrol_socket = \"{}\"\ncpu = {dut_cpu}\n",
-        socket.display()
-    );
-    for (local, peer) in [
+    let sessions: Vec<DutSession> = [
         (DUT.ipv4, PEER.ipv4),
         (DUT.ipv6, PEER.ipv6),
         (DUT.ipv4, SPARE.ipv4),
         (DUT.ipv6, SPARE.ipv6),
-    ] {
-        config.push_str(&format!(
-            "\n[[session]]\npeer = \"{peer}\"\nlocal = \"{local}\"\ntx_interval_ms = 10\nrx_interval_ms = 10\nmultiplier = 3\nbackend = \"{backend}\"\n"
-        ));
-    }
-    std::fs::write(dir.join("dut.toml"), config).unwrap();
-    let args = vec![
-        "--config".to_string(),
-        dir.join("dut.toml").display().to_string(),
-    ];
-    let mut dut = Daemon::spawn(
-        "linecardd",
-        DUT.namespace,
-        Some(&dut_cpuset),
-        linecardd().to_str().unwrap(),
-        &args,
-        &dir.join("linecardd.log"),
-    )
-    .unwrap();
+    ]
+    .into_iter()
+    .map(|(local, peer)| DutSession {
+        peer: peer.to_string(),
+        local: local.to_string(),
+        backend,
+        interface: None,
+    })
+    .collect();
+    let mut dut = start_linecardd(&dir, &socket, &format!("cpu = {dut_cpu}\n"), &sessions);
 
     // Readiness: every session Up in the DUT's own view; the capture checks
     // the wire below.

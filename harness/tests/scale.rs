@@ -57,13 +57,8 @@ fn sixty_four_xdp_sessions_under_l3_then_l4() {
     }
     let _lock = lock_lab();
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
-    let seconds: u64 = std::env::var("LINECARD_SCALE_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(30);
-    let dir = std::env::temp_dir().join(format!("linecard-scale-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let seconds: u64 = env_seconds("LINECARD_SCALE_SECONDS", 30);
+    let dir = scratch_dir("scale");
     for i in 0..SESSIONS {
         for (ns, addr) in [
             (PEER.namespace, peer_address(i)),
@@ -97,52 +92,27 @@ fn sixty_four_xdp_sessions_under_l3_then_l4() {
         .collect();
     let _frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &sessions).unwrap();
     let socket = dir.join("dut.sock");
-    let mut config = format!("[engine]\ncontrol_socket = \"{}\"\n", socket.display());
-    for i in 0..SESSIONS {
-        config.push_str(&format!(
-            "\n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\ntx_interval_ms = 10\nrx_interval_ms = 10\nmultiplier = 3\nbackend = \"xdp\"\ninterface = \"eth0\"\n",
-            peer_address(i),
-            dut_address(i)
-        ));
-    }
-    std::fs::write(dir.join("dut.toml"), config).unwrap();
-    let args = vec![
-        "--config".into(),
-        dir.join("dut.toml").display().to_string(),
-    ];
-    let mut dut = Daemon::spawn(
-        "linecardd",
-        DUT.namespace,
-        Some(&spec::cpuset_dir(spec::DUT_CPUSET)),
-        linecardd().to_str().unwrap(),
-        &args,
-        &dir.join("linecardd.log"),
-    )
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        assert!(dut.running(), "linecardd exited:\n{}", dut.log_tail());
-        let out = Command::new(linecardd())
-            .args(["ctl", "--socket"])
-            .arg(&socket)
-            .args(["list", "--json"])
-            .output()
-            .unwrap();
-        let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        let ready = list["sessions"].as_array().map_or(0, |s| {
+    let sessions: Vec<DutSession> = (0..SESSIONS)
+        .map(|i| DutSession {
+            peer: peer_address(i).to_string(),
+            local: dut_address(i).to_string(),
+            backend: "xdp",
+            interface: Some("eth0"),
+        })
+        .collect();
+    let mut dut = start_linecardd(&dir, &socket, "", &sessions);
+    wait_sessions(
+        &socket,
+        &mut dut,
+        Duration::from_secs(15),
+        "all sessions Up and offloaded",
+        |s| {
             s.iter()
                 .filter(|s| s["state"] == "up" && s["offloaded"] == true)
                 .count()
-        });
-        if ready == SESSIONS {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{ready} of {SESSIONS} sessions Up and offloaded after 15 s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+                == SESSIONS
+        },
+    );
     let capture = Capture::start(
         spec::OBSERVER_NS,
         DUT.bridge_port,
@@ -174,12 +144,7 @@ fn sixty_four_xdp_sessions_under_l3_then_l4() {
     );
     std::thread::sleep(Duration::from_millis(200));
     let pcap = capture.finish().unwrap();
-    let drops = Command::new(linecardd())
-        .args(["ctl", "--socket"])
-        .arg(&socket)
-        .arg("drops")
-        .output()
-        .unwrap();
+    let drops = ctl(&socket, &["drops"]);
     dut.stop().unwrap();
 
     let phases = vec![
@@ -293,12 +258,7 @@ fn sixty_four_xdp_sessions_under_l3_then_l4() {
             phase.name, reply_p999
         );
     }
-    eprintln!(
-        "fast path: {}",
-        String::from_utf8_lossy(&drops.stdout)
-            .split_whitespace()
-            .collect::<String>()
-    );
+    eprintln!("fast path: {}", drops);
     for i in 0..SESSIONS {
         for (ns, addr) in [
             (PEER.namespace, peer_address(i)),

@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use linecard_capture_analyzer::{analyze, analyze_file, Options, Phase};
 use linecard_harness::lab::spec::{self, DUT, PEER};
-use linecard_harness::procs::{start_frr_bfdd, Capture, Daemon, PeerSession};
+use linecard_harness::procs::{start_frr_bfdd, Capture, Daemon};
 use linecard_harness::rt_throttle::{self, ThrottlingOff};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -71,81 +71,35 @@ fn run_with_kill(
         .unwrap()
         .trim()
         .to_string();
-    let session = PeerSession {
-        local: PEER.ipv4.parse().unwrap(),
-        peer: DUT.ipv4.parse().unwrap(),
-        tx_ms: 10,
-        rx_ms: 10,
-        multiplier: 3,
-    };
+    let session = session_3x10(PEER.ipv4, DUT.ipv4);
     let mut frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &[session]).unwrap();
     let socket = dir.join("dut.sock");
     let dut_cpu_list = spec::parse_cpu_list(&dut_cpu).unwrap();
     let mut dut = match dut_kind {
         Dut::Linecardd(backend) => {
-            let interface = if backend == "xdp" {
-                "interface = \"eth0\"\n"
-            } else {
-                ""
+            let session = DutSession {
+                peer: PEER.ipv4.to_string(),
+                local: DUT.ipv4.to_string(),
+                backend,
+                interface: (backend == "xdp").then_some("eth0"),
             };
-            std::fs::write(
-                dir.join("dut.toml"),
-                format!(
-                    "[engine]\ncontrol_socket = \"{}\"\ncpu = {dut_cpu}\nrt_priority = 90\n\n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\ntx_interval_ms = 10\nrx_interval_ms = 10\nmultiplier = 3\nbackend = \"{backend}\"\n{interface}",
-                    socket.display(),
-                    PEER.ipv4,
-                    DUT.ipv4
-                ),
-            )
-            .unwrap();
-            let args = vec![
-                "--config".into(),
-                dir.join("dut.toml").display().to_string(),
-            ];
-            let mut dut = Daemon::spawn(
-                "linecardd",
-                DUT.namespace,
-                Some(&dut_cpuset),
-                linecardd().to_str().unwrap(),
-                &args,
-                &dir.join("linecardd.log"),
-            )
-            .unwrap();
-            // Readiness: the session Up in the DUT's view (bounded).
-            let deadline = Instant::now() + Duration::from_secs(5);
-            loop {
-                assert!(dut.running(), "linecardd exited:\n{}", dut.log_tail());
-                let out = Command::new(linecardd())
-                    .args(["ctl", "--socket"])
-                    .arg(&socket)
-                    .args(["list", "--json"])
-                    .output()
-                    .unwrap();
-                let reply: serde_json::Value =
-                    serde_json::from_slice(&out.stdout).unwrap_or_default();
-                let s = &reply["sessions"][0];
-                if s["state"] == "up"
-                    && s["polling"] == false
-                    && (backend != "xdp" || s["offloaded"] == true)
-                {
-                    break;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "session not Up within 5 s: {reply}"
-                );
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            let engine = format!("cpu = {dut_cpu}\nrt_priority = 90\n");
+            let mut dut = start_linecardd(&dir, &socket, &engine, &[session]);
+            wait_sessions(
+                &socket,
+                &mut dut,
+                Duration::from_secs(5),
+                "the session Up",
+                |s| {
+                    s[0]["state"] == "up"
+                        && s[0]["polling"] == false
+                        && (backend != "xdp" || s[0]["offloaded"] == true)
+                },
+            );
             dut
         }
         Dut::Frr => {
-            let reverse = PeerSession {
-                local: DUT.ipv4.parse().unwrap(),
-                peer: PEER.ipv4.parse().unwrap(),
-                tx_ms: 10,
-                rx_ms: 10,
-                multiplier: 3,
-            };
+            let reverse = session_3x10(DUT.ipv4, PEER.ipv4);
             let dut = start_frr_bfdd(
                 "frr-dut",
                 DUT.namespace,
@@ -234,23 +188,10 @@ fn run_with_kill(
     std::thread::sleep(Duration::from_millis(200));
     let pcap = capture.finish().unwrap();
     let kernel_detection_unix = killed_at_unix.and_then(|_| {
-        let out = Command::new(linecardd())
-            .args(["ctl", "--socket"])
-            .arg(&socket)
-            .args(["list", "--json"])
-            .output()
-            .unwrap();
-        let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        reply["sessions"][0]["kernel_detection_unix_ns"].as_i64()
+        ctl(&socket, &["list", "--json"])["sessions"][0]["kernel_detection_unix_ns"].as_i64()
     });
     let replies_on_dut_cpus = matches!(dut_kind, Dut::Linecardd("xdp")).then(|| {
-        let out = Command::new(linecardd())
-            .args(["ctl", "--socket"])
-            .arg(&socket)
-            .arg("drops")
-            .output()
-            .unwrap();
-        let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let reply = ctl(&socket, &["drops"]);
         let per_cpu = reply["fast_path"]["verdicts_per_cpu"]
             .as_array()
             .unwrap()
@@ -346,10 +287,7 @@ fn l4_bakeoff_userspace_rows() {
     }
     let _lock = lock_lab();
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
-    let seconds: u64 = std::env::var("LINECARD_STRESS_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20);
+    let seconds: u64 = env_seconds("LINECARD_STRESS_SECONDS", 20);
     let shipped = rt_throttle::read().unwrap();
 
     let naive = run("naive", Dut::Linecardd("naive"), seconds);
@@ -428,10 +366,7 @@ fn l4_xdp_against_frr_in_the_dut_position() {
     }
     let _lock = lock_lab();
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
-    let seconds: u64 = std::env::var("LINECARD_XDP_STRESS_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(60);
+    let seconds: u64 = env_seconds("LINECARD_XDP_STRESS_SECONDS", 60);
     let frr = run("FRR bfdd 8.4.4", Dut::Frr, seconds);
     // The peer is killed 5 s before the stress ends: detection under L4.
     let dut_cpus = spec::parse_cpu_list(

@@ -12,7 +12,7 @@ use linecard_bpf_objects::craft;
 use linecard_capture_analyzer::{analyze, Options, Phase};
 use linecard_common::bfd::drop;
 use linecard_harness::lab::spec::{self, DUT, PEER, SPARE};
-use linecard_harness::procs::{start_frr_bfdd, Capture, Daemon, PeerSession};
+use linecard_harness::procs::{start_frr_bfdd, Capture};
 use linecard_harness::sys::in_netns;
 use std::time::{Duration, Instant};
 
@@ -92,21 +92,10 @@ fn xdp_run() -> Result<(), String> {
     }
     let _lock = lock_lab();
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
-    let idle: u64 = std::env::var("LINECARD_IDLE_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(60);
-    let dir = std::env::temp_dir().join(format!("linecard-xdp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let idle: u64 = env_seconds("LINECARD_IDLE_SECONDS", 60);
+    let dir = scratch_dir("xdp");
     let rest = spec::cpuset_dir(spec::REST_CPUSET);
-    let session = PeerSession {
-        local: PEER.ipv4.parse().unwrap(),
-        peer: DUT.ipv4.parse().unwrap(),
-        tx_ms: 10,
-        rx_ms: 10,
-        multiplier: 3,
-    };
+    let session = session_3x10(PEER.ipv4, DUT.ipv4);
     let mut frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &[session]).unwrap();
     let capture = Capture::start(
         spec::OBSERVER_NS,
@@ -116,44 +105,21 @@ fn xdp_run() -> Result<(), String> {
     )
     .unwrap();
     let socket = dir.join("dut.sock");
-    std::fs::write(
-        dir.join("dut.toml"),
-        format!(
-            "[engine]\ncontrol_socket = \"{}\"\n\n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\ntx_interval_ms = 10\nrx_interval_ms = 10\nmultiplier = 3\nbackend = \"xdp\"\ninterface = \"eth0\"\n",
-            socket.display(),
-            PEER.ipv4,
-            DUT.ipv4
-        ),
-    )
-    .unwrap();
-    let args = vec![
-        "--config".into(),
-        dir.join("dut.toml").display().to_string(),
-    ];
-    let mut dut = Daemon::spawn(
-        "linecardd",
-        DUT.namespace,
-        Some(&spec::cpuset_dir(spec::DUT_CPUSET)),
-        linecardd().to_str().unwrap(),
-        &args,
-        &dir.join("linecardd.log"),
-    )
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let up = loop {
-        assert!(dut.running(), "linecardd exited:\n{}", dut.log_tail());
-        if let Some(list) = try_ctl(&socket, &["list", "--json"]) {
-            let s = &list["sessions"][0];
-            if s["state"] == "up" && s["offloaded"] == true {
-                break s.clone();
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "session not Up and offloaded within 5 s"
-        );
-        std::thread::sleep(Duration::from_millis(20));
+    let session = DutSession {
+        peer: PEER.ipv4.to_string(),
+        local: DUT.ipv4.to_string(),
+        backend: "xdp",
+        interface: Some("eth0"),
     };
+    let mut dut = start_linecardd(&dir, &socket, "", &[session]);
+    let up = wait_sessions(
+        &socket,
+        &mut dut,
+        Duration::from_secs(5),
+        "the session Up and offloaded",
+        |s| s[0]["state"] == "up" && s[0]["offloaded"] == true,
+    )[0]
+    .clone();
     let dut_cpus = spec::parse_cpu_list(
         &std::fs::read_to_string(spec::cpuset_dir(spec::DUT_CPUSET).join("cpuset.cpus")).unwrap(),
     )
@@ -241,19 +207,14 @@ fn xdp_run() -> Result<(), String> {
 
     // Kill the peer without a farewell: Down within 31 ms of its last packet.
     frr.kill().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(2);
-    let down = loop {
-        let list = ctl(&socket, &["list", "--json"]);
-        let s = &list["sessions"][0];
-        if s["state"] == "down" && s["kernel_detection_unix_ns"].is_i64() {
-            break s.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the dead peer was not detected by the kernel's sweep: {s}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let down = wait_sessions(
+        &socket,
+        &mut dut,
+        Duration::from_secs(2),
+        "the kernel's sweep to report the dead peer",
+        |s| s[0]["state"] == "down" && s[0]["kernel_detection_unix_ns"].is_i64(),
+    )[0]
+    .clone();
     let kernel_detection = down["kernel_detection_unix_ns"]
         .as_i64()
         .expect("the kernel's sweep reported the silence");
