@@ -25,6 +25,7 @@ struct RawEngine {
     cpu: Option<i64>,
     control_socket: Option<PathBuf>,
     frr_dataplane: Option<String>,
+    txtime_depth: Option<i64>,
 }
 
 /// One `[[session]]` table, also the payload of the control socket's `add`.
@@ -52,6 +53,9 @@ pub struct EngineConfig {
     /// CPU the transmit thread is pinned to (`rt`), if any.
     pub cpu: Option<usize>,
     pub control_socket: PathBuf,
+    /// How many periodic packets per session the `txtime` backend hands to
+    /// the kernel ahead of their departure (1: one in flight).
+    pub txtime_depth: usize,
     pub sessions: Vec<SessionSpec>,
 }
 
@@ -83,6 +87,31 @@ pub enum ConfigError {
         value: String,
         why: String,
     },
+}
+
+impl ConfigError {
+    pub fn read(file: &str, source: std::io::Error) -> Self {
+        Self::Read {
+            file: file.into(),
+            source,
+        }
+    }
+
+    pub fn syntax(file: &str, error: impl std::fmt::Display) -> Self {
+        Self::Syntax {
+            file: file.into(),
+            message: error.to_string(),
+        }
+    }
+
+    pub fn invalid(file: &str, key: &str, value: &dyn std::fmt::Display, why: &str) -> Self {
+        Self::Invalid {
+            file: file.into(),
+            key: key.into(),
+            value: value.to_string(),
+            why: why.into(),
+        }
+    }
 }
 
 impl EngineConfig {
@@ -120,6 +149,14 @@ impl EngineConfig {
             }
             c => c.map(|c| c as usize),
         };
+        let txtime_depth = raw.engine.txtime_depth.unwrap_or(1);
+        if !(1..=64).contains(&txtime_depth) {
+            return Err(invalid(
+                "engine.txtime_depth",
+                &txtime_depth,
+                "must be 1 (one packet in flight) to 64",
+            ));
+        }
         if let Some(addr) = raw.engine.frr_dataplane {
             return Err(invalid(
                 "engine.frr_dataplane",
@@ -143,6 +180,7 @@ impl EngineConfig {
                 .engine
                 .control_socket
                 .unwrap_or_else(|| DEFAULT_CONTROL_SOCKET.into()),
+            txtime_depth: txtime_depth as usize,
             sessions,
         })
     }
@@ -196,11 +234,11 @@ pub fn validate_session(
             "must be one of naive, rt, txtime, xdp",
         )
     })?;
-    if backend == BackendKind::Xdp && s.interface.is_none() {
+    if matches!(backend, BackendKind::Xdp | BackendKind::Txtime) && s.interface.is_none() {
         return Err(err(
             "interface",
             &"(none)",
-            "the xdp backend attaches to an interface: name it",
+            &format!("the {backend} backend attaches to an interface: name it"),
         ));
     }
     if backend == BackendKind::Xdp && peer.is_ipv6() {

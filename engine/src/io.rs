@@ -174,6 +174,19 @@ pub struct TxSocket {
     socket: Socket,
     peer: SockAddr,
     pub source_port: u16,
+    /// Set once SO_TXTIME is on: the lead of an urgent packet, ns.
+    txtime_lead_ns: Option<u64>,
+}
+
+/// `clock`'s time in ns.
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 impl TxSocket {
@@ -224,10 +237,93 @@ impl TxSocket {
             socket,
             peer: SocketAddr::new(peer, port).into(),
             source_port,
+            txtime_lead_ns: None,
         })
     }
 
+    /// Sends at once. On a SO_TXTIME socket "at once" is the earliest
+    /// departure etf accepts, the lead given to [`TxSocket::enable_txtime`]
+    /// (etf drops a packet without a transmit time).
     pub fn send(&self, bytes: &[u8]) -> io::Result<usize> {
-        self.socket.send_to(bytes, &self.peer)
+        match self.txtime_lead_ns {
+            Some(lead) => self.send_at(bytes, clock_ns(libc::CLOCK_TAI) + lead),
+            None => self.socket.send_to(bytes, &self.peer),
+        }
+    }
+
+    /// Puts this socket's packets in traffic-control class `classid`
+    /// (SO_PRIORITY; htb classifies by it directly).
+    pub fn set_priority(&self, classid: u32) -> io::Result<()> {
+        setsockopt_int(
+            self.fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PRIORITY,
+            classid as i32,
+        )
+    }
+
+    /// Enables SO_TXTIME on CLOCK_TAI (the etf qdisc's clock), errors
+    /// reported on the socket's error queue. `urgent_lead_ns`: how far
+    /// ahead [`TxSocket::send`] times a packet that must leave at once.
+    pub fn enable_txtime(&mut self, urgent_lead_ns: u64) -> io::Result<()> {
+        let config = libc::sock_txtime {
+            clockid: libc::CLOCK_TAI,
+            flags: libc::SOF_TXTIME_REPORT_ERRORS,
+        };
+        // SAFETY: passes a pointer to a live sock_txtime and its size.
+        let rc = unsafe {
+            libc::setsockopt(
+                self.fd(),
+                libc::SOL_SOCKET,
+                libc::SO_TXTIME,
+                (&config as *const libc::sock_txtime).cast(),
+                std::mem::size_of::<libc::sock_txtime>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.txtime_lead_ns = Some(urgent_lead_ns);
+        Ok(())
+    }
+
+    /// Sends `bytes` to leave at `tai_ns` (CLOCK_TAI): an SCM_TXTIME control
+    /// message, honoured by the etf qdisc. Needs [`TxSocket::enable_txtime`].
+    pub fn send_at(&self, bytes: &[u8], tai_ns: u64) -> io::Result<usize> {
+        const SPACE: usize = 32; // CMSG_SPACE(8) on 64-bit Linux is 24.
+        #[repr(C, align(8))]
+        struct Control([u8; SPACE]);
+        let mut control = Control([0; SPACE]);
+        let mut iov = libc::iovec {
+            iov_base: bytes.as_ptr() as *mut libc::c_void,
+            iov_len: bytes.len(),
+        };
+        // SAFETY: a zeroed msghdr is valid; every pointer set below refers
+        // to a live local (address, iovec, control buffer) for the duration
+        // of sendmsg; CMSG_* stay within the control buffer sized by
+        // CMSG_SPACE.
+        unsafe {
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_name = self.peer.as_ptr() as *mut libc::c_void;
+            msg.msg_namelen = self.peer.len();
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control.0.as_mut_ptr().cast();
+            msg.msg_controllen = libc::CMSG_SPACE(8) as usize;
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            (*cmsg).cmsg_level = libc::SOL_SOCKET;
+            (*cmsg).cmsg_type = libc::SCM_TXTIME;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(8) as usize;
+            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u64>(), tai_ns);
+            let n = libc::sendmsg(self.fd(), &msg, 0);
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(n as usize)
+        }
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.socket.as_raw_fd()
     }
 }

@@ -1,7 +1,36 @@
 //! The `rt` backend: the event loop on a SCHED_FIFO thread, optionally
 //! pinned, sleeping to exact deadlines.
 
-use super::Availability;
+use super::{Availability, BackendKind, Transmitter, MAX_SLEEP_NS};
+use crate::session::Nanos;
+
+/// The shared loop on a SCHED_FIFO thread that sleeps to the next deadline.
+pub struct Realtime {
+    pub priority: i32,
+    pub cpu: Option<usize>,
+}
+
+impl Transmitter for Realtime {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Rt
+    }
+
+    fn enter_loop(&mut self) -> std::io::Result<()> {
+        make_current_thread_realtime(self.priority, self.cpu).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!(
+                    "switching to SCHED_FIFO {} (are you root?): {e}",
+                    self.priority
+                ),
+            )
+        })
+    }
+
+    fn sleep_ns(&self, until_wake: Option<Nanos>, _until_detection: Option<Nanos>) -> Nanos {
+        until_wake.map_or(MAX_SLEEP_NS, |d| d.min(MAX_SLEEP_NS))
+    }
+}
 
 /// SCHED_FIFO needs root (or CAP_SYS_NICE and an RLIMIT_RTPRIO).
 pub fn availability() -> Availability {

@@ -4,7 +4,7 @@
 //! verdicts per CPU (placement evidence). Userspace keeps the state
 //! machine, bring-up, Polls it starts and every transition.
 
-use super::Availability;
+use super::{Availability, BackendKind, Transmitter, MAX_SLEEP_NS};
 use anyhow::{bail, Context, Result};
 use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::{Xdp, XdpMode};
@@ -24,6 +24,21 @@ pub fn availability() -> Availability {
         Err(e) => Availability::Unavailable {
             reason: e.to_string(),
         },
+    }
+}
+
+/// Userspace's share of the xdp backend: packets at transitions, bring-up
+/// and Polls leave from the shared loop, at normal priority, at their
+/// deadlines; steady packets leave from the kernel (see [`FastPath`]).
+pub struct RxClocked;
+
+impl Transmitter for RxClocked {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Xdp
+    }
+
+    fn sleep_ns(&self, until_wake: Option<i64>, _until_detection: Option<i64>) -> i64 {
+        until_wake.map_or(MAX_SLEEP_NS, |d| d.min(MAX_SLEEP_NS))
     }
 }
 

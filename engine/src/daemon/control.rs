@@ -132,6 +132,7 @@ impl Engine {
                 None => missing(local, peer),
                 Some(id) => {
                     let (_, mut session, p) = self.table.remove(id).unwrap();
+                    self.transmitter.forget(id);
                     if let Some(fast) = self.fast.as_mut() {
                         let _ = fast.forget(session.config().local_discr);
                     }

@@ -1,14 +1,16 @@
 //! The daemon: sockets, the session table and the event loop that drives
-//! the sans-IO sessions with a clock, for the userspace backends.
+//! the sans-IO sessions with a clock.
 //!
-//! `naive` and `rt` share this loop and differ only in how it waits: naive
-//! wakes on a 2 ms receive timeout (its clock), rt sleeps to the exact next
-//! deadline on a SCHED_FIFO thread.
+//! Every backend shares this loop; its [`Transmitter`] decides how the
+//! loop's thread runs, how long it sleeps and when packets are handed to
+//! the kernel (naive: a 2 ms receive timeout as its clock; rt: exact
+//! deadlines on a SCHED_FIFO thread; txtime: ahead of time with SO_TXTIME;
+//! xdp: transitions from here, steady replies from the kernel).
 
 pub mod control;
 
 use crate::backend::xdp::{self as fast_path, FastPath};
-use crate::backend::{rt, Availability, BackendKind};
+use crate::backend::{self, txtime, Availability, BackendKind, Departure, Transmitter};
 use crate::config::{EngineConfig, SessionSpec};
 use crate::io::{Received, RxSocket, TxSocket};
 use crate::session::table::{PathKey, SessionId, SessionTable};
@@ -19,13 +21,9 @@ use std::os::unix::net::UnixListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-/// The naive backend's clock: a receive timeout of 2 ms.
-const NAIVE_TICK_NS: Nanos = 2_000_000;
 /// How long after the detection deadline userspace declares an offloaded
 /// session down itself if the kernel's sweep (every 0.5 ms) has not.
 const KERNEL_DETECTION_GRACE_NS: Nanos = 5_000_000;
-/// The longest the rt loop sleeps without a deadline (control socket).
-const MAX_SLEEP_NS: Nanos = 50_000_000;
 
 /// What the engine keeps per session beside the state machine.
 pub struct Peer {
@@ -44,7 +42,7 @@ pub struct Peer {
 
 pub struct Engine {
     config: EngineConfig,
-    loop_kind: BackendKind,
+    transmitter: Box<dyn Transmitter>,
     table: SessionTable<Peer>,
     rx_v4: Option<RxSocket>,
     rx_v6: Option<RxSocket>,
@@ -126,6 +124,7 @@ impl Engine {
             .with_context(|| format!("binding control socket {}", path.display()))?;
         control.set_nonblocking(true)?;
         let sessions = config.sessions.clone();
+        let transmitter = backend::transmitter(loop_kind, &config);
         let fast = if loop_kind == BackendKind::Xdp {
             Some(FastPath::load()?)
         } else {
@@ -138,7 +137,7 @@ impl Engine {
             .map_or(0, |d| d.as_nanos() as i64);
         let mut engine = Self {
             config,
-            loop_kind,
+            transmitter,
             table: SessionTable::default(),
             rx_v4: None,
             rx_v6: None,
@@ -159,7 +158,7 @@ impl Engine {
     }
 
     pub fn loop_kind(&self) -> BackendKind {
-        self.loop_kind
+        self.transmitter.kind()
     }
 
     fn now(&self) -> Nanos {
@@ -186,15 +185,24 @@ impl Engine {
     }
 
     pub fn add_session(&mut self, spec: SessionSpec) -> Result<SessionId> {
-        if spec.backend != self.loop_kind && !self.table.is_empty() {
-            bail!(
-                "this engine runs the {} backend; a {} session needs its own linecardd",
-                self.loop_kind,
-                spec.backend
-            );
-        }
-        if let Availability::Unavailable { reason } = spec.backend.availability() {
-            bail!("the {} backend cannot run here: {reason}", spec.backend);
+        if spec.backend != self.loop_kind() {
+            if !self.table.is_empty() {
+                bail!(
+                    "this engine runs the {} backend; a {} session needs its own linecardd",
+                    self.loop_kind(),
+                    spec.backend
+                );
+            }
+            if let Availability::Unavailable { reason } = spec.backend.availability() {
+                bail!("the {} backend cannot run here: {reason}", spec.backend);
+            }
+            // An empty engine takes the backend of its first session.
+            self.fast = if spec.backend == BackendKind::Xdp {
+                Some(FastPath::load()?)
+            } else {
+                None
+            };
+            self.transmitter = backend::transmitter(spec.backend, &self.config);
         }
         self.ensure_rx(spec.peer.is_ipv6())?;
         if let (Some(fast), Some(interface)) = (self.fast.as_mut(), spec.interface.as_deref()) {
@@ -206,7 +214,7 @@ impl Engine {
             .filter_map(|id| self.table.get(id))
             .map(|(_, _, p)| p.tx.source_port)
             .collect();
-        let tx = TxSocket::open(
+        let mut tx = TxSocket::open(
             spec.local,
             spec.peer,
             self.port,
@@ -219,6 +227,14 @@ impl Engine {
                 spec.local, spec.peer
             )
         })?;
+        self.transmitter
+            .prepare_session(&spec, &mut tx)
+            .with_context(|| {
+                format!(
+                    "preparing the {} backend for {} -> {}",
+                    spec.backend, spec.local, spec.peer
+                )
+            })?;
         let mut discr;
         loop {
             discr = (random_u64() as u32).max(1);
@@ -442,16 +458,23 @@ impl Engine {
                 next = earliest(next, backstop);
                 continue;
             }
-            while let Some(packet) = session.poll_transmit(now) {
-                if let Err(e) = peer.tx.send(&packet.to_bytes()) {
-                    // A full socket buffer or an unreachable neighbour is
-                    // what BFD exists to detect; keep going.
-                    if e.kind() != std::io::ErrorKind::WouldBlock {
-                        log(&format!("send to {} failed: {e}", peer.spec.peer));
+            let tx = &peer.tx;
+            self.transmitter
+                .transmit(now, id, session, &mut |packet, departure| {
+                    let bytes = packet.to_bytes();
+                    let sent = match departure {
+                        Departure::Now => tx.send(&bytes),
+                        Departure::At(at) => tx.send_at(&bytes, txtime::tai_ns(now, at)),
+                    };
+                    if let Err(e) = sent {
+                        // A full socket buffer or an unreachable neighbour
+                        // is what BFD exists to detect; keep going.
+                        if e.kind() != std::io::ErrorKind::WouldBlock {
+                            log(&format!("send to {} failed: {e}", path.peer));
+                        }
                     }
-                }
-            }
-            next = earliest(next, session.next_deadline());
+                });
+            next = earliest(next, self.transmitter.next_wake(id, session));
             detection = earliest(detection, session.detection_deadline());
         }
         (next, detection)
@@ -470,15 +493,9 @@ impl Engine {
     /// Runs until `stop` is set (SIGTERM/SIGINT), then sends AdminDown once
     /// per session so that peers take the session down deliberately.
     pub fn run(&mut self, stop: &AtomicBool) -> Result<()> {
-        if self.loop_kind == BackendKind::Rt {
-            rt::make_current_thread_realtime(self.config.rt_priority, self.config.cpu)
-                .with_context(|| {
-                    format!(
-                        "switching to SCHED_FIFO {} (are you root?)",
-                        self.config.rt_priority
-                    )
-                })?;
-        }
+        self.transmitter
+            .enter_loop()
+            .with_context(|| format!("starting the {} loop", self.loop_kind()))?;
         let mut buf = [0u8; 2048];
         while !stop.load(Ordering::Relaxed) {
             // Everything that arrived is read before any timer is judged: a
@@ -487,13 +504,10 @@ impl Engine {
             self.drain_receive(&mut buf);
             let now = self.now();
             let (next, detection) = self.service_sessions(now);
-            let until = |d: Nanos| d.saturating_sub(self.now()).clamp(0, MAX_SLEEP_NS);
-            let wait_ns = match self.loop_kind {
-                BackendKind::Rt | BackendKind::Xdp => next.map_or(MAX_SLEEP_NS, until),
-                // The naive transmit clock is the 2 ms tick; detection is
-                // not what the bake-off compares, so it keeps its deadline.
-                _ => detection.map_or(NAIVE_TICK_NS, |d| until(d).min(NAIVE_TICK_NS)),
-            };
+            let until = |d: Nanos| d.saturating_sub(self.now()).max(0);
+            let wait_ns = self
+                .transmitter
+                .sleep_ns(next.map(until), detection.map(until));
             self.wait(wait_ns)?;
             self.serve_control();
         }
