@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The main job: install what is needed, build, bring the local lab up and
-# prove it measures what it claims (the DUT's receive path on the DUT's CPUs).
-# Grows into `linecard run scenarios/bakeoff.toml` as the runner lands.
+# The main job: install what is needed, build, and run the transmit bake-off
+# on the local lab (FRR bfdd and every linecardd backend under L4, 60 s
+# each, ~7 minutes). Results: results/bakeoff/<run-id>/ (summary.md,
+# manifest.json, one capture per DUT). Exit 0 when the run is complete,
+# 1 when a DUT failed or the run is invalid.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 export LINECARD_REQUIRE_EBPF=1
 cargo build --release --locked -p linecard-harness -p linecard-engine
-linecard=target/release/linecard
-"$linecard" lab up
-"$linecard" lab check
+exec target/release/linecard run scenarios/bakeoff.toml "$@"

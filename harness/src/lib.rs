@@ -4,8 +4,12 @@
 pub mod analyze;
 pub mod bench;
 pub mod bench_xdp;
+pub mod canary;
 pub mod lab;
 pub mod plots;
 pub mod procs;
+pub mod profile;
 pub mod rt_throttle;
+pub mod run;
+pub mod scenario;
 pub mod sys;

@@ -17,7 +17,8 @@ use std::process::ExitCode;
     long_about = "linecard brings up a lab, runs BFD engines against real peers under stress, \
                   captures packets on an observer outside the device under test, and turns \
                   the captures into gap distributions, flaps and maxima.\n\n\
-                  Start with `linecard lab up`, then `linecard lab check`."
+                  The main job: `linecard run scenarios/bakeoff.toml` (results in results/). \
+                  To explore: `linecard lab up`, then `linecard lab check`."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -26,6 +27,43 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run a scenario: every DUT through its phases against the peer, captured on the observer
+    ///
+    /// Brings the local lab up (and down again if it was not up before), checks where the
+    /// DUT's receive path runs, then for each DUT: starts the peer and the DUT, waits until
+    /// both say their session is Up, runs the phases (stress-ng on the DUT's CPUs, with a
+    /// canary proving the stress bit), analyses the capture and judges the DUT. Writes
+    /// results/<scenario>/<run-id>/ (manifest.json, summary.md, status, captures, analyses)
+    /// and prints the table. Exit 0 when the run is complete, 1 when a DUT failed or the run
+    /// is invalid, 2 on bad input. Ctrl-C stops, tears down and keeps what was captured.
+    /// Example: linecard run scenarios/bakeoff.toml
+    Run {
+        /// Scenario file (scenarios/*.toml)
+        scenario: std::path::PathBuf,
+        /// Stress profiles directory (default: stress-profiles/ beside the scenario's directory)
+        #[arg(long)]
+        profiles: Option<std::path::PathBuf>,
+        /// Results directory
+        #[arg(long, default_value = "results")]
+        results: std::path::PathBuf,
+        /// Run only the DUT with this label (repeatable)
+        #[arg(long = "only", value_name = "LABEL")]
+        only: Vec<String>,
+        /// Validate the scenario and its profiles, print the plan, and stop
+        #[arg(long)]
+        check: bool,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// The stress canary (started by `linecard run` on the DUT's CPUs): wakes every 1 ms and
+    /// records as JSON lines each time it was kept from running for more than 2 ms
+    #[command(hide = true)]
+    Canary {
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        seconds: u64,
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
     /// Bring up, inspect, check and tear down the local lab (network namespaces on this machine)
     #[command(subcommand)]
     Lab(LabCommand),
@@ -144,6 +182,60 @@ fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Lab(command) => run_lab(command),
+        Command::Run {
+            scenario,
+            profiles,
+            results,
+            only,
+            check,
+            output,
+        } => {
+            let profiles = profiles
+                .unwrap_or_else(|| linecard_harness::scenario::default_profiles_dir(&scenario));
+            let scenario = linecard_harness::scenario::Scenario::load(&scenario, &profiles)?;
+            if let Some(label) = only
+                .iter()
+                .find(|l| !scenario.duts.iter().any(|d| &d.label == *l))
+            {
+                anyhow::bail!(
+                    "--only {label:?}: the scenario has no such DUT (labels: {})",
+                    scenario
+                        .duts
+                        .iter()
+                        .map(|d| format!("{:?}", d.label))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            if check {
+                if output.json {
+                    print_json(&scenario)?;
+                } else {
+                    print!("{}", linecard_harness::run::plan(&scenario));
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            linecard_harness::sys::require_root("linecard run")?;
+            linecard_harness::run::install_interrupt_handler();
+            let result = linecard_harness::run::run(
+                &scenario,
+                &linecard_harness::run::RunOptions { results, only },
+            )?;
+            if output.json {
+                print_json(&result.manifest)?;
+            } else {
+                print!(
+                    "{}",
+                    linecard_harness::run::summary_markdown(&result.manifest)
+                );
+                println!("\nresults: {}", result.dir.display());
+            }
+            Ok(ExitCode::from(result.exit_code() as u8))
+        }
+        Command::Canary { seconds, out } => {
+            linecard_harness::canary::run(seconds, &out)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Bench(BenchCommand::Xdp { repeat, output }) => {
             let report = bench_xdp::run(repeat)?;
             if output.json {
@@ -289,6 +381,9 @@ fn run_lab(command: LabCommand) -> Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
+    // `linecard ... | head` ends quietly, like any Unix tool.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,

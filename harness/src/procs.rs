@@ -178,10 +178,56 @@ impl Capture {
     }
 
     /// Stops the capture (SIGTERM flushes the file) and returns its path.
-    pub fn finish(mut self) -> Result<PathBuf> {
-        self.daemon.stop()?;
-        Ok(self.path.clone())
+    pub fn finish(self) -> Result<PathBuf> {
+        Ok(self.finish_checked()?.path)
     }
+
+    /// Whether tcpdump is still capturing.
+    pub fn running(&mut self) -> bool {
+        self.daemon.running()
+    }
+
+    /// Stops the capture and says whether it can be trusted: tcpdump must
+    /// have run until now, and its kernel must have dropped nothing.
+    pub fn finish_checked(mut self) -> Result<CaptureOutcome> {
+        let died_early = !self.daemon.running();
+        self.daemon.stop()?;
+        // tcpdump prints its counts on exit; the reader thread copies them.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut dropped = None;
+        while dropped.is_none() && Instant::now() < deadline {
+            dropped =
+                dropped_by_kernel(&std::fs::read_to_string(&self.daemon.log).unwrap_or_default());
+            if dropped.is_none() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        Ok(CaptureOutcome {
+            path: self.path.clone(),
+            died_early,
+            dropped_by_kernel: dropped,
+        })
+    }
+}
+
+/// What a finished capture says about itself.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct CaptureOutcome {
+    pub path: PathBuf,
+    /// tcpdump had exited before it was stopped (killed, crashed, disk full).
+    pub died_early: bool,
+    /// "N packets dropped by kernel", as tcpdump reported at exit; `None`
+    /// when it did not report (it died).
+    pub dropped_by_kernel: Option<u64>,
+}
+
+/// tcpdump's "N packets dropped by kernel" line.
+fn dropped_by_kernel(log: &str) -> Option<u64> {
+    log.lines().find_map(|l| {
+        l.strip_suffix(" packets dropped by kernel")
+            .or_else(|| l.strip_suffix(" packet dropped by kernel"))
+            .and_then(|n| n.trim().parse().ok())
+    })
 }
 
 /// One BFD session as a peer daemon's configuration sees it.

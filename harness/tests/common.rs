@@ -206,23 +206,10 @@ pub fn wait_sessions(
     }
 }
 
-/// Time the hypervisor took from `cpus` so far (steal, /proc/stat), in ms.
-/// A stall the DUT never saw coming: a run whose window holds steal cannot
-/// blame the engine for a late packet.
+/// Time the hypervisor took from `cpus` so far, in ms (the runner's own
+/// measure).
 pub fn steal_ms(cpus: &[usize]) -> f64 {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let ticks: u64 = stat
-        .lines()
-        .filter_map(|line| {
-            let mut fields = line.split_whitespace();
-            let cpu = fields.next()?.strip_prefix("cpu")?.parse::<usize>().ok()?;
-            // user nice system idle iowait irq softirq steal
-            cpus.contains(&cpu)
-                .then(|| fields.nth(7)?.parse::<u64>().ok())?
-        })
-        .sum();
-    // USER_HZ is 100 on Linux.
-    ticks as f64 * 10.0
+    linecard_harness::run::provider::steal_ms(cpus)
 }
 
 /// A duration in seconds from the environment, or `default`.

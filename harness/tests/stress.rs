@@ -1,8 +1,8 @@
-//! The bake-off's userspace rows under L4 (real-time hogs on the DUT's CPU),
-//! measured on the wire against FRR bfdd: `naive` must flap (the positive
-//! control that proves the stress bit), `rt` is measured with the kernel's
-//! RT throttling as shipped and with it off, `txtime` reports why it cannot
-//! run here. Durations: `LINECARD_STRESS_SECONDS` (default 20).
+//! The xdp backend under L4 (real-time hogs on the DUT's CPU) against FRR
+//! bfdd in the same DUT position, with the peer killed before the end:
+//! detection in the kernel while userspace is starved. The bake-off's other
+//! rows run through `linecard run scenarios/bakeoff.toml` (tests/run.rs).
+//! Duration: `LINECARD_XDP_STRESS_SECONDS` (default 60).
 
 mod common;
 
@@ -10,7 +10,6 @@ use common::*;
 use linecard_capture_analyzer::{analyze, analyze_file, Options, Phase};
 use linecard_harness::lab::spec::{self, DUT, PEER};
 use linecard_harness::procs::{start_frr_bfdd, Capture, Daemon};
-use linecard_harness::rt_throttle::{self, ThrottlingOff};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -278,85 +277,6 @@ fn run_with_kill(
     assert!(row.packets > 0);
     let _ = std::fs::remove_dir_all(&dir);
     row
-}
-
-#[test]
-fn l4_bakeoff_userspace_rows() {
-    if !privileged("l4_bakeoff_userspace_rows") {
-        return;
-    }
-    let _lock = lock_lab();
-    assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
-    let seconds: u64 = env_seconds("LINECARD_STRESS_SECONDS", 20);
-    let shipped = rt_throttle::read().unwrap();
-
-    let naive = run("naive", Dut::Linecardd("naive"), seconds);
-    let rt_throttled = run(
-        &format!("rt, sched_rt_runtime_us {shipped}"),
-        Dut::Linecardd("rt"),
-        seconds,
-    );
-    let rt_unthrottled = {
-        let _off = ThrottlingOff::new().unwrap();
-        run("rt, sched_rt_runtime_us -1", Dut::Linecardd("rt"), seconds)
-    };
-    assert_eq!(
-        rt_throttle::read().unwrap(),
-        shipped,
-        "RT throttling was not restored"
-    );
-
-    eprintln!("L4 for {seconds} s on the DUT's CPU, 3 x 10 ms against FRR bfdd 8.4.4, DUT -> peer gaps (ms):");
-    eprintln!(
-        "{:<34} {:>6} {:>7} {:>7} {:>7} {:>8}",
-        "backend", "flaps", "p50", "p99", "p99.9", "max"
-    );
-    for r in [&naive, &rt_throttled, &rt_unthrottled] {
-        eprintln!(
-            "{:<34} {:>6} {:>7.2} {:>7.2} {:>7.2} {:>8.2}",
-            r.label, r.flaps, r.p50, r.p99, r.p999, r.max
-        );
-    }
-    let txtime = Command::new(linecardd())
-        .args(["backends", "--json"])
-        .output()
-        .unwrap();
-    let backends: serde_json::Value = serde_json::from_slice(&txtime.stdout).unwrap();
-    eprintln!(
-        "{:<34} unavailable: {}",
-        "txtime",
-        backends["txtime"]["reason"].as_str().unwrap_or("?")
-    );
-
-    // Positive control: a normal-priority loop must starve under L4,
-    // otherwise the stress did not bite and nothing below means anything.
-    assert!(
-        naive.flaps > 0 && naive.max > 30.0,
-        "naive did not flap under L4: the stress did not starve the DUT's CPU"
-    );
-    // The kernel's physics: with throttling as shipped, the hogs are stopped
-    // ~50 ms per second and the FIFO 90 sender is not the one that gains;
-    // the reference's "0 flaps" row assumed otherwise.
-    if shipped != -1 {
-        assert!(
-            rt_throttled.max > 30.0,
-            "expected RT throttling windows above the detection time, max was {}",
-            rt_throttled.max
-        );
-    }
-    // The claim: SCHED_FIFO 90 with throttling off holds 3 x 10 ms.
-    assert_eq!(rt_unthrottled.flaps, 0, "rt flapped with throttling off");
-    assert!(
-        rt_unthrottled.max <= 15.0,
-        "rt max gap {} ms with throttling off",
-        rt_unthrottled.max
-    );
-    assert!(
-        backends["txtime"]["status"] == "available"
-            || backends["txtime"]["reason"]
-                .as_str()
-                .is_some_and(|r| r.contains("etf"))
-    );
 }
 
 #[test]

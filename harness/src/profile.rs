@@ -1,0 +1,235 @@
+//! Stress profiles (`stress-profiles/*.toml`): a level of the stress ladder
+//! with stressor counts per DUT CPU, turned into the exact stress-ng command
+//! line for a DUT with a given number of CPUs.
+
+use linecard_engine::config::ConfigError as InputError;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// stress-ng's scheduling policies we accept.
+const POLICIES: [&str; 3] = ["fifo", "rr", "other"];
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfile {
+    schema_version: i64,
+    name: String,
+    what: String,
+    #[serde(default)]
+    stressors: BTreeMap<String, f64>,
+    sched: Option<RawSched>,
+    canary: Option<RawCanary>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSched {
+    policy: String,
+    priority: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCanary {
+    min_stall_ms: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Profile {
+    pub name: String,
+    pub what: String,
+    /// stress-ng stressor and instances per DUT CPU, in name order.
+    pub stressors: Vec<(String, f64)>,
+    /// Scheduling policy and priority of the stressors.
+    pub sched: Option<(String, u8)>,
+    /// The stress bit when a normal-priority canary on the DUT's CPUs
+    /// stalled at least this long in the phase.
+    pub canary_min_stall_ms: Option<f64>,
+}
+
+impl Profile {
+    pub fn load(path: &Path) -> Result<Self, InputError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| InputError::read(&file, e))?;
+        Self::parse(&file, &text)
+    }
+
+    pub fn parse(file: &str, text: &str) -> Result<Self, InputError> {
+        let raw: RawProfile = toml::from_str(text).map_err(|e| InputError::syntax(file, e))?;
+        let invalid = |key: &str, value: &dyn std::fmt::Display, why: &str| {
+            InputError::invalid(file, key, value, why)
+        };
+        if raw.schema_version != 1 {
+            return Err(invalid(
+                "schema_version",
+                &raw.schema_version,
+                "this linecard reads version 1",
+            ));
+        }
+        if raw.name.is_empty()
+            || !raw
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(invalid("name", &raw.name, "letters, digits, - and _ only"));
+        }
+        for (stressor, count) in &raw.stressors {
+            if !stressor
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            {
+                return Err(invalid(
+                    &format!("stressors.{stressor}"),
+                    count,
+                    "not a stress-ng stressor name",
+                ));
+            }
+            if !(count.is_finite() && *count > 0.0 && *count <= 64.0) {
+                return Err(invalid(
+                    &format!("stressors.{stressor}"),
+                    count,
+                    "instances per DUT CPU must be above 0 and at most 64",
+                ));
+            }
+        }
+        let sched = match raw.sched {
+            None => None,
+            Some(s) => {
+                if !POLICIES.contains(&s.policy.as_str()) {
+                    return Err(invalid(
+                        "sched.policy",
+                        &s.policy,
+                        "must be fifo, rr or other",
+                    ));
+                }
+                let priority = s.priority.unwrap_or(0);
+                let range = if s.policy == "other" { 0..=0 } else { 1..=99 };
+                if !range.contains(&priority) {
+                    return Err(invalid(
+                        "sched.priority",
+                        &priority,
+                        "fifo and rr take 1-99; other takes none",
+                    ));
+                }
+                Some((s.policy, priority as u8))
+            }
+        };
+        if sched.is_some() && raw.stressors.is_empty() {
+            return Err(invalid(
+                "sched.policy",
+                &"(set)",
+                "a profile without stressors has nothing to schedule",
+            ));
+        }
+        let canary_min_stall_ms = match raw.canary {
+            Some(c) if !(c.min_stall_ms.is_finite() && c.min_stall_ms > 0.0) => {
+                return Err(invalid(
+                    "canary.min_stall_ms",
+                    &c.min_stall_ms,
+                    "must be above 0",
+                ))
+            }
+            c => c.map(|c| c.min_stall_ms),
+        };
+        Ok(Self {
+            name: raw.name,
+            what: raw.what,
+            stressors: raw.stressors.into_iter().collect(),
+            sched,
+            canary_min_stall_ms,
+        })
+    }
+
+    /// Whether this profile loads the machine at all.
+    pub fn is_idle(&self) -> bool {
+        self.stressors.is_empty()
+    }
+
+    /// stress-ng's arguments for `seconds` on a DUT with `dut_cpus` CPUs:
+    /// counts per CPU multiplied out and rounded up, at least one each.
+    pub fn stress_ng_args(&self, dut_cpus: usize, seconds: u64) -> Vec<String> {
+        let mut args = Vec::new();
+        for (stressor, per_cpu) in &self.stressors {
+            let n = ((per_cpu * dut_cpus as f64).ceil() as u64).max(1);
+            args.push(format!("--{stressor}"));
+            args.push(n.to_string());
+        }
+        if let Some((policy, priority)) = &self.sched {
+            args.push("--sched".into());
+            args.push(policy.clone());
+            if *priority > 0 {
+                args.push("--sched-prio".into());
+                args.push(priority.to_string());
+            }
+        }
+        args.push("--timeout".into());
+        args.push(format!("{seconds}s"));
+        args.push("--quiet".into());
+        args
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shipped(name: &str) -> Profile {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../stress-profiles")
+            .join(format!("{name}.toml"));
+        Profile::load(&path).unwrap()
+    }
+
+    #[test]
+    fn the_shipped_ladder_reproduces_the_reference_on_four_cpus() {
+        // ../shared/reference/bfd-measurement.md, "Stress ladder" (4 vCPUs).
+        let cmd = |name: &str| shipped(name).stress_ng_args(4, 120).join(" ");
+        assert_eq!(cmd("L1"), "--cpu 4 --timeout 120s --quiet");
+        assert_eq!(
+            cmd("L2"),
+            "--cpu 8 --switch 4 --yield 4 --timeout 120s --quiet"
+        );
+        assert_eq!(
+            cmd("L3"),
+            "--cpu 4 --hrtimers 2 --timer 8 --timerfd 4 --timeout 120s --quiet"
+        );
+        assert_eq!(
+            cmd("L4"),
+            "--cpu 4 --sched fifo --sched-prio 50 --timeout 120s --quiet"
+        );
+        assert!(shipped("soak").is_idle());
+        assert_eq!(shipped("L4").canary_min_stall_ms, Some(30.0));
+    }
+
+    #[test]
+    fn counts_scale_down_to_one_dut_cpu_without_vanishing() {
+        assert_eq!(
+            shipped("L3").stress_ng_args(1, 20).join(" "),
+            "--cpu 1 --hrtimers 1 --timer 2 --timerfd 1 --timeout 20s --quiet"
+        );
+    }
+
+    #[test]
+    fn errors_name_file_key_and_value() {
+        let e = |text: &str| Profile::parse("p.toml", text).unwrap_err().to_string();
+        let base = "schema_version = 1\nname = \"X\"\nwhat = \"x\"\n";
+        assert_eq!(
+            e(&format!("{base}[stressors]\ncpu = 0.0\n")),
+            "p.toml: stressors.cpu = 0: instances per DUT CPU must be above 0 and at most 64"
+        );
+        assert!(e(&format!(
+            "{base}[stressors]\ncpu = 1.0\n[sched]\npolicy = \"deadline\"\n"
+        ))
+        .contains("sched.policy = deadline"));
+        assert!(e(&format!(
+            "{base}[stressors]\ncpu = 1.0\n[sched]\npolicy = \"fifo\"\npriority = 0\n"
+        ))
+        .contains("sched.priority = 0"));
+        assert!(e(&base.replace("1", "2")).contains("schema_version = 2"));
+        assert!(e(&format!("{base}colour = 1\n")).starts_with("p.toml: "));
+        assert!(e(&format!("{base}[stressors]\n\"cpu; rm\" = 1.0\n"))
+            .contains("not a stress-ng stressor name"));
+    }
+}

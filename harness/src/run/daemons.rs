@@ -1,0 +1,285 @@
+//! The BFD daemons of a run: the peer (FRR bfdd or BIRD) and the DUT (FRR
+//! bfdd or linecardd with a backend), started in the lab's namespaces and
+//! cpusets, and asked, in their own words, whether their session is Up.
+
+use crate::lab::spec::{self, Host};
+use crate::procs::{self, Daemon, PeerSession};
+use crate::scenario::{DutImplementation, PeerImplementation, Sessions};
+use crate::sys;
+use anyhow::{bail, Context, Result};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The engine binary: `LINECARD_LINECARDD`, else beside this `linecard`,
+/// else `linecardd` on the PATH.
+pub fn linecardd_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("LINECARD_LINECARDD") {
+        return path.into();
+    }
+    std::env::current_exe()
+        .ok()
+        .map(|exe| exe.with_file_name("linecardd"))
+        .filter(|p| p.exists())
+        .unwrap_or_else(|| "linecardd".into())
+}
+
+/// The address of `host` in the scenario's family.
+pub fn address(host: &Host, sessions: &Sessions) -> IpAddr {
+    let text = if sessions.ipv6 { host.ipv6 } else { host.ipv4 };
+    text.parse().expect("the lab's addresses parse")
+}
+
+fn peer_session(local: &Host, peer: &Host, sessions: &Sessions) -> PeerSession {
+    PeerSession {
+        local: address(local, sessions),
+        peer: address(peer, sessions),
+        tx_ms: sessions.tx_interval_ms,
+        rx_ms: sessions.rx_interval_ms,
+        multiplier: sessions.multiplier,
+    }
+}
+
+/// A running BFD daemon and how to ask it about its session.
+pub struct Bfd {
+    pub daemon: Daemon,
+    kind: Kind,
+}
+
+enum Kind {
+    /// vtysh socket directory and namespace.
+    Frr {
+        vty: PathBuf,
+        ns: &'static str,
+    },
+    Bird {
+        ctl: PathBuf,
+        ns: &'static str,
+        peer: IpAddr,
+    },
+    Linecardd {
+        socket: PathBuf,
+    },
+}
+
+pub fn start_peer(
+    implementation: PeerImplementation,
+    sessions: &Sessions,
+    dir: &Path,
+) -> Result<Bfd> {
+    let rest = spec::cpuset_dir(spec::REST_CPUSET);
+    let session = peer_session(&spec::PEER, &spec::DUT, sessions);
+    Ok(match implementation {
+        PeerImplementation::Frr => Bfd {
+            daemon: procs::start_frr_bfdd(
+                "peer-frr",
+                spec::PEER.namespace,
+                Some(&rest),
+                dir,
+                &[session],
+            )?,
+            kind: Kind::Frr {
+                vty: dir.join("peer-frr"),
+                ns: spec::PEER.namespace,
+            },
+        },
+        PeerImplementation::Bird => {
+            let router_id: IpAddr = spec::PEER.ipv4.parse()?;
+            Bfd {
+                daemon: procs::start_bird(
+                    "peer-bird",
+                    spec::PEER.namespace,
+                    Some(&rest),
+                    dir,
+                    router_id,
+                    &[session],
+                )?,
+                kind: Kind::Bird {
+                    ctl: dir.join("peer-bird").join("bird.ctl"),
+                    ns: spec::PEER.namespace,
+                    peer: session.peer,
+                },
+            }
+        }
+    })
+}
+
+/// The linecardd configuration of a DUT with one session.
+pub fn linecardd_config(
+    backend: &str,
+    sessions: &Sessions,
+    socket: &Path,
+    dut_cpus: &[usize],
+) -> String {
+    let mut config = format!(
+        "[engine]\ncontrol_socket = \"{}\"\nrt_priority = 90\n",
+        socket.display()
+    );
+    if let Some(cpu) = dut_cpus.first() {
+        config.push_str(&format!("cpu = {cpu}\n"));
+    }
+    config.push_str(&format!(
+        "\n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\ntx_interval_ms = {}\nrx_interval_ms = {}\nmultiplier = {}\nbackend = \"{backend}\"\n",
+        address(&spec::PEER, sessions),
+        address(&spec::DUT, sessions),
+        sessions.tx_interval_ms,
+        sessions.rx_interval_ms,
+        sessions.multiplier,
+    ));
+    if matches!(backend, "xdp" | "txtime") {
+        config.push_str("interface = \"eth0\"\n");
+    }
+    config
+}
+
+pub fn start_dut(
+    implementation: &DutImplementation,
+    sessions: &Sessions,
+    dir: &Path,
+    dut_cpus: &[usize],
+) -> Result<Bfd> {
+    let cpuset = spec::cpuset_dir(spec::DUT_CPUSET);
+    match implementation {
+        DutImplementation::Frr => {
+            let session = peer_session(&spec::DUT, &spec::PEER, sessions);
+            Ok(Bfd {
+                daemon: procs::start_frr_bfdd(
+                    "dut-frr",
+                    spec::DUT.namespace,
+                    Some(&cpuset),
+                    dir,
+                    &[session],
+                )?,
+                kind: Kind::Frr {
+                    vty: dir.join("dut-frr"),
+                    ns: spec::DUT.namespace,
+                },
+            })
+        }
+        DutImplementation::Linecardd { backend } => {
+            let socket = dir.join("linecardd.sock");
+            let config = dir.join("linecardd.toml");
+            std::fs::write(
+                &config,
+                linecardd_config(backend, sessions, &socket, dut_cpus),
+            )?;
+            let binary = linecardd_binary();
+            let daemon = Daemon::spawn(
+                "linecardd",
+                spec::DUT.namespace,
+                Some(&cpuset),
+                binary.to_str().context("linecardd's path is not UTF-8")?,
+                &["--config".into(), config.display().to_string()],
+                &dir.join("linecardd.log"),
+            )?;
+            Ok(Bfd {
+                daemon,
+                kind: Kind::Linecardd { socket },
+            })
+        }
+    }
+}
+
+/// `linecardd ctl ARGS`, run off the DUT's CPUs (polling must not compete
+/// with the DUT for them).
+pub fn linecardd_ctl(socket: &Path, args: &[&str]) -> Result<serde_json::Value> {
+    let mut cmd = Command::new(linecardd_binary());
+    cmd.arg("ctl").arg("--socket").arg(socket).args(args);
+    let rest = spec::cpuset_dir(spec::REST_CPUSET);
+    if rest.exists() {
+        sys::join_cpuset_on_exec(&mut cmd, &rest);
+    }
+    let out = cmd.output().context("running linecardd ctl")?;
+    if !out.status.success() {
+        bail!(
+            "linecardd ctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null))
+}
+
+impl Bfd {
+    /// Whether the daemon reports its session Up and steady, in its own
+    /// words; `Err` says what it reports instead.
+    pub fn session_up(&mut self) -> Result<(), String> {
+        if !self.daemon.running() {
+            return Err(format!(
+                "{} exited: {}",
+                self.daemon.name,
+                self.daemon.log_tail()
+            ));
+        }
+        match &self.kind {
+            Kind::Frr { vty, ns } => {
+                let out = Command::new("ip")
+                    .args(["netns", "exec", ns, "vtysh", "--vty_socket"])
+                    .arg(vty)
+                    .args(["-c", "show bfd peers json"])
+                    .output()
+                    .map_err(|e| format!("vtysh: {e}"))?;
+                let peers: serde_json::Value =
+                    serde_json::from_slice(&out.stdout).unwrap_or_default();
+                match peers[0]["status"].as_str() {
+                    Some("up") => Ok(()),
+                    s => Err(format!("FRR bfdd says {}", s.unwrap_or("nothing yet"))),
+                }
+            }
+            Kind::Bird { ctl, ns, peer } => {
+                let out = Command::new("ip")
+                    .args(["netns", "exec", ns, "birdc", "-s"])
+                    .arg(ctl)
+                    .args(["show", "bfd", "sessions"])
+                    .output()
+                    .map_err(|e| format!("birdc: {e}"))?;
+                let text = String::from_utf8_lossy(&out.stdout);
+                let line = text
+                    .lines()
+                    .find(|l| l.split_whitespace().next() == Some(&peer.to_string()));
+                match line {
+                    Some(l) if l.split_whitespace().any(|w| w == "Up") => Ok(()),
+                    Some(l) => Err(format!("BIRD says {}", l.trim())),
+                    None => Err("BIRD lists no session yet".into()),
+                }
+            }
+            Kind::Linecardd { socket } => {
+                let list = linecardd_ctl(socket, &["list", "--json"]).map_err(|e| e.to_string())?;
+                let s = &list["sessions"][0];
+                let steady = s["state"] == "up"
+                    && s["polling"] == false
+                    && (s["backend"] != "xdp" || s["offloaded"] == true);
+                if steady {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "linecardd says state {} polling {} offloaded {}",
+                        s["state"], s["polling"], s["offloaded"]
+                    ))
+                }
+            }
+        }
+    }
+
+    /// The fast path's replies on `dut_cpus` and in all, if this is a
+    /// linecardd with one (placement evidence).
+    pub fn replies_on(&self, dut_cpus: &[usize]) -> Option<(u64, u64)> {
+        let Kind::Linecardd { socket } = &self.kind else {
+            return None;
+        };
+        let reply = linecardd_ctl(socket, &["drops"]).ok()?;
+        let per_cpu = reply["fast_path"]["verdicts_per_cpu"].as_array()?;
+        let replied = |v: &serde_json::Value| {
+            v[linecard_common::bfd::verdict::REPLIED as usize]
+                .as_u64()
+                .unwrap_or(0)
+        };
+        let total = per_cpu.iter().map(replied).sum();
+        let on_dut = per_cpu
+            .iter()
+            .enumerate()
+            .filter(|(cpu, _)| dut_cpus.contains(cpu))
+            .map(|(_, v)| replied(v))
+            .sum();
+        Some((on_dut, total))
+    }
+}

@@ -1,0 +1,280 @@
+//! The verdict on one DUT's run, from what was measured outside it. Order
+//! matters: a run that cannot be trusted is `invalid` whatever its numbers
+//! say; only a trusted run can `pass` or `fail`.
+
+use crate::scenario::Expectation;
+use serde::Serialize;
+
+/// Figures of one phase, from the capture: the DUT's transmit gaps and the
+/// flaps either side showed.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct PhaseFigures {
+    pub phase: String,
+    pub profile: String,
+    /// The DUT's packets in the phase.
+    pub packets: u64,
+    /// Up -> not Up on the wire, the larger of the two directions.
+    pub flaps: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+    /// The canary's longest stall on the DUT's CPUs in the phase, and what
+    /// the profile requires for the stress to count as biting.
+    pub canary_stall_ms: f64,
+    pub canary_required_ms: Option<f64>,
+}
+
+/// Everything the verdict is drawn from.
+#[derive(Clone, Debug, Serialize)]
+pub struct Evidence {
+    pub capture_died_early: bool,
+    pub capture_dropped: Option<u64>,
+    /// The DUT was Up on both daemons' views and on the wire before the
+    /// first phase.
+    pub up_before_phases: Result<(), String>,
+    /// Fast-path replies on the DUT's CPUs and in all (xdp only).
+    pub replies_on_dut_cpus: Option<(u64, u64)>,
+    /// Hypervisor steal on the DUT's CPUs during the run, ms.
+    pub steal_ms: f64,
+    pub phases: Vec<PhaseFigures>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(tag = "status", content = "why", rename_all = "snake_case")]
+pub enum Verdict {
+    /// Expectations held (a positive control: it flapped, as it must).
+    Pass,
+    Fail(String),
+    /// The run cannot be trusted; its numbers are kept but judge nothing.
+    Invalid(String),
+    /// The design cannot run on this host.
+    Unavailable(String),
+}
+
+impl Verdict {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Pass => "pass",
+            Self::Fail(_) => "FAIL",
+            Self::Invalid(_) => "INVALID",
+            Self::Unavailable(_) => "unavailable",
+        }
+    }
+}
+
+/// Share of replies that must come from the DUT's CPUs for the fast path's
+/// placement to count (the rest: frames processed before steering settled).
+const PLACEMENT_SHARE_PERCENT: u64 = 95;
+
+pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
+    if e.capture_died_early {
+        return Verdict::Fail(
+            "the observer's capture stopped before the run ended (partial capture kept)".into(),
+        );
+    }
+    match e.capture_dropped {
+        None => return Verdict::Invalid("tcpdump did not report its drop count".into()),
+        Some(n) if n > 0 => return Verdict::Invalid(format!("the capture dropped {n} packets")),
+        _ => {}
+    }
+    if let Err(why) = &e.up_before_phases {
+        return Verdict::Invalid(format!("sessions never came Up: {why}"));
+    }
+    if let Some((on_dut, total)) = e.replies_on_dut_cpus {
+        if total == 0 || on_dut * 100 < total * PLACEMENT_SHARE_PERCENT {
+            return Verdict::Invalid(format!(
+                "the fast path did not run on the DUT's CPUs ({on_dut} of {total} replies)"
+            ));
+        }
+    }
+    for p in &e.phases {
+        if let Some(required) = p.canary_required_ms {
+            if p.canary_stall_ms < required {
+                return Verdict::Invalid(format!(
+                    "the stress did not bite in phase {}: the canary's longest stall was {:.1} ms, below {required} ms",
+                    p.phase, p.canary_stall_ms
+                ));
+            }
+        }
+        if p.packets == 0 {
+            return Verdict::Invalid(format!(
+                "no DUT packets on the capture in phase {}",
+                p.phase
+            ));
+        }
+    }
+    let flaps: u64 = e.phases.iter().map(|p| p.flaps).sum();
+    let max = e.phases.iter().map(|p| p.max_ms).fold(0.0, f64::max);
+    if expect.positive_control {
+        return if flaps > 0 {
+            Verdict::Pass
+        } else {
+            Verdict::Invalid(format!(
+                "positive control: it must flap under this load and did not (max gap {max:.2} ms): the stress did not bite"
+            ))
+        };
+    }
+    let broken = broken_limits(expect, e);
+    if broken.is_empty() {
+        return Verdict::Pass;
+    }
+    // A stall the DUT never saw coming: the hypervisor took its CPU.
+    if e.steal_ms > 0.0 {
+        return Verdict::Invalid(format!(
+            "{} while the hypervisor stole {:.0} ms from the DUT's CPUs",
+            broken.join(", "),
+            e.steal_ms
+        ));
+    }
+    Verdict::Fail(broken.join(", "))
+}
+
+/// Whether a run is worth repeating: trusted in every other respect, its
+/// limits broken only while the hypervisor stole the DUT's CPUs.
+pub fn spoiled_by_steal(expect: &Expectation, e: &Evidence) -> bool {
+    let without_steal = Evidence {
+        steal_ms: 0.0,
+        ..e.clone()
+    };
+    e.steal_ms > 0.0
+        && !e.capture_died_early
+        && !broken_limits(expect, e).is_empty()
+        && matches!(judge(expect, &without_steal), Verdict::Fail(_))
+}
+
+fn broken_limits(expect: &Expectation, e: &Evidence) -> Vec<String> {
+    let flaps: u64 = e.phases.iter().map(|p| p.flaps).sum();
+    let max = e.phases.iter().map(|p| p.max_ms).fold(0.0, f64::max);
+    let mut broken = Vec::new();
+    if let Some(limit) = expect.max_flaps {
+        if flaps > limit {
+            broken.push(format!("{flaps} flaps (limit {limit})"));
+        }
+    }
+    if let Some(limit) = expect.max_gap_ms {
+        if max > limit {
+            broken.push(format!("max gap {max:.2} ms (limit {limit} ms)"));
+        }
+    }
+    broken
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn phase(flaps: u64, max_ms: f64, stall: f64) -> PhaseFigures {
+        PhaseFigures {
+            phase: "L4".into(),
+            profile: "L4".into(),
+            packets: 1000,
+            flaps,
+            p50_ms: 8.8,
+            p99_ms: 10.0,
+            p999_ms: 10.1,
+            max_ms,
+            canary_stall_ms: stall,
+            canary_required_ms: Some(30.0),
+        }
+    }
+
+    fn evidence(phases: Vec<PhaseFigures>) -> Evidence {
+        Evidence {
+            capture_died_early: false,
+            capture_dropped: Some(0),
+            up_before_phases: Ok(()),
+            replies_on_dut_cpus: None,
+            steal_ms: 0.0,
+            phases,
+        }
+    }
+
+    fn hold() -> Expectation {
+        Expectation {
+            positive_control: false,
+            max_flaps: Some(0),
+            max_gap_ms: Some(15.0),
+        }
+    }
+
+    fn control() -> Expectation {
+        Expectation {
+            positive_control: true,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn limits_pass_and_fail_on_the_capture_figures() {
+        assert_eq!(
+            judge(&hold(), &evidence(vec![phase(0, 14.1, 900.0)])),
+            Verdict::Pass
+        );
+        let v = judge(&hold(), &evidence(vec![phase(2, 960.0, 900.0)]));
+        assert_eq!(
+            v,
+            Verdict::Fail("2 flaps (limit 0), max gap 960.00 ms (limit 15 ms)".into())
+        );
+    }
+
+    #[test]
+    fn a_positive_control_that_holds_invalidates_the_run() {
+        assert_eq!(
+            judge(&control(), &evidence(vec![phase(40, 960.0, 900.0)])),
+            Verdict::Pass
+        );
+        assert!(matches!(
+            judge(&control(), &evidence(vec![phase(0, 10.0, 900.0)])),
+            Verdict::Invalid(w) if w.contains("positive control")
+        ));
+    }
+
+    #[test]
+    fn stress_that_did_not_bite_is_invalid_even_when_the_numbers_look_good() {
+        let v = judge(&hold(), &evidence(vec![phase(0, 10.0, 3.0)]));
+        assert!(matches!(v, Verdict::Invalid(w) if w.contains("did not bite")));
+    }
+
+    #[test]
+    fn an_untrustworthy_capture_never_passes() {
+        let mut e = evidence(vec![phase(0, 10.0, 900.0)]);
+        e.capture_dropped = Some(3);
+        assert!(matches!(judge(&hold(), &e), Verdict::Invalid(_)));
+        e.capture_dropped = None;
+        assert!(matches!(judge(&hold(), &e), Verdict::Invalid(_)));
+        e.capture_died_early = true;
+        assert!(
+            matches!(judge(&hold(), &e), Verdict::Fail(w) if w.contains("partial capture kept"))
+        );
+    }
+
+    #[test]
+    fn placement_elsewhere_and_sessions_never_up_are_invalid() {
+        let mut e = evidence(vec![phase(0, 10.0, 900.0)]);
+        e.replies_on_dut_cpus = Some((10, 1000));
+        assert!(matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("DUT's CPUs")));
+        e.replies_on_dut_cpus = Some((0, 0));
+        assert!(matches!(judge(&hold(), &e), Verdict::Invalid(_)));
+        e.replies_on_dut_cpus = Some((1000, 1000));
+        e.up_before_phases = Err("DUT Down".into());
+        assert!(matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("never came Up")));
+    }
+
+    #[test]
+    fn a_broken_limit_under_hypervisor_steal_is_invalid_not_failed() {
+        let mut e = evidence(vec![phase(1, 40.0, 900.0)]);
+        assert!(!spoiled_by_steal(&hold(), &e));
+        e.steal_ms = 120.0;
+        assert!(matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("stole")));
+        assert!(spoiled_by_steal(&hold(), &e));
+        // Steal does not excuse what steal cannot cause.
+        e.capture_dropped = Some(1);
+        assert!(!spoiled_by_steal(&hold(), &e));
+        let passing = Evidence {
+            steal_ms: 120.0,
+            ..evidence(vec![phase(0, 10.0, 900.0)])
+        };
+        assert!(!spoiled_by_steal(&hold(), &passing));
+    }
+}

@@ -1,0 +1,720 @@
+//! `linecard run SCENARIO`: brings the lab up, runs every DUT of the
+//! scenario through its phases against the peer with a capture on the
+//! observer, analyses the captures, judges each DUT, and writes a
+//! self-describing results directory:
+//!
+//! ```text
+//! results/<scenario>/<run-id>/
+//!   manifest.json        scenario, versions, kernel, CPUs, every phase's
+//!                        start/end and stress-ng command line, verdicts
+//!   summary.md           the table, with every figure's capture named
+//!   status               complete | failed: <why> | invalid: <why>
+//!   <dut>/capture.pcap   the observer's capture (kept whatever happens)
+//!   <dut>/analysis/      analysis.json, flows.csv, packets.parquet, ...
+//!   <dut>/*.log          daemon, stress and canary output
+//! ```
+
+pub mod daemons;
+pub mod judge;
+pub mod provider;
+
+use crate::lab::spec;
+use crate::procs::{Capture, Daemon};
+use crate::rt_throttle;
+use crate::scenario::{DutImplementation, DutSpec, RtThrottling, Scenario};
+use anyhow::{Context, Result};
+use judge::{Evidence, PhaseFigures, Verdict};
+use linecard_capture_analyzer::{Options, Phase};
+use serde::Serialize;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long daemons get to bring their session Up.
+const READY_WITHIN: Duration = Duration::from_secs(10);
+
+/// Set by SIGINT/SIGTERM: the run stops at the next check, tears down and
+/// keeps what it has, marked failed.
+pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+pub struct RunOptions {
+    /// `results/` by default.
+    pub results: PathBuf,
+    /// Only the DUTs with these labels (all when empty).
+    pub only: Vec<String>,
+}
+
+/// One DUT's outcome.
+#[derive(Clone, Debug, Serialize)]
+pub struct DutOutcome {
+    pub label: String,
+    pub spec: DutSpec,
+    pub verdict: Verdict,
+    /// Relative to the run directory; absent when the DUT could not run.
+    pub capture: Option<PathBuf>,
+    pub evidence: Option<Evidence>,
+    /// The phases as run (ns since the epoch) with their stress-ng lines.
+    pub phases: Vec<PhaseRecord>,
+    /// `sched_rt_runtime_us` during the run.
+    pub sched_rt_runtime_us: Option<i64>,
+    /// An earlier attempt, invalid because its limits broke only while the
+    /// hypervisor stole the DUT's CPUs: kept, and repeated once.
+    pub spoiled_attempt: Option<Box<DutOutcome>>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PhaseRecord {
+    pub name: String,
+    pub profile: String,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    /// The exact stress-ng command line, if the phase loads the DUT.
+    pub stress_ng: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Manifest {
+    pub schema_version: u32,
+    pub scenario: Scenario,
+    pub run_id: String,
+    pub status: String,
+    pub host: provider::HostFacts,
+    pub duts: Vec<DutOutcome>,
+}
+
+pub struct RunResult {
+    pub dir: PathBuf,
+    pub manifest: Manifest,
+}
+
+impl RunResult {
+    /// 0 when every DUT passed or was unavailable; 1 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        i32::from(self.manifest.status != "complete")
+    }
+}
+
+fn unix_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// `20261130T092313Z`: UTC, sortable, one per second.
+pub fn run_id(unix_s: i64) -> String {
+    let days = unix_s.div_euclid(86_400);
+    let secs = unix_s.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
+}
+
+/// A label as a directory name.
+fn slug(label: &str) -> String {
+    let s: String = label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    s.split('-')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+/// Progress on stderr: a rewritten line on a terminal, a line every 10 s
+/// otherwise.
+struct Progress {
+    tty: bool,
+    last: Instant,
+}
+
+impl Progress {
+    fn new() -> Self {
+        Self {
+            tty: std::io::stderr().is_terminal(),
+            last: Instant::now() - Duration::from_secs(60),
+        }
+    }
+
+    fn tick(&mut self, dut: &str, phase: &str, elapsed: u64, total: u64) {
+        if self.tty {
+            let width = 30;
+            let done = (elapsed * width / total.max(1)).min(width) as usize;
+            eprint!(
+                "\r  {dut:<30} {phase:<6} [{}{}] {elapsed:>4}/{total} s",
+                "#".repeat(done),
+                " ".repeat(width as usize - done)
+            );
+        } else if self.last.elapsed() >= Duration::from_secs(10) {
+            eprintln!("  {dut}: {phase} {elapsed}/{total} s");
+            self.last = Instant::now();
+        }
+    }
+
+    fn done(&self) {
+        if self.tty {
+            eprintln!();
+        }
+    }
+}
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+/// SIGINT and SIGTERM stop the run at its next check; it then tears down
+/// and keeps what it has, marked failed.
+pub fn install_interrupt_handler() {
+    let handler = on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, handler);
+        libc::signal(libc::SIGTERM, handler);
+    }
+}
+
+/// What `run` would do, for `linecard run --check`.
+pub fn plan(scenario: &Scenario) -> String {
+    let mut out = format!(
+        "{}: {}\nprovider {:?}, peer {:?}, one session {} x {} ms ({})\n",
+        scenario.name,
+        scenario.description,
+        scenario.provider,
+        scenario.peer,
+        scenario.sessions.multiplier,
+        scenario.sessions.tx_interval_ms,
+        if scenario.sessions.ipv6 {
+            "IPv6"
+        } else {
+            "IPv4"
+        }
+    );
+    out.push_str("phases (per DUT; counts for one DUT CPU):\n");
+    for p in &scenario.phases {
+        let cmd = if p.profile.is_idle() {
+            "no load".to_string()
+        } else {
+            format!(
+                "stress-ng {}",
+                p.profile.stress_ng_args(1, p.seconds).join(" ")
+            )
+        };
+        out.push_str(&format!(
+            "  {:<6} {:>5} s  {cmd}\n",
+            p.profile.name, p.seconds
+        ));
+    }
+    out.push_str("DUTs:\n");
+    for d in &scenario.duts {
+        let what = match &d.implementation {
+            DutImplementation::Frr => "FRR bfdd".to_string(),
+            DutImplementation::Linecardd { backend } => format!("linecardd, backend {backend}"),
+        };
+        let expect = if d.expect.positive_control {
+            "positive control: must flap".to_string()
+        } else {
+            let mut e = Vec::new();
+            if let Some(n) = d.expect.max_flaps {
+                e.push(format!("flaps <= {n}"));
+            }
+            if let Some(ms) = d.expect.max_gap_ms {
+                e.push(format!("max gap <= {ms} ms"));
+            }
+            if e.is_empty() {
+                "measured only".into()
+            } else {
+                e.join(", ")
+            }
+        };
+        out.push_str(&format!(
+            "  {:<30} {what}; RT throttling {:?}; {expect}\n",
+            d.label, d.rt_throttling
+        ));
+    }
+    out
+}
+
+pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunResult> {
+    let provider = provider::for_scenario(scenario);
+    let host = provider.prepare().context("preparing the lab")?;
+    let result = run_prepared(scenario, options, host);
+    // Torn down whatever happened; a teardown failure is reported, and the
+    // run's own error (if any) wins.
+    let teardown = provider.teardown();
+    let result = result?;
+    teardown.context("tearing the lab down")?;
+    Ok(result)
+}
+
+fn run_prepared(
+    scenario: &Scenario,
+    options: &RunOptions,
+    host: provider::HostFacts,
+) -> Result<RunResult> {
+    let started = unix_ns();
+    let run_id = run_id(started / 1_000_000_000);
+    let dir = options.results.join(&scenario.name).join(&run_id);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut manifest = Manifest {
+        schema_version: 1,
+        scenario: scenario.clone(),
+        run_id,
+        status: "running".into(),
+        host,
+        duts: Vec::new(),
+    };
+    write_manifest(&dir, &manifest)?;
+    eprintln!(
+        "linecard run {}: {} DUT(s), {} s of phases each; results in {}",
+        scenario.name,
+        scenario.duts.len(),
+        scenario.seconds_per_dut(),
+        dir.display()
+    );
+    for dut in &scenario.duts {
+        if !options.only.is_empty() && !options.only.contains(&dut.label) {
+            continue;
+        }
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            break;
+        }
+        let mut outcome = attempt(scenario, dut, &dir, &manifest.host, &slug(&dut.label));
+        let spoiled = outcome
+            .evidence
+            .as_ref()
+            .is_some_and(|e| judge::spoiled_by_steal(&dut.expect, e));
+        if spoiled && !INTERRUPTED.load(Ordering::Relaxed) {
+            eprintln!(
+                "  {:<30} {} (repeating once)",
+                outcome.label,
+                describe(&outcome.verdict)
+            );
+            let first = outcome;
+            outcome = attempt(
+                scenario,
+                dut,
+                &dir,
+                &manifest.host,
+                &format!("{}-repeat", slug(&dut.label)),
+            );
+            outcome.spoiled_attempt = Some(Box::new(first));
+        }
+        eprintln!("  {:<30} {}", outcome.label, describe(&outcome.verdict));
+        manifest.duts.push(outcome);
+        write_manifest(&dir, &manifest)?;
+    }
+    manifest.status = overall_status(&manifest.duts);
+    write_manifest(&dir, &manifest)?;
+    std::fs::write(dir.join("status"), format!("{}\n", manifest.status))?;
+    std::fs::write(dir.join("summary.md"), summary_markdown(&manifest))?;
+    Ok(RunResult { dir, manifest })
+}
+
+/// One attempt at a DUT; a DUT that could not be run at all (a daemon that
+/// would not start, a port in use) fails with the reason.
+fn attempt(
+    scenario: &Scenario,
+    dut: &DutSpec,
+    run_dir: &Path,
+    host: &provider::HostFacts,
+    dir_name: &str,
+) -> DutOutcome {
+    run_dut(scenario, dut, run_dir, host, dir_name).unwrap_or_else(|e| DutOutcome {
+        label: dut.label.clone(),
+        spec: dut.clone(),
+        verdict: Verdict::Fail(format!("{e:#}")),
+        capture: None,
+        evidence: None,
+        phases: Vec::new(),
+        sched_rt_runtime_us: rt_throttle::read().ok(),
+        spoiled_attempt: None,
+    })
+}
+
+fn describe(v: &Verdict) -> String {
+    match v {
+        Verdict::Pass => "pass".into(),
+        Verdict::Fail(w) => format!("FAIL: {w}"),
+        Verdict::Invalid(w) => format!("INVALID: {w}"),
+        Verdict::Unavailable(w) => format!("unavailable: {w}"),
+    }
+}
+
+/// `complete` only when no DUT failed or was invalid, and nothing was
+/// interrupted.
+fn overall_status(duts: &[DutOutcome]) -> String {
+    if INTERRUPTED.load(Ordering::Relaxed) {
+        return "failed: interrupted (partial results kept)".into();
+    }
+    if let Some(d) = duts
+        .iter()
+        .find(|d| matches!(d.verdict, Verdict::Invalid(_)))
+    {
+        return format!("invalid: {}: {}", d.label, describe(&d.verdict));
+    }
+    if let Some(d) = duts.iter().find(|d| matches!(d.verdict, Verdict::Fail(_))) {
+        return format!("failed: {}: {}", d.label, describe(&d.verdict));
+    }
+    "complete".into()
+}
+
+fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<()> {
+    let tmp = dir.join(".manifest.json.tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(manifest)?)
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, dir.join("manifest.json"))?;
+    Ok(())
+}
+
+/// Runs one DUT through every phase.
+fn run_dut(
+    scenario: &Scenario,
+    dut: &DutSpec,
+    run_dir: &Path,
+    host: &provider::HostFacts,
+    name: &str,
+) -> Result<DutOutcome> {
+    let dir = run_dir.join(name);
+    std::fs::create_dir_all(&dir)?;
+    let mut outcome = DutOutcome {
+        label: dut.label.clone(),
+        spec: dut.clone(),
+        verdict: Verdict::Pass,
+        capture: None,
+        evidence: None,
+        phases: Vec::new(),
+        sched_rt_runtime_us: None,
+        spoiled_attempt: None,
+    };
+    if let DutImplementation::Linecardd { backend } = &dut.implementation {
+        let kind: linecard_engine::backend::BackendKind = backend.parse().expect("validated");
+        if let linecard_engine::backend::Availability::Unavailable { reason } = kind.availability()
+        {
+            outcome.verdict = Verdict::Unavailable(reason);
+            return Ok(outcome);
+        }
+    }
+    // Restored on drop, also when this function fails half-way.
+    let _throttling = match dut.rt_throttling {
+        RtThrottling::Off => Some(rt_throttle::ThrottlingOff::new()?),
+        RtThrottling::Shipped => None,
+    };
+    outcome.sched_rt_runtime_us = rt_throttle::read().ok();
+    let rest = spec::cpuset_dir(spec::REST_CPUSET);
+    let dut_cpuset = spec::cpuset_dir(spec::DUT_CPUSET);
+    // The capture starts first: bring-up is on it too.
+    let capture_path = dir.join("capture.pcap");
+    let mut capture = Capture::start(
+        spec::OBSERVER_NS,
+        spec::DUT.bridge_port,
+        &capture_path,
+        Some(&rest),
+    )?;
+    outcome.capture = Some(PathBuf::from(name).join("capture.pcap"));
+    let mut peer = daemons::start_peer(scenario.peer, &scenario.sessions, &dir)?;
+    let mut dut_daemon = daemons::start_dut(
+        &dut.implementation,
+        &scenario.sessions,
+        &dir,
+        &host.dut_cpus,
+    )?;
+    // Readiness in both daemons' own words, bounded, never a fixed sleep.
+    let deadline = Instant::now() + READY_WITHIN;
+    let up = loop {
+        let state = dut_daemon.session_up().and_then(|()| peer.session_up());
+        if state.is_ok() || Instant::now() >= deadline || INTERRUPTED.load(Ordering::Relaxed) {
+            break state;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let up_at = unix_ns();
+    let total: u64 = scenario.seconds_per_dut();
+    let canary_out = dir.join("canary.jsonl");
+    let mut canary = Daemon::spawn(
+        "canary",
+        spec::DUT.namespace,
+        Some(&dut_cpuset),
+        std::env::current_exe()?
+            .to_str()
+            .context("non-UTF-8 path")?,
+        &[
+            "canary".into(),
+            "--seconds".into(),
+            (total + 2).to_string(),
+            "--out".into(),
+            canary_out.display().to_string(),
+        ],
+        &dir.join("canary.log"),
+    )?;
+    let steal_before = provider::steal_ms(&host.dut_cpus);
+    let mut progress = Progress::new();
+    let mut capture_alive = true;
+    if up.is_ok() {
+        for (i, phase) in scenario.phases.iter().enumerate() {
+            let start_ns = unix_ns();
+            let started = Instant::now();
+            let args = (!phase.profile.is_idle()).then(|| {
+                phase
+                    .profile
+                    .stress_ng_args(host.dut_cpus.len(), phase.seconds)
+            });
+            let mut stress = match &args {
+                Some(args) => Some(Daemon::spawn(
+                    "stress-ng",
+                    spec::DUT.namespace,
+                    Some(&dut_cpuset),
+                    "stress-ng",
+                    args,
+                    &dir.join(format!("stress-{i}-{}.log", phase.profile.name)),
+                )?),
+                None => None,
+            };
+            // Bounded: stress-ng has --timeout; we give it 10 s more.
+            let limit = started + Duration::from_secs(phase.seconds + 10);
+            loop {
+                let elapsed = started.elapsed();
+                let finished = match stress.as_mut() {
+                    Some(s) => !s.running(),
+                    None => elapsed >= Duration::from_secs(phase.seconds),
+                };
+                if finished || Instant::now() >= limit || INTERRUPTED.load(Ordering::Relaxed) {
+                    break;
+                }
+                capture_alive &= capture.running();
+                progress.tick(
+                    &dut.label,
+                    &phase.profile.name,
+                    elapsed.as_secs(),
+                    phase.seconds,
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            if let Some(mut s) = stress {
+                s.stop()?;
+            }
+            outcome.phases.push(PhaseRecord {
+                name: format!("{}#{i}", phase.profile.name),
+                profile: phase.profile.name.clone(),
+                start_ns,
+                end_ns: unix_ns(),
+                stress_ng: args.map(|a| format!("stress-ng {}", a.join(" "))),
+            });
+            if INTERRUPTED.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+        progress.done();
+    }
+    let steal_ms = provider::steal_ms(&host.dut_cpus) - steal_before;
+    let replies_on_dut_cpus = dut_daemon.replies_on(&host.dut_cpus);
+    dut_daemon.daemon.stop()?;
+    peer.daemon.stop()?;
+    canary.stop()?;
+    let captured = capture.finish_checked()?;
+    let stalls = crate::canary::read(&canary_out).unwrap_or_default();
+    // Analysis: every phase sliced out of the one capture.
+    let phases: Vec<Phase> = outcome
+        .phases
+        .iter()
+        .map(|p| Phase {
+            name: p.name.clone(),
+            start_ns: p.start_ns,
+            end_ns: p.end_ns,
+        })
+        .collect();
+    let analysis = crate::analyze::run(
+        std::slice::from_ref(&captured.path),
+        &Options {
+            phases,
+            timeline: false,
+        },
+        Some(&dir.join("analysis")),
+    )?;
+    let dut_addr = daemons::address(&spec::DUT, &scenario.sessions).to_string();
+    let up_before_phases = up.and_then(|()| {
+        // On the wire too: the DUT's packets in Up before the first phase.
+        let first_phase = outcome.phases.first().map_or(i64::MAX, |p| p.start_ns);
+        let dut_flow = analysis.all.flows.iter().find(|f| f.src == dut_addr);
+        match dut_flow {
+            Some(f) if f.up_gap_ms.count > 0 && f.first_ts_ns < first_phase.min(up_at) => Ok(()),
+            _ => Err("the capture shows no DUT packet in state Up".into()),
+        }
+    });
+    let figures = outcome
+        .phases
+        .iter()
+        .zip(&analysis.phases)
+        .zip(&scenario.phases)
+        .map(|((record, result), phase)| {
+            let flows = &result.result.flows;
+            let dut_flow = flows.iter().find(|f| f.src == dut_addr);
+            PhaseFigures {
+                phase: record.name.clone(),
+                profile: record.profile.clone(),
+                packets: dut_flow.map_or(0, |f| f.packets),
+                flaps: flows.iter().map(|f| f.flaps).max().unwrap_or(0),
+                p50_ms: dut_flow.map_or(0.0, |f| f.gap_ms.p50),
+                p99_ms: dut_flow.map_or(0.0, |f| f.gap_ms.p99),
+                p999_ms: dut_flow.map_or(0.0, |f| f.gap_ms.p999),
+                max_ms: dut_flow.map_or(0.0, |f| f.gap_ms.max),
+                canary_stall_ms: crate::canary::longest_stall_ms(
+                    &stalls,
+                    record.start_ns,
+                    record.end_ns,
+                ),
+                canary_required_ms: phase.profile.canary_min_stall_ms,
+            }
+        })
+        .collect();
+    let evidence = Evidence {
+        capture_died_early: captured.died_early || !capture_alive,
+        capture_dropped: captured.dropped_by_kernel,
+        up_before_phases,
+        replies_on_dut_cpus,
+        steal_ms,
+        phases: figures,
+    };
+    outcome.verdict = if INTERRUPTED.load(Ordering::Relaxed) {
+        Verdict::Fail("interrupted".into())
+    } else {
+        judge::judge(&dut.expect, &evidence)
+    };
+    outcome.evidence = Some(evidence);
+    Ok(outcome)
+}
+
+/// The table people read: one row per DUT and phase, max beside p99,
+/// every figure traced to its capture.
+pub fn summary_markdown(m: &Manifest) -> String {
+    let mut out = format!(
+        "# {} ({})\n\n{}\n\nStatus: **{}**. Peer: {:?}; sessions {} x {} ms ({}). Host: kernel {}, DUT CPUs {:?}, sched_rt_runtime_us as shipped {}.\n\n",
+        m.scenario.name,
+        m.run_id,
+        m.scenario.description,
+        m.status,
+        m.scenario.peer,
+        m.scenario.sessions.multiplier,
+        m.scenario.sessions.tx_interval_ms,
+        if m.scenario.sessions.ipv6 { "IPv6" } else { "IPv4" },
+        m.host.kernel,
+        m.host.dut_cpus,
+        m.host.sched_rt_runtime_us,
+    );
+    out.push_str("DUT -> peer transmit gaps in ms, from the observer's capture; flaps: the larger of both directions.\n\n");
+    out.push_str("| DUT | phase | flaps | p50 | p99 | p99.9 | max | canary stall | verdict | capture |\n|---|---|---:|---:|---:|---:|---:|---:|---|---|\n");
+    for d in &m.duts {
+        let capture = d
+            .capture
+            .as_ref()
+            .map_or("-".to_string(), |c| format!("`{}`", c.display()));
+        match &d.evidence {
+            None => out.push_str(&format!(
+                "| {} | - | - | - | - | - | - | - | {} | {capture} |\n",
+                d.label,
+                describe(&d.verdict)
+            )),
+            Some(e) => {
+                for (i, p) in e.phases.iter().enumerate() {
+                    let verdict = if i == 0 {
+                        describe(&d.verdict)
+                    } else {
+                        String::new()
+                    };
+                    out.push_str(&format!(
+                        "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {} | {} |\n",
+                        d.label,
+                        p.profile,
+                        p.flaps,
+                        p.p50_ms,
+                        p.p99_ms,
+                        p.p999_ms,
+                        p.max_ms,
+                        p.canary_stall_ms,
+                        verdict,
+                        capture
+                    ));
+                }
+                if e.phases.is_empty() {
+                    out.push_str(&format!(
+                        "| {} | - | - | - | - | - | - | - | {} | {capture} |\n",
+                        d.label,
+                        describe(&d.verdict)
+                    ));
+                }
+            }
+        }
+    }
+    out.push_str("\nRT throttling per DUT (sched_rt_runtime_us during its run): ");
+    let throttling: Vec<String> = m
+        .duts
+        .iter()
+        .map(|d| {
+            format!(
+                "{} {}",
+                d.label,
+                d.sched_rt_runtime_us.map_or("?".into(), |v| v.to_string())
+            )
+        })
+        .collect();
+    out.push_str(&throttling.join("; "));
+    out.push('\n');
+    for d in &m.duts {
+        if let Some(first) = &d.spoiled_attempt {
+            out.push_str(&format!(
+                "\n{}: repeated once; the first attempt was {} (capture `{}`).\n",
+                d.label,
+                describe(&first.verdict),
+                first
+                    .capture
+                    .as_ref()
+                    .map_or("-".into(), |c| c.display().to_string())
+            ));
+        }
+        if let Some((on, total)) = d.evidence.as_ref().and_then(|e| e.replies_on_dut_cpus) {
+            out.push_str(&format!(
+                "\n{}: fast-path replies on the DUT's CPUs: {on} of {total}.\n",
+                d.label
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_are_utc_and_sortable() {
+        assert_eq!(run_id(0), "19700101T000000Z");
+        assert_eq!(run_id(1_796_030_593), "20261130T092313Z");
+        assert_eq!(run_id(951_782_400), "20000229T000000Z");
+    }
+
+    #[test]
+    fn labels_become_directory_names() {
+        assert_eq!(slug("rt, RT throttling off"), "rt-rt-throttling-off");
+        assert_eq!(slug("FRR bfdd 8.4.4"), "frr-bfdd-8-4-4");
+    }
+}

@@ -1,0 +1,141 @@
+//! Where a scenario's hosts come from. Every provider brings the topology
+//! up, proves where the DUT's receive path runs, describes the host for the
+//! manifest, and tears down what it created.
+//!
+//! `local` (the network-namespace lab on this machine) is the one in this
+//! build; `ssh` and `proxmox` are refused by scenario validation until they
+//! land.
+
+use crate::lab::{self, check};
+use crate::scenario::{ProviderKind, Scenario};
+use anyhow::{bail, Result};
+use serde::Serialize;
+use std::process::Command;
+
+/// What ran where, with which versions: the manifest's `host`.
+#[derive(Clone, Debug, Serialize)]
+pub struct HostFacts {
+    pub provider: ProviderKind,
+    pub kernel: String,
+    pub online_cpus: Vec<usize>,
+    pub dut_cpus: Vec<usize>,
+    /// As found before the run (a DUT with `rt_throttling = "off"` changes
+    /// it for its own run only).
+    pub sched_rt_runtime_us: i64,
+    /// `linecard lab check`: share of frames to the DUT processed on its CPUs.
+    pub placement_share_on_dut_cpus: f64,
+    pub git_revision: String,
+    pub linecard_version: String,
+    /// First line of each tool's version output.
+    pub tools: Vec<(String, String)>,
+}
+
+pub trait Provider {
+    fn kind(&self) -> ProviderKind;
+    /// Brings the topology up and checks it; errors leave nothing behind.
+    fn prepare(&self) -> Result<HostFacts>;
+    /// Removes what `prepare` created.
+    fn teardown(&self) -> Result<()>;
+}
+
+pub fn for_scenario(scenario: &Scenario) -> Box<dyn Provider> {
+    match scenario.provider {
+        ProviderKind::Local => Box::new(Local {
+            was_up: lab::status::read().map(|s| s.up).unwrap_or(false),
+        }),
+    }
+}
+
+/// The local lab of network namespaces.
+pub struct Local {
+    /// The lab was up before the run: leave it as found.
+    was_up: bool,
+}
+
+fn first_line(program: &str, args: &[&str]) -> String {
+    Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .map(|o| {
+            let text = if o.stdout.is_empty() {
+                o.stderr
+            } else {
+                o.stdout
+            };
+            String::from_utf8_lossy(&text)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_string()
+        })
+        .filter(|l| !l.is_empty())
+        .unwrap_or_else(|| "not found".into())
+}
+
+impl Provider for Local {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Local
+    }
+
+    fn prepare(&self) -> Result<HostFacts> {
+        let status = lab::up(&lab::LabOptions::detect()?)?;
+        let report = check::run(&check::CheckOptions {
+            steering: true,
+            packets: 200,
+        })?;
+        if !report.passed {
+            let _ = self.teardown();
+            bail!("the lab's placement check failed: {}", report.verdict);
+        }
+        let linecardd = super::daemons::linecardd_binary();
+        Ok(HostFacts {
+            provider: ProviderKind::Local,
+            kernel: first_line("uname", &["-r"]),
+            online_cpus: lab::online_cpus()?,
+            dut_cpus: status.dut_cpus(),
+            sched_rt_runtime_us: crate::rt_throttle::read()?,
+            placement_share_on_dut_cpus: report.share_on_dut_cpus,
+            git_revision: first_line("git", &["rev-parse", "HEAD"]),
+            linecard_version: env!("CARGO_PKG_VERSION").into(),
+            tools: vec![
+                (
+                    "linecardd".into(),
+                    first_line(linecardd.to_str().unwrap_or("linecardd"), &["--version"]),
+                ),
+                (
+                    "bfdd".into(),
+                    first_line("/usr/lib/frr/bfdd", &["--version"]),
+                ),
+                ("bird".into(), first_line("bird", &["--version"])),
+                ("stress-ng".into(), first_line("stress-ng", &["--version"])),
+                ("tcpdump".into(), first_line("tcpdump", &["--version"])),
+            ],
+        })
+    }
+
+    fn teardown(&self) -> Result<()> {
+        if !self.was_up {
+            lab::down()?;
+        }
+        Ok(())
+    }
+}
+
+/// Time the hypervisor took from `cpus` so far (steal in /proc/stat), ms.
+pub fn steal_ms(cpus: &[usize]) -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: u64 = stat
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let cpu = fields.next()?.strip_prefix("cpu")?.parse::<usize>().ok()?;
+            // user nice system idle iowait irq softirq steal
+            cpus.contains(&cpu)
+                .then(|| fields.nth(7)?.parse::<u64>().ok())?
+        })
+        .sum();
+    // USER_HZ is 100 on Linux.
+    ticks as f64 * 10.0
+}

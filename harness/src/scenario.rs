@@ -1,0 +1,472 @@
+//! Scenarios (`scenarios/*.toml`): what runs where, under which load, and
+//! what must hold. Parsed, then validated with errors that name the file,
+//! key and value, before anything starts.
+
+use crate::profile::Profile;
+use linecard_engine::config::ConfigError as InputError;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    schema_version: i64,
+    name: String,
+    description: String,
+    provider: Option<String>,
+    peer: RawPeer,
+    sessions: Option<RawSessions>,
+    #[serde(default)]
+    phase: Vec<RawPhase>,
+    #[serde(default)]
+    dut: Vec<RawDut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPeer {
+    implementation: String,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawSessions {
+    family: Option<String>,
+    tx_interval_ms: Option<i64>,
+    rx_interval_ms: Option<i64>,
+    multiplier: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPhase {
+    profile: String,
+    seconds: i64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDut {
+    label: String,
+    implementation: String,
+    backend: Option<String>,
+    rt_throttling: Option<String>,
+    positive_control: Option<bool>,
+    max_flaps: Option<i64>,
+    max_gap_ms: Option<f64>,
+}
+
+/// Where the lab runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// Network namespaces on this machine.
+    Local,
+}
+
+/// A BFD implementation in the peer or DUT position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PeerImplementation {
+    Frr,
+    Bird,
+}
+
+/// Whether the kernel's RT throttling stays as shipped for a run or is
+/// switched off (`sched_rt_runtime_us = -1`, restored afterwards).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RtThrottling {
+    Shipped,
+    Off,
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(tag = "implementation", rename_all = "snake_case")]
+pub enum DutImplementation {
+    /// FRR's bfdd in the DUT position: the design under the folklore.
+    Frr,
+    Linecardd {
+        backend: String,
+    },
+}
+
+/// What must hold for a DUT, judged on the capture.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Expectation {
+    /// This DUT must flap under the scenario's load: if it does not, the
+    /// stress did not bite and the whole run is invalid.
+    pub positive_control: bool,
+    pub max_flaps: Option<u64>,
+    pub max_gap_ms: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct DutSpec {
+    pub label: String,
+    #[serde(flatten)]
+    pub implementation: DutImplementation,
+    pub rt_throttling: RtThrottling,
+    pub expect: Expectation,
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct PhaseSpec {
+    pub profile: Profile,
+    pub seconds: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Sessions {
+    pub ipv6: bool,
+    pub tx_interval_ms: u32,
+    pub rx_interval_ms: u32,
+    pub multiplier: u8,
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Scenario {
+    pub name: String,
+    pub description: String,
+    pub provider: ProviderKind,
+    pub peer: PeerImplementation,
+    pub sessions: Sessions,
+    pub phases: Vec<PhaseSpec>,
+    pub duts: Vec<DutSpec>,
+    /// The file it came from.
+    pub file: PathBuf,
+}
+
+/// Where a scenario's profiles live: `stress-profiles/` beside the
+/// scenario's directory (the repository layout).
+pub fn default_profiles_dir(scenario: &Path) -> PathBuf {
+    scenario
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(Path::new("."))
+        .join("stress-profiles")
+}
+
+impl Scenario {
+    pub fn load(path: &Path, profiles: &Path) -> Result<Self, InputError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| InputError::read(&file, e))?;
+        let mut scenario = Self::parse(&file, &text, &|name| {
+            Profile::load(&profiles.join(format!("{name}.toml"))).map_err(|e| match e {
+                InputError::Read { .. } => {
+                    format!("no such profile in {} ({e})", profiles.display())
+                }
+                e => format!("the profile is invalid: {e}"),
+            })
+        })?;
+        scenario.file = path.to_path_buf();
+        Ok(scenario)
+    }
+
+    /// `profile`: looks a profile up by name (the error says why not).
+    pub fn parse(
+        file: &str,
+        text: &str,
+        profile: &dyn Fn(&str) -> Result<Profile, String>,
+    ) -> Result<Self, InputError> {
+        let raw: RawScenario = toml::from_str(text).map_err(|e| InputError::syntax(file, e))?;
+        let invalid = |key: &str, value: &dyn std::fmt::Display, why: &str| {
+            InputError::invalid(file, key, value, why)
+        };
+        if raw.schema_version != 1 {
+            return Err(invalid(
+                "schema_version",
+                &raw.schema_version,
+                "this linecard reads version 1",
+            ));
+        }
+        if raw.name.is_empty()
+            || !raw
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(invalid(
+                "name",
+                &raw.name,
+                "letters, digits, - and _ only (it names the results directory)",
+            ));
+        }
+        let provider = match raw.provider.as_deref().unwrap_or("local") {
+            "local" => ProviderKind::Local,
+            p @ ("ssh" | "proxmox") => {
+                return Err(invalid(
+                    "provider",
+                    &p,
+                    "this provider is not in this build yet; use local",
+                ))
+            }
+            p => return Err(invalid("provider", &p, "must be local, ssh or proxmox")),
+        };
+        let peer = match raw.peer.implementation.as_str() {
+            "frr" => PeerImplementation::Frr,
+            "bird" => PeerImplementation::Bird,
+            p => return Err(invalid("peer.implementation", &p, "must be frr or bird")),
+        };
+        let s = raw.sessions.unwrap_or_default();
+        let ipv6 = match s.family.as_deref().unwrap_or("ipv4") {
+            "ipv4" => false,
+            "ipv6" => true,
+            f => return Err(invalid("sessions.family", &f, "must be ipv4 or ipv6")),
+        };
+        let interval = |key: &str, v: Option<i64>| match v.unwrap_or(10) {
+            ms @ 1..=60_000 => Ok(ms as u32),
+            ms => Err(invalid(key, &ms, "must be 1 to 60000 milliseconds")),
+        };
+        let sessions = Sessions {
+            ipv6,
+            tx_interval_ms: interval("sessions.tx_interval_ms", s.tx_interval_ms)?,
+            rx_interval_ms: interval("sessions.rx_interval_ms", s.rx_interval_ms)?,
+            multiplier: match s.multiplier.unwrap_or(3) {
+                m @ 1..=255 => m as u8,
+                m => return Err(invalid("sessions.multiplier", &m, "must be 1 to 255")),
+            },
+        };
+        if raw.phase.is_empty() {
+            return Err(invalid(
+                "phase",
+                &"(none)",
+                "a scenario needs at least one [[phase]]",
+            ));
+        }
+        let mut phases = Vec::new();
+        for (i, p) in raw.phase.iter().enumerate() {
+            if !(1..=86_400).contains(&p.seconds) {
+                return Err(invalid(
+                    &format!("phase[{i}].seconds"),
+                    &p.seconds,
+                    "must be 1 to 86400",
+                ));
+            }
+            let profile = profile(&p.profile)
+                .map_err(|why| invalid(&format!("phase[{i}].profile"), &p.profile, &why))?;
+            phases.push(PhaseSpec {
+                profile,
+                seconds: p.seconds as u64,
+            });
+        }
+        if raw.dut.is_empty() {
+            return Err(invalid(
+                "dut",
+                &"(none)",
+                "a scenario needs at least one [[dut]]",
+            ));
+        }
+        let mut duts: Vec<DutSpec> = Vec::new();
+        for (i, d) in raw.dut.iter().enumerate() {
+            let key = |k: &str| format!("dut[{i}].{k}");
+            if d.label.is_empty() || duts.iter().any(|o| o.label == d.label) {
+                return Err(invalid(
+                    &key("label"),
+                    &d.label,
+                    "each DUT needs a label of its own",
+                ));
+            }
+            let implementation = match (d.implementation.as_str(), d.backend.as_deref()) {
+                ("frr", None) => DutImplementation::Frr,
+                ("frr", Some(b)) => {
+                    return Err(invalid(
+                        &key("backend"),
+                        &b,
+                        "FRR bfdd has no backends; drop the key",
+                    ))
+                }
+                ("linecardd", Some(b)) => {
+                    if b.parse::<linecard_engine::backend::BackendKind>().is_err() {
+                        return Err(invalid(
+                            &key("backend"),
+                            &b,
+                            "must be one of naive, rt, txtime, xdp",
+                        ));
+                    }
+                    DutImplementation::Linecardd {
+                        backend: b.to_string(),
+                    }
+                }
+                ("linecardd", None) => {
+                    return Err(invalid(
+                        &key("backend"),
+                        &"(none)",
+                        "linecardd needs a backend",
+                    ))
+                }
+                (other, _) => {
+                    return Err(invalid(
+                        &key("implementation"),
+                        &other,
+                        "must be frr or linecardd",
+                    ))
+                }
+            };
+            let rt_throttling = match d.rt_throttling.as_deref().unwrap_or("shipped") {
+                "shipped" => RtThrottling::Shipped,
+                "off" => RtThrottling::Off,
+                t => return Err(invalid(&key("rt_throttling"), &t, "must be shipped or off")),
+            };
+            let max_flaps = match d.max_flaps {
+                Some(n) if n < 0 => {
+                    return Err(invalid(&key("max_flaps"), &n, "cannot be negative"))
+                }
+                n => n.map(|n| n as u64),
+            };
+            if let Some(ms) = d.max_gap_ms {
+                if !(ms.is_finite() && ms > 0.0) {
+                    return Err(invalid(&key("max_gap_ms"), &ms, "must be above 0"));
+                }
+            }
+            let positive_control = d.positive_control.unwrap_or(false);
+            if positive_control && (max_flaps.is_some() || d.max_gap_ms.is_some()) {
+                return Err(invalid(
+                    &key("positive_control"),
+                    &true,
+                    "a positive control must flap; it cannot also carry limits",
+                ));
+            }
+            duts.push(DutSpec {
+                label: d.label.clone(),
+                implementation,
+                rt_throttling,
+                expect: Expectation {
+                    positive_control,
+                    max_flaps,
+                    max_gap_ms: d.max_gap_ms,
+                },
+            });
+        }
+        Ok(Self {
+            name: raw.name,
+            description: raw.description,
+            provider,
+            peer,
+            sessions,
+            phases,
+            duts,
+            file: PathBuf::from(file),
+        })
+    }
+
+    /// Seconds of load per DUT, all phases.
+    pub fn seconds_per_dut(&self) -> u64 {
+        self.phases.iter().map(|p| p.seconds).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    }
+
+    #[test]
+    fn every_shipped_scenario_loads() {
+        let dir = repo().join("scenarios");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let s = Scenario::load(&path, &repo().join("stress-profiles"))
+                    .unwrap_or_else(|e| panic!("{e}"));
+                assert!(!s.duts.is_empty());
+                n += 1;
+            }
+        }
+        assert!(n >= 2, "only {n} scenarios in {}", dir.display());
+    }
+
+    #[test]
+    fn the_bakeoff_has_the_reference_rows_and_a_positive_control() {
+        let s = Scenario::load(
+            &repo().join("scenarios/bakeoff.toml"),
+            &repo().join("stress-profiles"),
+        )
+        .unwrap();
+        assert_eq!(s.phases[0].profile.name, "L4");
+        assert!(s.duts.iter().any(|d| d.expect.positive_control));
+        let rt: Vec<_> = s
+            .duts
+            .iter()
+            .filter(|d| {
+                d.implementation
+                    == DutImplementation::Linecardd {
+                        backend: "rt".into(),
+                    }
+            })
+            .map(|d| d.rt_throttling)
+            .collect();
+        assert_eq!(rt, [RtThrottling::Shipped, RtThrottling::Off]);
+    }
+
+    fn error(text: &str) -> String {
+        let profile = |name: &str| -> Result<Profile, String> {
+            if name == "L4" {
+                Profile::parse(
+                    "L4.toml",
+                    "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n",
+                )
+                .map_err(|e| e.to_string())
+            } else {
+                Err("no such profile".into())
+            }
+        };
+        Scenario::parse("s.toml", text, &profile)
+            .unwrap_err()
+            .to_string()
+    }
+
+    const GOOD: &str = r#"
+schema_version = 1
+name = "t"
+description = "t"
+[peer]
+implementation = "frr"
+[[phase]]
+profile = "L4"
+seconds = 10
+[[dut]]
+label = "xdp"
+implementation = "linecardd"
+backend = "xdp"
+max_flaps = 0
+"#;
+
+    #[test]
+    fn errors_name_file_key_and_value() {
+        assert!(Scenario::parse("s.toml", GOOD, &|_| Profile::parse(
+            "p",
+            "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n"
+        )
+        .map_err(|e| e.to_string()))
+        .is_ok());
+        assert_eq!(
+            error(&GOOD.replace("\"xdp\"\nmax", "\"turbo\"\nmax")),
+            "s.toml: dut[0].backend = turbo: must be one of naive, rt, txtime, xdp"
+        );
+        assert_eq!(
+            error(&GOOD.replace("\"L4\"", "\"L9\"")),
+            "s.toml: phase[0].profile = L9: no such profile"
+        );
+        assert!(
+            error(&GOOD.replace("seconds = 10", "seconds = 0")).contains("phase[0].seconds = 0")
+        );
+        assert!(
+            error(&GOOD.replace("\"frr\"", "\"gobgp\"")).contains("peer.implementation = gobgp")
+        );
+        assert!(
+            error(&GOOD.replace("max_flaps = 0", "max_flaps = 0\npositive_control = true"))
+                .contains("dut[0].positive_control = true")
+        );
+        assert!(error(&GOOD.replace("name = \"t\"", "name = \"../etc\"")).contains("name = ../etc"));
+        assert!(error(&format!("{GOOD}colour = 1\n")).starts_with("s.toml: "));
+        assert!(
+            error(&GOOD.replace("name = \"t\"\n", "name = \"t\"\nprovider = \"ssh\"\n"))
+                .contains("provider = ssh: this provider is not in this build yet")
+        );
+    }
+}

@@ -1,0 +1,272 @@
+//! `linecard run`: the product's main job, end to end on the local lab.
+//! The bake-off must come out complete with the reference's shape, its
+//! positive controls flapping and the stress proven to bite; a run whose capture dies must be
+//! marked failed with the partial capture kept; a bad scenario must be
+//! refused before anything starts.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The one run directory under `results/<scenario>/`.
+fn run_dir(results: &Path, scenario: &str) -> PathBuf {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(results.join(scenario))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs.remove(0)
+}
+
+fn phase<'a>(dut: &'a serde_json::Value, profile: &str) -> &'a serde_json::Value {
+    dut["evidence"]["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["profile"] == profile)
+        .unwrap_or_else(|| panic!("no {profile} phase in {dut:#}"))
+}
+
+#[test]
+fn the_bakeoff_reproduces_the_reference_table_with_this_kernels_physics() {
+    if !privileged("the_bakeoff_reproduces_the_reference_table") {
+        return;
+    }
+    let _lock = lock_lab();
+    let results = scratch_dir("run-bakeoff");
+    let out = linecard(&[
+        "run",
+        repo().join("scenarios/bakeoff.toml").to_str().unwrap(),
+        "--results",
+        results.to_str().unwrap(),
+        "--json",
+    ]);
+    let manifest = stdout_json(&out);
+    let dir = run_dir(&results, "bakeoff");
+    eprintln!(
+        "{}",
+        std::fs::read_to_string(dir.join("summary.md")).unwrap_or_default()
+    );
+    assert_exit(
+        &out,
+        0,
+        &format!("linecard run bakeoff ({})", dir.display()),
+    );
+    assert_eq!(manifest["status"], "complete");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("status")).unwrap(),
+        "complete\n"
+    );
+    let on_disk: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(on_disk, manifest, "stdout and manifest.json agree");
+    let duts = manifest["duts"].as_array().unwrap();
+    let dut = |label: &str| {
+        duts.iter()
+            .find(|d| d["label"] == label)
+            .unwrap_or_else(|| panic!("no {label}"))
+    };
+    let l4 = |label: &str| phase(dut(label), "L4").clone();
+    // The positive controls flapped, and the canary proves the stress kept
+    // normal tasks off the DUT's CPU in every run.
+    assert!(l4("FRR bfdd 8.4.4")["flaps"].as_u64().unwrap() > 0);
+    assert!(l4("naive")["flaps"].as_u64().unwrap() > 0);
+    for d in duts.iter().filter(|d| d["evidence"].is_object()) {
+        assert!(
+            phase(d, "L4")["canary_stall_ms"].as_f64().unwrap() >= 30.0,
+            "{d:#}"
+        );
+    }
+    // This kernel's physics: with RT throttling as shipped, the FIFO 90
+    // sender is stopped with the hogs for tens of ms each second.
+    if manifest["host"]["sched_rt_runtime_us"] != -1 {
+        assert!(
+            l4("rt, RT throttling as shipped")["max_ms"]
+                .as_f64()
+                .unwrap()
+                > 30.0
+        );
+    }
+    assert_eq!(dut("rt, RT throttling off")["sched_rt_runtime_us"], -1);
+    assert_eq!(dut("rt, RT throttling off")["verdict"]["status"], "pass");
+    let txtime = &dut("txtime")["verdict"];
+    assert!(
+        txtime["status"] == "pass"
+            || (txtime["status"] == "unavailable"
+                && txtime["why"].as_str().unwrap().contains("etf")),
+        "{txtime}"
+    );
+    let xdp = dut("xdp");
+    assert_eq!(xdp["verdict"]["status"], "pass");
+    assert_eq!(l4("xdp")["flaps"], 0);
+    assert!(l4("xdp")["max_ms"].as_f64().unwrap() <= 15.0);
+    // The RX-clocked signature: our p50 is the peer's jittered clock.
+    assert!(l4("xdp")["p50_ms"].as_f64().unwrap() < 9.5);
+    let placement = &xdp["evidence"]["replies_on_dut_cpus"];
+    let (on, total) = (
+        placement[0].as_u64().unwrap(),
+        placement[1].as_u64().unwrap(),
+    );
+    assert!(
+        total > 1000 && on == total,
+        "replies on the DUT's CPUs: {on} of {total}"
+    );
+    // RT throttling is as it was.
+    assert_eq!(
+        linecard_harness::rt_throttle::read().unwrap(),
+        manifest["host"]["sched_rt_runtime_us"].as_i64().unwrap()
+    );
+    // Every figure traces to a capture in the run directory, and the
+    // capture says what the manifest says.
+    for d in duts.iter().filter(|d| d["evidence"].is_object()) {
+        let capture = dir.join(d["capture"].as_str().unwrap());
+        let analysis = stdout_json(&linecard(&["analyze", capture.to_str().unwrap(), "--json"]));
+        let dut_flow = analysis["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["src"] == "192.0.2.1")
+            .unwrap();
+        assert!(
+            dut_flow["gap_ms"]["max"].as_f64().unwrap()
+                >= phase(d, "L4")["max_ms"].as_f64().unwrap()
+        );
+        let record = &d["phases"][0];
+        assert!(
+            record["stress_ng"]
+                .as_str()
+                .unwrap()
+                .starts_with("stress-ng --cpu 1 --sched fifo --sched-prio 50 --timeout 60s"),
+            "{record}"
+        );
+    }
+    let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(summary.contains("| xdp | L4 | 0 |"), "{summary}");
+    let _ = std::fs::remove_dir_all(&results);
+}
+
+/// tcpdump processes writing into `dir` (started by the run under test).
+fn captures_writing_into(dir: &Path) -> Vec<i32> {
+    let needle = dir.to_str().unwrap();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            cmdline.starts_with("tcpdump") && cmdline.contains(needle)
+        })
+        .collect()
+}
+
+#[test]
+fn a_run_whose_capture_dies_is_failed_and_keeps_the_partial_capture() {
+    if !privileged("a_run_whose_capture_dies") {
+        return;
+    }
+    let _lock = lock_lab();
+    let results = scratch_dir("run-capture-killed");
+    let run = Command::new(env!("CARGO_BIN_EXE_linecard"))
+        .args([
+            "run",
+            repo().join("scenarios/smoke.toml").to_str().unwrap(),
+            "--only",
+            "xdp",
+            "--results",
+        ])
+        .arg(&results)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Kill the observer's capture once the phases are under way (the
+    // canary starts with them).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let killed = loop {
+        assert!(
+            Instant::now() < deadline,
+            "the run never reached its phases"
+        );
+        let started = std::fs::read_dir(results.join("smoke"))
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .map(|e| e.path().join("xdp"))
+            .filter(|d| d.join("canary.jsonl").exists());
+        if let Some(dut_dir) = started {
+            std::thread::sleep(Duration::from_secs(2));
+            let pids = captures_writing_into(&dut_dir);
+            assert_eq!(pids.len(), 1, "exactly one capture of ours: {pids:?}");
+            // SAFETY: kill(2) on a PID we just found running our capture.
+            assert_eq!(unsafe { libc::kill(pids[0], libc::SIGKILL) }, 0);
+            break dut_dir;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let out = run.wait_with_output().unwrap();
+    assert_exit(&out, 1, "a run whose capture was killed");
+    let dir = killed.parent().unwrap();
+    let status = std::fs::read_to_string(dir.join("status")).unwrap();
+    assert!(
+        status.starts_with("failed: xdp: FAIL: the observer's capture stopped"),
+        "{status}"
+    );
+    // The partial capture is kept and readable.
+    let analysis = stdout_json(&linecard(&[
+        "analyze",
+        killed.join("capture.pcap").to_str().unwrap(),
+        "--json",
+    ]));
+    let packets: u64 = analysis["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["packets"].as_u64().unwrap())
+        .sum();
+    assert!(packets > 100, "the partial capture holds {packets} packets");
+    let _ = std::fs::remove_dir_all(&results);
+}
+
+#[test]
+fn a_bad_scenario_is_refused_before_anything_starts() {
+    let dir = scratch_dir("run-bad-input");
+    let bad = dir.join("bad.toml");
+    let text = std::fs::read_to_string(repo().join("scenarios/smoke.toml"))
+        .unwrap()
+        .replace("backend = \"xdp\"", "backend = \"turbo\"");
+    std::fs::write(&bad, text).unwrap();
+    let out = linecard(&[
+        "run",
+        bad.to_str().unwrap(),
+        "--profiles",
+        repo().join("stress-profiles").to_str().unwrap(),
+        "--results",
+        dir.to_str().unwrap(),
+    ]);
+    assert_exit(&out, 2, "a scenario with a bad backend");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("bad.toml: dut[1].backend = turbo: must be one of naive, rt, txtime, xdp"),
+        "{stderr}"
+    );
+    let missing = linecard(&[
+        "run",
+        bad.to_str().unwrap(),
+        "--profiles",
+        "/nonexistent",
+        "--results",
+        dir.to_str().unwrap(),
+    ]);
+    assert_exit(&missing, 2, "a scenario whose profiles are missing");
+    assert!(String::from_utf8_lossy(&missing.stderr)
+        .contains("phase[0].profile = idle: no such profile"));
+    // Nothing was started: no run directory.
+    assert!(!dir.join("smoke").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
