@@ -26,6 +26,7 @@ struct RawEngine {
     control_socket: Option<PathBuf>,
     frr_dataplane: Option<String>,
     txtime_depth: Option<i64>,
+    xdp_replies: Option<bool>,
 }
 
 /// One `[[session]]` table, also the payload of the control socket's `add`.
@@ -56,6 +57,11 @@ pub struct EngineConfig {
     /// How many periodic packets per session the `txtime` backend hands to
     /// the kernel ahead of their departure (1: one in flight).
     pub txtime_depth: usize,
+    /// The xdp backend answers steady sessions from the kernel. `false`
+    /// keeps validation and detection in the kernel but transmits from
+    /// userspace: a deliberately degraded engine, to prove that a
+    /// regression gate catches the loss of the fast path.
+    pub xdp_replies: bool,
     pub sessions: Vec<SessionSpec>,
 }
 
@@ -181,6 +187,7 @@ impl EngineConfig {
                 .control_socket
                 .unwrap_or_else(|| DEFAULT_CONTROL_SOCKET.into()),
             txtime_depth: txtime_depth as usize,
+            xdp_replies: raw.engine.xdp_replies.unwrap_or(true),
             sessions,
         })
     }

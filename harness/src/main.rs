@@ -55,6 +55,55 @@ enum Command {
         #[command(flatten)]
         output: Output,
     },
+    /// Markdown, self-contained HTML and JSON reports of one or more runs, side by side
+    ///
+    /// Tables (max beside p99 always), plots re-derived from each DUT's capture (gap time
+    /// series with flaps and phases, gap CCDF), measurement-quality warnings, the manifest,
+    /// links to the captures. Example: linecard report results/bakeoff/20261130T093320Z
+    Report {
+        /// Run directories (results/<scenario>/<run-id>)
+        #[arg(required = true)]
+        runs: Vec<std::path::PathBuf>,
+        /// Formats to write, comma-separated: md, html, json
+        #[arg(long, value_delimiter = ',', default_value = "md,html")]
+        format: Vec<String>,
+        /// Where to write the report files
+        #[arg(long, default_value = "reports")]
+        out: std::path::PathBuf,
+    },
+    /// The CI regression gate: compare a run with a committed baseline; exit 1 on regression
+    ///
+    /// Per gated DUT and phase: max gap, p99.9, flaps and gaps over the detect budget. A value
+    /// regresses when it exceeds the worst of the baseline's repeated runs plus its slack; a
+    /// run that is not complete never passes. Example:
+    /// linecard gate results/smoke/20261130T093233Z --baseline baselines/smoke.toml --junit gate.xml
+    Gate {
+        /// Run directory
+        run: std::path::PathBuf,
+        /// Baseline file (baselines/*.toml)
+        #[arg(long)]
+        baseline: std::path::PathBuf,
+        /// Also write JUnit XML here
+        #[arg(long)]
+        junit: Option<std::path::PathBuf>,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Record a baseline for the gate from repeated complete runs of one scenario
+    Baseline {
+        /// Run directories of the same scenario (their spread is recorded)
+        #[arg(required = true)]
+        runs: Vec<std::path::PathBuf>,
+        /// Slack above the worst run for the gap metrics, ms (counts get 0)
+        #[arg(long, default_value_t = 2.0)]
+        slack_ms: f64,
+        /// Where the values came from, recorded in the file
+        #[arg(long, default_value = "")]
+        provenance: String,
+        /// Output file
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
     /// The stress canary (started by `linecard run` on the DUT's CPUs): wakes every 1 ms and
     /// records as JSON lines each time it was kept from running for more than 2 ms
     #[command(hide = true)]
@@ -231,6 +280,55 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 println!("\nresults: {}", result.dir.display());
             }
             Ok(ExitCode::from(result.exit_code() as u8))
+        }
+        Command::Report { runs, format, out } => {
+            let views = runs
+                .iter()
+                .map(|r| linecard_harness::report::load(r))
+                .collect::<Result<Vec<_>>>()?;
+            for path in linecard_harness::report::write(&views, &out, &format)? {
+                println!("{}", path.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Gate {
+            run,
+            baseline,
+            junit,
+            output,
+        } => {
+            let result = linecard_harness::gate::gate(&run, &baseline)?;
+            if let Some(path) = junit {
+                std::fs::write(&path, linecard_harness::gate::junit(&result))
+                    .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+            }
+            if output.json {
+                print_json(&result)?;
+            } else {
+                print!("{}", linecard_harness::gate::render(&result));
+            }
+            Ok(if result.passed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        Command::Baseline {
+            runs,
+            slack_ms,
+            provenance,
+            out,
+        } => {
+            let baseline = linecard_harness::gate::record(&runs, slack_ms, &provenance)?;
+            let text = format!(
+                "# Recorded by `linecard baseline` from {} runs; the gate's rule: baselines/README.md\n{}",
+                runs.len(),
+                toml::to_string(&baseline)?
+            );
+            std::fs::write(&out, text)
+                .map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?;
+            println!("{}", out.display());
+            Ok(ExitCode::SUCCESS)
         }
         Command::Canary { seconds, out } => {
             linecard_harness::canary::run(seconds, &out)?;

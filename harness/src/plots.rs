@@ -26,27 +26,39 @@ fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow!("drawing failed: {e:?}")
 }
 
-/// Writes `gap-ccdf.svg`, `gap-timeline.svg` (when the analysis kept
-/// timelines) and `session-maxima.svg` into `dir`; returns their paths.
-pub fn write_all(analysis: &Analysis, dir: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mut written = Vec::new();
-    let ccdf = dir.join("gap-ccdf.svg");
-    gap_ccdf(analysis, &ccdf)?;
-    written.push(ccdf);
+/// The analysis's plots as SVG documents, by file name: `gap-ccdf.svg`,
+/// `gap-timeline.svg` (when the analysis kept timelines) and
+/// `session-maxima.svg`.
+pub fn render_all(analysis: &Analysis) -> Result<Vec<(&'static str, String)>> {
+    let mut plots = Vec::new();
+    let mut svg = String::new();
+    gap_ccdf(analysis, &mut svg)?;
+    plots.push(("gap-ccdf.svg", svg));
     if analysis
         .all
         .flows
         .iter()
         .any(|f| !f.gap_timeline.is_empty())
     {
-        let timeline = dir.join("gap-timeline.svg");
-        gap_timeline(analysis, &timeline)?;
-        written.push(timeline);
+        let mut svg = String::new();
+        gap_timeline(analysis, &mut svg)?;
+        plots.push(("gap-timeline.svg", svg));
     }
-    let maxima = dir.join("session-maxima.svg");
-    session_maxima(analysis, &maxima)?;
-    written.push(maxima);
+    let mut svg = String::new();
+    session_maxima(analysis, &mut svg)?;
+    plots.push(("session-maxima.svg", svg));
+    Ok(plots)
+}
+
+/// Writes [`render_all`]'s plots into `dir`; returns their paths.
+pub fn write_all(analysis: &Analysis, dir: &Path) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut written = Vec::new();
+    for (name, svg) in render_all(analysis)? {
+        let path = dir.join(name);
+        std::fs::write(&path, svg).with_context(|| format!("writing {}", path.display()))?;
+        written.push(path);
+    }
     Ok(written)
 }
 
@@ -57,7 +69,7 @@ fn flow_label(f: &linecard_capture_analyzer::model::FlowResult) -> String {
 /// Legends stay readable up to this many flows; beyond, lines are unlabelled.
 const MAX_LABELLED: usize = 12;
 
-fn gap_ccdf(analysis: &Analysis, path: &Path) -> Result<()> {
+fn gap_ccdf(analysis: &Analysis, out: &mut String) -> Result<()> {
     let flows = &analysis.all.flows;
     let max_ms = flows.iter().map(|f| f.gap_ms.max).fold(1.0, f64::max) * 1.5;
     let min_frac = flows
@@ -67,7 +79,7 @@ fn gap_ccdf(analysis: &Analysis, path: &Path) -> Result<()> {
         .fold(1.0, f64::min)
         .min(1e-3)
         / 2.0;
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    let root = SVGBackend::with_string(out, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
     let mut chart = ChartBuilder::on(&root)
         .caption("Gap CCDF per flow: P(gap > x)", ("sans-serif", 20))
@@ -110,7 +122,7 @@ fn gap_ccdf(analysis: &Analysis, path: &Path) -> Result<()> {
     Ok(())
 }
 
-fn gap_timeline(analysis: &Analysis, path: &Path) -> Result<()> {
+fn gap_timeline(analysis: &Analysis, out: &mut String) -> Result<()> {
     let flows = &analysis.all.flows;
     let origin = flows.iter().map(|f| f.first_ts_ns).min().unwrap_or(0);
     let end = flows
@@ -120,7 +132,7 @@ fn gap_timeline(analysis: &Analysis, path: &Path) -> Result<()> {
         .unwrap_or(origin + 1);
     let secs = |ns: i64| (ns - origin) as f64 / 1e9;
     let max_ms = flows.iter().map(|f| f.gap_ms.max).fold(1.0, f64::max) * 1.5;
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    let root = SVGBackend::with_string(out, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
@@ -184,7 +196,7 @@ fn gap_timeline(analysis: &Analysis, path: &Path) -> Result<()> {
     Ok(())
 }
 
-fn session_maxima(analysis: &Analysis, path: &Path) -> Result<()> {
+fn session_maxima(analysis: &Analysis, out: &mut String) -> Result<()> {
     let maxima: Vec<f64> = analysis.all.sessions.iter().map(|s| s.max_gap_ms).collect();
     let top = maxima.iter().copied().fold(1.0, f64::max);
     const BINS: usize = 40;
@@ -193,7 +205,7 @@ fn session_maxima(analysis: &Analysis, path: &Path) -> Result<()> {
     for m in &maxima {
         counts[((m / width) as usize).min(BINS)] += 1;
     }
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    let root = SVGBackend::with_string(out, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(

@@ -35,7 +35,7 @@ struct RawCanary {
     min_stall_ms: f64,
 }
 
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Profile {
     pub name: String,
     pub what: String,

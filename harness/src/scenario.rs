@@ -26,6 +26,7 @@ struct RawScenario {
 #[serde(deny_unknown_fields)]
 struct RawPeer {
     implementation: String,
+    rt_priority: Option<i64>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -54,10 +55,11 @@ struct RawDut {
     positive_control: Option<bool>,
     max_flaps: Option<i64>,
     max_gap_ms: Option<f64>,
+    engine: Option<toml::Table>,
 }
 
 /// Where the lab runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProviderKind {
     /// Network namespaces on this machine.
@@ -65,7 +67,7 @@ pub enum ProviderKind {
 }
 
 /// A BFD implementation in the peer or DUT position.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PeerImplementation {
     Frr,
@@ -74,14 +76,14 @@ pub enum PeerImplementation {
 
 /// Whether the kernel's RT throttling stays as shipped for a run or is
 /// switched off (`sched_rt_runtime_us = -1`, restored afterwards).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RtThrottling {
     Shipped,
     Off,
 }
 
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "implementation", rename_all = "snake_case")]
 pub enum DutImplementation {
     /// FRR's bfdd in the DUT position: the design under the folklore.
@@ -92,7 +94,7 @@ pub enum DutImplementation {
 }
 
 /// What must hold for a DUT, judged on the capture.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Expectation {
     /// This DUT must flap under the scenario's load: if it does not, the
     /// stress did not bite and the whole run is invalid.
@@ -101,22 +103,26 @@ pub struct Expectation {
     pub max_gap_ms: Option<f64>,
 }
 
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DutSpec {
     pub label: String,
     #[serde(flatten)]
     pub implementation: DutImplementation,
     pub rt_throttling: RtThrottling,
     pub expect: Expectation,
+    /// More `[engine]` keys for linecardd (validated by linecardd itself),
+    /// as TOML text.
+    #[serde(default)]
+    pub engine: String,
 }
 
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PhaseSpec {
     pub profile: Profile,
     pub seconds: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Sessions {
     pub ipv6: bool,
     pub tx_interval_ms: u32,
@@ -124,18 +130,30 @@ pub struct Sessions {
     pub multiplier: u8,
 }
 
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Scenario {
     pub name: String,
     pub description: String,
     pub provider: ProviderKind,
     pub peer: PeerImplementation,
+    /// SCHED_FIFO priority of the peer daemon (0: normal priority). The
+    /// peer is the measurement's reference clock: an RX-clocked DUT
+    /// mirrors every late peer packet, and a stalled peer declares a live
+    /// DUT dead. On the lab's shared CPU it runs above the harness and the
+    /// observer by default.
+    #[serde(default)]
+    pub peer_rt_priority: u8,
     pub sessions: Sessions,
     pub phases: Vec<PhaseSpec>,
     pub duts: Vec<DutSpec>,
     /// The file it came from.
     pub file: PathBuf,
 }
+
+/// The peer's default SCHED_FIFO priority: above the harness, the observer
+/// and normal tasks on its CPUs, below the DUT-side hogs of L4 (50), which
+/// never run on the peer's CPUs anyway.
+pub const DEFAULT_PEER_RT_PRIORITY: i64 = 20;
 
 /// Where a scenario's profiles live: `stress-profiles/` beside the
 /// scenario's directory (the repository layout).
@@ -207,6 +225,16 @@ impl Scenario {
             "frr" => PeerImplementation::Frr,
             "bird" => PeerImplementation::Bird,
             p => return Err(invalid("peer.implementation", &p, "must be frr or bird")),
+        };
+        let peer_rt_priority = match raw.peer.rt_priority.unwrap_or(DEFAULT_PEER_RT_PRIORITY) {
+            p @ 0..=99 => p as u8,
+            p => {
+                return Err(invalid(
+                    "peer.rt_priority",
+                    &p,
+                    "must be 0 (normal priority) to 99",
+                ))
+            }
         };
         let s = raw.sessions.unwrap_or_default();
         let ipv6 = match s.family.as_deref().unwrap_or("ipv4") {
@@ -327,10 +355,31 @@ impl Scenario {
                     "a positive control must flap; it cannot also carry limits",
                 ));
             }
+            let engine = match (&d.engine, &implementation) {
+                (None, _) => String::new(),
+                (Some(_), DutImplementation::Frr) => {
+                    return Err(invalid(
+                        &key("engine"),
+                        &"(table)",
+                        "engine settings are linecardd's; FRR takes none",
+                    ))
+                }
+                (Some(t), _) => {
+                    if t.contains_key("control_socket") {
+                        return Err(invalid(
+                            &key("engine.control_socket"),
+                            &"(set)",
+                            "the runner places the control socket",
+                        ));
+                    }
+                    t.to_string()
+                }
+            };
             duts.push(DutSpec {
                 label: d.label.clone(),
                 implementation,
                 rt_throttling,
+                engine,
                 expect: Expectation {
                     positive_control,
                     max_flaps,
@@ -343,6 +392,7 @@ impl Scenario {
             description: raw.description,
             provider,
             peer,
+            peer_rt_priority,
             sessions,
             phases,
             duts,

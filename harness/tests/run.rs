@@ -109,14 +109,14 @@ fn the_bakeoff_reproduces_the_reference_table_with_this_kernels_physics() {
     assert!(l4("xdp")["max_ms"].as_f64().unwrap() <= 15.0);
     // The RX-clocked signature: our p50 is the peer's jittered clock.
     assert!(l4("xdp")["p50_ms"].as_f64().unwrap() < 9.5);
-    let placement = &xdp["evidence"]["replies_on_dut_cpus"];
+    let placement = &xdp["evidence"]["fast_path_on_dut_cpus"];
     let (on, total) = (
         placement[0].as_u64().unwrap(),
         placement[1].as_u64().unwrap(),
     );
     assert!(
         total > 1000 && on == total,
-        "replies on the DUT's CPUs: {on} of {total}"
+        "fast-path frames on the DUT's CPUs: {on} of {total}"
     );
     // RT throttling is as it was.
     assert_eq!(
@@ -269,4 +269,90 @@ fn a_bad_scenario_is_refused_before_anything_starts() {
     // Nothing was started: no run directory.
     assert!(!dir.join("smoke").exists());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn smoke_passes_its_committed_baseline_and_a_degraded_engine_fails_the_gate() {
+    if !privileged("smoke_passes_its_committed_baseline") {
+        return;
+    }
+    let _lock = lock_lab();
+    let results = scratch_dir("run-gate");
+    let baseline = repo().join("baselines/smoke.toml");
+    let out = linecard(&[
+        "run",
+        repo().join("scenarios/smoke.toml").to_str().unwrap(),
+        "--results",
+        results.join("good").to_str().unwrap(),
+    ]);
+    let good = run_dir(&results.join("good"), "smoke");
+    assert_exit(&out, 0, &format!("linecard run smoke ({})", good.display()));
+    let junit = results.join("gate.xml");
+    let gate = linecard(&[
+        "gate",
+        good.to_str().unwrap(),
+        "--baseline",
+        baseline.to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+    ]);
+    eprintln!("{}", String::from_utf8_lossy(&gate.stdout));
+    assert_exit(&gate, 0, "the gate on a good smoke run");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("failures=\"0\"") && xml.contains("L4#1 max_gap_ms"),
+        "{xml}"
+    );
+
+    // The same engine with its fast path's replies switched off: the xdp
+    // backend transmits from userspace at normal priority.
+    let scenarios = results.join("degraded/scenarios");
+    std::fs::create_dir_all(&scenarios).unwrap();
+    let text = std::fs::read_to_string(repo().join("scenarios/smoke.toml"))
+        .unwrap()
+        .replace(
+            "backend = \"xdp\"\n",
+            "backend = \"xdp\"\nengine = { xdp_replies = false }\n",
+        );
+    assert!(text.contains("xdp_replies = false"));
+    std::fs::write(scenarios.join("smoke.toml"), text).unwrap();
+    let out = linecard(&[
+        "run",
+        scenarios.join("smoke.toml").to_str().unwrap(),
+        "--profiles",
+        repo().join("stress-profiles").to_str().unwrap(),
+        "--only",
+        "xdp",
+        "--results",
+        results.join("bad").to_str().unwrap(),
+    ]);
+    let bad = run_dir(&results.join("bad"), "smoke");
+    assert_exit(&out, 1, "the degraded engine's own limits");
+    // Precondition: the degraded engine ran and was judged on its figures
+    // (failed by its flaps), not refused as invalid.
+    let status = std::fs::read_to_string(bad.join("status")).unwrap();
+    assert!(status.starts_with("failed: xdp: FAIL: "), "{status}");
+    let gate = linecard(&[
+        "gate",
+        bad.to_str().unwrap(),
+        "--baseline",
+        baseline.to_str().unwrap(),
+    ]);
+    let diff = String::from_utf8_lossy(&gate.stdout);
+    eprintln!("{diff}");
+    assert_exit(&gate, 1, "the gate on the degraded engine");
+    assert!(
+        !diff.contains("missing"),
+        "every gated figure was measured: {diff}"
+    );
+    let regressed = |metric: &str| {
+        diff.lines().any(|l| {
+            l.contains("REGRESSED")
+                && l.contains("L4#1")
+                && l.split_whitespace().nth(3) == Some(metric)
+        })
+    };
+    assert!(regressed("flaps") && regressed("max_gap_ms"), "{diff}");
+    assert!(diff.contains("gate: FAILED"));
+    let _ = std::fs::remove_dir_all(&results);
 }

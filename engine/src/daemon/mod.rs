@@ -425,7 +425,7 @@ impl Engine {
                         )),
                     }
                 }
-                let want = session.is_steady();
+                let want = session.is_steady() && self.config.xdp_replies;
                 if want && !peer.offloaded {
                     if let Some(config) = fast_path_config(&path, session, peer, id as u32) {
                         match fast.offload(session.config().local_discr, config) {

@@ -48,21 +48,52 @@ pub struct Bfd {
 
 enum Kind {
     /// vtysh socket directory and namespace.
-    Frr {
-        vty: PathBuf,
-        ns: &'static str,
-    },
+    Frr { vty: PathBuf, ns: &'static str },
     Bird {
         ctl: PathBuf,
         ns: &'static str,
         peer: IpAddr,
     },
-    Linecardd {
-        socket: PathBuf,
-    },
+    /// `offloads`: the engine hands steady sessions to its fast path
+    /// (the xdp backend, unless `xdp_replies = false`).
+    Linecardd { socket: PathBuf, offloads: bool },
 }
 
+/// Puts every thread of `pid` at SCHED_FIFO `priority`.
+pub fn make_realtime(pid: u32, priority: u8) -> Result<()> {
+    let param = libc::sched_param {
+        sched_priority: i32::from(priority),
+    };
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .with_context(|| format!("listing the threads of {pid}"))?;
+    for task in tasks {
+        let tid: i32 = task?.file_name().to_string_lossy().parse()?;
+        // SAFETY: sched_setscheduler reads the param we pass.
+        if unsafe { libc::sched_setscheduler(tid, libc::SCHED_FIFO, &param) } != 0 {
+            bail!(
+                "SCHED_FIFO {priority} for thread {tid} of {pid}: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Starts the peer at SCHED_FIFO `rt_priority` (0: normal priority).
 pub fn start_peer(
+    implementation: PeerImplementation,
+    rt_priority: u8,
+    sessions: &Sessions,
+    dir: &Path,
+) -> Result<Bfd> {
+    let peer = start_peer_daemon(implementation, sessions, dir)?;
+    if rt_priority > 0 {
+        make_realtime(peer.daemon.pid(), rt_priority)?;
+    }
+    Ok(peer)
+}
+
+fn start_peer_daemon(
     implementation: PeerImplementation,
     sessions: &Sessions,
     dir: &Path,
@@ -105,19 +136,24 @@ pub fn start_peer(
 }
 
 /// The linecardd configuration of a DUT with one session.
+/// `engine`: the scenario's extra `[engine]` keys (TOML), which take the
+/// place of the runner's defaults.
 pub fn linecardd_config(
     backend: &str,
+    engine: &str,
     sessions: &Sessions,
     socket: &Path,
     dut_cpus: &[usize],
 ) -> String {
-    let mut config = format!(
-        "[engine]\ncontrol_socket = \"{}\"\nrt_priority = 90\n",
-        socket.display()
-    );
-    if let Some(cpu) = dut_cpus.first() {
+    let mut config = format!("[engine]\ncontrol_socket = \"{}\"\n", socket.display());
+    let extra: toml::Table = engine.parse().unwrap_or_default();
+    if !extra.contains_key("rt_priority") {
+        config.push_str("rt_priority = 90\n");
+    }
+    if let (Some(cpu), false) = (dut_cpus.first(), extra.contains_key("cpu")) {
         config.push_str(&format!("cpu = {cpu}\n"));
     }
+    config.push_str(engine);
     config.push_str(&format!(
         "\n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\ntx_interval_ms = {}\nrx_interval_ms = {}\nmultiplier = {}\nbackend = \"{backend}\"\n",
         address(&spec::PEER, sessions),
@@ -134,6 +170,7 @@ pub fn linecardd_config(
 
 pub fn start_dut(
     implementation: &DutImplementation,
+    engine: &str,
     sessions: &Sessions,
     dir: &Path,
     dut_cpus: &[usize],
@@ -161,7 +198,7 @@ pub fn start_dut(
             let config = dir.join("linecardd.toml");
             std::fs::write(
                 &config,
-                linecardd_config(backend, sessions, &socket, dut_cpus),
+                linecardd_config(backend, engine, sessions, &socket, dut_cpus),
             )?;
             let binary = linecardd_binary();
             let daemon = Daemon::spawn(
@@ -174,7 +211,15 @@ pub fn start_dut(
             )?;
             Ok(Bfd {
                 daemon,
-                kind: Kind::Linecardd { socket },
+                kind: Kind::Linecardd {
+                    socket,
+                    offloads: backend == "xdp"
+                        && engine
+                            .parse::<toml::Table>()
+                            .unwrap_or_default()
+                            .get("xdp_replies")
+                            != Some(&toml::Value::Boolean(false)),
+                },
             })
         }
     }
@@ -242,12 +287,12 @@ impl Bfd {
                     None => Err("BIRD lists no session yet".into()),
                 }
             }
-            Kind::Linecardd { socket } => {
+            Kind::Linecardd { socket, offloads } => {
                 let list = linecardd_ctl(socket, &["list", "--json"]).map_err(|e| e.to_string())?;
                 let s = &list["sessions"][0];
                 let steady = s["state"] == "up"
                     && s["polling"] == false
-                    && (s["backend"] != "xdp" || s["offloaded"] == true);
+                    && (!offloads || s["offloaded"] == true);
                 if steady {
                     Ok(())
                 } else {
@@ -260,25 +305,28 @@ impl Bfd {
         }
     }
 
-    /// The fast path's replies on `dut_cpus` and in all, if this is a
-    /// linecardd with one (placement evidence).
-    pub fn replies_on(&self, dut_cpus: &[usize]) -> Option<(u64, u64)> {
-        let Kind::Linecardd { socket } = &self.kind else {
+    /// The BFD frames the fast path judged (passed, replied or dropped) on
+    /// `dut_cpus` and in all, if this is a linecardd with one (placement
+    /// evidence: it holds whether or not the engine offloads replies).
+    pub fn fast_path_frames_on(&self, dut_cpus: &[usize]) -> Option<(u64, u64)> {
+        let Kind::Linecardd { socket, .. } = &self.kind else {
             return None;
         };
         let reply = linecardd_ctl(socket, &["drops"]).ok()?;
         let per_cpu = reply["fast_path"]["verdicts_per_cpu"].as_array()?;
-        let replied = |v: &serde_json::Value| {
-            v[linecard_common::bfd::verdict::REPLIED as usize]
-                .as_u64()
-                .unwrap_or(0)
+        use linecard_common::bfd::verdict::{DROPPED, PASSED, REPLIED};
+        let judged = |v: &serde_json::Value| -> u64 {
+            [PASSED, REPLIED, DROPPED]
+                .iter()
+                .map(|&i| v[i as usize].as_u64().unwrap_or(0))
+                .sum()
         };
-        let total = per_cpu.iter().map(replied).sum();
+        let total = per_cpu.iter().map(judged).sum();
         let on_dut = per_cpu
             .iter()
             .enumerate()
             .filter(|(cpu, _)| dut_cpus.contains(cpu))
-            .map(|(_, v)| replied(v))
+            .map(|(_, v)| judged(v))
             .sum();
         Some((on_dut, total))
     }

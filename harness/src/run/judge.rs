@@ -3,11 +3,11 @@
 //! say; only a trusted run can `pass` or `fail`.
 
 use crate::scenario::Expectation;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Figures of one phase, from the capture: the DUT's transmit gaps and the
 /// flaps either side showed.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct PhaseFigures {
     pub phase: String,
     pub profile: String,
@@ -19,6 +19,10 @@ pub struct PhaseFigures {
     pub p99_ms: f64,
     pub p999_ms: f64,
     pub max_ms: f64,
+    /// The DUT's gaps above the detect budget in the phase (absent in
+    /// manifests written before it was recorded).
+    #[serde(default)]
+    pub over_budget: Option<u64>,
     /// The canary's longest stall on the DUT's CPUs in the phase, and what
     /// the profile requires for the stress to count as biting.
     pub canary_stall_ms: f64,
@@ -26,21 +30,32 @@ pub struct PhaseFigures {
 }
 
 /// Everything the verdict is drawn from.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Evidence {
     pub capture_died_early: bool,
     pub capture_dropped: Option<u64>,
     /// The DUT was Up on both daemons' views and on the wire before the
     /// first phase.
     pub up_before_phases: Result<(), String>,
-    /// Fast-path replies on the DUT's CPUs and in all (xdp only).
-    pub replies_on_dut_cpus: Option<(u64, u64)>,
+    /// BFD frames the fast path judged on the DUT's CPUs and in all (xdp
+    /// only).
+    #[serde(alias = "replies_on_dut_cpus")]
+    pub fast_path_on_dut_cpus: Option<(u64, u64)>,
     /// Hypervisor steal on the DUT's CPUs during the run, ms.
     pub steal_ms: f64,
+    /// Hypervisor steal on the other CPUs (peer, observer), ms.
+    #[serde(default)]
+    pub peer_steal_ms: f64,
+    /// The peer's Downs for an expired detection time that came sooner
+    /// than that time after the DUT's last packet on the wire (ms after
+    /// it): the peer host stalled, not the DUT (RFC 5880 6.8.4: a session
+    /// goes down only when no packet arrived within the detection time).
+    #[serde(default)]
+    pub premature_peer_detections_ms: Vec<f64>,
     pub phases: Vec<PhaseFigures>,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "status", content = "why", rename_all = "snake_case")]
 pub enum Verdict {
     /// Expectations held (a positive control: it flapped, as it must).
@@ -81,12 +96,18 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
     if let Err(why) = &e.up_before_phases {
         return Verdict::Invalid(format!("sessions never came Up: {why}"));
     }
-    if let Some((on_dut, total)) = e.replies_on_dut_cpus {
+    if let Some((on_dut, total)) = e.fast_path_on_dut_cpus {
         if total == 0 || on_dut * 100 < total * PLACEMENT_SHARE_PERCENT {
             return Verdict::Invalid(format!(
-                "the fast path did not run on the DUT's CPUs ({on_dut} of {total} replies)"
+                "the fast path did not run on the DUT's CPUs ({on_dut} of {total} BFD frames)"
             ));
         }
+    }
+    if let Some(ms) = e.premature_peer_detections_ms.first() {
+        return Verdict::Invalid(format!(
+            "the peer declared the DUT dead {ms:.2} ms after the DUT's last packet on the wire, before its detection time: the peer host stalled ({:.0} ms hypervisor steal on its CPUs)",
+            e.peer_steal_ms
+        ));
     }
     for p in &e.phases {
         if let Some(required) = p.canary_required_ms {
@@ -130,15 +151,21 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
     Verdict::Fail(broken.join(", "))
 }
 
-/// Whether a run is worth repeating: trusted in every other respect, its
-/// limits broken only while the hypervisor stole the DUT's CPUs.
-pub fn spoiled_by_steal(expect: &Expectation, e: &Evidence) -> bool {
+/// Whether a run is worth repeating: spoiled by its environment, not by
+/// the DUT: the peer host stalled, or the DUT's limits broke only while the
+/// hypervisor stole its CPUs.
+pub fn spoiled(expect: &Expectation, e: &Evidence) -> bool {
+    if e.capture_died_early {
+        return false;
+    }
+    if !e.premature_peer_detections_ms.is_empty() {
+        return true;
+    }
     let without_steal = Evidence {
         steal_ms: 0.0,
         ..e.clone()
     };
     e.steal_ms > 0.0
-        && !e.capture_died_early
         && !broken_limits(expect, e).is_empty()
         && matches!(judge(expect, &without_steal), Verdict::Fail(_))
 }
@@ -174,6 +201,7 @@ mod tests {
             p99_ms: 10.0,
             p999_ms: 10.1,
             max_ms,
+            over_budget: Some(0),
             canary_stall_ms: stall,
             canary_required_ms: Some(30.0),
         }
@@ -184,8 +212,10 @@ mod tests {
             capture_died_early: false,
             capture_dropped: Some(0),
             up_before_phases: Ok(()),
-            replies_on_dut_cpus: None,
+            fast_path_on_dut_cpus: None,
             steal_ms: 0.0,
+            peer_steal_ms: 0.0,
+            premature_peer_detections_ms: Vec::new(),
             phases,
         }
     }
@@ -252,29 +282,39 @@ mod tests {
     #[test]
     fn placement_elsewhere_and_sessions_never_up_are_invalid() {
         let mut e = evidence(vec![phase(0, 10.0, 900.0)]);
-        e.replies_on_dut_cpus = Some((10, 1000));
+        e.fast_path_on_dut_cpus = Some((10, 1000));
         assert!(matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("DUT's CPUs")));
-        e.replies_on_dut_cpus = Some((0, 0));
+        e.fast_path_on_dut_cpus = Some((0, 0));
         assert!(matches!(judge(&hold(), &e), Verdict::Invalid(_)));
-        e.replies_on_dut_cpus = Some((1000, 1000));
+        e.fast_path_on_dut_cpus = Some((1000, 1000));
         e.up_before_phases = Err("DUT Down".into());
         assert!(matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("never came Up")));
     }
 
     #[test]
+    fn a_peer_that_declares_the_dut_dead_too_soon_invalidates_the_run() {
+        let mut e = evidence(vec![phase(1, 370.0, 900.0)]);
+        e.premature_peer_detections_ms = vec![25.32];
+        assert!(
+            matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("25.32 ms") && w.contains("peer host stalled"))
+        );
+        assert!(spoiled(&hold(), &e));
+    }
+
+    #[test]
     fn a_broken_limit_under_hypervisor_steal_is_invalid_not_failed() {
         let mut e = evidence(vec![phase(1, 40.0, 900.0)]);
-        assert!(!spoiled_by_steal(&hold(), &e));
+        assert!(!spoiled(&hold(), &e));
         e.steal_ms = 120.0;
         assert!(matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("stole")));
-        assert!(spoiled_by_steal(&hold(), &e));
+        assert!(spoiled(&hold(), &e));
         // Steal does not excuse what steal cannot cause.
         e.capture_dropped = Some(1);
-        assert!(!spoiled_by_steal(&hold(), &e));
+        assert!(!spoiled(&hold(), &e));
         let passing = Evidence {
             steal_ms: 120.0,
             ..evidence(vec![phase(0, 10.0, 900.0)])
         };
-        assert!(!spoiled_by_steal(&hold(), &passing));
+        assert!(!spoiled(&hold(), &passing));
     }
 }

@@ -25,7 +25,7 @@ use crate::scenario::{DutImplementation, DutSpec, RtThrottling, Scenario};
 use anyhow::{Context, Result};
 use judge::{Evidence, PhaseFigures, Verdict};
 use linecard_capture_analyzer::{Options, Phase};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,7 +46,7 @@ pub struct RunOptions {
 }
 
 /// One DUT's outcome.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DutOutcome {
     pub label: String,
     pub spec: DutSpec,
@@ -58,12 +58,13 @@ pub struct DutOutcome {
     pub phases: Vec<PhaseRecord>,
     /// `sched_rt_runtime_us` during the run.
     pub sched_rt_runtime_us: Option<i64>,
-    /// An earlier attempt, invalid because its limits broke only while the
-    /// hypervisor stole the DUT's CPUs: kept, and repeated once.
+    /// An earlier attempt spoiled by its environment (the peer host
+    /// stalled, or the limits broke only while the hypervisor stole the
+    /// DUT's CPUs): kept, and repeated once.
     pub spoiled_attempt: Option<Box<DutOutcome>>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PhaseRecord {
     pub name: String,
     pub profile: String,
@@ -73,7 +74,18 @@ pub struct PhaseRecord {
     pub stress_ng: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+impl PhaseRecord {
+    /// The phase as the analyzer's time window.
+    pub fn window(&self) -> Phase {
+        Phase {
+            name: self.name.clone(),
+            start_ns: self.start_ns,
+            end_ns: self.end_ns,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Manifest {
     pub schema_version: u32,
     pub scenario: Scenario,
@@ -303,7 +315,7 @@ fn run_prepared(
         let spoiled = outcome
             .evidence
             .as_ref()
-            .is_some_and(|e| judge::spoiled_by_steal(&dut.expect, e));
+            .is_some_and(|e| judge::spoiled(&dut.expect, e));
         if spoiled && !INTERRUPTED.load(Ordering::Relaxed) {
             eprintln!(
                 "  {:<30} {} (repeating once)",
@@ -432,9 +444,15 @@ fn run_dut(
         Some(&rest),
     )?;
     outcome.capture = Some(PathBuf::from(name).join("capture.pcap"));
-    let mut peer = daemons::start_peer(scenario.peer, &scenario.sessions, &dir)?;
+    let mut peer = daemons::start_peer(
+        scenario.peer,
+        scenario.peer_rt_priority,
+        &scenario.sessions,
+        &dir,
+    )?;
     let mut dut_daemon = daemons::start_dut(
         &dut.implementation,
+        &dut.engine,
         &scenario.sessions,
         &dir,
         &host.dut_cpus,
@@ -467,7 +485,14 @@ fn run_dut(
         ],
         &dir.join("canary.log"),
     )?;
+    let rest_cpus: Vec<usize> = host
+        .online_cpus
+        .iter()
+        .copied()
+        .filter(|c| !host.dut_cpus.contains(c))
+        .collect();
     let steal_before = provider::steal_ms(&host.dut_cpus);
+    let peer_steal_before = provider::steal_ms(&rest_cpus);
     let mut progress = Progress::new();
     let mut capture_alive = true;
     if up.is_ok() {
@@ -527,22 +552,15 @@ fn run_dut(
         progress.done();
     }
     let steal_ms = provider::steal_ms(&host.dut_cpus) - steal_before;
-    let replies_on_dut_cpus = dut_daemon.replies_on(&host.dut_cpus);
+    let peer_steal_ms = provider::steal_ms(&rest_cpus) - peer_steal_before;
+    let fast_path_on_dut_cpus = dut_daemon.fast_path_frames_on(&host.dut_cpus);
     dut_daemon.daemon.stop()?;
     peer.daemon.stop()?;
     canary.stop()?;
     let captured = capture.finish_checked()?;
     let stalls = crate::canary::read(&canary_out).unwrap_or_default();
     // Analysis: every phase sliced out of the one capture.
-    let phases: Vec<Phase> = outcome
-        .phases
-        .iter()
-        .map(|p| Phase {
-            name: p.name.clone(),
-            start_ns: p.start_ns,
-            end_ns: p.end_ns,
-        })
-        .collect();
+    let phases: Vec<Phase> = outcome.phases.iter().map(PhaseRecord::window).collect();
     let analysis = crate::analyze::run(
         std::slice::from_ref(&captured.path),
         &Options {
@@ -578,6 +596,7 @@ fn run_dut(
                 p99_ms: dut_flow.map_or(0.0, |f| f.gap_ms.p99),
                 p999_ms: dut_flow.map_or(0.0, |f| f.gap_ms.p999),
                 max_ms: dut_flow.map_or(0.0, |f| f.gap_ms.max),
+                over_budget: Some(dut_flow.map_or(0, |f| f.over_budget)),
                 canary_stall_ms: crate::canary::longest_stall_ms(
                     &stalls,
                     record.start_ns,
@@ -587,12 +606,32 @@ fn run_dut(
             }
         })
         .collect();
+    // The peer's Downs for an expired detection time, within the phases,
+    // that came before the detection time had passed on the wire.
+    let s = &scenario.sessions;
+    let detection_ms = f64::from(s.multiplier) * f64::from(s.tx_interval_ms.max(s.rx_interval_ms));
+    let peer_addr = daemons::address(&spec::PEER, &scenario.sessions).to_string();
+    let first_start = outcome.phases.first().map_or(i64::MAX, |p| p.start_ns);
+    let last_end = outcome.phases.last().map_or(i64::MIN, |p| p.end_ns);
+    let premature_peer_detections_ms: Vec<f64> = analysis
+        .all
+        .flows
+        .iter()
+        .filter(|f| f.src == peer_addr)
+        .flat_map(|f| &f.flap_events)
+        .filter(|ev| ev.at_ns >= first_start && ev.at_ns < last_end)
+        .filter_map(|ev| ev.detection_latency_ms)
+        // 1 ms of tolerance for the capture's own timestamping.
+        .filter(|&ms| ms < detection_ms - 1.0)
+        .collect();
     let evidence = Evidence {
         capture_died_early: captured.died_early || !capture_alive,
         capture_dropped: captured.dropped_by_kernel,
         up_before_phases,
-        replies_on_dut_cpus,
+        fast_path_on_dut_cpus,
         steal_ms,
+        peer_steal_ms,
+        premature_peer_detections_ms,
         phases: figures,
     };
     outcome.verdict = if INTERRUPTED.load(Ordering::Relaxed) {
@@ -604,16 +643,28 @@ fn run_dut(
     Ok(outcome)
 }
 
+/// A DUT's verdict as the table shows it.
+fn row_verdict(d: &DutOutcome) -> String {
+    match d.verdict {
+        Verdict::Pass if d.spec.expect.positive_control => "flapped (positive control)".into(),
+        ref v => describe(v),
+    }
+}
+
 /// The table people read: one row per DUT and phase, max beside p99,
 /// every figure traced to its capture.
 pub fn summary_markdown(m: &Manifest) -> String {
     let mut out = format!(
-        "# {} ({})\n\n{}\n\nStatus: **{}**. Peer: {:?}; sessions {} x {} ms ({}). Host: kernel {}, DUT CPUs {:?}, sched_rt_runtime_us as shipped {}.\n\n",
+        "# {} ({})\n\n{}\n\nStatus: **{}**. Peer: {} ({}); sessions {} x {} ms ({}). Host: kernel {}, DUT CPUs {:?}, sched_rt_runtime_us as shipped {}.\n\n",
         m.scenario.name,
         m.run_id,
         m.scenario.description,
         m.status,
-        m.scenario.peer,
+        format!("{:?}", m.scenario.peer).to_lowercase(),
+        match m.scenario.peer_rt_priority {
+            0 => "normal priority".to_string(),
+            p => format!("SCHED_FIFO {p}"),
+        },
         m.scenario.sessions.multiplier,
         m.scenario.sessions.tx_interval_ms,
         if m.scenario.sessions.ipv6 { "IPv6" } else { "IPv4" },
@@ -632,12 +683,12 @@ pub fn summary_markdown(m: &Manifest) -> String {
             None => out.push_str(&format!(
                 "| {} | - | - | - | - | - | - | - | {} | {capture} |\n",
                 d.label,
-                describe(&d.verdict)
+                row_verdict(d)
             )),
             Some(e) => {
                 for (i, p) in e.phases.iter().enumerate() {
                     let verdict = if i == 0 {
-                        describe(&d.verdict)
+                        row_verdict(d)
                     } else {
                         String::new()
                     };
@@ -659,7 +710,7 @@ pub fn summary_markdown(m: &Manifest) -> String {
                     out.push_str(&format!(
                         "| {} | - | - | - | - | - | - | - | {} | {capture} |\n",
                         d.label,
-                        describe(&d.verdict)
+                        row_verdict(d)
                     ));
                 }
             }
@@ -691,9 +742,9 @@ pub fn summary_markdown(m: &Manifest) -> String {
                     .map_or("-".into(), |c| c.display().to_string())
             ));
         }
-        if let Some((on, total)) = d.evidence.as_ref().and_then(|e| e.replies_on_dut_cpus) {
+        if let Some((on, total)) = d.evidence.as_ref().and_then(|e| e.fast_path_on_dut_cpus) {
             out.push_str(&format!(
-                "\n{}: fast-path replies on the DUT's CPUs: {on} of {total}.\n",
+                "\n{}: BFD frames the fast path judged on the DUT's CPUs: {on} of {total}.\n",
                 d.label
             ));
         }

@@ -9,11 +9,11 @@
 use crate::lab::{self, check};
 use crate::scenario::{ProviderKind, Scenario};
 use anyhow::{bail, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::process::Command;
 
 /// What ran where, with which versions: the manifest's `host`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct HostFacts {
     pub provider: ProviderKind,
     pub kernel: String,

@@ -1,0 +1,408 @@
+//! `linecard gate RUN_DIR --baseline FILE`: the CI regression gate. Compares
+//! each gated DUT's capture figures (per phase: max gap, p99.9, flaps,
+//! gaps over the detect budget) with a committed baseline.
+//!
+//! The rule, documented in `baselines/README.md`: a baseline records, per
+//! DUT, phase and metric, the values of repeated runs (their spread) and a
+//! slack; a value regresses when it exceeds the worst recorded value plus
+//! the slack. A run that is not `complete` cannot pass the gate: a failed
+//! or invalid run proves nothing either way.
+
+use crate::run::Manifest;
+use anyhow::{bail, Context, Result};
+use linecard_engine::config::ConfigError as InputError;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The figures the gate compares, by their name in baseline files.
+pub const METRICS: [&str; 4] = ["max_gap_ms", "p999_ms", "flaps", "over_budget"];
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Baseline {
+    pub schema_version: u32,
+    pub scenario: String,
+    /// How the values were obtained (runs, machine), for the reader.
+    pub provenance: String,
+    #[serde(rename = "check")]
+    pub checks: Vec<Check>,
+}
+
+#[derive(Debug, Deserialize, Serialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct Check {
+    pub dut: String,
+    /// The phase's profile name (`L4`), or `profile#index` when a scenario
+    /// runs one profile twice.
+    pub phase: String,
+    pub metric: String,
+    /// The values of repeated runs on the baseline's machine.
+    pub observed: Vec<f64>,
+    /// Allowed above the worst observed value.
+    pub slack: f64,
+}
+
+impl Check {
+    pub fn limit(&self) -> f64 {
+        self.observed.iter().copied().fold(f64::MIN, f64::max) + self.slack
+    }
+}
+
+impl Baseline {
+    pub fn load(path: &Path) -> Result<Self, InputError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| InputError::read(&file, e))?;
+        let b: Baseline = toml::from_str(&text).map_err(|e| InputError::syntax(&file, e))?;
+        if b.schema_version != 1 {
+            return Err(InputError::invalid(
+                &file,
+                "schema_version",
+                &b.schema_version,
+                "this linecard reads version 1",
+            ));
+        }
+        for (i, c) in b.checks.iter().enumerate() {
+            if !METRICS.contains(&c.metric.as_str()) {
+                return Err(InputError::invalid(
+                    &file,
+                    &format!("check[{i}].metric"),
+                    &c.metric,
+                    "must be max_gap_ms, p999_ms, flaps or over_budget",
+                ));
+            }
+            if c.observed.is_empty() || c.observed.iter().any(|v| !v.is_finite() || *v < 0.0) {
+                return Err(InputError::invalid(
+                    &file,
+                    &format!("check[{i}].observed"),
+                    &format!("{:?}", c.observed),
+                    "needs at least one value, none negative",
+                ));
+            }
+            if !(c.slack.is_finite() && c.slack >= 0.0) {
+                return Err(InputError::invalid(
+                    &file,
+                    &format!("check[{i}].slack"),
+                    &c.slack,
+                    "must be 0 or more",
+                ));
+            }
+        }
+        Ok(b)
+    }
+}
+
+/// One comparison.
+#[derive(Debug, Serialize, Clone)]
+pub struct Comparison {
+    pub dut: String,
+    pub phase: String,
+    pub metric: String,
+    /// `None`: the run has no such DUT or phase (a failure: a gate that
+    /// cannot find what it gates must not pass).
+    pub value: Option<f64>,
+    pub worst_observed: f64,
+    pub slack: f64,
+    pub limit: f64,
+    pub passed: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct GateResult {
+    pub run: String,
+    pub baseline: String,
+    pub run_status: String,
+    pub passed: bool,
+    pub comparisons: Vec<Comparison>,
+}
+
+/// A metric of one phase of one DUT in a run manifest.
+fn value(manifest: &Manifest, dut: &str, phase: &str, metric: &str) -> Option<f64> {
+    let d = manifest.duts.iter().find(|d| d.label == dut)?;
+    let e = d.evidence.as_ref()?;
+    let p = e.phases.iter().find(|p| {
+        p.phase == phase
+            || (p.profile == phase && e.phases.iter().filter(|q| q.profile == phase).count() == 1)
+    })?;
+    Some(match metric {
+        "max_gap_ms" => p.max_ms,
+        "p999_ms" => p.p999_ms,
+        "flaps" => p.flaps as f64,
+        "over_budget" => p.over_budget? as f64,
+        _ => return None,
+    })
+}
+
+pub fn load_manifest(run_dir: &Path) -> Result<Manifest> {
+    let path = run_dir.join("manifest.json");
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "{} is not a run directory (no readable manifest.json)",
+            run_dir.display()
+        )
+    })?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a linecard run manifest", path.display()))
+}
+
+pub fn gate(run_dir: &Path, baseline_path: &Path) -> Result<GateResult> {
+    let baseline = Baseline::load(baseline_path)?;
+    let manifest = load_manifest(run_dir)?;
+    if manifest.scenario.name != baseline.scenario {
+        bail!(
+            "{} is a baseline for scenario {:?}; {} ran {:?}",
+            baseline_path.display(),
+            baseline.scenario,
+            run_dir.display(),
+            manifest.scenario.name
+        );
+    }
+    let comparisons: Vec<Comparison> = baseline
+        .checks
+        .iter()
+        .map(|c| {
+            let v = value(&manifest, &c.dut, &c.phase, &c.metric);
+            let limit = c.limit();
+            Comparison {
+                dut: c.dut.clone(),
+                phase: c.phase.clone(),
+                metric: c.metric.clone(),
+                value: v,
+                worst_observed: limit - c.slack,
+                slack: c.slack,
+                limit,
+                passed: v.is_some_and(|v| v <= limit),
+            }
+        })
+        .collect();
+    let passed = manifest.status == "complete" && comparisons.iter().all(|c| c.passed);
+    Ok(GateResult {
+        run: run_dir.display().to_string(),
+        baseline: baseline_path.display().to_string(),
+        run_status: manifest.status.clone(),
+        passed,
+        comparisons,
+    })
+}
+
+/// The readable diff: every regression first, then what held.
+pub fn render(r: &GateResult) -> String {
+    let mut out = format!("gate: {} against {}\n", r.run, r.baseline);
+    if r.run_status != "complete" {
+        out.push_str(&format!(
+            "  the run is not complete ({}): it cannot pass the gate\n",
+            r.run_status
+        ));
+    }
+    let line = |c: &Comparison| {
+        let value = c.value.map_or("missing".to_string(), |v| format!("{v:.2}"));
+        format!(
+            "  {:<10} {:<24} {:<8} {:<12} {:>9} {} limit {:.2} (worst observed {:.2} + slack {:.2})\n",
+            if c.passed { "ok" } else { "REGRESSED" },
+            c.dut,
+            c.phase,
+            c.metric,
+            value,
+            if c.passed { "<=" } else { "> " },
+            c.limit,
+            c.worst_observed,
+            c.slack
+        )
+    };
+    for c in r.comparisons.iter().filter(|c| !c.passed) {
+        out.push_str(&line(c));
+    }
+    for c in r.comparisons.iter().filter(|c| c.passed) {
+        out.push_str(&line(c));
+    }
+    out.push_str(if r.passed {
+        "gate: PASSED\n"
+    } else {
+        "gate: FAILED\n"
+    });
+    out
+}
+
+/// JUnit XML: one test case per comparison, plus the run's status.
+pub fn junit(r: &GateResult) -> String {
+    let failures = r.comparisons.iter().filter(|c| !c.passed).count()
+        + usize::from(r.run_status != "complete");
+    let mut out = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"linecard gate\" tests=\"{}\" failures=\"{failures}\">\n",
+        r.comparisons.len() + 1
+    );
+    out.push_str("  <testcase classname=\"run\" name=\"status complete\">");
+    if r.run_status != "complete" {
+        out.push_str(&format!(
+            "<failure message=\"{}\"/>",
+            crate::report::esc(&r.run_status)
+        ));
+    }
+    out.push_str("</testcase>\n");
+    for c in &r.comparisons {
+        out.push_str(&format!(
+            "  <testcase classname=\"{}\" name=\"{} {}\">",
+            crate::report::esc(&c.dut),
+            crate::report::esc(&c.phase),
+            crate::report::esc(&c.metric)
+        ));
+        if !c.passed {
+            let value = c.value.map_or("missing".to_string(), |v| format!("{v:.3}"));
+            out.push_str(&format!(
+                "<failure message=\"{value} above limit {:.3} (worst observed {:.3} + slack {:.3})\"/>",
+                c.limit, c.worst_observed, c.slack
+            ));
+        }
+        out.push_str("</testcase>\n");
+    }
+    out.push_str("</testsuite>\n");
+    out
+}
+
+/// A baseline from repeated runs of one scenario: every non-control DUT
+/// with evidence, every phase, every metric, with `slack_ms` for the gap
+/// metrics and 0 for the counts.
+pub fn record(
+    run_dirs: &[std::path::PathBuf],
+    slack_ms: f64,
+    provenance: &str,
+) -> Result<Baseline> {
+    let manifests = run_dirs
+        .iter()
+        .map(|d| load_manifest(d))
+        .collect::<Result<Vec<_>>>()?;
+    let first = manifests.first().context("no run directories")?;
+    if let Some(m) = manifests.iter().find(|m| m.status != "complete") {
+        bail!(
+            "run {} is not complete ({}): a baseline comes from good runs only",
+            m.run_id,
+            m.status
+        );
+    }
+    if let Some(m) = manifests
+        .iter()
+        .find(|m| m.scenario.name != first.scenario.name)
+    {
+        bail!(
+            "runs of different scenarios ({} and {})",
+            first.scenario.name,
+            m.scenario.name
+        );
+    }
+    let mut checks = Vec::new();
+    for d in first
+        .duts
+        .iter()
+        .filter(|d| !d.spec.expect.positive_control)
+    {
+        let Some(e) = &d.evidence else { continue };
+        for p in &e.phases {
+            for metric in METRICS {
+                let observed = manifests
+                    .iter()
+                    .map(|m| value(m, &d.label, &p.phase, metric))
+                    .collect::<Option<Vec<f64>>>()
+                    .with_context(|| {
+                        format!("DUT {:?} phase {} missing in a run", d.label, p.phase)
+                    })?;
+                let slack = if metric.ends_with("_ms") {
+                    slack_ms
+                } else {
+                    0.0
+                };
+                checks.push(Check {
+                    dut: d.label.clone(),
+                    phase: p.phase.clone(),
+                    metric: metric.to_string(),
+                    observed,
+                    slack,
+                });
+            }
+        }
+    }
+    Ok(Baseline {
+        schema_version: 1,
+        scenario: first.scenario.name.clone(),
+        provenance: provenance.to_string(),
+        checks,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(metric: &str, observed: &[f64], slack: f64) -> Check {
+        Check {
+            dut: "xdp".into(),
+            phase: "L4#1".into(),
+            metric: metric.into(),
+            observed: observed.to_vec(),
+            slack,
+        }
+    }
+
+    #[test]
+    fn the_limit_is_the_worst_observed_plus_slack() {
+        assert_eq!(check("max_gap_ms", &[13.2, 14.0, 13.6], 1.5).limit(), 15.5);
+        assert_eq!(check("flaps", &[0.0, 0.0], 0.0).limit(), 0.0);
+    }
+
+    fn result(value: Option<f64>, status: &str) -> GateResult {
+        let c = check("max_gap_ms", &[13.0, 14.0], 1.0);
+        GateResult {
+            run: "r".into(),
+            baseline: "b".into(),
+            run_status: status.into(),
+            passed: false,
+            comparisons: vec![Comparison {
+                dut: c.dut.clone(),
+                phase: c.phase.clone(),
+                metric: c.metric.clone(),
+                value,
+                worst_observed: 14.0,
+                slack: 1.0,
+                limit: 15.0,
+                passed: value.is_some_and(|v| v <= 15.0),
+            }],
+        }
+    }
+
+    #[test]
+    fn the_diff_names_what_regressed_and_by_how_much() {
+        let text = render(&result(Some(21.53), "complete"));
+        assert!(text.contains("REGRESSED  xdp"), "{text}");
+        assert!(
+            text.contains("21.53 >  limit 15.00 (worst observed 14.00 + slack 1.00)"),
+            "{text}"
+        );
+        let missing = render(&result(None, "failed: xdp: FAIL: 3 flaps"));
+        assert!(missing.contains("missing"), "{missing}");
+        assert!(missing.contains("cannot pass the gate"), "{missing}");
+    }
+
+    #[test]
+    fn junit_has_a_failure_per_regression_and_for_an_incomplete_run() {
+        let xml = junit(&result(Some(21.53), "invalid: <steal>"));
+        assert!(xml.contains("failures=\"2\""), "{xml}");
+        assert!(xml.contains("message=\"invalid: &lt;steal&gt;\""), "{xml}");
+        assert!(xml.contains("21.530 above limit 15.000"), "{xml}");
+    }
+
+    #[test]
+    fn a_bad_baseline_names_file_key_and_value() {
+        let dir = std::env::temp_dir().join(format!("lc-baseline-{}", std::process::id()));
+        std::fs::write(
+            &dir,
+            "schema_version = 1\nscenario = \"smoke\"\nprovenance = \"t\"\n[[check]]\ndut = \"xdp\"\nphase = \"L4\"\nmetric = \"mean_ms\"\nobserved = [1.0]\nslack = 0.0\n",
+        )
+        .unwrap();
+        let e = Baseline::load(&dir).unwrap_err().to_string();
+        std::fs::remove_file(&dir).unwrap();
+        assert!(
+            e.ends_with(
+                "check[0].metric = mean_ms: must be max_gap_ms, p999_ms, flaps or over_budget"
+            ),
+            "{e}"
+        );
+    }
+}
