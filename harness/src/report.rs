@@ -217,6 +217,26 @@ fn comparison(views: &[RunView]) -> Vec<(String, String, Vec<String>)> {
         .collect()
 }
 
+/// At scale: per DUT and phase, how many sessions flapped and whether
+/// together (one stall of the DUT taking many down).
+fn scale_lines(view: &RunView) -> Vec<String> {
+    let mut lines = Vec::new();
+    for d in &view.manifest.duts {
+        for p in d
+            .evidence
+            .iter()
+            .flat_map(|e| &e.phases)
+            .filter(|p| p.sessions > 1)
+        {
+            lines.push(format!(
+                "{} in {}: {} sessions, {} flapped; the largest correlated flap took {} sessions within 100 ms.",
+                d.label, p.profile, p.sessions, p.sessions_flapped, p.correlated_flaps
+            ));
+        }
+    }
+    lines
+}
+
 struct Ladder {
     phases: Vec<String>,
     /// DUT label and one cell per phase.
@@ -303,6 +323,9 @@ pub fn markdown(views: &[RunView]) -> String {
                 out.push_str(&format!("| {dut} | {} |\n", cells.join(" | ")));
             }
             out.push('\n');
+        }
+        for line in scale_lines(v) {
+            out.push_str(&format!("{line}\n\n"));
         }
         if v.warnings.is_empty() {
             out.push_str("Measurement quality: no warnings.\n\n");
@@ -413,6 +436,9 @@ pub fn html(views: &[RunView]) -> Result<String> {
                 out.push_str("</tr>\n");
             }
             out.push_str("</table>\n");
+        }
+        for line in scale_lines(v) {
+            out.push_str(&format!("<p>{}</p>\n", esc(&line)));
         }
         out.push_str("<h3>Measurement quality</h3>\n");
         if v.warnings.is_empty() {

@@ -24,20 +24,115 @@ pub fn linecardd_binary() -> PathBuf {
         .unwrap_or_else(|| "linecardd".into())
 }
 
-/// The address of `host` in the scenario's family.
-pub fn address(host: &Host, sessions: &Sessions) -> IpAddr {
-    let text = if sessions.ipv6 { host.ipv6 } else { host.ipv4 };
-    text.parse().expect("the lab's addresses parse")
+/// One session's address pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pair {
+    pub dut: IpAddr,
+    pub peer: IpAddr,
 }
 
-fn peer_session(local: &Host, peer: &Host, sessions: &Sessions) -> PeerSession {
-    PeerSession {
-        local: address(local, sessions),
-        peer: address(peer, sessions),
-        tx_ms: sessions.tx_interval_ms,
-        rx_ms: sessions.rx_interval_ms,
-        multiplier: sessions.multiplier,
+/// The scenario's address pairs. The first is the lab's own pair; the
+/// others are extra addresses on the same interfaces (FRR 8.4 brings up
+/// one session per peer address, so every session has a pair of its own):
+/// 192.0.2.181+ on the DUT and 192.0.2.101+ on the peer (IPv6:
+/// 2001:db8::2xx and 2001:db8::1xx).
+pub fn pairs(sessions: &Sessions) -> Vec<Pair> {
+    (0..sessions.count)
+        .map(|i| {
+            if i == 0 {
+                let lab = |host: &Host| {
+                    let text = if sessions.ipv6 { host.ipv6 } else { host.ipv4 };
+                    text.parse().expect("the lab's addresses parse")
+                };
+                return Pair {
+                    dut: lab(&spec::DUT),
+                    peer: lab(&spec::PEER),
+                };
+            }
+            if sessions.ipv6 {
+                Pair {
+                    dut: format!("2001:db8::{:x}", 0x200 + i).parse().unwrap(),
+                    peer: format!("2001:db8::{:x}", 0x100 + i).parse().unwrap(),
+                }
+            } else {
+                Pair {
+                    dut: IpAddr::from([192, 0, 2, 180 + i as u8]),
+                    peer: IpAddr::from([192, 0, 2, 100 + i as u8]),
+                }
+            }
+        })
+        .collect()
+}
+
+/// The extra addresses of a multi-session run, on the DUT's and the peer's
+/// interface; removed on drop (and with the lab's namespaces in any case).
+pub struct ExtraAddresses {
+    added: Vec<(&'static str, String)>,
+}
+
+impl ExtraAddresses {
+    pub fn add(pairs: &[Pair]) -> Result<Self> {
+        let mut extra = Self { added: Vec::new() };
+        for pair in pairs.iter().skip(1) {
+            for (ns, addr) in [
+                (spec::DUT.namespace, pair.dut),
+                (spec::PEER.namespace, pair.peer),
+            ] {
+                let cidr = match addr {
+                    IpAddr::V4(a) => format!("{a}/24"),
+                    IpAddr::V6(a) => format!("{a}/64"),
+                };
+                let mut args = vec![
+                    "-n",
+                    ns,
+                    "addr",
+                    "add",
+                    cidr.as_str(),
+                    "dev",
+                    spec::HOST_IFACE,
+                ];
+                if addr.is_ipv6() {
+                    // No duplicate address detection: the address is usable at once.
+                    args.push("nodad");
+                }
+                sys::run(sys::IP.program, args)?;
+                extra.added.push((ns, cidr));
+            }
+        }
+        Ok(extra)
     }
+}
+
+impl Drop for ExtraAddresses {
+    fn drop(&mut self) {
+        for (ns, cidr) in &self.added {
+            let _ = sys::run(
+                sys::IP.program,
+                [
+                    "-n",
+                    ns,
+                    "addr",
+                    "del",
+                    cidr.as_str(),
+                    "dev",
+                    spec::HOST_IFACE,
+                ],
+            );
+        }
+    }
+}
+
+fn peer_sessions(pairs: &[Pair], sessions: &Sessions, from_peer: bool) -> Vec<PeerSession> {
+    pairs
+        .iter()
+        .map(|p| PeerSession {
+            local: if from_peer { p.peer } else { p.dut },
+            peer: if from_peer { p.dut } else { p.peer },
+            tx_ms: sessions.tx_interval_ms,
+            rx_ms: sessions.rx_interval_ms,
+            multiplier: sessions.multiplier,
+        })
+        .collect()
 }
 
 /// A running BFD daemon and how to ask it about its session.
@@ -52,7 +147,8 @@ enum Kind {
     Bird {
         ctl: PathBuf,
         ns: &'static str,
-        peer: IpAddr,
+        /// The addresses BIRD's sessions face.
+        peers: Vec<IpAddr>,
     },
     /// `offloads`: the engine hands steady sessions to its fast path
     /// (the xdp backend, unless `xdp_replies = false`).
@@ -84,9 +180,10 @@ pub fn start_peer(
     implementation: PeerImplementation,
     rt_priority: u8,
     sessions: &Sessions,
+    pairs: &[Pair],
     dir: &Path,
 ) -> Result<Bfd> {
-    let peer = start_peer_daemon(implementation, sessions, dir)?;
+    let peer = start_peer_daemon(implementation, sessions, pairs, dir)?;
     if rt_priority > 0 {
         make_realtime(peer.daemon.pid(), rt_priority)?;
     }
@@ -96,10 +193,11 @@ pub fn start_peer(
 fn start_peer_daemon(
     implementation: PeerImplementation,
     sessions: &Sessions,
+    pairs: &[Pair],
     dir: &Path,
 ) -> Result<Bfd> {
     let rest = spec::cpuset_dir(spec::REST_CPUSET);
-    let session = peer_session(&spec::PEER, &spec::DUT, sessions);
+    let configured = peer_sessions(pairs, sessions, true);
     Ok(match implementation {
         PeerImplementation::Frr => Bfd {
             daemon: procs::start_frr_bfdd(
@@ -107,7 +205,7 @@ fn start_peer_daemon(
                 spec::PEER.namespace,
                 Some(&rest),
                 dir,
-                &[session],
+                &configured,
             )?,
             kind: Kind::Frr {
                 vty: dir.join("peer-frr"),
@@ -123,25 +221,26 @@ fn start_peer_daemon(
                     Some(&rest),
                     dir,
                     router_id,
-                    &[session],
+                    &configured,
                 )?,
                 kind: Kind::Bird {
                     ctl: dir.join("peer-bird").join("bird.ctl"),
                     ns: spec::PEER.namespace,
-                    peer: session.peer,
+                    peers: pairs.iter().map(|p| p.dut).collect(),
                 },
             }
         }
     })
 }
 
-/// The linecardd configuration of a DUT with one session.
+/// The linecardd configuration of a DUT with a session per pair.
 /// `engine`: the scenario's extra `[engine]` keys (TOML), which take the
 /// place of the runner's defaults.
 pub fn linecardd_config(
     backend: &str,
     engine: &str,
     sessions: &Sessions,
+    pairs: &[Pair],
     socket: &Path,
     dut_cpus: &[usize],
 ) -> String {
@@ -154,16 +253,18 @@ pub fn linecardd_config(
         config.push_str(&format!("cpu = {cpu}\n"));
     }
     config.push_str(engine);
-    config.push_str(&format!(
-        "\n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\ntx_interval_ms = {}\nrx_interval_ms = {}\nmultiplier = {}\nbackend = \"{backend}\"\n",
-        address(&spec::PEER, sessions),
-        address(&spec::DUT, sessions),
-        sessions.tx_interval_ms,
-        sessions.rx_interval_ms,
-        sessions.multiplier,
-    ));
-    if matches!(backend, "xdp" | "txtime") {
-        config.push_str("interface = \"eth0\"\n");
+    for pair in pairs {
+        config.push_str(&format!(
+            "\n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\ntx_interval_ms = {}\nrx_interval_ms = {}\nmultiplier = {}\nbackend = \"{backend}\"\n",
+            pair.peer,
+            pair.dut,
+            sessions.tx_interval_ms,
+            sessions.rx_interval_ms,
+            sessions.multiplier,
+        ));
+        if matches!(backend, "xdp" | "txtime") {
+            config.push_str(&format!("interface = \"{}\"\n", spec::HOST_IFACE));
+        }
     }
     config
 }
@@ -172,20 +273,21 @@ pub fn start_dut(
     implementation: &DutImplementation,
     engine: &str,
     sessions: &Sessions,
+    pairs: &[Pair],
     dir: &Path,
     dut_cpus: &[usize],
 ) -> Result<Bfd> {
     let cpuset = spec::cpuset_dir(spec::DUT_CPUSET);
     match implementation {
         DutImplementation::Frr => {
-            let session = peer_session(&spec::DUT, &spec::PEER, sessions);
+            let configured = peer_sessions(pairs, sessions, false);
             Ok(Bfd {
                 daemon: procs::start_frr_bfdd(
                     "dut-frr",
                     spec::DUT.namespace,
                     Some(&cpuset),
                     dir,
-                    &[session],
+                    &configured,
                 )?,
                 kind: Kind::Frr {
                     vty: dir.join("dut-frr"),
@@ -198,7 +300,7 @@ pub fn start_dut(
             let config = dir.join("linecardd.toml");
             std::fs::write(
                 &config,
-                linecardd_config(backend, engine, sessions, &socket, dut_cpus),
+                linecardd_config(backend, engine, sessions, pairs, &socket, dut_cpus),
             )?;
             let binary = linecardd_binary();
             let daemon = Daemon::spawn(
@@ -245,9 +347,9 @@ pub fn linecardd_ctl(socket: &Path, args: &[&str]) -> Result<serde_json::Value> 
 }
 
 impl Bfd {
-    /// Whether the daemon reports its session Up and steady, in its own
-    /// words; `Err` says what it reports instead.
-    pub fn session_up(&mut self) -> Result<(), String> {
+    /// Whether the daemon reports all its `expected` sessions Up and
+    /// steady, in its own words; `Err` says what it reports instead.
+    pub fn sessions_up(&mut self, expected: usize) -> Result<(), String> {
         if !self.daemon.running() {
             return Err(format!(
                 "{} exited: {}",
@@ -265,12 +367,18 @@ impl Bfd {
                     .map_err(|e| format!("vtysh: {e}"))?;
                 let peers: serde_json::Value =
                     serde_json::from_slice(&out.stdout).unwrap_or_default();
-                match peers[0]["status"].as_str() {
-                    Some("up") => Ok(()),
-                    s => Err(format!("FRR bfdd says {}", s.unwrap_or("nothing yet"))),
+                let list = peers.as_array().cloned().unwrap_or_default();
+                let up = list.iter().filter(|p| p["status"] == "up").count();
+                if list.len() == expected && up == expected {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "FRR bfdd lists {} sessions, {up} up, of {expected}",
+                        list.len()
+                    ))
                 }
             }
-            Kind::Bird { ctl, ns, peer } => {
+            Kind::Bird { ctl, ns, peers } => {
                 let out = Command::new("ip")
                     .args(["netns", "exec", ns, "birdc", "-s"])
                     .arg(ctl)
@@ -278,27 +386,39 @@ impl Bfd {
                     .output()
                     .map_err(|e| format!("birdc: {e}"))?;
                 let text = String::from_utf8_lossy(&out.stdout);
-                let line = text
-                    .lines()
-                    .find(|l| l.split_whitespace().next() == Some(&peer.to_string()));
-                match line {
-                    Some(l) if l.split_whitespace().any(|w| w == "Up") => Ok(()),
-                    Some(l) => Err(format!("BIRD says {}", l.trim())),
-                    None => Err("BIRD lists no session yet".into()),
+                let up = peers
+                    .iter()
+                    .filter(|peer| {
+                        text.lines().any(|l| {
+                            l.split_whitespace().next() == Some(&peer.to_string())
+                                && l.split_whitespace().any(|w| w == "Up")
+                        })
+                    })
+                    .count();
+                if up == expected {
+                    Ok(())
+                } else {
+                    Err(format!("BIRD lists {up} of {expected} sessions Up"))
                 }
             }
             Kind::Linecardd { socket, offloads } => {
                 let list = linecardd_ctl(socket, &["list", "--json"]).map_err(|e| e.to_string())?;
-                let s = &list["sessions"][0];
-                let steady = s["state"] == "up"
-                    && s["polling"] == false
-                    && (!offloads || s["offloaded"] == true);
-                if steady {
+                let sessions = list["sessions"].as_array().cloned().unwrap_or_default();
+                let steady = sessions
+                    .iter()
+                    .filter(|s| {
+                        s["state"] == "up"
+                            && s["polling"] == false
+                            && (!offloads || s["offloaded"] == true)
+                    })
+                    .count();
+                if sessions.len() == expected && steady == expected {
                     Ok(())
                 } else {
                     Err(format!(
-                        "linecardd says state {} polling {} offloaded {}",
-                        s["state"], s["polling"], s["offloaded"]
+                        "linecardd lists {} sessions, {steady} Up and steady{}, of {expected}",
+                        sessions.len(),
+                        if *offloads { " and offloaded" } else { "" }
                     ))
                 }
             }

@@ -19,6 +19,15 @@ pub struct PhaseFigures {
     pub p99_ms: f64,
     pub p999_ms: f64,
     pub max_ms: f64,
+    /// Sessions in the run, sessions with at least one flap in the phase,
+    /// and the most sessions that flapped within 100 ms of each other (a
+    /// correlated flap: one stall of the DUT taking many sessions down).
+    #[serde(default)]
+    pub sessions: usize,
+    #[serde(default)]
+    pub sessions_flapped: usize,
+    #[serde(default)]
+    pub correlated_flaps: usize,
     /// The DUT's gaps above the detect budget in the phase (absent in
     /// manifests written before it was recorded).
     #[serde(default)]
@@ -202,6 +211,9 @@ mod tests {
             p999_ms: 10.1,
             max_ms,
             over_budget: Some(0),
+            sessions: 1,
+            sessions_flapped: usize::from(flaps > 0),
+            correlated_flaps: usize::from(flaps > 0),
             canary_stall_ms: stall,
             canary_required_ms: Some(30.0),
         }

@@ -27,6 +27,7 @@ use judge::{Evidence, PhaseFigures, Verdict};
 use linecard_capture_analyzer::{Options, Phase};
 use serde::{Deserialize, Serialize};
 use std::io::IsTerminal;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -444,23 +445,29 @@ fn run_dut(
         Some(&rest),
     )?;
     outcome.capture = Some(PathBuf::from(name).join("capture.pcap"));
+    let pairs = daemons::pairs(&scenario.sessions);
+    let _addresses = daemons::ExtraAddresses::add(&pairs)?;
     let mut peer = daemons::start_peer(
         scenario.peer,
         scenario.peer_rt_priority,
         &scenario.sessions,
+        &pairs,
         &dir,
     )?;
     let mut dut_daemon = daemons::start_dut(
         &dut.implementation,
         &dut.engine,
         &scenario.sessions,
+        &pairs,
         &dir,
         &host.dut_cpus,
     )?;
     // Readiness in both daemons' own words, bounded, never a fixed sleep.
     let deadline = Instant::now() + READY_WITHIN;
     let up = loop {
-        let state = dut_daemon.session_up().and_then(|()| peer.session_up());
+        let state = dut_daemon
+            .sessions_up(pairs.len())
+            .and_then(|()| peer.sessions_up(pairs.len()));
         if state.is_ok() || Instant::now() >= deadline || INTERRUPTED.load(Ordering::Relaxed) {
             break state;
         }
@@ -569,14 +576,26 @@ fn run_dut(
         },
         Some(&dir.join("analysis")),
     )?;
-    let dut_addr = daemons::address(&spec::DUT, &scenario.sessions).to_string();
+    let dut_addrs: Vec<String> = pairs.iter().map(|p| p.dut.to_string()).collect();
+    let peer_addrs: Vec<String> = pairs.iter().map(|p| p.peer.to_string()).collect();
     let up_before_phases = up.and_then(|()| {
-        // On the wire too: the DUT's packets in Up before the first phase.
+        // On the wire too: every session's DUT packets in Up before the
+        // first phase.
         let first_phase = outcome.phases.first().map_or(i64::MAX, |p| p.start_ns);
-        let dut_flow = analysis.all.flows.iter().find(|f| f.src == dut_addr);
-        match dut_flow {
-            Some(f) if f.up_gap_ms.count > 0 && f.first_ts_ns < first_phase.min(up_at) => Ok(()),
-            _ => Err("the capture shows no DUT packet in state Up".into()),
+        let up_on_wire = analysis
+            .all
+            .flows
+            .iter()
+            .filter(|f| dut_addrs.contains(&f.src))
+            .filter(|f| f.up_gap_ms.count > 0 && f.first_ts_ns < first_phase.min(up_at))
+            .count();
+        if up_on_wire == pairs.len() {
+            Ok(())
+        } else {
+            Err(format!(
+                "the capture shows DUT packets in state Up for {up_on_wire} of {} sessions",
+                pairs.len()
+            ))
         }
     });
     let figures = outcome
@@ -586,17 +605,55 @@ fn run_dut(
         .zip(&scenario.phases)
         .map(|((record, result), phase)| {
             let flows = &result.result.flows;
-            let dut_flow = flows.iter().find(|f| f.src == dut_addr);
+            let dut_flows: Vec<_> = flows
+                .iter()
+                .filter(|f| dut_addrs.contains(&f.src))
+                .collect();
+            // Per session: the flaps either side showed, and when.
+            let per_session: Vec<(u64, Vec<i64>)> = pairs
+                .iter()
+                .map(|p| {
+                    let of = |src: IpAddr, dst: IpAddr| {
+                        flows
+                            .iter()
+                            .find(|f| f.src == src.to_string() && f.dst == dst.to_string())
+                    };
+                    let both = [of(p.dut, p.peer), of(p.peer, p.dut)];
+                    let flaps = both.iter().flatten().map(|f| f.flaps).max().unwrap_or(0);
+                    let at = both
+                        .iter()
+                        .flatten()
+                        .flat_map(|f| f.flap_events.iter().map(|e| e.at_ns))
+                        .collect();
+                    (flaps, at)
+                })
+                .collect();
+            let fold = |pick: fn(&linecard_capture_analyzer::model::FlowResult) -> f64| {
+                dut_flows.iter().map(|f| pick(f)).fold(0.0, f64::max)
+            };
+            let mut p50s: Vec<f64> = dut_flows.iter().map(|f| f.gap_ms.p50).collect();
+            p50s.sort_by(f64::total_cmp);
             PhaseFigures {
                 phase: record.name.clone(),
                 profile: record.profile.clone(),
-                packets: dut_flow.map_or(0, |f| f.packets),
-                flaps: flows.iter().map(|f| f.flaps).max().unwrap_or(0),
-                p50_ms: dut_flow.map_or(0.0, |f| f.gap_ms.p50),
-                p99_ms: dut_flow.map_or(0.0, |f| f.gap_ms.p99),
-                p999_ms: dut_flow.map_or(0.0, |f| f.gap_ms.p999),
-                max_ms: dut_flow.map_or(0.0, |f| f.gap_ms.max),
-                over_budget: Some(dut_flow.map_or(0, |f| f.over_budget)),
+                packets: dut_flows.iter().map(|f| f.packets).sum(),
+                flaps: per_session.iter().map(|(n, _)| n).sum(),
+                // One session: its own figures. Several: the median
+                // session's p50 and the worst session's tail.
+                p50_ms: p50s.get(p50s.len() / 2).copied().unwrap_or(0.0),
+                p99_ms: fold(|f| f.gap_ms.p99),
+                p999_ms: fold(|f| f.gap_ms.p999),
+                max_ms: fold(|f| f.gap_ms.max),
+                over_budget: Some(dut_flows.iter().map(|f| f.over_budget).sum()),
+                sessions: pairs.len(),
+                sessions_flapped: per_session.iter().filter(|(n, _)| *n > 0).count(),
+                correlated_flaps: correlated(
+                    &per_session
+                        .iter()
+                        .map(|(_, at)| at.clone())
+                        .collect::<Vec<_>>(),
+                    CORRELATION_WINDOW_NS,
+                ),
                 canary_stall_ms: crate::canary::longest_stall_ms(
                     &stalls,
                     record.start_ns,
@@ -610,14 +667,13 @@ fn run_dut(
     // that came before the detection time had passed on the wire.
     let s = &scenario.sessions;
     let detection_ms = f64::from(s.multiplier) * f64::from(s.tx_interval_ms.max(s.rx_interval_ms));
-    let peer_addr = daemons::address(&spec::PEER, &scenario.sessions).to_string();
     let first_start = outcome.phases.first().map_or(i64::MAX, |p| p.start_ns);
     let last_end = outcome.phases.last().map_or(i64::MIN, |p| p.end_ns);
     let premature_peer_detections_ms: Vec<f64> = analysis
         .all
         .flows
         .iter()
-        .filter(|f| f.src == peer_addr)
+        .filter(|f| peer_addrs.contains(&f.src))
         .flat_map(|f| &f.flap_events)
         .filter(|ev| ev.at_ns >= first_start && ev.at_ns < last_end)
         .filter_map(|ev| ev.detection_latency_ms)
@@ -641,6 +697,34 @@ fn run_dut(
     };
     outcome.evidence = Some(evidence);
     Ok(outcome)
+}
+
+/// Flaps of different sessions closer than this share a cause (a stall of
+/// the DUT, not of one session): 100 ms, beyond a 3 x 10 ms detection time
+/// and its jitter.
+const CORRELATION_WINDOW_NS: i64 = 100_000_000;
+
+/// The most sessions that flapped within one `window`: 1 or 0 for
+/// independent flaps, many for a correlated flap.
+pub fn correlated(flaps_per_session: &[Vec<i64>], window: i64) -> usize {
+    let mut events: Vec<(i64, usize)> = flaps_per_session
+        .iter()
+        .enumerate()
+        .flat_map(|(session, at)| at.iter().map(move |&t| (t, session)))
+        .collect();
+    events.sort_unstable();
+    let mut best = 0;
+    for (i, &(start, _)) in events.iter().enumerate() {
+        let mut sessions: Vec<usize> = events[i..]
+            .iter()
+            .take_while(|(t, _)| *t - start <= window)
+            .map(|&(_, s)| s)
+            .collect();
+        sessions.sort_unstable();
+        sessions.dedup();
+        best = best.max(sessions.len());
+    }
+    best
 }
 
 /// A DUT's verdict as the table shows it.
@@ -731,6 +815,17 @@ pub fn summary_markdown(m: &Manifest) -> String {
     out.push_str(&throttling.join("; "));
     out.push('\n');
     for d in &m.duts {
+        for p in d
+            .evidence
+            .iter()
+            .flat_map(|e| &e.phases)
+            .filter(|p| p.sessions > 1)
+        {
+            out.push_str(&format!(
+                "\n{} in {}: {} sessions, {} flapped, the largest correlated flap took {} sessions within 100 ms.\n",
+                d.label, p.profile, p.sessions, p.sessions_flapped, p.correlated_flaps
+            ));
+        }
         if let Some(first) = &d.spoiled_attempt {
             out.push_str(&format!(
                 "\n{}: repeated once; the first attempt was {} (capture `{}`).\n",
@@ -761,6 +856,26 @@ mod tests {
         assert_eq!(run_id(0), "19700101T000000Z");
         assert_eq!(run_id(1_796_030_593), "20261130T092313Z");
         assert_eq!(run_id(951_782_400), "20000229T000000Z");
+    }
+
+    #[test]
+    fn flaps_of_many_sessions_in_one_window_are_one_correlated_flap() {
+        let ms = 1_000_000;
+        assert_eq!(correlated(&[vec![], vec![]], 100 * ms), 0);
+        // Independent: far apart.
+        assert_eq!(
+            correlated(&[vec![0], vec![500 * ms], vec![1000 * ms]], 100 * ms),
+            1
+        );
+        // One stall: three sessions within 40 ms, a fourth later; a session
+        // flapping twice in the window counts once.
+        let sessions = [
+            vec![10 * ms, 20 * ms],
+            vec![30 * ms],
+            vec![50 * ms],
+            vec![900 * ms],
+        ];
+        assert_eq!(correlated(&sessions, 100 * ms), 3);
     }
 
     #[test]
