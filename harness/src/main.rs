@@ -52,6 +52,9 @@ enum Command {
         /// Validate the scenario and its profiles, print the plan, and stop
         #[arg(long)]
         check: bool,
+        /// Print every command the provider would run (the proxmox provider's qm plan), and stop
+        #[arg(long)]
+        dry_run: bool,
         #[command(flatten)]
         output: Output,
     },
@@ -237,6 +240,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             results,
             only,
             check,
+            dry_run,
             output,
         } => {
             let profiles = profiles
@@ -255,6 +259,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         .collect::<Vec<_>>()
                         .join(", ")
                 );
+            }
+            if dry_run {
+                match &scenario.proxmox {
+                    Some(p) => print!(
+                        "{}",
+                        linecard_harness::run::proxmox::render(p, &scenario.name)
+                    ),
+                    None => print!("{}", linecard_harness::run::plan(&scenario)),
+                }
+                return Ok(ExitCode::SUCCESS);
             }
             if check {
                 if output.json {

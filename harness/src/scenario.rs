@@ -14,6 +14,7 @@ struct RawScenario {
     name: String,
     description: String,
     provider: Option<String>,
+    proxmox: Option<crate::run::proxmox::ProxmoxSpec>,
     peer: RawPeer,
     sessions: Option<RawSessions>,
     #[serde(default)]
@@ -65,6 +66,9 @@ struct RawDut {
 pub enum ProviderKind {
     /// Network namespaces on this machine.
     Local,
+    /// VMs on a Proxmox VE host (`[proxmox]`); this build prints its plan
+    /// (`--dry-run`) and does not execute it.
+    Proxmox,
 }
 
 /// A BFD implementation in the peer or DUT position.
@@ -139,6 +143,9 @@ pub struct Scenario {
     pub name: String,
     pub description: String,
     pub provider: ProviderKind,
+    /// The Proxmox host and VM IDs, with `provider = "proxmox"`.
+    #[serde(default)]
+    pub proxmox: Option<crate::run::proxmox::ProxmoxSpec>,
     pub peer: PeerImplementation,
     /// SCHED_FIFO priority of the peer daemon (0: normal priority). The
     /// peer is the measurement's reference clock: an RX-clocked DUT
@@ -224,7 +231,8 @@ impl Scenario {
         }
         let provider = match raw.provider.as_deref().unwrap_or("local") {
             "local" => ProviderKind::Local,
-            p @ ("ssh" | "proxmox") => {
+            "proxmox" => ProviderKind::Proxmox,
+            p @ "ssh" => {
                 return Err(invalid(
                     "provider",
                     &p,
@@ -233,6 +241,28 @@ impl Scenario {
             }
             p => return Err(invalid("provider", &p, "must be local, ssh or proxmox")),
         };
+        match (&provider, &raw.proxmox) {
+            (ProviderKind::Proxmox, None) => return Err(invalid(
+                "proxmox",
+                &"(missing)",
+                "provider = \"proxmox\" needs a [proxmox] table (host, template_vmid, first_vmid)",
+            )),
+            (ProviderKind::Local, Some(_)) => {
+                return Err(invalid(
+                    "proxmox",
+                    &"(table)",
+                    "only read with provider = \"proxmox\"",
+                ))
+            }
+            (_, Some(p)) if p.first_vmid < 100 || p.template_vmid < 100 => {
+                return Err(invalid(
+                    "proxmox.first_vmid",
+                    &p.first_vmid,
+                    "Proxmox VM IDs start at 100",
+                ))
+            }
+            _ => {}
+        }
         let peer = match raw.peer.implementation.as_str() {
             "frr" => PeerImplementation::Frr,
             "bird" => PeerImplementation::Bird,
@@ -415,6 +445,7 @@ impl Scenario {
             name: raw.name,
             description: raw.description,
             provider,
+            proxmox: raw.proxmox,
             peer,
             peer_rt_priority,
             sessions,

@@ -17,6 +17,7 @@
 pub mod daemons;
 pub mod judge;
 pub mod provider;
+pub mod proxmox;
 
 use crate::lab::spec;
 use crate::procs::{Capture, Daemon};
@@ -688,6 +689,7 @@ fn run_dut(
         steal_ms,
         peer_steal_ms,
         premature_peer_detections_ms,
+        detection_ms,
         phases: figures,
     };
     outcome.verdict = if INTERRUPTED.load(Ordering::Relaxed) {

@@ -43,6 +43,7 @@ pub fn for_scenario(scenario: &Scenario) -> Box<dyn Provider> {
         ProviderKind::Local => Box::new(Local {
             was_up: lab::status::read().map(|s| s.up).unwrap_or(false),
         }),
+        ProviderKind::Proxmox => Box::new(Proxmox),
     }
 }
 
@@ -119,6 +120,25 @@ impl Provider for Local {
         if !self.was_up {
             lab::down()?;
         }
+        Ok(())
+    }
+}
+
+/// The Proxmox provider of this build: its plan is printed by `linecard
+/// run --dry-run` (see `proxmox.rs`); executing it is refused before
+/// anything starts.
+pub struct Proxmox;
+
+impl Provider for Proxmox {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Proxmox
+    }
+
+    fn prepare(&self) -> Result<HostFacts> {
+        bail!("the proxmox provider's plan is not executed by this build: review it with `linecard run SCENARIO --dry-run`")
+    }
+
+    fn teardown(&self) -> Result<()> {
         Ok(())
     }
 }
