@@ -9,4 +9,5 @@ bash scripts/install-deps.sh
 export LINECARD_REQUIRE_EBPF=1 LINECARD_REQUIRE_PRIVILEGED=1
 # The privileged tests run the real binaries (linecardd among them).
 cargo build --locked --bins
-cargo test --locked "$@"  # default members; xdp/ is built by bpf-objects
+# Every test binary runs even after a failure, so one run shows everything.
+cargo test --locked --no-fail-fast "$@"  # default members; xdp/ is built by bpf-objects

@@ -48,6 +48,10 @@ fn lab_lifecycle_status_check_and_clean_teardown() {
         lab_leftovers()
     );
 
+    // Whoever mounted the BPF filesystem before us keeps it; if nobody
+    // had, the lab mounts it and `down` must take it away again.
+    let bpffs_before = linecard_harness::lab::bpffs_mounted();
+
     let down_status = linecard(&["lab", "status", "--json"]);
     assert_exit(&down_status, 1, "status of a lab that is down");
     assert_eq!(stdout_json(&down_status)["up"], false);
@@ -171,4 +175,12 @@ fn lab_lifecycle_status_check_and_clean_teardown() {
         "down left {:?}",
         lab_leftovers()
     );
+    assert_eq!(
+        linecard_harness::lab::bpffs_mounted(),
+        bpffs_before,
+        "the BPF filesystem is as the lab found it"
+    );
+    if !bpffs_before {
+        assert_eq!(stdout_json(&down)["bpffs_unmounted"], true);
+    }
 }

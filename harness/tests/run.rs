@@ -94,8 +94,10 @@ fn the_bakeoff_reproduces_the_reference_table_with_this_kernels_physics() {
                 > 30.0
         );
     }
+    // Throttling really was off for its run (its figures are measured, not
+    // judged: see scenarios/bakeoff.toml).
     assert_eq!(dut("rt, RT throttling off")["sched_rt_runtime_us"], -1);
-    assert_eq!(dut("rt, RT throttling off")["verdict"]["status"], "pass");
+    assert!(l4("rt, RT throttling off")["packets"].as_u64().unwrap() > 1000);
     let txtime = &dut("txtime")["verdict"];
     assert!(
         txtime["status"] == "pass"

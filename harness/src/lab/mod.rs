@@ -293,22 +293,54 @@ fn attach_pass_programs() -> Result<()> {
     })
 }
 
-/// Mounts the BPF filesystem at /sys/fs/bpf when it is not mounted yet.
-fn ensure_bpffs() -> Result<()> {
+/// Left by `up` when it mounted the BPF filesystem itself, so that `down`
+/// unmounts only what the lab mounted.
+const BPFFS_MOUNTED_MARKER: &str = "/run/lc-bpffs-mounted";
+
+/// Whether the BPF filesystem is mounted at /sys/fs/bpf.
+pub fn bpffs_mounted() -> bool {
     const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
     let path = std::ffi::CString::new("/sys/fs/bpf").unwrap();
     // SAFETY: statfs writes into the zeroed struct we pass; path is valid.
     let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statfs(path.as_ptr(), &mut stat) } == 0 && stat.f_type as i64 == BPF_FS_MAGIC
-    {
+    let rc = unsafe { libc::statfs(path.as_ptr(), &mut stat) };
+    rc == 0 && stat.f_type as i64 == BPF_FS_MAGIC
+}
+
+/// Mounts the BPF filesystem at /sys/fs/bpf when it is not mounted yet.
+fn ensure_bpffs() -> Result<()> {
+    if bpffs_mounted() {
         return Ok(());
     }
     std::fs::create_dir_all("/sys/fs/bpf")?;
-    sys::run("mount", ["-t", "bpf", "bpf", "/sys/fs/bpf"])
-        .map(drop)
-        .context(
-            "mounting the BPF filesystem at /sys/fs/bpf (needed to keep lab XDP programs attached)",
-        )
+    sys::run("mount", ["-t", "bpf", "bpf", "/sys/fs/bpf"]).context(
+        "mounting the BPF filesystem at /sys/fs/bpf (needed to keep lab XDP programs attached)",
+    )?;
+    std::fs::write(BPFFS_MOUNTED_MARKER, "mounted by linecard lab up\n")
+        .with_context(|| format!("writing {BPFFS_MOUNTED_MARKER}"))
+}
+
+/// Unmounts the BPF filesystem if the lab mounted it and nothing else
+/// pinned anything there since.
+fn release_bpffs() -> Result<bool> {
+    if !Path::new(BPFFS_MOUNTED_MARKER).exists() {
+        return Ok(false);
+    }
+    if bpffs_mounted() {
+        // A fresh mount holds the kernel's preloaded iterators; anything
+        // else was pinned by someone since, who keeps the mount.
+        let in_use = std::fs::read_dir("/sys/fs/bpf")?.any(|e| {
+            e.map_or(true, |e| {
+                !matches!(e.file_name().to_str(), Some("maps.debug" | "progs.debug"))
+            })
+        });
+        if in_use {
+            return Ok(false);
+        }
+        sys::run("umount", ["/sys/fs/bpf"]).context("unmounting /sys/fs/bpf")?;
+    }
+    std::fs::remove_file(BPFFS_MOUNTED_MARKER)?;
+    Ok(true)
 }
 
 /// Readiness: the DUT reaches the peer over IPv4 and IPv6 (bounded retries,
@@ -352,6 +384,8 @@ pub struct Removed {
     pub namespaces: Vec<String>,
     pub cpusets: Vec<String>,
     pub bpf_pins: bool,
+    /// The BPF filesystem, mounted by the lab and left empty, unmounted.
+    pub bpffs_unmounted: bool,
     /// sched_rt_runtime_us restored from a run that did not finish.
     pub restored_rt_runtime_us: Option<i64>,
 }
@@ -388,6 +422,7 @@ pub fn down() -> Result<Removed> {
         std::fs::remove_dir_all(BPF_PIN_DIR).with_context(|| format!("removing {BPF_PIN_DIR}"))?;
         removed.bpf_pins = true;
     }
+    removed.bpffs_unmounted = release_bpffs()?;
     for ns in namespaces {
         ip(&["netns", "delete", &ns])?;
         removed.namespaces.push(ns);
