@@ -33,9 +33,10 @@ pub struct Pair {
 
 /// The scenario's address pairs. The first is the lab's own pair; the
 /// others are extra addresses on the same interfaces (FRR 8.4 brings up
-/// one session per peer address, so every session has a pair of its own):
-/// 192.0.2.181+ on the DUT and 192.0.2.101+ on the peer (IPv6:
-/// 2001:db8::2xx and 2001:db8::1xx).
+/// one session per peer address, so every session has a pair of its own),
+/// from the benchmarking range RFC 2544 reserves, on-link as one /15:
+/// 198.18.x.y on the DUT and 198.19.x.y on the peer (IPv6, inside the lab's
+/// /64: 2001:db8::1:x on the DUT and 2001:db8::2:x on the peer).
 pub fn pairs(sessions: &Sessions) -> Vec<Pair> {
     (0..sessions.count)
         .map(|i| {
@@ -49,15 +50,16 @@ pub fn pairs(sessions: &Sessions) -> Vec<Pair> {
                     peer: lab(&spec::PEER),
                 };
             }
+            let (hi, lo) = ((i >> 8) as u8, (i & 0xff) as u8);
             if sessions.ipv6 {
                 Pair {
-                    dut: format!("2001:db8::{:x}", 0x200 + i).parse().unwrap(),
-                    peer: format!("2001:db8::{:x}", 0x100 + i).parse().unwrap(),
+                    dut: format!("2001:db8::1:{i:x}").parse().unwrap(),
+                    peer: format!("2001:db8::2:{i:x}").parse().unwrap(),
                 }
             } else {
                 Pair {
-                    dut: IpAddr::from([192, 0, 2, 180 + i as u8]),
-                    peer: IpAddr::from([192, 0, 2, 100 + i as u8]),
+                    dut: IpAddr::from([198, 18, hi, lo]),
+                    peer: IpAddr::from([198, 19, hi, lo]),
                 }
             }
         })
@@ -67,37 +69,64 @@ pub fn pairs(sessions: &Sessions) -> Vec<Pair> {
 /// The extra addresses of a multi-session run, on the DUT's and the peer's
 /// interface; removed on drop (and with the lab's namespaces in any case).
 pub struct ExtraAddresses {
-    added: Vec<(&'static str, String)>,
+    added: Vec<(&'static str, Vec<String>)>,
+}
+
+/// `ip -n NS -batch -`: one process for any number of address commands.
+fn ip_batch(ns: &str, commands: &[String]) -> Result<()> {
+    use std::io::Write;
+    let mut child = Command::new(sys::IP.program)
+        .args(["-n", ns, "-batch", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .context("running ip -batch")?;
+    child
+        .stdin
+        .take()
+        .context("ip's stdin")?
+        .write_all(commands.join("\n").as_bytes())?;
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!(
+            "ip -n {ns} -batch: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
 }
 
 impl ExtraAddresses {
     pub fn add(pairs: &[Pair]) -> Result<Self> {
         let mut extra = Self { added: Vec::new() };
-        for pair in pairs.iter().skip(1) {
-            for (ns, addr) in [
-                (spec::DUT.namespace, pair.dut),
-                (spec::PEER.namespace, pair.peer),
-            ] {
-                let cidr = match addr {
-                    IpAddr::V4(a) => format!("{a}/24"),
+        for (ns, pick) in [
+            (
+                spec::DUT.namespace,
+                (|p: &Pair| p.dut) as fn(&Pair) -> IpAddr,
+            ),
+            (spec::PEER.namespace, |p: &Pair| p.peer),
+        ] {
+            let cidrs: Vec<String> = pairs
+                .iter()
+                .skip(1)
+                .map(|p| match pick(p) {
+                    IpAddr::V4(a) => format!("{a}/15"),
                     IpAddr::V6(a) => format!("{a}/64"),
-                };
-                let mut args = vec![
-                    "-n",
-                    ns,
-                    "addr",
-                    "add",
-                    cidr.as_str(),
-                    "dev",
-                    spec::HOST_IFACE,
-                ];
-                if addr.is_ipv6() {
-                    // No duplicate address detection: the address is usable at once.
-                    args.push("nodad");
-                }
-                sys::run(sys::IP.program, args)?;
-                extra.added.push((ns, cidr));
+                })
+                .collect();
+            if cidrs.is_empty() {
+                continue;
             }
+            // No duplicate address detection: IPv6 addresses usable at once.
+            let commands: Vec<String> = cidrs
+                .iter()
+                .map(|c| {
+                    let nodad = if c.contains(':') { " nodad" } else { "" };
+                    format!("addr add {c} dev {}{nodad}", spec::HOST_IFACE)
+                })
+                .collect();
+            ip_batch(ns, &commands)?;
+            extra.added.push((ns, cidrs));
         }
         Ok(extra)
     }
@@ -105,19 +134,12 @@ impl ExtraAddresses {
 
 impl Drop for ExtraAddresses {
     fn drop(&mut self) {
-        for (ns, cidr) in &self.added {
-            let _ = sys::run(
-                sys::IP.program,
-                [
-                    "-n",
-                    ns,
-                    "addr",
-                    "del",
-                    cidr.as_str(),
-                    "dev",
-                    spec::HOST_IFACE,
-                ],
-            );
+        for (ns, cidrs) in &self.added {
+            let commands: Vec<String> = cidrs
+                .iter()
+                .map(|c| format!("addr del {c} dev {}", spec::HOST_IFACE))
+                .collect();
+            let _ = ip_batch(ns, &commands);
         }
     }
 }

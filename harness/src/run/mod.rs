@@ -33,8 +33,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// How long daemons get to bring their session Up.
-const READY_WITHIN: Duration = Duration::from_secs(10);
+/// How long daemons get to bring their sessions Up: 10 s, and 30 ms more
+/// per session (1024 sessions: about 40 s; bring-up runs at one packet per
+/// second per session, RFC 5880 6.8.3).
+fn ready_within(sessions: usize) -> Duration {
+    Duration::from_secs(10) + Duration::from_millis(30) * sessions as u32
+}
 
 /// Set by SIGINT/SIGTERM: the run stops at the next check, tears down and
 /// keeps what it has, marked failed.
@@ -464,7 +468,7 @@ fn run_dut(
         &host.dut_cpus,
     )?;
     // Readiness in both daemons' own words, bounded, never a fixed sleep.
-    let deadline = Instant::now() + READY_WITHIN;
+    let deadline = Instant::now() + ready_within(pairs.len());
     let up = loop {
         let state = dut_daemon
             .sessions_up(pairs.len())
