@@ -108,7 +108,8 @@ fn the_bakeoff_reproduces_the_reference_table_with_this_kernels_physics() {
     let xdp = dut("xdp");
     assert_eq!(xdp["verdict"]["status"], "pass");
     assert_eq!(l4("xdp")["flaps"], 0);
-    assert!(l4("xdp")["max_ms"].as_f64().unwrap() <= 15.0);
+    // The scenario's bound (see scenarios/bakeoff.toml for the tail).
+    assert!(l4("xdp")["max_ms"].as_f64().unwrap() <= 20.0);
     // The RX-clocked signature: our p50 is the peer's jittered clock.
     assert!(l4("xdp")["p50_ms"].as_f64().unwrap() < 9.5);
     let placement = &xdp["evidence"]["fast_path_on_dut_cpus"];
