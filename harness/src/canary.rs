@@ -32,11 +32,7 @@ impl Stall {
     }
 }
 
-fn unix_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
+use crate::sys::unix_ns;
 
 /// Runs for `seconds`, writing stalls to `out`.
 pub fn run(seconds: u64, out: &Path) -> Result<()> {

@@ -102,10 +102,7 @@ pub fn load(run_dir: &Path) -> Result<RunView> {
 fn verdict_text(v: &Verdict, positive_control: bool) -> String {
     match v {
         Verdict::Pass if positive_control => "flapped, as a positive control must".into(),
-        Verdict::Pass => "pass".into(),
-        Verdict::Fail(w) => format!("FAIL: {w}"),
-        Verdict::Invalid(w) => format!("INVALID: {w}"),
-        Verdict::Unavailable(w) => format!("unavailable: {w}"),
+        v => v.describe(),
     }
 }
 

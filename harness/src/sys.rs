@@ -156,3 +156,10 @@ pub fn join_cpuset_on_exec(cmd: &mut Command, cpuset_dir: &Path) {
         });
     }
 }
+
+/// CLOCK_REALTIME in ns: the captures' clock, for phase boundaries.
+pub fn unix_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}

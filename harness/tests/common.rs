@@ -62,10 +62,7 @@ pub fn assert_exit(output: &Output, code: i32, what: &str) {
 
 /// Wall-clock nanoseconds: the clock the captures are stamped with.
 pub fn epoch_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as i64
+    linecard_harness::sys::unix_ns()
 }
 
 /// The engine binary, built beside `linecard` (`cargo build --bins`).

@@ -64,13 +64,7 @@ pub struct Engine {
 }
 
 fn monotonic_ns() -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+    crate::io::clock_ns(libc::CLOCK_MONOTONIC) as i64
 }
 
 fn random_u64() -> u64 {

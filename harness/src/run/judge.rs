@@ -84,6 +84,16 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The verdict with its reason, as tables and logs show it.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Pass => "pass".into(),
+            Self::Fail(w) => format!("FAIL: {w}"),
+            Self::Invalid(w) => format!("INVALID: {w}"),
+            Self::Unavailable(w) => format!("unavailable: {w}"),
+        }
+    }
+
     pub fn label(&self) -> &'static str {
         match self {
             Self::Pass => "pass",

@@ -113,11 +113,7 @@ impl RunResult {
     }
 }
 
-fn unix_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
+use crate::sys::unix_ns;
 
 /// `20261130T092313Z`: UTC, sortable, one per second.
 pub fn run_id(unix_s: i64) -> String {
@@ -326,7 +322,7 @@ fn run_prepared(
             eprintln!(
                 "  {:<30} {} (repeating once)",
                 outcome.label,
-                describe(&outcome.verdict)
+                outcome.verdict.describe()
             );
             let first = outcome;
             outcome = attempt(
@@ -338,7 +334,7 @@ fn run_prepared(
             );
             outcome.spoiled_attempt = Some(Box::new(first));
         }
-        eprintln!("  {:<30} {}", outcome.label, describe(&outcome.verdict));
+        eprintln!("  {:<30} {}", outcome.label, outcome.verdict.describe());
         manifest.duts.push(outcome);
         write_manifest(&dir, &manifest)?;
     }
@@ -370,15 +366,6 @@ fn attempt(
     })
 }
 
-fn describe(v: &Verdict) -> String {
-    match v {
-        Verdict::Pass => "pass".into(),
-        Verdict::Fail(w) => format!("FAIL: {w}"),
-        Verdict::Invalid(w) => format!("INVALID: {w}"),
-        Verdict::Unavailable(w) => format!("unavailable: {w}"),
-    }
-}
-
 /// `complete` only when no DUT failed or was invalid, and nothing was
 /// interrupted.
 fn overall_status(duts: &[DutOutcome]) -> String {
@@ -389,10 +376,10 @@ fn overall_status(duts: &[DutOutcome]) -> String {
         .iter()
         .find(|d| matches!(d.verdict, Verdict::Invalid(_)))
     {
-        return format!("invalid: {}: {}", d.label, describe(&d.verdict));
+        return format!("invalid: {}: {}", d.label, d.verdict.describe());
     }
     if let Some(d) = duts.iter().find(|d| matches!(d.verdict, Verdict::Fail(_))) {
-        return format!("failed: {}: {}", d.label, describe(&d.verdict));
+        return format!("failed: {}: {}", d.label, d.verdict.describe());
     }
     "complete".into()
 }
@@ -737,7 +724,7 @@ pub fn correlated(flaps_per_session: &[Vec<i64>], window: i64) -> usize {
 fn row_verdict(d: &DutOutcome) -> String {
     match d.verdict {
         Verdict::Pass if d.spec.expect.positive_control => "flapped (positive control)".into(),
-        ref v => describe(v),
+        ref v => v.describe(),
     }
 }
 
@@ -836,7 +823,7 @@ pub fn summary_markdown(m: &Manifest) -> String {
             out.push_str(&format!(
                 "\n{}: repeated once; the first attempt was {} (capture `{}`).\n",
                 d.label,
-                describe(&first.verdict),
+                first.verdict.describe(),
                 first
                     .capture
                     .as_ref()
