@@ -48,6 +48,32 @@ pub struct Profile {
     pub canary_min_stall_ms: Option<f64>,
 }
 
+/// The header every versioned input shares: `schema_version = 1` and a
+/// `name` fit for a file or directory name (`why` says what it names).
+pub(crate) fn check_header(
+    file: &str,
+    schema_version: i64,
+    name: &str,
+    why: &str,
+) -> Result<(), InputError> {
+    if schema_version != 1 {
+        return Err(InputError::invalid(
+            file,
+            "schema_version",
+            &schema_version,
+            "this linecard reads version 1",
+        ));
+    }
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(InputError::invalid(file, "name", &name, why));
+    }
+    Ok(())
+}
+
 impl Profile {
     pub fn load(path: &Path) -> Result<Self, InputError> {
         let file = path.display().to_string();
@@ -60,21 +86,12 @@ impl Profile {
         let invalid = |key: &str, value: &dyn std::fmt::Display, why: &str| {
             InputError::invalid(file, key, value, why)
         };
-        if raw.schema_version != 1 {
-            return Err(invalid(
-                "schema_version",
-                &raw.schema_version,
-                "this linecard reads version 1",
-            ));
-        }
-        if raw.name.is_empty()
-            || !raw
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            return Err(invalid("name", &raw.name, "letters, digits, - and _ only"));
-        }
+        check_header(
+            file,
+            raw.schema_version,
+            &raw.name,
+            "letters, digits, - and _ only",
+        )?;
         for (stressor, count) in &raw.stressors {
             if !stressor
                 .chars()

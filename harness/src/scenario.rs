@@ -211,25 +211,12 @@ impl Scenario {
         let invalid = |key: &str, value: &dyn std::fmt::Display, why: &str| {
             InputError::invalid(file, key, value, why)
         };
-        if raw.schema_version != 1 {
-            return Err(invalid(
-                "schema_version",
-                &raw.schema_version,
-                "this linecard reads version 1",
-            ));
-        }
-        if raw.name.is_empty()
-            || !raw
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            return Err(invalid(
-                "name",
-                &raw.name,
-                "letters, digits, - and _ only (it names the results directory)",
-            ));
-        }
+        crate::profile::check_header(
+            file,
+            raw.schema_version,
+            &raw.name,
+            "letters, digits, - and _ only (it names the results directory)",
+        )?;
         let provider = match raw.provider.as_deref().unwrap_or("local") {
             "local" => ProviderKind::Local,
             "proxmox" => ProviderKind::Proxmox,

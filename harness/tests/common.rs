@@ -76,47 +76,17 @@ pub fn linecardd() -> std::path::PathBuf {
     path
 }
 
-/// `linecardd ctl`, kept off the DUT's CPUs like the rest of the harness:
-/// a test polling the DUT must not compete with it for its CPU.
-fn ctl_command() -> Command {
-    let mut cmd = Command::new(linecardd());
-    let rest = linecard_harness::lab::spec::cpuset_dir(linecard_harness::lab::spec::REST_CPUSET);
-    if rest.exists() {
-        linecard_harness::sys::join_cpuset_on_exec(&mut cmd, &rest);
-    }
-    cmd
-}
-
-/// `linecardd ctl ARGS` against `socket`; `None` if it failed (the daemon
-/// not listening yet, or a refusal).
+/// `linecardd ctl ARGS` against `socket`, kept off the DUT's CPUs like the
+/// rest of the harness; `None` if it failed (the daemon not listening yet,
+/// or a refusal).
 pub fn try_ctl(socket: &std::path::Path, args: &[&str]) -> Option<serde_json::Value> {
-    let out = ctl_command()
-        .arg("ctl")
-        .arg("--socket")
-        .arg(socket)
-        .args(args)
-        .output()
-        .unwrap();
-    out.status
-        .success()
-        .then(|| serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null))
+    linecard_harness::run::daemons::ctl_with(&linecardd(), socket, args).ok()
 }
 
 /// Like [`try_ctl`], but a failure fails the test.
 pub fn ctl(socket: &std::path::Path, args: &[&str]) -> serde_json::Value {
-    let out = ctl_command()
-        .arg("ctl")
-        .arg("--socket")
-        .arg(socket)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "linecardd ctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+    linecard_harness::run::daemons::ctl_with(&linecardd(), socket, args)
+        .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// A fresh scratch directory for one test run.

@@ -38,6 +38,19 @@ pub enum SimEvent {
 /// order, receiver, bytes), earliest first.
 type InFlight = BinaryHeap<Reverse<(Nanos, u64, Side, [u8; 24])>>;
 
+/// An active 3 x 10 ms session with discriminator `discr`: the shape every
+/// simulation and the lab use.
+pub fn config_3x10(discr: u32) -> SessionConfig {
+    SessionConfig {
+        local_discr: discr,
+        desired_min_tx_us: 10_000,
+        required_min_rx_us: 10_000,
+        detect_mult: 3,
+        required_min_echo_rx_us: 0,
+        passive: false,
+    }
+}
+
 pub struct SimPair {
     sessions: [Session; 2],
     alive: [bool; 2],
@@ -184,14 +197,7 @@ mod tests {
     const S: Nanos = 1_000_000_000;
 
     fn config(discr: u32) -> SessionConfig {
-        SessionConfig {
-            local_discr: discr,
-            desired_min_tx_us: 10_000,
-            required_min_rx_us: 10_000,
-            detect_mult: 3,
-            required_min_echo_rx_us: 0,
-            passive: false,
-        }
+        config_3x10(discr)
     }
 
     fn pair(seed: u64) -> SimPair {

@@ -333,21 +333,9 @@ impl Pipeline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::sim::{Side, SimPair};
-    use crate::session::SessionConfig;
+    use crate::backend::sim::{config_3x10 as config, Side, SimPair};
 
     const MS: Nanos = 1_000_000;
-
-    fn config(discr: u32) -> SessionConfig {
-        SessionConfig {
-            local_discr: discr,
-            desired_min_tx_us: 10_000,
-            required_min_rx_us: 10_000,
-            detect_mult: 3,
-            required_min_echo_rx_us: 0,
-            passive: false,
-        }
-    }
 
     /// A session brought Up and steady by a simulated peer, taken out of
     /// the simulation at `now`.

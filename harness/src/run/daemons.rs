@@ -352,7 +352,13 @@ pub fn start_dut(
 /// `linecardd ctl ARGS`, run off the DUT's CPUs (polling must not compete
 /// with the DUT for them).
 pub fn linecardd_ctl(socket: &Path, args: &[&str]) -> Result<serde_json::Value> {
-    let mut cmd = Command::new(linecardd_binary());
+    ctl_with(&linecardd_binary(), socket, args)
+}
+
+/// [`linecardd_ctl`] with a given engine binary (tests use the one cargo
+/// built).
+pub fn ctl_with(binary: &Path, socket: &Path, args: &[&str]) -> Result<serde_json::Value> {
+    let mut cmd = Command::new(binary);
     cmd.arg("ctl").arg("--socket").arg(socket).args(args);
     let rest = spec::cpuset_dir(spec::REST_CPUSET);
     if rest.exists() {
