@@ -75,12 +75,43 @@ fn crafted_packets_are_counted_and_change_nothing() {
         interface: None,
     };
     let mut dut = start_linecardd(&dir, &socket, "", &[session]);
-    let before = wait_sessions(
+    wait_sessions(
         &socket,
         &mut dut,
         Duration::from_secs(5),
         "the session Up",
         |s| s[0]["state"] == "up" && s[0]["polling"] == false,
+    );
+    // This test is about the discard rules, not timing: at 3 x 100 ms in
+    // both directions (we send slower, FRR detects slower; we receive
+    // slower, so our detection follows) a contended machine cannot flap the
+    // session, so a transition below can only be a crafted packet's doing.
+    ctl(
+        &socket,
+        &[
+            "set",
+            "--local",
+            DUT.ipv4,
+            "--peer",
+            PEER.ipv4,
+            "--tx-ms",
+            "100",
+            "--rx-ms",
+            "100",
+            "--multiplier",
+            "3",
+        ],
+    );
+    let before = wait_sessions(
+        &socket,
+        &mut dut,
+        Duration::from_secs(5),
+        "the session Up at 3 x 100 ms",
+        |s| {
+            s[0]["state"] == "up"
+                && s[0]["polling"] == false
+                && s[0]["detection_time_us"] == 300_000
+        },
     )[0]
     .clone();
     let our_discr = before["local_discr"].as_u64().unwrap() as u32;

@@ -197,3 +197,43 @@ pub fn session_3x10(local: &str, peer: &str) -> linecard_harness::procs::PeerSes
         multiplier: 3,
     }
 }
+
+/// The stress canary run as a witness on the DUT's CPUs: while it runs, it
+/// records every time a normal task there was kept from running for more than
+/// 2 ms. A late event on the wire is the engine's fault only if the CPU was
+/// free to run it; a stall here (hypervisor steal, a kernel hiccup) says it
+/// was not.
+pub struct CpuWitness {
+    daemon: linecard_harness::procs::Daemon,
+    out: std::path::PathBuf,
+}
+
+impl CpuWitness {
+    /// Starts watching for at most `seconds` (the canary's own bound).
+    pub fn start(dir: &std::path::Path, seconds: u64) -> Self {
+        use linecard_harness::lab::spec;
+        let out = dir.join("witness.jsonl");
+        let daemon = linecard_harness::procs::Daemon::spawn(
+            "witness",
+            spec::DUT.namespace,
+            Some(&spec::cpuset_dir(spec::DUT_CPUSET)),
+            env!("CARGO_BIN_EXE_linecard"),
+            &[
+                "canary".into(),
+                "--seconds".into(),
+                seconds.to_string(),
+                "--out".into(),
+                out.display().to_string(),
+            ],
+            &dir.join("witness.log"),
+        )
+        .unwrap();
+        Self { daemon, out }
+    }
+
+    /// Stops the witness; the stalls it saw (CLOCK_REALTIME windows).
+    pub fn finish(mut self) -> Vec<linecard_harness::canary::Stall> {
+        self.daemon.stop().unwrap();
+        linecard_harness::canary::read(&self.out).unwrap()
+    }
+}

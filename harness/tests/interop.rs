@@ -34,7 +34,8 @@ impl PacketSink for FirstUp {
 }
 
 /// One run. `Err` means invalid (not failed): the hypervisor stole time from
-/// the DUT's CPU in the idle window where a flap happened.
+/// the DUT's CPU in the idle window where a flap happened, or the detection
+/// of the killed peer was late while the DUT's CPU was stalled or stolen.
 fn interop(backend: &str) -> Result<(), String> {
     if !privileged(&format!("interop_{backend}")) {
         return Ok(());
@@ -114,6 +115,8 @@ fn interop(backend: &str) -> Result<(), String> {
         "all sessions Up",
         all_up,
     );
+    // The witness tells a late packet from a CPU that was not ours to use.
+    let witness = CpuWitness::start(&dir, idle + 30);
     let steal_before = steal_ms(&[dut_cpu]);
     let idle_start = epoch_ns();
     std::thread::sleep(Duration::from_secs(idle));
@@ -138,6 +141,7 @@ fn interop(backend: &str) -> Result<(), String> {
     let change_end = epoch_ns();
 
     // FRR dies without a farewell; BIRD's sessions are the control group.
+    let kill_steal_before = steal_ms(&[dut_cpu]);
     frr.kill().unwrap();
     let frr_down = |s: &[serde_json::Value]| {
         s.iter()
@@ -155,6 +159,8 @@ fn interop(backend: &str) -> Result<(), String> {
     // AdminDown, which takes the peers down deliberately.
     std::thread::sleep(Duration::from_millis(100));
     let experiment_end = epoch_ns();
+    let kill_steal = steal_ms(&[dut_cpu]) - kill_steal_before;
+    let stalls = witness.finish();
     let status = dut.stop().unwrap();
     assert!(
         status.success(),
@@ -228,10 +234,14 @@ fn interop(backend: &str) -> Result<(), String> {
                 .iter()
                 .all(|f| f.packets > idle_packets_floor(idle_end - idle_start))
     );
-    if steal > 0.0 && idle.flows.iter().any(|f| f.flaps > 0) {
+    let idle_stall = linecard_harness::canary::longest_stall_ms(&stalls, idle_start, idle_end);
+    let late =
+        |f: &linecard_capture_analyzer::model::FlowResult| f.flaps > 0 || f.gap_ms.max >= 30.0;
+    if (steal > 0.0 || idle_stall > 0.0) && idle.flows.iter().any(late) {
         let _ = std::fs::remove_dir_all(&dir);
         return Err(format!(
-            "invalid run: a flap while the hypervisor stole {steal} ms from the DUT's CPU"
+            "invalid run: a flap or a 30 ms gap while the hypervisor stole {steal} ms from the \
+             DUT's CPU and the witness saw it stalled {idle_stall:.2} ms"
         ));
     }
     for f in &idle.flows {
@@ -307,6 +317,15 @@ fn interop(backend: &str) -> Result<(), String> {
         let event = &f.flap_events[0];
         assert_eq!(event.diag, 1, "towards {peer}: {:?}", f.flap_events);
         let latency = event.detection_latency_ms.unwrap();
+        let window_start = event.at_ns - (latency * 1e6) as i64;
+        let stall = linecard_harness::canary::longest_stall_ms(&stalls, window_start, event.at_ns);
+        if latency > 32.0 && (stall > 0.0 || kill_steal > 0.0) {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(format!(
+                "invalid run: {peer} detected {latency:.2} ms after its last packet while the \
+                 DUT's CPU was stalled {stall:.2} ms (witness) and stolen {kill_steal} ms"
+            ));
+        }
         assert!(
             latency <= 32.0,
             "{peer}: detected {latency} ms after its last packet"
@@ -350,11 +369,16 @@ fn rt_backend_against_frr_and_bird() {
     interop_retrying_invalid("rt");
 }
 
-/// An invalid run (see [`interop`]) is repeated once; a second invalid run
-/// fails, saying why.
+/// An invalid run (see [`interop`]) is repeated, up to three runs in all
+/// (this VM stalls a CPU for 2-4 ms every few seconds and, rarely, for tens
+/// of ms, with no steal reported); a third invalid run fails, saying why.
 fn interop_retrying_invalid(backend: &str) {
-    if let Err(why) = interop(backend) {
-        eprintln!("{backend}: {why}; running again");
-        interop(backend).unwrap_or_else(|why| panic!("{backend}: {why}, twice"));
+    const RUNS: usize = 3;
+    for run in 1..=RUNS {
+        match interop(backend) {
+            Ok(()) => return,
+            Err(why) if run < RUNS => eprintln!("{backend}: {why}; running again"),
+            Err(why) => panic!("{backend}: {why}, {RUNS} times in a row"),
+        }
     }
 }
