@@ -25,6 +25,7 @@ struct RawEngine {
     cpu: Option<i64>,
     control_socket: Option<PathBuf>,
     frr_dataplane: Option<String>,
+    frr_backend: Option<String>,
     txtime_depth: Option<i64>,
     xdp_replies: Option<bool>,
 }
@@ -62,6 +63,11 @@ pub struct EngineConfig {
     /// userspace: a deliberately degraded engine, to prove that a
     /// regression gate catches the loss of the fast path.
     pub xdp_replies: bool,
+    /// FRR bfdd's dataplane listener (`bfdd --dplaneaddr ipv4:ADDR:PORT`):
+    /// the engine connects and runs the sessions bfdd hands it.
+    pub frr_dataplane: Option<std::net::SocketAddr>,
+    /// The backend of the sessions FRR creates (default `xdp`).
+    pub frr_backend: BackendKind,
     pub sessions: Vec<SessionSpec>,
 }
 
@@ -163,11 +169,30 @@ impl EngineConfig {
                 "must be 1 (one packet in flight) to 64",
             ));
         }
-        if let Some(addr) = raw.engine.frr_dataplane {
+        let frr_dataplane = match raw.engine.frr_dataplane {
+            None => None,
+            Some(addr) => Some(addr.parse().map_err(|_| {
+                invalid(
+                    "engine.frr_dataplane",
+                    &addr,
+                    "must be ADDRESS:PORT, the TCP listener of `bfdd --dplaneaddr ipv4:ADDRESS:PORT` \
+                     (bfdd 8.4.4's client mode is broken: bfdd listens, linecardd connects)",
+                )
+            })?),
+        };
+        let frr_backend_name = raw.engine.frr_backend.as_deref().unwrap_or("xdp");
+        let frr_backend: BackendKind = frr_backend_name.parse().map_err(|_| {
+            invalid(
+                "engine.frr_backend",
+                &frr_backend_name,
+                "must be one of naive, rt, txtime, xdp",
+            )
+        })?;
+        if frr_backend == BackendKind::Txtime {
             return Err(invalid(
-                "engine.frr_dataplane",
-                &addr,
-                "FRR's dataplane protocol is not in this build yet",
+                "engine.frr_backend",
+                &frr_backend_name,
+                "txtime needs an interface per session, which bfdd does not always send",
             ));
         }
         let sessions = raw
@@ -188,6 +213,8 @@ impl EngineConfig {
                 .unwrap_or_else(|| DEFAULT_CONTROL_SOCKET.into()),
             txtime_depth: txtime_depth as usize,
             xdp_replies: raw.engine.xdp_replies.unwrap_or(true),
+            frr_dataplane,
+            frr_backend,
             sessions,
         })
     }

@@ -262,6 +262,20 @@ pub fn start_frr_bfdd(
     dir: &Path,
     sessions: &[PeerSession],
 ) -> Result<Daemon> {
+    start_frr_bfdd_with(name, ns, cpuset, dir, sessions, &[])
+}
+
+/// [`start_frr_bfdd`] with more command-line options, e.g. `--dplaneaddr
+/// ipv4:127.0.0.1:PORT` for a bfdd that hands its sessions to linecardd.
+/// Its vtysh socket directory is `dir/name` (see [`vtysh`]).
+pub fn start_frr_bfdd_with(
+    name: &str,
+    ns: &str,
+    cpuset: Option<&Path>,
+    dir: &Path,
+    sessions: &[PeerSession],
+    extra_args: &[String],
+) -> Result<Daemon> {
     let dir = dir.join(name);
     std::fs::create_dir_all(&dir)?;
     let config = dir.join("bfdd.conf");
@@ -269,7 +283,7 @@ pub fn start_frr_bfdd(
     // bfdd drops privileges to frr:frr, which must be able to write here.
     sys::run("chown", ["-R", "frr:frr", dir.to_str().unwrap()])?;
     let s = |p: &Path| p.display().to_string();
-    let args = vec![
+    let mut args: Vec<String> = vec![
         "-f".into(),
         s(&config),
         "-i".into(),
@@ -287,6 +301,7 @@ pub fn start_frr_bfdd(
         "-g".into(),
         "frr".into(),
     ];
+    args.extend_from_slice(extra_args);
     Daemon::spawn(
         name,
         ns,
@@ -295,6 +310,21 @@ pub fn start_frr_bfdd(
         &args,
         &dir.join("bfdd.out"),
     )
+}
+
+/// Runs vtysh against the bfdd whose socket directory is `vty` in `ns`,
+/// one `-c` per command (vtysh sends them one at a time, which is what
+/// bfdd 8.4.4 needs past 58 dataplane sessions). Bounded: vtysh hangs when
+/// bfdd waits on a dataplane that does not answer.
+pub fn vtysh(ns: &str, vty: &Path, commands: &[&str]) -> Result<std::process::Output> {
+    let mut command = std::process::Command::new("timeout");
+    command
+        .args(["10", "ip", "netns", "exec", ns, "vtysh", "--vty_socket"])
+        .arg(vty);
+    for c in commands {
+        command.args(["-c", c]);
+    }
+    command.output().context("running vtysh")
 }
 
 /// BIRD 2's configuration: one BFD protocol with a neighbor per session.

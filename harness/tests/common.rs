@@ -237,3 +237,16 @@ impl CpuWitness {
         linecard_harness::canary::read(&self.out).unwrap()
     }
 }
+
+/// The first CPU of the lab's DUT cpuset.
+pub fn dut_cpu() -> usize {
+    use linecard_harness::lab::spec;
+    std::fs::read_to_string(spec::cpuset_dir(spec::DUT_CPUSET).join("cpuset.cpus"))
+        .unwrap()
+        .trim()
+        .split(['-', ','])
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}

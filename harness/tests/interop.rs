@@ -48,15 +48,7 @@ fn interop(backend: &str) -> Result<(), String> {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let rest = spec::cpuset_dir(spec::REST_CPUSET);
-    let dut_cpuset = spec::cpuset_dir(spec::DUT_CPUSET);
-    let dut_cpu: usize = std::fs::read_to_string(dut_cpuset.join("cpuset.cpus"))
-        .unwrap()
-        .trim()
-        .split(['-', ','])
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let dut_cpu = dut_cpu();
 
     let session = session_3x10;
     let mut frr = start_frr_bfdd(

@@ -6,7 +6,7 @@
 //! `{"op":"admin","local":..,"peer":..,"down":true}`, `{"op":"drops"}`.
 //! Garbage gets `{"error": "..."}`; the daemon keeps running.
 
-use super::{log, Engine};
+use super::Engine;
 use crate::config::{validate_session, RawSession};
 use crate::session::{Counters, Remote, Transition};
 use crate::wire::{Diagnostic, DropReason, State};
@@ -131,17 +131,7 @@ impl Engine {
             Request::Remove { local, peer } => match self.find(local, peer) {
                 None => missing(local, peer),
                 Some(id) => {
-                    let (_, mut session, p) = self.table.remove(id).unwrap();
-                    self.transmitter.forget(id);
-                    if let Some(fast) = self.fast.as_mut() {
-                        let _ = fast.forget(session.config().local_discr);
-                    }
-                    // Say goodbye on the wire: AdminDown (6.8.16).
-                    session.set_admin_down(now, true);
-                    if let Some(packet) = session.poll_transmit(now) {
-                        let _ = p.tx.send(&packet.to_bytes());
-                    }
-                    log(&format!("session {local} -> {peer} removed"));
+                    self.remove_session(id, now);
                     serde_json::json!({ "ok": true })
                 }
             },

@@ -8,6 +8,7 @@
 //! xdp: transitions from here, steady replies from the kernel).
 
 pub mod control;
+mod frr;
 
 use crate::backend::xdp::{self as fast_path, FastPath};
 use crate::backend::{self, txtime, Availability, BackendKind, Departure, Transmitter};
@@ -59,6 +60,8 @@ pub struct Engine {
     epoch_unix_ns: i64,
     /// The XDP fast path, for the xdp backend.
     fast: Option<FastPath>,
+    /// FRR bfdd, when it drives this engine.
+    frr: Option<frr::FrrLink>,
     seed: u64,
     port: u16,
 }
@@ -80,9 +83,13 @@ fn random_u64() -> u64 {
     u64::from_ne_bytes(bytes)
 }
 
-/// The loop all sessions of one engine share (one receive port per host).
-fn loop_kind(sessions: &[SessionSpec]) -> Result<BackendKind> {
-    let mut kinds: Vec<BackendKind> = sessions.iter().map(|s| s.backend).collect();
+/// The loop all sessions of one engine share (one receive port per host),
+/// those FRR will create included.
+fn loop_kind(config: &EngineConfig) -> Result<BackendKind> {
+    let mut kinds: Vec<BackendKind> = config.sessions.iter().map(|s| s.backend).collect();
+    if config.frr_dataplane.is_some() {
+        kinds.push(config.frr_backend);
+    }
     kinds.sort_by_key(|k| k.name());
     kinds.dedup();
     match kinds.as_slice() {
@@ -102,7 +109,7 @@ impl Engine {
 
     /// `port`: the BFD control port (tests use others to avoid clashes).
     pub fn with_port(config: EngineConfig, port: u16) -> Result<Self> {
-        let loop_kind = loop_kind(&config.sessions)?;
+        let loop_kind = loop_kind(&config)?;
         if let Availability::Unavailable { reason } = loop_kind.availability() {
             bail!("the {loop_kind} backend cannot run here: {reason}");
         }
@@ -129,6 +136,7 @@ impl Engine {
         let epoch_unix_ns = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as i64);
+        let frr = config.frr_dataplane.map(frr::FrrLink::new);
         let mut engine = Self {
             config,
             transmitter,
@@ -142,6 +150,7 @@ impl Engine {
             epoch_mono_ns,
             epoch_unix_ns,
             fast,
+            frr,
             seed: random_u64(),
             port,
         };
@@ -179,6 +188,16 @@ impl Engine {
     }
 
     pub fn add_session(&mut self, spec: SessionSpec) -> Result<SessionId> {
+        self.add_session_with_discr(spec, None)
+    }
+
+    /// `discr`: the local discriminator to use if it is free (FRR's lid);
+    /// otherwise a random one.
+    pub fn add_session_with_discr(
+        &mut self,
+        spec: SessionSpec,
+        discr: Option<u32>,
+    ) -> Result<SessionId> {
         if spec.backend != self.loop_kind() {
             if !self.table.is_empty() {
                 bail!(
@@ -229,11 +248,13 @@ impl Engine {
                     spec.backend, spec.local, spec.peer
                 )
             })?;
-        let mut discr;
-        loop {
+        let mut discr = discr
+            .filter(|&d| d != 0 && !self.table.discriminator_in_use(d))
+            .unwrap_or(0);
+        while discr == 0 {
             discr = (random_u64() as u32).max(1);
-            if !self.table.discriminator_in_use(discr) {
-                break;
+            if self.table.discriminator_in_use(discr) {
+                discr = 0;
             }
         }
         let config = SessionConfig {
@@ -497,11 +518,16 @@ impl Engine {
             // packets waiting in its socket.
             self.drain_receive(&mut buf);
             let now = self.now();
+            self.serve_frr(now);
             let (next, detection) = self.service_sessions(now);
+            self.flush_frr(now);
             let until = |d: Nanos| d.saturating_sub(self.now()).max(0);
-            let wait_ns = self
+            let mut wait_ns = self
                 .transmitter
                 .sleep_ns(next.map(until), detection.map(until));
+            if let Some(frr) = self.frr.as_ref() {
+                wait_ns = wait_ns.min(until(frr.next_deadline()));
+            }
             self.wait(wait_ns)?;
             self.serve_control();
         }
@@ -555,6 +581,21 @@ impl Engine {
                 revents: 0,
             });
         }
+        if let Some((fd, write)) = self
+            .frr
+            .as_ref()
+            .and_then(|f| Some((f.fd()?, f.wants_write())))
+        {
+            fds.push(libc::pollfd {
+                fd,
+                events: if write {
+                    libc::POLLIN | libc::POLLOUT
+                } else {
+                    libc::POLLIN
+                },
+                revents: 0,
+            });
+        }
         // The kernel's detection events wake us at once.
         if let Some(fast) = self.fast.as_ref() {
             fds.push(libc::pollfd {
@@ -602,6 +643,23 @@ impl Engine {
         }
         let _ = std::fs::remove_file(&self.config.control_socket);
         log("stopped; sessions were sent AdminDown");
+    }
+
+    /// Takes a session out of the engine and says goodbye on the wire with
+    /// AdminDown (RFC 5880 6.8.16).
+    pub fn remove_session(&mut self, id: SessionId, now: Nanos) {
+        let Some((path, mut session, peer)) = self.table.remove(id) else {
+            return;
+        };
+        self.transmitter.forget(id);
+        if let Some(fast) = self.fast.as_mut() {
+            let _ = fast.forget(session.config().local_discr);
+        }
+        session.set_admin_down(now, true);
+        if let Some(packet) = session.poll_transmit(now) {
+            let _ = peer.tx.send(&packet.to_bytes());
+        }
+        log(&format!("session {} -> {} removed", path.local, path.peer));
     }
 
     pub fn session_count(&self) -> usize {

@@ -1,0 +1,451 @@
+//! FRR bfdd drives the engine over its dataplane protocol: bfdd listens
+//! (`--dplaneaddr ipv4:ADDR:PORT`), we connect, run the sessions it adds,
+//! report their state, and answer its counters requests.
+//!
+//! Facts this module defends (`frr-bfddp.md`, bfdd 8.4.4):
+//! - DP_ADD_SESSION is add *or update*, keyed by bfdd's local discriminator
+//!   (`lid`); an update changes timers through a Poll Sequence, never by
+//!   recreating the session.
+//! - bfdd adopts the state we report as its own local state, and resets it
+//!   to Down whenever it (re)registers a session: we report after every add.
+//! - bfdd busy-waits on a counters reply with the request's id: every
+//!   request is answered at once, zeros for an unknown lid.
+//! - 8.4.4 never reclaims input buffer space on the counters path; an
+//!   ECHO_REQUEST every 0.5 s makes it read asynchronously, which does.
+//! - bfdd sends no deletes when it exits: EOF means every session it owned
+//!   is gone (drop and recreate; its next registration burst brings them
+//!   back with new discriminators).
+
+use super::{log, Engine};
+use crate::bfddp::{flags, Framer, Message, SessionCounters, SessionMsg, StateChange};
+use crate::config::SessionSpec;
+use crate::session::table::SessionId;
+use crate::session::{Nanos, Session};
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// How often we say hello to bfdd (see the module comment).
+const KEEPALIVE_NS: Nanos = 500_000_000;
+/// How soon we try again after bfdd refused or dropped the connection.
+const RECONNECT_NS: Nanos = 1_000_000_000;
+/// A connect to a local listener either succeeds or fails at once; this
+/// bounds a remote one so that the BFD loop is never held long.
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(20);
+/// BFD control packets carry no authentication here: 24 bytes each.
+const CONTROL_PACKET_BYTES: u64 = 24;
+/// Unanswered output beyond this means bfdd stopped reading: drop it.
+const MAX_OUTPUT: usize = 1 << 20;
+
+/// The link to one bfdd.
+pub struct FrrLink {
+    addr: SocketAddr,
+    conn: Option<Connection>,
+    next_connect: Nanos,
+    next_keepalive: Nanos,
+    /// bfdd's lid -> our session.
+    sessions: HashMap<u32, SessionId>,
+    /// What bfdd was last told about each lid.
+    reported: HashMap<u32, StateChange>,
+}
+
+struct Connection {
+    stream: TcpStream,
+    framer: Framer,
+    output: Vec<u8>,
+}
+
+impl FrrLink {
+    pub fn new(addr: SocketAddr) -> Self {
+        Self {
+            addr,
+            conn: None,
+            next_connect: 0,
+            next_keepalive: 0,
+            sessions: HashMap::new(),
+            reported: HashMap::new(),
+        }
+    }
+
+    pub fn fd(&self) -> Option<i32> {
+        self.conn
+            .as_ref()
+            .map(|c| std::os::fd::AsRawFd::as_raw_fd(&c.stream))
+    }
+
+    /// Whether we have output bfdd has not taken yet (poll for POLLOUT).
+    pub fn wants_write(&self) -> bool {
+        self.conn.as_ref().is_some_and(|c| !c.output.is_empty())
+    }
+
+    /// The next instant this link has something to do by itself.
+    pub fn next_deadline(&self) -> Nanos {
+        if self.conn.is_some() {
+            self.next_keepalive
+        } else {
+            self.next_connect
+        }
+    }
+
+    fn send(&mut self, message: &Message) {
+        if let Some(conn) = self.conn.as_mut() {
+            message.encode(&mut conn.output);
+        }
+    }
+}
+
+/// What bfdd should show for a session: our state, the remote's values.
+fn state_change(lid: u32, session: &Session) -> StateChange {
+    let remote = session.remote();
+    StateChange {
+        lid,
+        rid: remote.discr,
+        remote_flags: 0,
+        desired_tx_us: remote.desired_min_tx_us,
+        required_rx_us: remote.min_rx_us,
+        required_echo_rx_us: remote.min_echo_rx_us,
+        state: session.state() as u8,
+        diagnostics: remote.diag.bits(),
+        detect_mult: remote.detect_mult,
+    }
+}
+
+/// The source address the routing table would choose towards `peer`.
+fn route_source(peer: IpAddr) -> std::io::Result<IpAddr> {
+    let any: SocketAddr = if peer.is_ipv6() {
+        "[::]:0".parse().unwrap()
+    } else {
+        "0.0.0.0:0".parse().unwrap()
+    };
+    let probe = std::net::UdpSocket::bind(any)?;
+    // A UDP connect sends nothing; it only asks the routing table.
+    probe.connect((peer, crate::wire::PORT_SINGLE_HOP))?;
+    Ok(probe.local_addr()?.ip())
+}
+
+/// The interface that holds `local` (the xdp backend attaches there).
+fn interface_of(local: IpAddr) -> Option<String> {
+    let mut addrs: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs allocates a list we free below; we only read it.
+    if unsafe { libc::getifaddrs(&mut addrs) } != 0 {
+        return None;
+    }
+    let mut found = None;
+    let mut cursor = addrs;
+    while !cursor.is_null() {
+        // SAFETY: cursor walks the list getifaddrs returned, still alive.
+        let entry = unsafe { &*cursor };
+        cursor = entry.ifa_next;
+        if entry.ifa_addr.is_null() {
+            continue;
+        }
+        // SAFETY: ifa_addr is non-null and its family says which sockaddr
+        // it is; ifa_name is a NUL-terminated string.
+        let (addr, name) = unsafe {
+            let addr = match i32::from((*entry.ifa_addr).sa_family) {
+                libc::AF_INET => {
+                    let sin = &*(entry.ifa_addr as *const libc::sockaddr_in);
+                    IpAddr::from(u32::from_be(sin.sin_addr.s_addr).to_be_bytes())
+                }
+                libc::AF_INET6 => {
+                    let sin6 = &*(entry.ifa_addr as *const libc::sockaddr_in6);
+                    IpAddr::from(sin6.sin6_addr.s6_addr)
+                }
+                _ => continue,
+            };
+            (addr, std::ffi::CStr::from_ptr(entry.ifa_name))
+        };
+        if addr == local {
+            found = Some(name.to_string_lossy().into_owned());
+            break;
+        }
+    }
+    // SAFETY: addrs came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(addrs) };
+    found
+}
+
+impl Engine {
+    /// Connects if needed, then reads and applies bfdd's messages. Never
+    /// blocks.
+    pub(super) fn serve_frr(&mut self, now: Nanos) {
+        let Some(mut link) = self.frr.take() else {
+            return;
+        };
+        if link.conn.is_none() && now >= link.next_connect {
+            link.next_connect = now + RECONNECT_NS;
+            match TcpStream::connect_timeout(&link.addr, CONNECT_TIMEOUT) {
+                Ok(stream) => {
+                    let _ = stream.set_nodelay(true);
+                    if stream.set_nonblocking(true).is_ok() {
+                        log(&format!(
+                            "connected to FRR bfdd's dataplane socket {}",
+                            link.addr
+                        ));
+                        link.conn = Some(Connection {
+                            stream,
+                            framer: Framer::default(),
+                            output: Vec::new(),
+                        });
+                        link.next_keepalive = now;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {}
+                Err(e) => log(&format!("connecting to bfdd at {}: {e}", link.addr)),
+            }
+        }
+        if let Err(why) = self.read_frr(&mut link, now) {
+            self.drop_frr_connection(&mut link, now, &why);
+        }
+        self.frr = Some(link);
+    }
+
+    /// Tells bfdd what changed since the last call, keeps the connection
+    /// alive and writes what is queued. Runs after the sessions were
+    /// serviced, so that a transition reaches bfdd in the same pass.
+    pub(super) fn flush_frr(&mut self, now: Nanos) {
+        let Some(mut link) = self.frr.take() else {
+            return;
+        };
+        if link.conn.is_some() {
+            self.report_to_frr(&mut link);
+            if now >= link.next_keepalive {
+                link.next_keepalive = now + KEEPALIVE_NS;
+                link.send(&Message::EchoRequest {
+                    id: 0,
+                    dp_time: (self.unix_ns(now) / 1000) as u64,
+                    bfdd_time: 0,
+                });
+            }
+            if let Err(why) = write_frr(&mut link) {
+                self.drop_frr_connection(&mut link, now, &why);
+            }
+        }
+        self.frr = Some(link);
+    }
+
+    fn read_frr(&mut self, link: &mut FrrLink, now: Nanos) -> Result<(), String> {
+        let mut buf = [0u8; 4096];
+        loop {
+            let Some(conn) = link.conn.as_mut() else {
+                return Ok(());
+            };
+            match conn.stream.read(&mut buf) {
+                Ok(0) => return Err("bfdd closed the connection".into()),
+                Ok(n) => conn.framer.push(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(format!("reading from bfdd: {e}")),
+            }
+        }
+        loop {
+            let Some(conn) = link.conn.as_mut() else {
+                return Ok(());
+            };
+            match conn.framer.next_message() {
+                Ok(Some(message)) => self.apply_frr_message(link, now, message),
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(format!("bfdd sent a malformed message: {e}")),
+            }
+        }
+    }
+
+    fn apply_frr_message(&mut self, link: &mut FrrLink, now: Nanos, message: Message) {
+        match message {
+            Message::AddSession(s) => match link.sessions.get(&s.lid).copied() {
+                Some(id) => self.update_frr_session(id, &s, now),
+                None => match self.add_frr_session(&s) {
+                    Ok(id) => {
+                        link.sessions.insert(s.lid, id);
+                        // bfdd just set its view to Down; say where we are.
+                        link.reported.remove(&s.lid);
+                        if s.has(flags::SHUTDOWN) {
+                            self.update_frr_session(id, &s, now);
+                        }
+                    }
+                    Err(e) => {
+                        log(&format!(
+                            "bfdd's session {} -> {} (lid {}) refused: {e:#}",
+                            s.src.map_or("?".into(), |a| a.to_string()),
+                            s.dst,
+                            s.lid
+                        ));
+                        // Tell bfdd it is down rather than leave it guessing.
+                        link.send(&Message::StateChange(StateChange {
+                            lid: s.lid,
+                            state: crate::wire::State::Down as u8,
+                            ..Default::default()
+                        }));
+                    }
+                },
+            },
+            Message::DeleteSession(s) => {
+                if let Some(id) = link.sessions.remove(&s.lid) {
+                    link.reported.remove(&s.lid);
+                    self.remove_session(id, now);
+                }
+            }
+            Message::RequestCounters { id, lid } => {
+                let counters = link
+                    .sessions
+                    .get(&lid)
+                    .map(|&sid| self.frr_counters(lid, sid))
+                    .unwrap_or(SessionCounters {
+                        lid,
+                        ..Default::default()
+                    });
+                link.send(&Message::Counters { id, counters });
+            }
+            // bfdd's answer to our keepalive: nothing to do.
+            Message::EchoReply { .. } => {}
+            // Directions bfdd never uses; ignored as bfdd ignores them.
+            Message::EchoRequest { .. } | Message::StateChange(_) | Message::Counters { .. } => {}
+        }
+    }
+
+    fn add_frr_session(&mut self, s: &SessionMsg) -> anyhow::Result<SessionId> {
+        if s.dst.is_unspecified() {
+            anyhow::bail!("no peer address");
+        }
+        if s.has(flags::MULTIHOP) {
+            anyhow::bail!("multihop (RFC 5883) is not in this build yet");
+        }
+        if s.min_tx_us == 0 || s.min_rx_us == 0 || s.detect_mult == 0 {
+            anyhow::bail!("zero interval or multiplier");
+        }
+        let local = match s.src {
+            Some(src) => src,
+            None => route_source(s.dst)
+                .map_err(|e| anyhow::anyhow!("choosing a source address towards {}: {e}", s.dst))?,
+        };
+        let interface = if s.ifname.is_empty() {
+            interface_of(local)
+        } else {
+            Some(s.ifname.clone())
+        };
+        let spec = SessionSpec {
+            peer: s.dst,
+            local,
+            tx_interval_us: s.min_tx_us,
+            rx_interval_us: s.min_rx_us,
+            multiplier: s.detect_mult,
+            backend: self.loop_kind(),
+            interface,
+            passive: s.has(flags::PASSIVE),
+        };
+        // bfdd's lid is our discriminator, so that `show bfd peers` and the
+        // wire agree on the session's id.
+        self.add_session_with_discr(spec, Some(s.lid))
+    }
+
+    fn update_frr_session(&mut self, id: SessionId, s: &SessionMsg, now: Nanos) {
+        let Some((_, session, peer)) = self.table.get_mut(id) else {
+            return;
+        };
+        let config = session.config();
+        if (
+            config.desired_min_tx_us,
+            config.required_min_rx_us,
+            config.detect_mult,
+        ) != (s.min_tx_us, s.min_rx_us, s.detect_mult)
+            && s.min_tx_us != 0
+            && s.min_rx_us != 0
+            && s.detect_mult != 0
+        {
+            // RFC 5880 6.8.3: new timers through a Poll Sequence.
+            session.set_timers(now, s.min_tx_us, s.min_rx_us, s.detect_mult);
+            peer.spec.tx_interval_us = s.min_tx_us;
+            peer.spec.rx_interval_us = s.min_rx_us;
+            peer.spec.multiplier = s.detect_mult;
+        }
+        let admin_down = s.has(flags::SHUTDOWN);
+        if admin_down != (session.state() == crate::wire::State::AdminDown) {
+            if let Some(t) = session.set_admin_down(now, admin_down) {
+                peer.last_transition = Some(t);
+                super::log_transition(&peer.spec, &t);
+            }
+        }
+    }
+
+    /// Counters as bfdd wants them: userspace's and the fast path's.
+    fn frr_counters(&self, lid: u32, id: SessionId) -> SessionCounters {
+        let Some((_, session, _)) = self.table.get(id) else {
+            return SessionCounters {
+                lid,
+                ..Default::default()
+            };
+        };
+        let ours = session.counters();
+        let (kernel_in, kernel_out) = self
+            .fast
+            .as_ref()
+            .and_then(|f| f.state(id as u32).ok())
+            // The kernel counts every valid packet; those it passed up were
+            // counted again by the session.
+            .map_or((0, 0), |s| {
+                (s.rx_packets.saturating_sub(s.passed), s.tx_packets)
+            });
+        let input = ours.packets_in + kernel_in;
+        let output = ours.packets_out + kernel_out;
+        SessionCounters {
+            lid,
+            control_input_bytes: input * CONTROL_PACKET_BYTES,
+            control_input_packets: input,
+            control_output_bytes: output * CONTROL_PACKET_BYTES,
+            control_output_packets: output,
+            ..Default::default()
+        }
+    }
+
+    fn report_to_frr(&self, link: &mut FrrLink) {
+        let mut changes = Vec::new();
+        for (&lid, &id) in &link.sessions {
+            if let Some((_, session, _)) = self.table.get(id) {
+                let now = state_change(lid, session);
+                if link.reported.get(&lid) != Some(&now) {
+                    changes.push(now);
+                }
+            }
+        }
+        for change in changes {
+            link.reported.insert(change.lid, change);
+            link.send(&Message::StateChange(change));
+        }
+    }
+
+    /// Drop and recreate: bfdd re-registers everything when it comes back.
+    fn drop_frr_connection(&mut self, link: &mut FrrLink, now: Nanos, why: &str) {
+        log(&format!(
+            "FRR dataplane connection lost ({why}); removing its {} session(s)",
+            link.sessions.len()
+        ));
+        link.conn = None;
+        link.next_connect = now + RECONNECT_NS;
+        link.reported.clear();
+        for (_, id) in link.sessions.drain() {
+            self.remove_session(id, now);
+        }
+    }
+}
+
+fn write_frr(link: &mut FrrLink) -> Result<(), String> {
+    let Some(conn) = link.conn.as_mut() else {
+        return Ok(());
+    };
+    while !conn.output.is_empty() {
+        match conn.stream.write(&conn.output) {
+            Ok(0) => return Err("bfdd stopped accepting data".into()),
+            Ok(n) => {
+                conn.output.drain(..n);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("writing to bfdd: {e}")),
+        }
+    }
+    if conn.output.len() > MAX_OUTPUT {
+        return Err(format!("bfdd left {} bytes unread", conn.output.len()));
+    }
+    Ok(())
+}
