@@ -92,12 +92,21 @@ pub struct SessionMsg {
     pub ttl: u8,
     pub detect_mult: u8,
     pub ifindex: u32,
-    pub ifname: String,
+    /// `char ifname[64]` up to its NUL, as sent (bfdd NUL-terminates; the
+    /// bytes are kept so that what we parse is what was on the wire).
+    pub ifname: Vec<u8>,
 }
 
 impl SessionMsg {
     pub fn has(&self, flag: u32) -> bool {
         self.flags & flag != 0
+    }
+
+    /// The interface bfdd resolved, if it sent a usable name.
+    pub fn interface(&self) -> Option<&str> {
+        std::str::from_utf8(&self.ifname)
+            .ok()
+            .filter(|name| !name.is_empty())
     }
 }
 
@@ -187,17 +196,15 @@ fn be64(b: &[u8], at: usize) -> u64 {
 }
 
 /// bfdd's address encoding: IPv6 as 16 bytes, IPv4 as its 4 bytes then 12
-/// zero bytes; all zero means "none".
+/// bytes of padding (zero from bfdd, ignored); all zero means "none".
 fn address(b: &[u8], ipv6: bool) -> Option<IpAddr> {
     let raw: [u8; 16] = b[..16].try_into().expect("16 bytes");
-    if raw == [0; 16] {
-        return None;
-    }
-    Some(if ipv6 {
+    let addr = if ipv6 {
         IpAddr::V6(Ipv6Addr::from(raw))
     } else {
         IpAddr::V4(Ipv4Addr::new(raw[0], raw[1], raw[2], raw[3]))
-    })
+    };
+    (!addr.is_unspecified()).then_some(addr)
 }
 
 fn put_address(out: &mut [u8], addr: Option<IpAddr>) {
@@ -295,7 +302,7 @@ impl Message {
                     ttl: p[60],
                     detect_mult: p[61],
                     ifindex: be32(p, 64),
-                    ifname: String::from_utf8_lossy(&ifname[..end]).into_owned(),
+                    ifname: ifname[..end].to_vec(),
                 };
                 if kind == MessageType::AddSession {
                     Self::AddSession(session)
@@ -375,10 +382,9 @@ impl Message {
                 p[60] = s.ttl;
                 p[61] = s.detect_mult;
                 put32(p, 64, s.ifindex);
-                // NUL-terminated within 64 bytes.
-                let name = s.ifname.as_bytes();
-                let n = name.len().min(63);
-                p[68..68 + n].copy_from_slice(&name[..n]);
+                // NUL-padded to 64 bytes, as parsed.
+                let n = s.ifname.len().min(64);
+                p[68..68 + n].copy_from_slice(&s.ifname[..n]);
             }
             Self::StateChange(c) => {
                 put32(p, 0, c.lid);
@@ -527,7 +533,7 @@ mod tests {
             ttl: 255,
             detect_mult: 3,
             ifindex: 7,
-            ifname: "eth0".into(),
+            ifname: b"eth0".to_vec(),
         }
     }
 
@@ -552,6 +558,26 @@ mod tests {
         assert_eq!(&bytes[12..28], &[0; 16]);
         assert_eq!(
             Message::parse(&bytes).unwrap(),
+            Some(Message::AddSession(s))
+        );
+    }
+
+    /// Found by the fuzzer: what parses must re-encode to what parses the
+    /// same, whatever bfdd put in the interface name or the padding.
+    #[test]
+    fn odd_names_and_padding_round_trip() {
+        let mut bytes = golden_add();
+        bytes[8 + 68..8 + 132].fill(0x90); // 64 bytes, no NUL, not UTF-8
+        bytes[8 + 8..8 + 20].fill(0xff); // IPv4 padding after src
+        let Some(Message::AddSession(s)) = Message::parse(&bytes).unwrap() else {
+            panic!("not an add");
+        };
+        assert_eq!(s.ifname.len(), 64);
+        assert_eq!(s.interface(), None);
+        assert_eq!(s.src, Some("192.0.2.1".parse().unwrap()));
+        let again = Message::AddSession(s.clone()).to_bytes();
+        assert_eq!(
+            Message::parse(&again).unwrap(),
             Some(Message::AddSession(s))
         );
     }

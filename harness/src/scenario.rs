@@ -96,6 +96,11 @@ pub enum DutImplementation {
     Linecardd {
         backend: String,
     },
+    /// FRR's bfdd as the control plane, handing its sessions to linecardd
+    /// over FRR's dataplane protocol; both on the DUT's CPUs.
+    FrrDataplane {
+        backend: String,
+    },
 }
 
 /// What must hold for a DUT, judged on the capture.
@@ -363,11 +368,24 @@ impl Scenario {
                         "linecardd needs a backend",
                     ))
                 }
+                ("frr_dataplane", b) => {
+                    let b = b.unwrap_or("xdp");
+                    if !matches!(b, "naive" | "rt" | "xdp") {
+                        return Err(invalid(
+                            &key("backend"),
+                            &b,
+                            "must be one of naive, rt, xdp (txtime needs an interface per session, which bfdd does not always send)",
+                        ));
+                    }
+                    DutImplementation::FrrDataplane {
+                        backend: b.to_string(),
+                    }
+                }
                 (other, _) => {
                     return Err(invalid(
                         &key("implementation"),
                         &other,
-                        "must be frr or linecardd",
+                        "must be frr, linecardd or frr_dataplane",
                     ))
                 }
             };

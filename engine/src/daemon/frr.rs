@@ -319,10 +319,9 @@ impl Engine {
             None => route_source(s.dst)
                 .map_err(|e| anyhow::anyhow!("choosing a source address towards {}: {e}", s.dst))?,
         };
-        let interface = if s.ifname.is_empty() {
-            interface_of(local)
-        } else {
-            Some(s.ifname.clone())
+        let interface = match s.interface() {
+            Some(name) => Some(name.to_string()),
+            None => interface_of(local),
         };
         let spec = SessionSpec {
             peer: s.dst,

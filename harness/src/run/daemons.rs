@@ -10,6 +10,7 @@ use anyhow::{bail, Context, Result};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 /// The engine binary: `LINECARD_LINECARDD`, else beside this `linecard`,
 /// else `linecardd` on the PATH.
@@ -161,7 +162,21 @@ fn peer_sessions(pairs: &[Pair], sessions: &Sessions, from_peer: bool) -> Vec<Pe
 pub struct Bfd {
     pub daemon: Daemon,
     kind: Kind,
+    /// FRR's bfdd when it is the control plane of a linecardd DUT.
+    control_plane: Option<ControlPlane>,
 }
+
+struct ControlPlane {
+    daemon: Daemon,
+    vty: PathBuf,
+}
+
+/// Where the DUT's control-plane bfdd listens for linecardd (loopback in
+/// the DUT's namespace).
+pub const FRR_DATAPLANE: &str = "127.0.0.1:50700";
+/// bfdd 8.4.4 delivers at most this many sessions in the burst it sends
+/// when a dataplane connects (8 KB / 140 bytes; frr-bfddp.md section 8).
+pub const FRR_REGISTRATION_BURST: usize = 58;
 
 enum Kind {
     /// vtysh socket directory and namespace.
@@ -233,6 +248,7 @@ fn start_peer_daemon(
                 vty: dir.join("peer-frr"),
                 ns: spec::PEER.namespace,
             },
+            control_plane: None,
         },
         PeerImplementation::Bird => {
             let router_id: IpAddr = spec::PEER.ipv4.parse()?;
@@ -250,6 +266,7 @@ fn start_peer_daemon(
                     ns: spec::PEER.namespace,
                     peers: pairs.iter().map(|p| p.dut).collect(),
                 },
+                control_plane: None,
             }
         }
     })
@@ -315,6 +332,67 @@ pub fn start_dut(
                     vty: dir.join("dut-frr"),
                     ns: spec::DUT.namespace,
                 },
+                control_plane: None,
+            })
+        }
+        DutImplementation::FrrDataplane { backend } => {
+            let configured = peer_sessions(pairs, sessions, false);
+            // bfdd seeds its discriminators with the second it started in:
+            // a peer bfdd started in the same second draws the same ones,
+            // and a my/your mix-up could hide (frr-bfddp.md section 9).
+            let second = crate::sys::unix_ns() / 1_000_000_000;
+            while crate::sys::unix_ns() / 1_000_000_000 == second {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            // Past the registration burst's limit, bfdd starts empty and
+            // the peers are added one command at a time once linecardd is
+            // connected.
+            let in_config: &[PeerSession] = if configured.len() <= FRR_REGISTRATION_BURST {
+                &configured
+            } else {
+                &[]
+            };
+            let control = procs::start_frr_bfdd_with(
+                "dut-frr-control",
+                spec::DUT.namespace,
+                Some(&cpuset),
+                dir,
+                in_config,
+                &["--dplaneaddr".into(), format!("ipv4:{FRR_DATAPLANE}")],
+            )?;
+            let vty = dir.join("dut-frr-control");
+            let socket = dir.join("linecardd.sock");
+            let config = dir.join("linecardd.toml");
+            let engine_keys = format!(
+                "frr_dataplane = \"{FRR_DATAPLANE}\"\nfrr_backend = \"{backend}\"\n{engine}"
+            );
+            std::fs::write(
+                &config,
+                linecardd_config(backend, &engine_keys, sessions, &[], &socket, dut_cpus),
+            )?;
+            let binary = linecardd_binary();
+            let daemon = Daemon::spawn(
+                "linecardd",
+                spec::DUT.namespace,
+                Some(&cpuset),
+                binary.to_str().context("linecardd's path is not UTF-8")?,
+                &["--config".into(), config.display().to_string()],
+                &dir.join("linecardd.log"),
+            )?;
+            if in_config.is_empty() && !configured.is_empty() {
+                wait_dataplane_attached(&vty)?;
+                add_frr_peers(&vty, &configured)?;
+            }
+            Ok(Bfd {
+                daemon,
+                kind: Kind::Linecardd {
+                    socket,
+                    offloads: offloads(backend, engine),
+                },
+                control_plane: Some(ControlPlane {
+                    daemon: control,
+                    vty,
+                }),
             })
         }
         DutImplementation::Linecardd { backend } => {
@@ -337,15 +415,81 @@ pub fn start_dut(
                 daemon,
                 kind: Kind::Linecardd {
                     socket,
-                    offloads: backend == "xdp"
-                        && engine
-                            .parse::<toml::Table>()
-                            .unwrap_or_default()
-                            .get("xdp_replies")
-                            != Some(&toml::Value::Boolean(false)),
+                    offloads: offloads(backend, engine),
                 },
+                control_plane: None,
             })
         }
+    }
+}
+
+/// Whether a linecardd on `backend` with these `[engine]` keys hands
+/// steady sessions to its fast path.
+fn offloads(backend: &str, engine: &str) -> bool {
+    backend == "xdp"
+        && engine
+            .parse::<toml::Table>()
+            .unwrap_or_default()
+            .get("xdp_replies")
+            != Some(&toml::Value::Boolean(false))
+}
+
+/// Waits (bounded) until bfdd lists a connected dataplane.
+fn wait_dataplane_attached(vty: &Path) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = procs::vtysh(spec::DUT.namespace, vty, &["show bfd distributed"])?;
+        if String::from_utf8_lossy(&out.stdout).contains("File descriptor") {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "bfdd lists no dataplane 10 s after linecardd started: {}",
+                String::from_utf8_lossy(&out.stdout).trim()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Adds peers through vtysh, which sends one command at a time: bfdd's
+/// event loop drains its 8 KB output buffer between them, so none is lost
+/// (the registration burst would stop at 58).
+fn add_frr_peers(vty: &Path, peers: &[PeerSession]) -> Result<()> {
+    for chunk in peers.chunks(32) {
+        let mut commands: Vec<String> = vec!["configure terminal".into(), "bfd".into()];
+        for p in chunk {
+            commands.push(format!("peer {} local-address {}", p.peer, p.local));
+            commands.push(format!("detect-multiplier {}", p.multiplier));
+            commands.push(format!("receive-interval {}", p.rx_ms));
+            commands.push(format!("transmit-interval {}", p.tx_ms));
+            commands.push("exit".into());
+        }
+        let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
+        let out = procs::vtysh(spec::DUT.namespace, vty, &commands)?;
+        if !out.status.success() {
+            bail!(
+                "adding peers to bfdd through vtysh: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// What `show bfd peers json` says of `expected` sessions.
+fn frr_sessions_up(vty: &Path, ns: &str, expected: usize) -> Result<(), String> {
+    let out = procs::vtysh(ns, vty, &["show bfd peers json"]).map_err(|e| format!("vtysh: {e}"))?;
+    let peers: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let list = peers.as_array().cloned().unwrap_or_default();
+    let up = list.iter().filter(|p| p["status"] == "up").count();
+    if list.len() == expected && up == expected {
+        Ok(())
+    } else {
+        Err(format!(
+            "FRR bfdd lists {} sessions, {up} up, of {expected}",
+            list.len()
+        ))
     }
 }
 
@@ -386,26 +530,7 @@ impl Bfd {
             ));
         }
         match &self.kind {
-            Kind::Frr { vty, ns } => {
-                let out = Command::new("ip")
-                    .args(["netns", "exec", ns, "vtysh", "--vty_socket"])
-                    .arg(vty)
-                    .args(["-c", "show bfd peers json"])
-                    .output()
-                    .map_err(|e| format!("vtysh: {e}"))?;
-                let peers: serde_json::Value =
-                    serde_json::from_slice(&out.stdout).unwrap_or_default();
-                let list = peers.as_array().cloned().unwrap_or_default();
-                let up = list.iter().filter(|p| p["status"] == "up").count();
-                if list.len() == expected && up == expected {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "FRR bfdd lists {} sessions, {up} up, of {expected}",
-                        list.len()
-                    ))
-                }
-            }
+            Kind::Frr { vty, ns } => frr_sessions_up(vty, ns, expected),
             Kind::Bird { ctl, ns, peers } => {
                 let out = Command::new("ip")
                     .args(["netns", "exec", ns, "birdc", "-s"])
@@ -441,7 +566,18 @@ impl Bfd {
                     })
                     .count();
                 if sessions.len() == expected && steady == expected {
-                    Ok(())
+                    match &mut self.control_plane {
+                        None => Ok(()),
+                        Some(control) => {
+                            if !control.daemon.running() {
+                                return Err(format!(
+                                    "the control plane's bfdd exited: {}",
+                                    control.daemon.log_tail()
+                                ));
+                            }
+                            frr_sessions_up(&control.vty, spec::DUT.namespace, expected)
+                        }
+                    }
                 } else {
                     Err(format!(
                         "linecardd lists {} sessions, {steady} Up and steady{}, of {expected}",
@@ -451,6 +587,61 @@ impl Bfd {
                 }
             }
         }
+    }
+
+    /// For a DUT with FRR's bfdd as its control plane: whether bfdd counted
+    /// exactly one Up and no Down for each of its `expected` sessions over
+    /// the whole run (its uptime was never interrupted). `None` otherwise.
+    pub fn control_plane_uninterrupted(&self, expected: usize) -> Option<Result<(), String>> {
+        let control = self.control_plane.as_ref()?;
+        let check = || -> Result<(), String> {
+            let out = procs::vtysh(
+                spec::DUT.namespace,
+                &control.vty,
+                &["show bfd peers counters json"],
+            )
+            .map_err(|e| format!("asking bfdd for its counters: {e}"))?;
+            let peers: serde_json::Value = serde_json::from_slice(&out.stdout)
+                .map_err(|e| format!("bfdd's counters are not JSON ({e})"))?;
+            let peers = peers.as_array().cloned().unwrap_or_default();
+            if peers.len() != expected {
+                return Err(format!(
+                    "bfdd lists counters for {} of {expected} sessions",
+                    peers.len()
+                ));
+            }
+            let interrupted: Vec<String> = peers
+                .iter()
+                .filter(|p| p["session-up"] != 1 || p["session-down"] != 0)
+                .map(|p| {
+                    format!(
+                        "{} (up {}, down {})",
+                        p["peer"].as_str().unwrap_or("?"),
+                        p["session-up"],
+                        p["session-down"]
+                    )
+                })
+                .collect();
+            if interrupted.is_empty() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "FRR's bfdd saw {} of {expected} sessions go down: {}",
+                    interrupted.len(),
+                    interrupted.join(", ")
+                ))
+            }
+        };
+        Some(check())
+    }
+
+    /// Stops the daemon, then its control plane if it has one.
+    pub fn stop(&mut self) -> Result<()> {
+        self.daemon.stop()?;
+        if let Some(control) = self.control_plane.as_mut() {
+            control.daemon.stop()?;
+        }
+        Ok(())
     }
 
     /// The BFD frames the fast path judged (passed, replied or dropped) on

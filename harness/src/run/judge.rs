@@ -68,6 +68,10 @@ pub struct Evidence {
     /// The sessions' detection time, ms (multiplier x interval).
     #[serde(default = "default_detection_ms")]
     pub detection_ms: f64,
+    /// A DUT whose control plane is FRR's bfdd: whether bfdd saw every
+    /// session come Up once and never go down (`Err` says what it saw).
+    #[serde(default)]
+    pub control_plane_uninterrupted: Option<Result<(), String>>,
     pub phases: Vec<PhaseFigures>,
 }
 
@@ -231,6 +235,9 @@ fn broken_limits(expect: &Expectation, e: &Evidence) -> Vec<String> {
             broken.push(format!("max gap {max:.2} ms (limit {limit} ms)"));
         }
     }
+    if let Some(Err(why)) = &e.control_plane_uninterrupted {
+        broken.push(why.clone());
+    }
     broken
 }
 
@@ -267,8 +274,21 @@ mod tests {
             peer_steal_ms: 0.0,
             premature_peer_detections_ms: Vec::new(),
             detection_ms: 30.0,
+            control_plane_uninterrupted: None,
             phases,
         }
+    }
+
+    #[test]
+    fn a_control_plane_that_saw_a_down_fails_the_dut() {
+        let mut e = evidence(vec![phase(0, 10.0, 40.0)]);
+        e.control_plane_uninterrupted = Some(Err("FRR's bfdd saw 1 of 1 sessions go down".into()));
+        assert_eq!(
+            judge(&hold(), &e),
+            Verdict::Fail("FRR's bfdd saw 1 of 1 sessions go down".into())
+        );
+        e.control_plane_uninterrupted = Some(Ok(()));
+        assert_eq!(judge(&hold(), &e), Verdict::Pass);
     }
 
     fn hold() -> Expectation {

@@ -244,6 +244,9 @@ pub fn plan(scenario: &Scenario) -> String {
         let what = match &d.implementation {
             DutImplementation::Frr => "FRR bfdd".to_string(),
             DutImplementation::Linecardd { backend } => format!("linecardd, backend {backend}"),
+            DutImplementation::FrrDataplane { backend } => {
+                format!("FRR bfdd driving linecardd (dataplane protocol), backend {backend}")
+            }
         };
         let expect = if d.expect.positive_control {
             "positive control: must flap".to_string()
@@ -412,7 +415,9 @@ fn run_dut(
         sched_rt_runtime_us: None,
         spoiled_attempt: None,
     };
-    if let DutImplementation::Linecardd { backend } = &dut.implementation {
+    if let DutImplementation::Linecardd { backend } | DutImplementation::FrrDataplane { backend } =
+        &dut.implementation
+    {
         let kind: linecard_engine::backend::BackendKind = backend.parse().expect("validated");
         if let linecard_engine::backend::Availability::Unavailable { reason } = kind.availability()
         {
@@ -553,8 +558,9 @@ fn run_dut(
     let steal_ms = provider::steal_ms(&host.dut_cpus) - steal_before;
     let peer_steal_ms = provider::steal_ms(&rest_cpus) - peer_steal_before;
     let fast_path_on_dut_cpus = dut_daemon.fast_path_frames_on(&host.dut_cpus);
-    dut_daemon.daemon.stop()?;
-    peer.daemon.stop()?;
+    let control_plane_uninterrupted = dut_daemon.control_plane_uninterrupted(pairs.len());
+    dut_daemon.stop()?;
+    peer.stop()?;
     canary.stop()?;
     let captured = capture.finish_checked()?;
     let stalls = crate::canary::read(&canary_out).unwrap_or_default();
@@ -681,6 +687,7 @@ fn run_dut(
         peer_steal_ms,
         premature_peer_detections_ms,
         detection_ms,
+        control_plane_uninterrupted,
         phases: figures,
     };
     outcome.verdict = if INTERRUPTED.load(Ordering::Relaxed) {
@@ -834,6 +841,20 @@ pub fn summary_markdown(m: &Manifest) -> String {
             out.push_str(&format!(
                 "\n{}: BFD frames the fast path judged on the DUT's CPUs: {on} of {total}.\n",
                 d.label
+            ));
+        }
+        if let Some(view) = d
+            .evidence
+            .as_ref()
+            .and_then(|e| e.control_plane_uninterrupted.as_ref())
+        {
+            out.push_str(&format!(
+                "\n{}: {}.\n",
+                d.label,
+                match view {
+                    Ok(()) => "FRR's bfdd (its control plane) counted one Up and no Down per session: uptime uninterrupted".to_string(),
+                    Err(why) => why.clone(),
+                }
             ));
         }
     }
