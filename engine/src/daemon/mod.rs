@@ -390,6 +390,7 @@ impl Engine {
             }
         }
         let ids: Vec<SessionId> = self.table.ids().collect();
+        let mut neighbours: Option<fast_path::Neighbours> = None;
         for id in ids {
             let (path, session, peer) = self.table.get_mut(id).unwrap();
             let path = *path;
@@ -442,7 +443,10 @@ impl Engine {
                 }
                 let want = session.is_steady() && self.config.xdp_replies;
                 if want && !peer.offloaded {
-                    if let Some(config) = fast_path_config(&path, session, peer, id as u32) {
+                    let neighbours = neighbours.get_or_insert_with(fast_path::Neighbours::read);
+                    if let Some(config) =
+                        fast_path_config(&path, session, peer, id as u32, neighbours)
+                    {
                         match fast.offload(session.config().local_discr, config) {
                             Ok(()) => peer.offloaded = true,
                             Err(e) => log(&format!(
@@ -716,13 +720,14 @@ fn fast_path_config(
     session: &Session,
     peer: &Peer,
     slot: u32,
+    neighbours: &fast_path::Neighbours,
 ) -> Option<linecard_common::bfd::SessionConfig> {
     let interface = peer.spec.interface.as_deref()?;
     Some(linecard_common::bfd::SessionConfig {
         local_ip: fast_path::mapped(path.local),
         peer_ip: fast_path::mapped(path.peer),
         local_mac: fast_path::interface_mac(interface)?,
-        peer_mac: fast_path::neighbour_mac(path.peer, interface)?,
+        peer_mac: neighbours.mac(path.peer, interface)?,
         local_port_be: peer.tx.source_port.to_be(),
         _reserved: 0,
         reply: session.steady_packet().to_bytes(),

@@ -177,6 +177,11 @@ pub const FRR_DATAPLANE: &str = "127.0.0.1:50700";
 /// bfdd 8.4.4 delivers at most this many sessions in the burst it sends
 /// when a dataplane connects (8 KB / 140 bytes; frr-bfddp.md section 8).
 pub const FRR_REGISTRATION_BURST: usize = 58;
+/// bfdd 8.4.4 reads at most 102 counters replies between two reads of its
+/// event loop (8 KB / 80 bytes); one sweep of more resets the connection.
+pub const FRR_COUNTERS_PER_SWEEP: usize = 100;
+/// Counters sweeps the runner asks bfdd for at the end of a run.
+const COUNTERS_SWEEPS: usize = 3;
 
 enum Kind {
     /// vtysh socket directory and namespace.
@@ -589,48 +594,86 @@ impl Bfd {
         }
     }
 
-    /// For a DUT with FRR's bfdd as its control plane: whether bfdd counted
-    /// exactly one Up and no Down for each of its `expected` sessions over
-    /// the whole run (its uptime was never interrupted). `None` otherwise.
-    pub fn control_plane_uninterrupted(&self, expected: usize) -> Option<Result<(), String>> {
+    /// For a DUT with FRR's bfdd as its control plane: whether bfdd kept
+    /// every one of its `expected` sessions Up for the `up_for_s` seconds
+    /// since readiness (its own uptime, from `show bfd peers json`, which
+    /// does not ask the dataplane), then whether counters sweeps through
+    /// the dataplane keep the connection. `Ok` says what was verified;
+    /// `None` for other DUTs.
+    pub fn control_plane_uninterrupted(
+        &self,
+        expected: usize,
+        up_for_s: u64,
+    ) -> Option<Result<String, String>> {
         let control = self.control_plane.as_ref()?;
-        let check = || -> Result<(), String> {
-            let out = procs::vtysh(
-                spec::DUT.namespace,
-                &control.vty,
-                &["show bfd peers counters json"],
-            )
-            .map_err(|e| format!("asking bfdd for its counters: {e}"))?;
+        let Kind::Linecardd { socket, .. } = &self.kind else {
+            return None;
+        };
+        let check = || -> Result<String, String> {
+            let out = procs::vtysh(spec::DUT.namespace, &control.vty, &["show bfd peers json"])
+                .map_err(|e| format!("asking bfdd for its sessions: {e}"))?;
             let peers: serde_json::Value = serde_json::from_slice(&out.stdout)
-                .map_err(|e| format!("bfdd's counters are not JSON ({e})"))?;
+                .map_err(|e| format!("bfdd's session list is not JSON ({e})"))?;
             let peers = peers.as_array().cloned().unwrap_or_default();
-            if peers.len() != expected {
-                return Err(format!(
-                    "bfdd lists counters for {} of {expected} sessions",
-                    peers.len()
-                ));
-            }
+            // `uptime` is in whole seconds.
             let interrupted: Vec<String> = peers
                 .iter()
-                .filter(|p| p["session-up"] != 1 || p["session-down"] != 0)
+                .filter(|p| p["status"] != "up" || p["uptime"].as_u64().unwrap_or(0) + 1 < up_for_s)
                 .map(|p| {
                     format!(
-                        "{} (up {}, down {})",
+                        "{} ({}, up {} s)",
                         p["peer"].as_str().unwrap_or("?"),
-                        p["session-up"],
-                        p["session-down"]
+                        p["status"].as_str().unwrap_or("?"),
+                        p["uptime"]
                     )
                 })
                 .collect();
-            if interrupted.is_empty() {
-                Ok(())
-            } else {
-                Err(format!(
-                    "FRR's bfdd saw {} of {expected} sessions go down: {}",
+            if peers.len() != expected || !interrupted.is_empty() {
+                return Err(format!(
+                    "FRR's bfdd lists {} of {expected} sessions, {} of them not Up for the run's {up_for_s} s: {}",
+                    peers.len(),
                     interrupted.len(),
-                    interrupted.join(", ")
-                ))
+                    interrupted.iter().take(8).cloned().collect::<Vec<_>>().join(", ")
+                ));
             }
+            if expected > FRR_COUNTERS_PER_SWEEP {
+                return Ok(format!(
+                    "FRR's bfdd kept all {expected} sessions Up for {up_for_s} s; counters sweeps not run above {FRR_COUNTERS_PER_SWEEP} sessions (bfdd 8.4.4 drops the dataplane at the 103rd reply of one sweep)"
+                ));
+            }
+            for sweep in 0..COUNTERS_SWEEPS {
+                let out = procs::vtysh(
+                    spec::DUT.namespace,
+                    &control.vty,
+                    &["show bfd peers counters json"],
+                )
+                .map_err(|e| format!("counters sweep {sweep}: {e}"))?;
+                let counters: serde_json::Value =
+                    serde_json::from_slice(&out.stdout).unwrap_or_default();
+                let fresh = counters.as_array().map_or(0, |a| {
+                    a.iter()
+                        .filter(|c| c["control-packet-input"].as_u64() > Some(0))
+                        .count()
+                });
+                if fresh != expected {
+                    return Err(format!(
+                        "counters sweep {sweep}: bfdd got counters for {fresh} of {expected} sessions"
+                    ));
+                }
+                // Our keepalive (every 0.5 s) lets bfdd reclaim its input
+                // buffer between sweeps.
+                std::thread::sleep(Duration::from_millis(600));
+            }
+            let list = linecardd_ctl(socket, &["list", "--json"]).map_err(|e| e.to_string())?;
+            let held = list["sessions"].as_array().map_or(0, Vec::len);
+            if held != expected {
+                return Err(format!(
+                    "after {COUNTERS_SWEEPS} counters sweeps linecardd holds {held} of {expected} sessions: the dataplane connection dropped"
+                ));
+            }
+            Ok(format!(
+                "FRR's bfdd kept all {expected} sessions Up for {up_for_s} s; {COUNTERS_SWEEPS} counters sweeps through the dataplane kept the connection"
+            ))
         };
         Some(check())
     }

@@ -68,10 +68,11 @@ pub struct Evidence {
     /// The sessions' detection time, ms (multiplier x interval).
     #[serde(default = "default_detection_ms")]
     pub detection_ms: f64,
-    /// A DUT whose control plane is FRR's bfdd: whether bfdd saw every
-    /// session come Up once and never go down (`Err` says what it saw).
+    /// A DUT whose control plane is FRR's bfdd: whether bfdd kept every
+    /// session Up throughout and its dataplane connection survived
+    /// counters sweeps (`Ok` says what was verified, `Err` what broke).
     #[serde(default)]
-    pub control_plane_uninterrupted: Option<Result<(), String>>,
+    pub control_plane_uninterrupted: Option<Result<String, String>>,
     pub phases: Vec<PhaseFigures>,
 }
 
@@ -287,7 +288,7 @@ mod tests {
             judge(&hold(), &e),
             Verdict::Fail("FRR's bfdd saw 1 of 1 sessions go down".into())
         );
-        e.control_plane_uninterrupted = Some(Ok(()));
+        e.control_plane_uninterrupted = Some(Ok("kept".into()));
         assert_eq!(judge(&hold(), &e), Verdict::Pass);
     }
 

@@ -558,7 +558,8 @@ fn run_dut(
     let steal_ms = provider::steal_ms(&host.dut_cpus) - steal_before;
     let peer_steal_ms = provider::steal_ms(&rest_cpus) - peer_steal_before;
     let fast_path_on_dut_cpus = dut_daemon.fast_path_frames_on(&host.dut_cpus);
-    let control_plane_uninterrupted = dut_daemon.control_plane_uninterrupted(pairs.len());
+    let control_plane_uninterrupted = dut_daemon
+        .control_plane_uninterrupted(pairs.len(), ((unix_ns() - up_at) / 1_000_000_000) as u64);
     dut_daemon.stop()?;
     peer.stop()?;
     canary.stop()?;
@@ -852,8 +853,7 @@ pub fn summary_markdown(m: &Manifest) -> String {
                 "\n{}: {}.\n",
                 d.label,
                 match view {
-                    Ok(()) => "FRR's bfdd (its control plane) counted one Up and no Down per session: uptime uninterrupted".to_string(),
-                    Err(why) => why.clone(),
+                    Ok(what) | Err(what) => what,
                 }
             ));
         }
