@@ -26,6 +26,7 @@ struct RawEngine {
     control_socket: Option<PathBuf>,
     frr_dataplane: Option<String>,
     frr_backend: Option<String>,
+    frr_hold_seconds: Option<i64>,
     txtime_depth: Option<i64>,
     xdp_replies: Option<bool>,
 }
@@ -68,6 +69,10 @@ pub struct EngineConfig {
     pub frr_dataplane: Option<std::net::SocketAddr>,
     /// The backend of the sessions FRR creates (default `xdp`).
     pub frr_backend: BackendKind,
+    /// Hold mode: when bfdd goes away, its sessions stay Up on the wire
+    /// this long for it to come back and re-add them (0: drop them at once,
+    /// the protocol's own behaviour).
+    pub frr_hold_seconds: u32,
     pub sessions: Vec<SessionSpec>,
 }
 
@@ -188,6 +193,14 @@ impl EngineConfig {
                 "must be one of naive, rt, txtime, xdp",
             )
         })?;
+        let frr_hold_seconds = raw.engine.frr_hold_seconds.unwrap_or(0);
+        if !(0..=3600).contains(&frr_hold_seconds) {
+            return Err(invalid(
+                "engine.frr_hold_seconds",
+                &frr_hold_seconds,
+                "must be 0 (no hold) to 3600",
+            ));
+        }
         if frr_backend == BackendKind::Txtime {
             return Err(invalid(
                 "engine.frr_backend",
@@ -215,6 +228,7 @@ impl EngineConfig {
             xdp_replies: raw.engine.xdp_replies.unwrap_or(true),
             frr_dataplane,
             frr_backend,
+            frr_hold_seconds: frr_hold_seconds as u32,
             sessions,
         })
     }

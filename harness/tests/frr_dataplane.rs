@@ -62,6 +62,20 @@ fn wait_frr(
     }
 }
 
+/// The DUT's control plane: bfdd with the DUT -> peer session, handing it
+/// to whichever dataplane connects.
+fn start_control_plane(dir: &Path) -> linecard_harness::procs::Daemon {
+    start_frr_bfdd_with(
+        "control",
+        DUT.namespace,
+        Some(&spec::cpuset_dir(spec::REST_CPUSET)),
+        dir,
+        &[session_3x10(DUT.ipv4, PEER.ipv4)],
+        &["--dplaneaddr".into(), format!("ipv4:{DPLANE}")],
+    )
+    .unwrap()
+}
+
 /// The DUT -> peer direction sent from linecardd's ports.
 fn ours_on(flows: &[FlowResult]) -> &FlowResult {
     flows
@@ -75,8 +89,12 @@ fn frr_bfdd_drives_the_xdp_engine_over_its_dataplane_protocol() {
     if !privileged("frr_bfdd_drives_the_xdp_engine_over_its_dataplane_protocol") {
         return;
     }
-    // An invalid run (a flap while this VM stalled the DUT's CPU) is
-    // repeated, up to three runs in all.
+    retrying_invalid(drive_once);
+}
+
+/// An invalid run (a flap while this VM stalled the DUT's CPU) is
+/// repeated, up to three runs in all.
+fn retrying_invalid(run_once: fn() -> Result<(), String>) {
     const RUNS: usize = 3;
     for run in 1..=RUNS {
         match run_once() {
@@ -88,7 +106,7 @@ fn frr_bfdd_drives_the_xdp_engine_over_its_dataplane_protocol() {
 }
 
 /// One run; `Err` means invalid, not failed.
-fn run_once() -> Result<(), String> {
+fn drive_once() -> Result<(), String> {
     let _lock = lock_lab();
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
     let dir = scratch_dir("frr-dataplane");
@@ -105,15 +123,7 @@ fn run_once() -> Result<(), String> {
     // FRR daemons started in the same second draw the same discriminators
     // (frr-bfddp.md section 9); a my/your mix-up must not hide.
     std::thread::sleep(Duration::from_millis(1100));
-    let mut control = start_frr_bfdd_with(
-        "control",
-        DUT.namespace,
-        Some(&rest),
-        &dir,
-        &[session_3x10(DUT.ipv4, PEER.ipv4)],
-        &["--dplaneaddr".into(), format!("ipv4:{DPLANE}")],
-    )
-    .unwrap();
+    let mut control = start_control_plane(&dir);
     let vty = dir.join("control");
     let capture = Capture::start(
         spec::OBSERVER_NS,
@@ -304,6 +314,133 @@ fn run_once() -> Result<(), String> {
         "frr-dataplane: steady p50 {:.2} p99 {:.2} max {:.2} ms over {} packets; {} Polls; counters input {last_input}",
         steady.gap_ms.p50, steady.gap_ms.p99, steady.gap_ms.max, steady.packets, change.polls
     );
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// Hold mode: bfdd restarts twice; the wire must show nothing.
+#[test]
+fn hold_mode_keeps_the_session_across_two_bfdd_restarts() {
+    if !privileged("hold_mode_keeps_the_session_across_two_bfdd_restarts") {
+        return;
+    }
+    retrying_invalid(hold_once);
+}
+
+/// One run; `Err` means invalid, not failed.
+fn hold_once() -> Result<(), String> {
+    let _lock = lock_lab();
+    assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
+    let dir = scratch_dir("frr-hold");
+    let rest = spec::cpuset_dir(spec::REST_CPUSET);
+    let mut peer = start_frr_bfdd(
+        "peer",
+        PEER.namespace,
+        Some(&rest),
+        &dir,
+        &[session_3x10(PEER.ipv4, DUT.ipv4)],
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    let mut control = start_control_plane(&dir);
+    let vty = dir.join("control");
+    let capture = Capture::start(
+        spec::OBSERVER_NS,
+        DUT.bridge_port,
+        &dir.join("run.pcap"),
+        Some(&rest),
+    )
+    .unwrap();
+    let socket = dir.join("dut.sock");
+    let mut dut = start_linecardd(
+        &dir,
+        &socket,
+        &format!(
+            "cpu = {}\nfrr_dataplane = \"{DPLANE}\"\nfrr_hold_seconds = 10\n",
+            dut_cpu()
+        ),
+        &[],
+    );
+    let steady =
+        |s: &[serde_json::Value]| s.len() == 1 && s[0]["state"] == "up" && s[0]["polling"] == false;
+    let ours = wait_sessions(&socket, &mut dut, Duration::from_secs(10), "Up", steady)[0].clone();
+    wait_frr(&vty, "status up", |p| p["status"] == "up");
+    let witness = CpuWitness::start(&dir, 60);
+    let steal_before = steal_ms(&[dut_cpu()]);
+    let held_from = epoch_ns();
+    for restart in 1..=2 {
+        control.stop().unwrap();
+        // bfdd draws its discriminators from the second it starts in.
+        std::thread::sleep(Duration::from_millis(1100));
+        control = start_control_plane(&dir);
+        let frr = wait_frr(&vty, "status up after the restart", |p| p["status"] == "up");
+        let now = wait_sessions(&socket, &mut dut, Duration::from_secs(5), "Up", steady)[0].clone();
+        assert_eq!(
+            now["local_discr"], ours["local_discr"],
+            "restart {restart}: the session on the wire was recreated"
+        );
+        assert_eq!(
+            frr["remote-id"], ours["remote"]["discr"],
+            "restart {restart}: {frr:#}"
+        );
+    }
+    // Past the adoption grace period: nothing was swept.
+    std::thread::sleep(Duration::from_secs(4));
+    let held_to = epoch_ns();
+    let steal = steal_ms(&[dut_cpu()]) - steal_before;
+    let stalls = witness.finish();
+    let list = ctl(&socket, &["list", "--json"]);
+    assert_eq!(
+        list["sessions"].as_array().map_or(0, Vec::len),
+        1,
+        "{list:#}"
+    );
+    let log = std::fs::read_to_string(dir.join("linecardd.log")).unwrap();
+    assert_eq!(log.matches("session kept").count(), 2, "{log}");
+    dut.stop().unwrap();
+    control.stop().unwrap();
+    peer.stop().unwrap();
+    let pcap = capture.finish().unwrap();
+    let a = analyze(
+        std::slice::from_ref(&pcap),
+        &Options {
+            phases: vec![Phase {
+                name: "restarts".into(),
+                start_ns: held_from,
+                end_ns: held_to,
+            }],
+            timeline: false,
+        },
+        None,
+    )
+    .unwrap();
+    let flows = &a.phases[0].result.flows;
+    for f in flows {
+        eprintln!(
+            "{}:{} -> {}:{}: {} packets, {} flaps, {} polls, max gap {:.2} ms",
+            f.src, f.src_port, f.dst, f.dst_port, f.packets, f.flaps, f.polls, f.gap_ms.max
+        );
+    }
+    let ours = ours_on(flows);
+    let stall = linecard_harness::canary::longest_stall_ms(&stalls, held_from, held_to);
+    let late = flows.iter().any(|f| f.flaps > 0 || f.gap_ms.max >= 30.0);
+    if late && (steal > 0.0 || stall > 0.0) {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(format!(
+            "invalid run: a flap or a 30 ms gap while the hypervisor stole {steal} ms from \
+             the DUT's CPU and the witness saw it stalled {stall:.2} ms"
+        ));
+    }
+    assert_eq!(ours.flaps, 0, "{:?}", ours.flap_events);
+    assert_eq!(ours.polls, 0, "a Poll storm on the wire");
+    assert!(ours.gap_ms.max < 30.0, "max gap {} ms", ours.gap_ms.max);
+    for f in flows {
+        assert_eq!(
+            f.flaps, 0,
+            "{}:{} -> {}: {:?}",
+            f.src, f.src_port, f.dst, f.flap_events
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

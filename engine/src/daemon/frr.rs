@@ -14,7 +14,11 @@
 //!   ECHO_REQUEST every 0.5 s makes it read asynchronously, which does.
 //! - bfdd sends no deletes when it exits: EOF means every session it owned
 //!   is gone (drop and recreate; its next registration burst brings them
-//!   back with new discriminators).
+//!   back with new discriminators). Hold mode (opt-in) keeps them Up on the
+//!   wire instead, adopts each by address pair when the new bfdd re-adds
+//!   it (our discriminator stays: the peer sees nothing), and sweeps those
+//!   not re-added.
+//! - On reconnect bfdd registers every session again with a new lid.
 
 use super::{log, Engine};
 use crate::bfddp::{flags, Framer, Message, SessionCounters, SessionMsg, StateChange};
@@ -30,11 +34,18 @@ use std::time::Duration;
 const KEEPALIVE_NS: Nanos = 500_000_000;
 /// How soon we try again after bfdd refused or dropped the connection.
 const RECONNECT_NS: Nanos = 1_000_000_000;
+/// The same while holding sessions: a restarted bfdd runs its sessions in
+/// software until a dataplane connects, and their Down packets (your
+/// discriminator 0, matched by address) would take the peer down.
+const HOLD_RECONNECT_NS: Nanos = 50_000_000;
 /// A connect to a local listener either succeeds or fails at once; this
 /// bounds a remote one so that the BFD loop is never held long.
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(20);
 /// BFD control packets carry no authentication here: 24 bytes each.
 const CONTROL_PACKET_BYTES: u64 = 24;
+/// After bfdd reconnects, held sessions it has not re-added within this
+/// time are swept (its registration burst arrives at once).
+const ADOPT_GRACE_NS: Nanos = 3_000_000_000;
 /// Unanswered output beyond this means bfdd stopped reading: drop it.
 const MAX_OUTPUT: usize = 1 << 20;
 /// bfdd's messages applied per pass of the loop: the sessions' timers
@@ -54,6 +65,12 @@ pub struct FrrLink {
     reported: HashMap<u32, StateChange>,
     /// Whole messages wait in the framer for the next pass.
     backlog: bool,
+    /// Hold mode: how long sessions outlive their bfdd (0: not at all).
+    hold_ns: Nanos,
+    /// Held sessions, by address pair, waiting for bfdd to re-add them.
+    orphans: HashMap<(IpAddr, IpAddr), SessionId>,
+    /// When the orphans still unclaimed are removed.
+    sweep_at: Option<Nanos>,
 }
 
 struct Connection {
@@ -63,8 +80,11 @@ struct Connection {
 }
 
 impl FrrLink {
-    pub fn new(addr: SocketAddr) -> Self {
+    pub fn new(addr: SocketAddr, hold_seconds: u32) -> Self {
         Self {
+            hold_ns: Nanos::from(hold_seconds) * 1_000_000_000,
+            orphans: HashMap::new(),
+            sweep_at: None,
             addr,
             conn: None,
             next_connect: 0,
@@ -91,11 +111,12 @@ impl FrrLink {
         if self.backlog {
             return 0;
         }
-        if self.conn.is_some() {
+        let own = if self.conn.is_some() {
             self.next_keepalive
         } else {
             self.next_connect
-        }
+        };
+        self.sweep_at.map_or(own, |at| own.min(at))
     }
 
     fn send(&mut self, message: &Message) {
@@ -184,7 +205,12 @@ impl Engine {
             return;
         };
         if link.conn.is_none() && now >= link.next_connect {
-            link.next_connect = now + RECONNECT_NS;
+            link.next_connect = now
+                + if link.orphans.is_empty() {
+                    RECONNECT_NS
+                } else {
+                    HOLD_RECONNECT_NS
+                };
             match TcpStream::connect_timeout(&link.addr, CONNECT_TIMEOUT) {
                 Ok(stream) => {
                     let _ = stream.set_nodelay(true);
@@ -199,6 +225,9 @@ impl Engine {
                             output: Vec::new(),
                         });
                         link.next_keepalive = now;
+                        if !link.orphans.is_empty() {
+                            link.sweep_at = Some(now + ADOPT_GRACE_NS);
+                        }
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {}
@@ -207,6 +236,18 @@ impl Engine {
         }
         if let Err(why) = self.read_frr(&mut link, now) {
             self.drop_frr_connection(&mut link, now, &why);
+        }
+        if link.sweep_at.is_some_and(|at| now >= at) {
+            link.sweep_at = None;
+            if !link.orphans.is_empty() {
+                log(&format!(
+                    "hold: removing {} session(s) bfdd did not re-add",
+                    link.orphans.len()
+                ));
+            }
+            for (_, id) in std::mem::take(&mut link.orphans) {
+                self.remove_session(id, now);
+            }
         }
         self.frr = Some(link);
     }
@@ -268,6 +309,7 @@ impl Engine {
         match message {
             Message::AddSession(s) => match link.sessions.get(&s.lid).copied() {
                 Some(id) => self.update_frr_session(id, &s, now),
+                None if !link.orphans.is_empty() && self.adopt(link, &s, now) => {}
                 None => match self.add_frr_session(&s) {
                     Ok(id) => {
                         link.sessions.insert(s.lid, id);
@@ -315,6 +357,25 @@ impl Engine {
             // Directions bfdd never uses; ignored as bfdd ignores them.
             Message::EchoRequest { .. } | Message::StateChange(_) | Message::Counters { .. } => {}
         }
+    }
+
+    /// Hold mode: a held session with this address pair becomes bfdd's
+    /// session `s.lid`, unchanged on the wire; bfdd hears its state.
+    fn adopt(&mut self, link: &mut FrrLink, s: &SessionMsg, now: Nanos) -> bool {
+        let Some(local) = s.src.or_else(|| route_source(s.dst).ok()) else {
+            return false;
+        };
+        let Some(id) = link.orphans.remove(&(local, s.dst)) else {
+            return false;
+        };
+        link.sessions.insert(s.lid, id);
+        link.reported.remove(&s.lid);
+        self.update_frr_session(id, s, now);
+        log(&format!(
+            "hold: bfdd re-added {local} -> {} (lid {}); session kept",
+            s.dst, s.lid
+        ));
+        true
     }
 
     fn add_frr_session(&mut self, s: &SessionMsg) -> anyhow::Result<SessionId> {
@@ -426,16 +487,34 @@ impl Engine {
         }
     }
 
-    /// Drop and recreate: bfdd re-registers everything when it comes back.
+    /// Drop and recreate (bfdd re-registers everything when it comes
+    /// back), or in hold mode keep the sessions for the hold time.
     fn drop_frr_connection(&mut self, link: &mut FrrLink, now: Nanos, why: &str) {
-        log(&format!(
-            "FRR dataplane connection lost ({why}); removing its {} session(s)",
-            link.sessions.len()
-        ));
         link.conn = None;
         link.backlog = false;
         link.next_connect = now + RECONNECT_NS;
         link.reported.clear();
+        if link.hold_ns > 0 {
+            link.next_connect = now + HOLD_RECONNECT_NS;
+            log(&format!(
+                "FRR dataplane connection lost ({why}); holding its {} session(s) for {} s",
+                link.sessions.len(),
+                link.hold_ns / 1_000_000_000
+            ));
+            for (_, id) in link.sessions.drain() {
+                if let Some((path, _, _)) = self.table.get(id) {
+                    link.orphans.insert((path.local, path.peer), id);
+                }
+            }
+            // Swept when the hold time ends unless bfdd is back by then
+            // (a reconnect moves the sweep to its own grace period).
+            link.sweep_at = Some(now + link.hold_ns);
+            return;
+        }
+        log(&format!(
+            "FRR dataplane connection lost ({why}); removing its {} session(s)",
+            link.sessions.len()
+        ));
         for (_, id) in link.sessions.drain() {
             self.remove_session(id, now);
         }

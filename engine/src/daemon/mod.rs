@@ -136,7 +136,9 @@ impl Engine {
         let epoch_unix_ns = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as i64);
-        let frr = config.frr_dataplane.map(frr::FrrLink::new);
+        let frr = config
+            .frr_dataplane
+            .map(|addr| frr::FrrLink::new(addr, config.frr_hold_seconds));
         let mut engine = Self {
             config,
             transmitter,
