@@ -210,6 +210,28 @@ fn drive_once() -> Result<(), String> {
         "the counters sweeps cost the session"
     );
 
+    // `shutdown` in FRR is AdminDown on the wire (RFC 5880 6.8.16); `no
+    // shutdown` brings the same session back Up.
+    let admin_start = epoch_ns();
+    configure_peer(&vty, &["shutdown"]);
+    wait_sessions(
+        &socket,
+        &mut dut,
+        Duration::from_secs(3),
+        "AdminDown",
+        |s| s.len() == 1 && s[0]["state"] == "admin_down",
+    );
+    wait_frr(&vty, "status shutdown", |p| p["status"] == "shutdown");
+    configure_peer(&vty, &["no shutdown"]);
+    wait_sessions(&socket, &mut dut, Duration::from_secs(5), "Up again", |s| {
+        s.len() == 1
+            && s[0]["state"] == "up"
+            && s[0]["polling"] == false
+            && s[0]["local_discr"] == ours["local_discr"]
+    });
+    wait_frr(&vty, "status up again", |p| p["status"] == "up");
+    let admin_end = epoch_ns();
+
     // `no peer` deletes the session from the engine, AdminDown on the wire.
     let out = vtysh(
         DUT.namespace,
@@ -255,6 +277,7 @@ fn drive_once() -> Result<(), String> {
             phases: vec![
                 window("steady", up_ns, steady_end),
                 window("change", steady_end, change_end),
+                window("admin", admin_start, admin_end),
                 window("all", 0, end_ns),
             ],
             timeline: false,
@@ -304,6 +327,18 @@ fn drive_once() -> Result<(), String> {
     );
     assert_eq!(change.flaps, 0, "{:?}", change.flap_events);
     assert!(change.polls >= 2, "{} Poll Sequences", change.polls);
+    let admin = ours_on(&a.phases[2].result.flows);
+    assert!(
+        admin.flap_events.iter().any(|e| {
+            e.to_state == linecard_capture_analyzer::decode::State::AdminDown && e.diag == 7
+        }),
+        "no AdminDown (diag 7) on the wire after `shutdown`: {:?}",
+        admin.flap_events
+    );
+    assert_eq!(
+        admin.last_state,
+        Some(linecard_capture_analyzer::decode::State::Up)
+    );
     let all = ours_on(&a.all.flows);
     assert_eq!(
         all.last_state,
@@ -441,6 +476,139 @@ fn hold_once() -> Result<(), String> {
             f.src, f.src_port, f.dst, f.flap_events
         );
     }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// A peer configured in FRR without a local address (bfdd sends none: we
+/// choose the source by route), over IPv6 (served from userspace on the
+/// xdp engine), added through vtysh after linecardd attached.
+#[test]
+fn bfdd_without_a_local_address_over_ipv6() {
+    if !privileged("bfdd_without_a_local_address_over_ipv6") {
+        return;
+    }
+    retrying_invalid(ipv6_once);
+}
+
+fn ipv6_once() -> Result<(), String> {
+    let _lock = lock_lab();
+    assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
+    let dir = scratch_dir("frr-ipv6");
+    let rest = spec::cpuset_dir(spec::REST_CPUSET);
+    let mut peer = start_frr_bfdd(
+        "peer",
+        PEER.namespace,
+        Some(&rest),
+        &dir,
+        &[session_3x10(PEER.ipv6, DUT.ipv6)],
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    let mut control = start_frr_bfdd_with(
+        "control",
+        DUT.namespace,
+        Some(&rest),
+        &dir,
+        &[],
+        &["--dplaneaddr".into(), format!("ipv4:{DPLANE}")],
+    )
+    .unwrap();
+    let vty = dir.join("control");
+    let capture = Capture::start(
+        spec::OBSERVER_NS,
+        DUT.bridge_port,
+        &dir.join("run.pcap"),
+        Some(&rest),
+    )
+    .unwrap();
+    let socket = dir.join("dut.sock");
+    let mut dut = start_linecardd(
+        &dir,
+        &socket,
+        &format!("cpu = {}\nfrr_dataplane = \"{DPLANE}\"\n", dut_cpu()),
+        &[],
+    );
+    // bfdd lists the dataplane once linecardd is attached.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !String::from_utf8_lossy(
+        &vtysh(DUT.namespace, &vty, &["show bfd distributed"])
+            .unwrap()
+            .stdout,
+    )
+    .contains("File descriptor")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "linecardd never attached to bfdd"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let peer_line = format!("peer {}", PEER.ipv6);
+    let out = vtysh(
+        DUT.namespace,
+        &vty,
+        &[
+            "configure terminal",
+            "bfd",
+            &peer_line,
+            "receive-interval 10",
+            "transmit-interval 10",
+        ],
+    )
+    .unwrap();
+    assert!(out.status.success());
+    let ours = wait_sessions(&socket, &mut dut, Duration::from_secs(10), "Up", |s| {
+        s.len() == 1 && s[0]["state"] == "up" && s[0]["polling"] == false
+    })[0]
+        .clone();
+    assert_eq!(
+        ours["local"], DUT.ipv6,
+        "the source chosen by route: {ours:#}"
+    );
+    let frr = wait_frr(&vty, "status up", |p| p["status"] == "up");
+    assert_eq!(frr["id"], ours["local_discr"]);
+    let witness = CpuWitness::start(&dir, 30);
+    let steal_before = steal_ms(&[dut_cpu()]);
+    let up_ns = epoch_ns();
+    std::thread::sleep(Duration::from_secs(3));
+    let end_ns = epoch_ns();
+    let steal = steal_ms(&[dut_cpu()]) - steal_before;
+    let stall = linecard_harness::canary::longest_stall_ms(&witness.finish(), up_ns, end_ns);
+    dut.stop().unwrap();
+    control.stop().unwrap();
+    peer.stop().unwrap();
+    let pcap = capture.finish().unwrap();
+    let a = analyze(
+        std::slice::from_ref(&pcap),
+        &Options {
+            phases: vec![Phase {
+                name: "up".into(),
+                start_ns: up_ns,
+                end_ns,
+            }],
+            timeline: false,
+        },
+        None,
+    )
+    .unwrap();
+    let flow = a.phases[0]
+        .result
+        .flows
+        .iter()
+        .find(|f| f.src == DUT.ipv6 && f.dst == PEER.ipv6 && f.src_port >= OUR_PORTS)
+        .expect("no IPv6 packets from linecardd's ports");
+    if (flow.flaps > 0 || flow.gap_ms.max >= 30.0) && (steal > 0.0 || stall > 0.0) {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(format!(
+            "invalid run: {} flaps, max gap {:.2} ms while the hypervisor stole {steal} ms \
+             and the witness saw a {stall:.2} ms stall",
+            flow.flaps, flow.gap_ms.max
+        ));
+    }
+    assert_eq!(flow.flaps, 0, "{:?}", flow.flap_events);
+    assert!(flow.gap_ms.max < 30.0, "max gap {} ms", flow.gap_ms.max);
+    assert!(flow.packets > 100, "{} packets in 3 s", flow.packets);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
