@@ -49,6 +49,10 @@ struct FastPath {
 
 impl FastPath {
     fn load(reply: bool) -> Self {
+        Self::load_with(session(reply))
+    }
+
+    fn load_with(config: SessionConfig) -> Self {
         let mut bpf = linecard_bpf_objects::load().expect("loading the XDP object");
         let program: &mut Xdp = bpf
             .program_mut(names::BFD_PROGRAM)
@@ -58,7 +62,6 @@ impl FastPath {
         program.load().expect("the verifier accepts lc_bfd");
         let mut sessions: HashMap<&mut MapData, u32, SessionConfig> =
             HashMap::try_from(bpf.map_mut(names::SESSIONS_MAP).unwrap()).unwrap();
-        let config = session(reply);
         sessions.insert(OUR_DISCR, config, 0).unwrap();
         Self { bpf }
     }
@@ -125,6 +128,37 @@ fn an_up_packet_is_answered_in_the_kernel_byte_for_byte() {
     );
     assert!(state.last_rx_ns > 0);
     assert_eq!(fast.per_cpu_sum(names::VERDICTS_MAP, verdict::REPLIED), 1);
+}
+
+/// Two RX-clocked engines must not answer each other's answers: a packet
+/// within `min_reply_gap_ns` of our last reply is heard (last-seen moves,
+/// the frame is consumed) but not answered; a Poll is answered regardless.
+#[test]
+fn an_answer_to_our_answer_is_heard_not_answered() {
+    if !privileged() {
+        return;
+    }
+    let fast = FastPath::load_with(SessionConfig {
+        min_reply_gap_ns: 60_000_000_000,
+        ..session(true)
+    });
+    let up = frame(255, &bfd(3, 0, PEER_DISCR, OUR_DISCR));
+    assert_eq!(fast.run(&up).action, XDP_TX, "the first packet is answered");
+    let first = fast.state();
+    assert!(first.last_tx_ns > 0 && first.last_tx_ns == first.last_rx_ns);
+    let out = fast.run(&up);
+    assert_eq!(
+        out.action, XDP_DROP,
+        "an answer to our answer is not answered"
+    );
+    let second = fast.state();
+    assert!(second.last_rx_ns > first.last_rx_ns, "but it is heard");
+    assert_eq!((second.rx_packets, second.tx_packets), (2, 1));
+    assert_eq!(second.last_tx_ns, first.last_tx_ns);
+    assert_eq!(fast.per_cpu_sum(names::VERDICTS_MAP, verdict::HEARD), 1);
+    let poll = frame(255, &bfd(3, 0x20, PEER_DISCR, OUR_DISCR));
+    assert_eq!(fast.run(&poll).action, XDP_TX, "a Poll is always answered");
+    assert_eq!(fast.state().finals_sent, 1);
 }
 
 #[test]

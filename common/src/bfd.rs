@@ -19,7 +19,7 @@ pub const PORT_SINGLE_HOP: u16 = 3784;
 /// (the Your Discriminator of the peer's packets). Written by userspace.
 ///
 /// Field order keeps every field naturally aligned without padding:
-/// 16 + 16 + 6 + 6 + 2 + 2 + 24 + 4 + 4 + 8 = 88 bytes, 8-aligned.
+/// 16 + 16 + 6 + 6 + 2 + 2 + 24 + 4 + 4 + 8 + 8 = 96 bytes, 8-aligned.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SessionConfig {
@@ -41,10 +41,16 @@ pub struct SessionConfig {
     pub slot: u32,
     /// Detection time, ns.
     pub detect_ns: u64,
+    /// A packet from the peer that arrives sooner than this after our last
+    /// transmission (kernel's or userspace's) is heard but not answered,
+    /// unless it is a Poll: it answers us. Two RX-clocked engines facing
+    /// each other would otherwise answer each other's answers at wire
+    /// speed. 0: always answer.
+    pub min_reply_gap_ns: u64,
 }
 
 /// Value of the `LC_STATE` array (index: `SessionConfig::slot`). Written by
-/// the kernel only. 5 x 8 + 4 x 4 + 8 = 64 bytes, 8-aligned.
+/// the kernel only. 5 x 8 + 4 x 4 + 8 + 8 = 72 bytes, 8-aligned.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SessionState {
@@ -69,10 +75,13 @@ pub struct SessionState {
     /// sweep, a single timer and so never concurrent with itself, writes
     /// this), so a silence is reported exactly once without atomics.
     pub reported_rx_ns: u64,
+    /// `bpf_ktime_get_ns` of our last reply sent with XDP_TX.
+    pub last_tx_ns: u64,
 }
 
 /// Value of the `LC_SLOTS` array: what the kernel's detection sweep needs
-/// per slot. Written by userspace. 8 + 4 + 4 = 16 bytes.
+/// per slot, and what the fast path needs to know of userspace's own
+/// transmissions. Written by userspace. 8 + 4 + 4 + 8 = 24 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SlotConfig {
@@ -82,6 +91,10 @@ pub struct SlotConfig {
     pub discr: u32,
     /// 1 while the session is offloaded: only then does the kernel judge it.
     pub armed: u32,
+    /// `CLOCK_MONOTONIC` of userspace's last packet for an offloaded
+    /// session (its backstop when no packet left for too long): the fast
+    /// path does not answer the peer's answer to it.
+    pub user_tx_ns: u64,
 }
 
 /// A record of the `LC_EVENTS` ring buffer: the sweep found a silence.
@@ -138,8 +151,11 @@ pub mod verdict {
     /// Answered in the kernel with XDP_TX.
     pub const REPLIED: u32 = 2;
     pub const DROPPED: u32 = 3;
+    /// Valid, counted as heard, not answered: it came too soon after our
+    /// own transmission (`SessionConfig::min_reply_gap_ns`).
+    pub const HEARD: u32 = 4;
 }
-pub const VERDICTS: u32 = 4;
+pub const VERDICTS: u32 = 5;
 
 #[cfg(feature = "user")]
 // SAFETY: repr(C), Copy, integers and byte arrays only, no padding (pinned
@@ -159,7 +175,7 @@ mod tests {
 
     #[test]
     fn session_config_layout_is_pinned() {
-        assert_eq!(size_of::<SessionConfig>(), 88);
+        assert_eq!(size_of::<SessionConfig>(), 96);
         assert_eq!(align_of::<SessionConfig>(), 8);
         assert_eq!(offset_of!(SessionConfig, local_ip), 0);
         assert_eq!(offset_of!(SessionConfig, peer_ip), 16);
@@ -170,22 +186,25 @@ mod tests {
         assert_eq!(offset_of!(SessionConfig, flags), 72);
         assert_eq!(offset_of!(SessionConfig, slot), 76);
         assert_eq!(offset_of!(SessionConfig, detect_ns), 80);
+        assert_eq!(offset_of!(SessionConfig, min_reply_gap_ns), 88);
     }
 
     #[test]
     fn session_state_layout_is_pinned() {
-        assert_eq!(size_of::<SessionState>(), 64);
+        assert_eq!(size_of::<SessionState>(), 72);
         assert_eq!(offset_of!(SessionState, remote_desired_min_tx_us), 40);
         assert_eq!(offset_of!(SessionState, remote_required_min_rx_us), 44);
         assert_eq!(offset_of!(SessionState, remote_detect_mult), 48);
         assert_eq!(offset_of!(SessionState, reported_rx_ns), 56);
+        assert_eq!(offset_of!(SessionState, last_tx_ns), 64);
     }
 
     #[test]
     fn slot_config_and_event_layouts_are_pinned() {
-        assert_eq!(size_of::<SlotConfig>(), 16);
+        assert_eq!(size_of::<SlotConfig>(), 24);
         assert_eq!(offset_of!(SlotConfig, discr), 8);
         assert_eq!(offset_of!(SlotConfig, armed), 12);
+        assert_eq!(offset_of!(SlotConfig, user_tx_ns), 16);
         assert_eq!(size_of::<DetectionEvent>(), 24);
         assert_eq!(offset_of!(DetectionEvent, last_rx_ns), 8);
         assert_eq!(offset_of!(DetectionEvent, discr), 16);

@@ -343,6 +343,22 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
         return to_userspace();
     }
     let poll = flags & FLAG_POLL != 0;
+    let now = session.last_rx_ns;
+    if !poll && config.min_reply_gap_ns != 0 {
+        // An answer to our own packet is heard, not answered: two
+        // RX-clocked engines would otherwise ping-pong at wire speed.
+        let user_tx = LC_SLOTS.get(config.slot).map_or(0, |s| s.user_tx_ns);
+        let last_tx = if user_tx > session.last_tx_ns {
+            user_tx
+        } else {
+            session.last_tx_ns
+        };
+        // Signed: a userspace stamp a hair ahead of this packet's.
+        if (now as i64).wrapping_sub(last_tx as i64) < config.min_reply_gap_ns as i64 {
+            count(&LC_VERDICTS, verdict::HEARD);
+            return Ok(xdp_action::XDP_DROP);
+        }
+    }
 
     // The RX-clocked reply: rewrite the peer's frame into ours.
     unsafe {
@@ -368,6 +384,7 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
         session.finals_sent += 1;
     }
     session.tx_packets += 1;
+    session.last_tx_ns = now;
     count(&LC_VERDICTS, verdict::REPLIED);
     // Trim padding or trailing bytes last: packet pointers are invalid after.
     let extra = (ctx.data_end() - ctx.data()) as i32 - REPLY_LEN as i32;

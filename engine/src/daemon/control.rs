@@ -68,6 +68,13 @@ pub struct SessionStatus {
     pub last_transition_unix_ns: Option<i64>,
     /// When the kernel's sweep last declared the peer silent (CLOCK_REALTIME).
     pub kernel_detection_unix_ns: Option<i64>,
+    /// What clocks our packets: `own` (our timer), `peer` (offloaded and
+    /// RX-clocked), or `own, the peer is RX-clocked too` (offloaded, but
+    /// the peer stopped originating within the last second, so userspace's
+    /// backstop sends).
+    pub clock: &'static str,
+    /// Packets userspace sent as that backstop.
+    pub backstop_packets: u64,
 }
 
 fn nonzero(counts: &[u64]) -> Vec<(DropReason, u64)> {
@@ -81,11 +88,18 @@ fn nonzero(counts: &[u64]) -> Vec<(DropReason, u64)> {
 
 impl Engine {
     pub fn statuses(&self) -> Vec<SessionStatus> {
+        let now = self.now();
         self.table
             .ids()
             .filter_map(|id| self.table.get(id))
             .map(|(path, session, peer)| {
                 let (desired, required) = session.advertised();
+                let backstop_recent = peer.last_backstop.is_some_and(|t| now - t < 1_000_000_000);
+                let clock = match (peer.offloaded, backstop_recent) {
+                    (false, _) => "own",
+                    (true, false) => "peer",
+                    (true, true) => "own, the peer is RX-clocked too",
+                };
                 SessionStatus {
                     local: path.local,
                     peer: path.peer,
@@ -106,6 +120,8 @@ impl Engine {
                     offloaded: peer.offloaded,
                     last_transition_unix_ns: peer.last_transition.map(|t| self.unix_ns(t.at_ns)),
                     kernel_detection_unix_ns: peer.kernel_detection_unix_ns,
+                    clock,
+                    backstop_packets: peer.backstop_packets,
                 }
             })
             .collect()

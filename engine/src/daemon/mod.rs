@@ -26,6 +26,11 @@ use std::time::Instant;
 /// session down itself if the kernel's sweep (every 0.5 ms) has not.
 const KERNEL_DETECTION_GRACE_NS: Nanos = 5_000_000;
 
+/// An offloaded session answers the peer's packets; when nothing has left
+/// for this many quarter intervals, the peer is not originating either
+/// (another RX-clocked engine) and userspace sends one itself.
+const BACKSTOP_QUARTERS: Nanos = 5;
+
 /// What the engine keeps per session beside the state machine.
 pub struct Peer {
     pub spec: SessionSpec,
@@ -39,6 +44,13 @@ pub struct Peer {
     armed_detect_ns: u64,
     /// When the kernel last declared the peer silent (CLOCK_REALTIME ns).
     pub kernel_detection_unix_ns: Option<i64>,
+    /// Engine time of userspace's last packet for this session.
+    last_user_tx: Option<Nanos>,
+    /// Packets userspace sent while offloaded because none had left for
+    /// 1.25 intervals (the peer does not originate: RX-clocked too).
+    pub backstop_packets: u64,
+    /// When the last of them left (engine time).
+    pub last_backstop: Option<Nanos>,
 }
 
 pub struct Engine {
@@ -290,6 +302,9 @@ impl Engine {
                     offloaded: false,
                     armed_detect_ns: 0,
                     kernel_detection_unix_ns: None,
+                    last_user_tx: None,
+                    backstop_packets: 0,
+                    last_backstop: None,
                 },
             )
             .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -396,9 +411,13 @@ impl Engine {
         for id in ids {
             let (path, session, peer) = self.table.get_mut(id).unwrap();
             let path = *path;
+            let mut kernel_tx: Option<Nanos> = None;
             if let (Some(fast), true) = (self.fast.as_ref(), peer.offloaded) {
                 // What the kernel answered for us counts as heard.
                 if let Ok(state) = fast.state(id as u32) {
+                    if state.last_tx_ns != 0 {
+                        kernel_tx = Some(state.last_tx_ns as i64 - self.epoch_mono_ns);
+                    }
                     if state.last_rx_ns != 0 {
                         session.note_fast_path_packet(
                             state.last_rx_ns as i64 - self.epoch_mono_ns,
@@ -434,6 +453,9 @@ impl Engine {
                         detect_ns,
                         discr: session.config().local_discr,
                         armed: u32::from(detect_ns != 0),
+                        user_tx_ns: peer
+                            .last_backstop
+                            .map_or(0, |t| (t + self.epoch_mono_ns) as u64),
                     };
                     match fast.set_slot(id as u32, slot) {
                         Ok(()) => peer.armed_detect_ns = detect_ns,
@@ -471,18 +493,50 @@ impl Engine {
                 }
             }
             if peer.offloaded {
-                // The kernel transmits and detects; we only keep the backstop.
+                // The kernel transmits and detects; we only keep backstops.
                 let backstop = session
                     .detection_deadline()
                     .map(|d| d + KERNEL_DETECTION_GRACE_NS);
                 detection = earliest(detection, backstop);
                 next = earliest(next, backstop);
+                // Nothing left for 1.25 intervals: nobody originates (the
+                // peer is RX-clocked too). Send from here; the fast path
+                // hears the peer's answer without answering it back.
+                let last_tx = kernel_tx.max(peer.last_user_tx);
+                if let Some(last_tx) = last_tx {
+                    let after = session.tx_interval_ns() * BACKSTOP_QUARTERS / 4;
+                    if now - (last_tx + after) >= 0 {
+                        let bytes = session.steady_packet().to_bytes();
+                        if let Err(e) = peer.tx.send(&bytes) {
+                            if e.kind() != std::io::ErrorKind::WouldBlock {
+                                log(&format!("send to {} failed: {e}", path.peer));
+                            }
+                        }
+                        peer.last_user_tx = Some(now);
+                        peer.last_backstop = Some(now);
+                        peer.backstop_packets += 1;
+                        if let Some(fast) = self.fast.as_mut() {
+                            let slot = linecard_common::bfd::SlotConfig {
+                                detect_ns: peer.armed_detect_ns,
+                                discr: session.config().local_discr,
+                                armed: u32::from(peer.armed_detect_ns != 0),
+                                user_tx_ns: (now + self.epoch_mono_ns) as u64,
+                            };
+                            let _ = fast.set_slot(id as u32, slot);
+                        }
+                        next = earliest(next, Some(now + after));
+                    } else {
+                        next = earliest(next, Some(last_tx + after));
+                    }
+                }
                 continue;
             }
+            let mut sent_any = false;
             let tx = &peer.tx;
             self.transmitter
                 .transmit(now, id, session, &mut |packet, departure| {
                     let bytes = packet.to_bytes();
+                    sent_any = true;
                     let sent = match departure {
                         Departure::Now => tx.send(&bytes),
                         Departure::At(at) => tx.send_at(&bytes, txtime::tai_ns(now, at)),
@@ -495,6 +549,9 @@ impl Engine {
                         }
                     }
                 });
+            if sent_any {
+                peer.last_user_tx = Some(now);
+            }
             next = earliest(next, self.transmitter.next_wake(id, session));
             detection = earliest(detection, session.detection_deadline());
         }
@@ -712,6 +769,7 @@ fn registered_config(
         flags: 0,
         slot,
         detect_ns: 0,
+        min_reply_gap_ns: 0,
     }
 }
 
@@ -736,5 +794,8 @@ fn fast_path_config(
         flags: linecard_common::bfd::FLAG_REPLY,
         slot,
         detect_ns: session.detection_time_ns().unwrap_or(0) as u64,
+        // Half an interval: the peer's own packets come no sooner than
+        // 75 % of one (RFC 5880 6.8.7); an answer to ours comes at once.
+        min_reply_gap_ns: (session.tx_interval_ns() / 2) as u64,
     })
 }

@@ -387,7 +387,9 @@ impl Session {
 
     /// The interval before jitter: the larger of our Desired Min TX in force
     /// and the remote's Required Min RX (6.8.7).
-    fn tx_interval_ns(&self) -> Nanos {
+    /// The transmit interval in force (6.8.7, before jitter): the larger
+    /// of our Desired Min TX in force and the remote's Required Min RX.
+    pub fn tx_interval_ns(&self) -> Nanos {
         i64::from(self.tx_in_force_us.max(self.remote.min_rx_us)) * 1_000
     }
 

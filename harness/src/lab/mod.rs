@@ -293,6 +293,31 @@ fn attach_pass_programs() -> Result<()> {
     })
 }
 
+/// An XDP_PASS program on `host`'s bridge port for as long as this lives,
+/// so that `host` too can answer with XDP_TX (two RX-clocked engines facing
+/// each other). Not pinned: dropping it detaches it, and `down` removes the
+/// port with its namespace in any case.
+pub struct PassGuard {
+    _bpf: aya::Ebpf,
+}
+
+pub fn pass_xdp_tx_from(host: &Host) -> Result<PassGuard> {
+    let port = host.bridge_port;
+    let bpf = sys::in_netns(OBSERVER_NS, || {
+        let mut bpf = linecard_bpf_objects::load()?;
+        let program: &mut aya::programs::Xdp = bpf
+            .program_mut(linecard_common::names::PASS_PROGRAM)
+            .context("the XDP object has no pass program")?
+            .try_into()?;
+        program.load()?;
+        program
+            .attach(port, aya::programs::XdpMode::Driver)
+            .with_context(|| format!("attaching XDP_PASS to {port} in native mode"))?;
+        Ok(bpf)
+    })?;
+    Ok(PassGuard { _bpf: bpf })
+}
+
 /// Left by `up` when it mounted the BPF filesystem itself, so that `down`
 /// unmounts only what the lab mounted.
 const BPFFS_MOUNTED_MARKER: &str = "/run/lc-bpffs-mounted";
