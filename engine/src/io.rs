@@ -244,6 +244,12 @@ impl TxSocket {
     /// Sends at once. On a SO_TXTIME socket "at once" is the earliest
     /// departure etf accepts, the lead given to [`TxSocket::enable_txtime`]
     /// (etf drops a packet without a transmit time).
+    /// A second descriptor of this socket and its peer, for a thread that
+    /// sends on the session's behalf (the Down responder).
+    pub fn duplicate(&self) -> io::Result<(Socket, SockAddr)> {
+        Ok((self.socket.try_clone()?, self.peer.clone()))
+    }
+
     pub fn send(&self, bytes: &[u8]) -> io::Result<usize> {
         match self.txtime_lead_ns {
             Some(lead) => self.send_at(bytes, clock_ns(libc::CLOCK_TAI) + lead),

@@ -4,6 +4,7 @@
 //! as unavailable with that reason instead of failing obscurely.
 
 pub mod naive;
+pub mod responder;
 pub mod rt;
 pub mod sim;
 pub mod txtime;

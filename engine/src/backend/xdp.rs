@@ -4,17 +4,17 @@
 //! verdicts per CPU (placement evidence). Userspace keeps the state
 //! machine, bring-up, Polls it starts and every transition.
 
+use super::responder::{Detection, DownResponder, PreparedDown};
 use super::{Availability, BackendKind, Transmitter, MAX_SLEEP_NS};
 use anyhow::{bail, Context, Result};
 use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::{Xdp, XdpMode};
 use linecard_common::bfd::{
-    DetectionEvent, SessionConfig, SessionState, SlotConfig, DROP_REASONS, FLAG_REPLY, SWEEP_SLOTS,
-    VERDICTS,
+    SessionConfig, SessionState, SlotConfig, DROP_REASONS, FLAG_REPLY, SWEEP_SLOTS, VERDICTS,
 };
 use linecard_common::names;
 use std::net::{IpAddr, Ipv4Addr};
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::RawFd;
 
 /// The XDP backend needs the embedded object (absent when the crate was
 /// built without the BPF toolchain, or stale against this binary's layout).
@@ -46,8 +46,9 @@ impl Transmitter for RxClocked {
 pub struct FastPath {
     bpf: aya::Ebpf,
     interfaces: Vec<String>,
-    /// The kernel's detection events (LC_EVENTS), owned here.
-    events: RingBuf<MapData>,
+    /// Owns the kernel's detection events (LC_EVENTS) and sends each
+    /// session's first Down.
+    responder: DownResponder,
 }
 
 /// What the fast path counted, for `linecardd ctl drops` and placement.
@@ -55,12 +56,14 @@ pub struct FastPath {
 pub struct FastPathCounters {
     /// Indexed by `linecard_common::bfd::drop::*`, summed over CPUs.
     pub drops: Vec<u64>,
-    /// Per CPU: [not BFD, passed to userspace, replied, dropped].
+    /// Per CPU, indexed by `linecard_common::bfd::verdict::*`.
     pub verdicts_per_cpu: Vec<[u64; VERDICTS as usize]>,
 }
 
 impl FastPath {
-    pub fn load() -> Result<Self> {
+    /// Loads the program and starts the Down responder at SCHED_FIFO
+    /// `priority` on `cpu` (see [`DownResponder`]).
+    pub fn load(priority: i32, cpu: Option<usize>) -> Result<Self> {
         let mut bpf = linecard_bpf_objects::load()?;
         let program: &mut Xdp = bpf
             .program_mut(names::BFD_PROGRAM)
@@ -76,7 +79,7 @@ impl FastPath {
         Ok(Self {
             bpf,
             interfaces: Vec::new(),
-            events,
+            responder: DownResponder::start(events, priority, cpu)?,
         })
     }
 
@@ -132,6 +135,7 @@ impl FastPath {
 
     /// Forgets a removed session.
     pub fn forget(&mut self, discr: u32) -> Result<()> {
+        self.responder.disarm(discr);
         match self.sessions()?.remove(&discr) {
             Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
             Err(e) => Err(e).context("removing the session from LC_SESSIONS"),
@@ -149,24 +153,25 @@ impl FastPath {
         Ok(())
     }
 
-    /// The ring buffer's descriptor, to wake the event loop.
+    /// Readable while detection events wait, to wake the event loop.
     pub fn events_fd(&self) -> RawFd {
-        self.events.as_fd().as_raw_fd()
+        self.responder.wake_fd()
     }
 
-    /// Drains the kernel's detection events.
-    pub fn take_events(&mut self) -> Vec<DetectionEvent> {
-        let mut out = Vec::new();
-        while let Some(item) = self.events.next() {
-            if item.len() >= std::mem::size_of::<DetectionEvent>() {
-                // SAFETY: the kernel wrote a DetectionEvent (repr(C), Pod);
-                // read_unaligned copes with the ring's alignment.
-                out.push(unsafe {
-                    std::ptr::read_unaligned(item.as_ptr().cast::<DetectionEvent>())
-                });
-            }
-        }
-        out
+    /// The kernel's detection events so far, with when each first Down
+    /// left.
+    pub fn take_events(&mut self) -> Vec<Detection> {
+        self.responder.take()
+    }
+
+    /// Prepares the Down sent the moment the kernel declares `discr`'s
+    /// peer silent.
+    pub fn arm_down(&self, discr: u32, down: PreparedDown) {
+        self.responder.arm(discr, down);
+    }
+
+    pub fn disarm_down(&self, discr: u32) {
+        self.responder.disarm(discr);
     }
 
     /// The kernel's view of the session in `slot`.

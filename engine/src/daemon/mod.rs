@@ -10,6 +10,7 @@
 pub mod control;
 mod frr;
 
+use crate::backend::responder::PreparedDown;
 use crate::backend::xdp::{self as fast_path, FastPath};
 use crate::backend::{self, txtime, Availability, BackendKind, Departure, Transmitter};
 use crate::config::{EngineConfig, SessionSpec};
@@ -139,7 +140,7 @@ impl Engine {
         let sessions = config.sessions.clone();
         let transmitter = backend::transmitter(loop_kind, &config);
         let fast = if loop_kind == BackendKind::Xdp {
-            Some(FastPath::load()?)
+            Some(FastPath::load(config.rt_priority, config.cpu)?)
         } else {
             None
         };
@@ -225,7 +226,7 @@ impl Engine {
             }
             // An empty engine takes the backend of its first session.
             self.fast = if spec.backend == BackendKind::Xdp {
-                Some(FastPath::load()?)
+                Some(FastPath::load(self.config.rt_priority, self.config.cpu)?)
             } else {
                 None
             };
@@ -379,7 +380,8 @@ impl Engine {
             .as_mut()
             .map(|f| f.take_events())
             .unwrap_or_default();
-        for event in events {
+        for detection in events {
+            let event = detection.event;
             let Some((path, session, peer)) = self.table.get_mut(event.slot as usize) else {
                 continue;
             };
@@ -396,10 +398,16 @@ impl Engine {
             );
             peer.kernel_detection_unix_ns = Some(self.epoch_unix_ns + at);
             log(&format!(
-                "kernel detected {} -> {} silent for {:.3} ms",
+                "kernel detected {} -> {} silent for {:.3} ms{}",
                 path.local,
                 path.peer,
-                (event.at_ns as i64 - event.last_rx_ns as i64) as f64 / 1e6
+                (event.at_ns as i64 - event.last_rx_ns as i64) as f64 / 1e6,
+                detection
+                    .down_sent_mono_ns
+                    .map_or(String::new(), |sent| format!(
+                        "; the responder's Down left {:.3} ms later",
+                        (sent as i64 - event.at_ns as i64) as f64 / 1e6
+                    ))
             ));
             if let Some(t) = session.on_timer(at) {
                 peer.last_transition = Some(t);
@@ -472,7 +480,22 @@ impl Engine {
                         fast_path_config(&path, session, peer, id as u32, neighbours)
                     {
                         match fast.offload(session.config().local_discr, config) {
-                            Ok(()) => peer.offloaded = true,
+                            Ok(()) => {
+                                peer.offloaded = true;
+                                // The Down that leaves the moment the
+                                // kernel declares the peer silent.
+                                let prepared = session.down_on_detection().and_then(|down| {
+                                    let (socket, peer_addr) = peer.tx.duplicate().ok()?;
+                                    Some(PreparedDown {
+                                        socket,
+                                        peer: peer_addr,
+                                        bytes: down.to_bytes().to_vec(),
+                                    })
+                                });
+                                if let Some(prepared) = prepared {
+                                    fast.arm_down(session.config().local_discr, prepared);
+                                }
+                            }
                             Err(e) => log(&format!(
                                 "offloading {} -> {} failed: {e:#}",
                                 path.local, path.peer
@@ -480,6 +503,7 @@ impl Engine {
                         }
                     }
                 } else if !want && peer.offloaded {
+                    fast.disarm_down(session.config().local_discr);
                     if let Err(e) = fast.register(
                         session.config().local_discr,
                         registered_config(&path, peer, id as u32),

@@ -380,13 +380,22 @@ impl Session {
             .then(|| self.set_state(now, State::Down, Diagnostic::ControlDetectionTimeExpired))
     }
 
+    /// The packet this session will send if its detection time expires
+    /// with nothing more heard (6.8.4: Down, diagnostic 1, Your
+    /// Discriminator cleared per 6.8.1), prepared ahead so that it can
+    /// leave before the state machine runs (`backend::responder`).
+    pub fn down_on_detection(&self) -> Option<Repr> {
+        let deadline = self.detection_deadline()?;
+        let mut after = self.clone();
+        after.on_timer(deadline)?;
+        after.poll_transmit(deadline)
+    }
+
     /// Whether periodic transmission is allowed (6.8.7).
     fn may_transmit(&self) -> bool {
         !(self.config.passive && self.remote.discr == 0) && self.remote.min_rx_us != 0
     }
 
-    /// The interval before jitter: the larger of our Desired Min TX in force
-    /// and the remote's Required Min RX (6.8.7).
     /// The transmit interval in force (6.8.7, before jitter): the larger
     /// of our Desired Min TX in force and the remote's Required Min RX.
     pub fn tx_interval_ns(&self) -> Nanos {

@@ -190,6 +190,31 @@ fn detection_time_expiry_goes_down_with_diag_1() {
 }
 
 #[test]
+fn the_prepared_down_is_what_detection_sends_and_changes_nothing() {
+    let mut s = up_session();
+    let before = s.clone();
+    let prepared = s.down_on_detection().unwrap();
+    assert_eq!(
+        (
+            prepared.state,
+            prepared.diag,
+            prepared.your_discr,
+            prepared.my_discr
+        ),
+        (State::Down, D::ControlDetectionTimeExpired, 0, 0x1111)
+    );
+    assert!(!prepared.poll && !prepared.final_);
+    // 6.8.3: not Up, so at least one second between packets.
+    assert_eq!(prepared.desired_min_tx_us, SLOW_TX_US);
+    // Preparing it left the session alone...
+    assert_eq!(s.state(), State::Up);
+    assert_eq!(s.remote().discr, before.remote().discr);
+    // ...and is exactly what the session sends when the time comes.
+    s.on_timer(3 * MS + 30 * MS).unwrap();
+    assert_eq!(s.poll_transmit(3 * MS + 30 * MS), Some(prepared));
+}
+
+#[test]
 fn detection_uses_the_slower_of_our_rx_and_their_tx() {
     let mut s = up_session();
     let mut slow = remote(State::Up, 0x1111);
