@@ -73,6 +73,10 @@ pub struct Evidence {
     /// counters sweeps (`Ok` says what was verified, `Err` what broke).
     #[serde(default)]
     pub control_plane_uninterrupted: Option<Result<String, String>>,
+    /// The DUT's gaps longer than 1.2 intervals during the phases, each
+    /// marked when it only mirrored the peer's own silence.
+    #[serde(default)]
+    pub long_gaps: Vec<super::mirror::LongGap>,
     pub phases: Vec<PhaseFigures>,
 }
 
@@ -171,6 +175,12 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
     if broken.is_empty() {
         return Verdict::Pass;
     }
+    if let Some(peer_gap) = peer_explains(expect, e) {
+        return Verdict::Invalid(format!(
+            "{}: the peer sent nothing for {peer_gap:.2} ms and the DUT's replies followed it (the peer host stalled)",
+            broken.join(", ")
+        ));
+    }
     // A stall the DUT never saw coming: the hypervisor took its CPU. It
     // excuses only what it could have caused.
     if steal_explains(expect, e) {
@@ -193,6 +203,9 @@ pub fn spoiled(expect: &Expectation, e: &Evidence) -> bool {
     if !e.premature_peer_detections_ms.is_empty() {
         return true;
     }
+    if !broken_limits(expect, e).is_empty() && peer_explains(expect, e).is_some() {
+        return true;
+    }
     let without_steal = Evidence {
         steal_ms: 0.0,
         ..e.clone()
@@ -200,6 +213,24 @@ pub fn spoiled(expect: &Expectation, e: &Evidence) -> bool {
     steal_explains(expect, e)
         && !broken_limits(expect, e).is_empty()
         && matches!(judge(expect, &without_steal), Verdict::Fail(_))
+}
+
+/// When the only broken limit is the gap limit and every DUT gap above it
+/// mirrored the peer's own silence: the longest such gap.
+fn peer_explains(expect: &Expectation, e: &Evidence) -> Option<f64> {
+    let limit = expect.max_gap_ms?;
+    let flaps: u64 = e.phases.iter().map(|p| p.flaps).sum();
+    if expect.max_flaps.is_some_and(|n| flaps > n)
+        || matches!(e.control_plane_uninterrupted, Some(Err(_)))
+    {
+        return None;
+    }
+    let over: Vec<&super::mirror::LongGap> =
+        e.long_gaps.iter().filter(|g| g.gap_ms > limit).collect();
+    if over.is_empty() || over.iter().any(|g| !g.mirrors_peer) {
+        return None;
+    }
+    Some(over.iter().map(|g| g.gap_ms).fold(0.0, f64::max))
 }
 
 /// /proc/stat counts steal in ticks of 10 ms (USER_HZ 100).
@@ -276,6 +307,7 @@ mod tests {
             premature_peer_detections_ms: Vec::new(),
             detection_ms: 30.0,
             control_plane_uninterrupted: None,
+            long_gaps: Vec::new(),
             phases,
         }
     }
@@ -290,6 +322,30 @@ mod tests {
         );
         e.control_plane_uninterrupted = Some(Ok("kept".into()));
         assert_eq!(judge(&hold(), &e), Verdict::Pass);
+    }
+
+    #[test]
+    fn a_gap_that_mirrors_the_peer_is_invalid_and_repeated_one_of_its_own_fails() {
+        use super::super::mirror::LongGap;
+        let mut e = evidence(vec![phase(0, 27.8, 40.0)]);
+        e.long_gaps = vec![LongGap {
+            gap_ms: 27.8,
+            mirrors_peer: true,
+        }];
+        assert!(
+            matches!(judge(&hold(), &e), Verdict::Invalid(why) if why.contains("the peer sent nothing for 27.80 ms"))
+        );
+        assert!(spoiled(&hold(), &e));
+        e.long_gaps.push(LongGap {
+            gap_ms: 16.0,
+            mirrors_peer: false,
+        });
+        assert!(matches!(judge(&hold(), &e), Verdict::Fail(_)));
+        assert!(!spoiled(&hold(), &e));
+        // A flap is never the peer's excuse.
+        e.long_gaps.pop();
+        e.phases[0].flaps = 1;
+        assert!(matches!(judge(&hold(), &e), Verdict::Fail(_)));
     }
 
     fn hold() -> Expectation {

@@ -16,6 +16,7 @@
 
 pub mod daemons;
 pub mod judge;
+pub mod mirror;
 pub mod provider;
 pub mod proxmox;
 
@@ -679,6 +680,32 @@ fn run_dut(
         // 1 ms of tolerance for the capture's own timestamping.
         .filter(|&ms| ms < detection_ms - 1.0)
         .collect();
+    // The DUT's long gaps, each checked against the peer's own silence.
+    let interval_ns = u64::from(s.tx_interval_ms.max(s.rx_interval_ms)) * 1_000_000;
+    let mut long = mirror::LongGaps::new(interval_ns * 6 / 5);
+    let whole = linecard_capture_analyzer::analyze(
+        std::slice::from_ref(&captured.path),
+        &Options {
+            phases: Vec::new(),
+            timeline: false,
+        },
+        Some(&mut long),
+    )?;
+    let flows = &whole.all.flows;
+    let dut_flows: Vec<usize> = (0..flows.len())
+        .filter(|&i| dut_addrs.contains(&flows[i].src) && peer_addrs.contains(&flows[i].dst))
+        .collect();
+    let long_gaps = mirror::judge_gaps(
+        &long,
+        &dut_flows,
+        |i| {
+            flows.iter().position(|f| {
+                f.src == flows[i].dst && f.dst == flows[i].src && f.service == flows[i].service
+            })
+        },
+        first_start,
+        last_end,
+    );
     let evidence = Evidence {
         capture_died_early: captured.died_early || !capture_alive,
         capture_dropped: captured.dropped_by_kernel,
@@ -689,6 +716,7 @@ fn run_dut(
         premature_peer_detections_ms,
         detection_ms,
         control_plane_uninterrupted,
+        long_gaps,
         phases: figures,
     };
     outcome.verdict = if INTERRUPTED.load(Ordering::Relaxed) {

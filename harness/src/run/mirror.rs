@@ -1,0 +1,145 @@
+//! Which of the DUT's long gaps only mirrored the peer's silence.
+//!
+//! An RX-clocked DUT answers each peer packet within microseconds, so when
+//! the peer host stalls and sends nothing for 27 ms, the DUT's next packet
+//! is 27 ms late too, through no fault of its own (measured in CI: FRR on
+//! the peer's CPU silent 27.79 ms, the xdp DUT's gap 27.80 ms, its reply
+//! 21 us after the peer's packet). The peer is part of the instrument: a
+//! limit broken only by such mirrored gaps makes the run invalid, like a
+//! peer that declares the DUT dead too soon, never a pass or a fail.
+
+use linecard_capture_analyzer::analysis::{PacketRecord, PacketSink};
+
+/// A DUT packet this soon after the peer's counts as an answer to it.
+const REPLY_WITHIN_NS: i64 = 2_000_000;
+
+/// Gaps at least this long are kept (shorter ones never break a limit
+/// worth judging).
+#[derive(Debug)]
+pub struct LongGaps {
+    threshold_ns: u64,
+    /// (flow, end of the gap, gap) in capture order.
+    gaps: Vec<(usize, i64, u64)>,
+}
+
+impl LongGaps {
+    pub fn new(threshold_ns: u64) -> Self {
+        Self {
+            threshold_ns,
+            gaps: Vec::new(),
+        }
+    }
+}
+
+impl PacketSink for LongGaps {
+    fn control(&mut self, record: &PacketRecord) {
+        if let Some(gap) = record.gap_ns.filter(|&g| g >= self.threshold_ns) {
+            self.gaps.push((record.flow, record.ts_ns, gap));
+        }
+    }
+}
+
+/// One long DUT gap inside the judged window.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LongGap {
+    pub gap_ms: f64,
+    /// The peer was silent at least as long (less the reply time) just
+    /// before the packet that ended it: the DUT was answering.
+    pub mirrors_peer: bool,
+}
+
+/// The long gaps of the flows in `dut_flows` within [start, end), each
+/// checked against the long gaps of its reverse flow (`reverse_of`).
+pub fn judge_gaps(
+    long: &LongGaps,
+    dut_flows: &[usize],
+    reverse_of: impl Fn(usize) -> Option<usize>,
+    start_ns: i64,
+    end_ns: i64,
+) -> Vec<LongGap> {
+    long.gaps
+        .iter()
+        .filter(|(flow, end, _)| dut_flows.contains(flow) && *end >= start_ns && *end < end_ns)
+        .map(|&(flow, end, gap)| {
+            let reverse = reverse_of(flow);
+            let mirrors_peer = long.gaps.iter().any(|&(other, peer_end, peer_gap)| {
+                Some(other) == reverse
+                    && (0..=REPLY_WITHIN_NS).contains(&(end - peer_end))
+                    && peer_gap as i64 >= gap as i64 - REPLY_WITHIN_NS
+            });
+            LongGap {
+                gap_ms: gap as f64 / 1e6,
+                mirrors_peer,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linecard_capture_analyzer::decode::Control;
+
+    fn record(flow: usize, ts_ns: i64, gap_ns: Option<u64>) -> PacketRecord {
+        PacketRecord {
+            ts_ns,
+            flow,
+            control: Control {
+                diag: 0,
+                state: linecard_capture_analyzer::decode::State::Up,
+                poll: false,
+                final_: false,
+                detect_mult: 3,
+                my_discr: 1,
+                your_discr: 2,
+                desired_min_tx_us: 10_000,
+                required_min_rx_us: 10_000,
+            },
+            gap_ns,
+        }
+    }
+
+    const MS: i64 = 1_000_000;
+
+    #[test]
+    fn a_reply_after_the_peer_s_silence_mirrors_it_and_a_late_own_packet_does_not() {
+        let mut long = LongGaps::new(12 * MS as u64);
+        // Flow 1 is the peer, flow 0 the DUT. The peer is silent 27.79 ms,
+        // the DUT answers 21 us later: a mirror.
+        long.control(&record(1, 1_000 * MS, Some((27.79 * MS as f64) as u64)));
+        long.control(&record(
+            0,
+            1_000 * MS + 21_000,
+            Some((27.80 * MS as f64) as u64),
+        ));
+        // Later the DUT is 25 ms late on its own while the peer kept
+        // sending (its gaps stayed short, so none was kept).
+        long.control(&record(0, 2_000 * MS, Some(25 * MS as u64)));
+        // Ignored: short, and outside the window.
+        long.control(&record(0, 2_500 * MS, Some(5 * MS as u64)));
+        long.control(&record(0, 9_000 * MS, Some(40 * MS as u64)));
+        let gaps = judge_gaps(&long, &[0], |f| Some(1 - f), 0, 5_000 * MS);
+        assert_eq!(
+            gaps,
+            [
+                LongGap {
+                    gap_ms: 27.8,
+                    mirrors_peer: true
+                },
+                LongGap {
+                    gap_ms: 25.0,
+                    mirrors_peer: false
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_peer_gap_much_shorter_than_the_dut_s_is_no_excuse() {
+        let mut long = LongGaps::new(12 * MS as u64);
+        long.control(&record(1, 1_000 * MS, Some(13 * MS as u64)));
+        long.control(&record(0, 1_000 * MS + 21_000, Some(27 * MS as u64)));
+        let gaps = judge_gaps(&long, &[0], |f| Some(1 - f), 0, 5_000 * MS);
+        assert!(!gaps[0].mirrors_peer);
+    }
+}
