@@ -872,6 +872,29 @@ pub fn summary_markdown(m: &Manifest) -> String {
                 d.label
             ));
         }
+        if let Some(e) = d.evidence.as_ref() {
+            let mirrored: Vec<f64> = e
+                .long_gaps
+                .iter()
+                .filter(|g| g.mirrors_peer)
+                .map(|g| g.gap_ms)
+                .collect();
+            if !mirrored.is_empty() {
+                let own = e
+                    .long_gaps
+                    .iter()
+                    .filter(|g| !g.mirrors_peer)
+                    .map(|g| g.gap_ms)
+                    .fold(f64::NAN, f64::max);
+                let longest = mirrored.iter().copied().fold(0.0, f64::max);
+                out.push_str(&format!(
+                    "\n{}: {} gap(s) over 1.2 intervals only mirrored the peer's own silence (longest {longest:.2} ms); its longest gap of its own over 1.2 intervals: {}.\n",
+                    d.label,
+                    mirrored.len(),
+                    if own.is_nan() { "none".to_string() } else { format!("{own:.2} ms") }
+                ));
+            }
+        }
         if let Some(view) = d
             .evidence
             .as_ref()
