@@ -336,7 +336,10 @@ fn garbage_is_a_clear_error_and_garbage_on_bfd_ports_is_counted() {
     let dir = std::env::temp_dir();
     let path = dir.join(format!("linecard-not-a-capture-{}", std::process::id()));
     std::fs::write(&path, b"this is not a capture at all, just text").unwrap();
-    let err = analyze_files(&[path], &[]).unwrap_err().to_string();
+    let err = analyze_files(std::slice::from_ref(&path), &[])
+        .unwrap_err()
+        .to_string();
+    let _ = std::fs::remove_file(&path);
     assert!(err.contains("not a pcap or pcapng"), "{err}");
 
     let frames = vec![

@@ -95,6 +95,7 @@ fn unreadable_input_is_exit_2_with_a_clear_message() {
     let text = std::env::temp_dir().join(format!("linecard-not-pcap-{}", std::process::id()));
     std::fs::write(&text, "hello").unwrap();
     let garbage = linecard(&["analyze", text.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&text);
     assert_exit(&garbage, 2, "not a capture");
     assert!(String::from_utf8_lossy(&garbage.stderr).contains("not a pcap or pcapng file"));
     let bad_phase = linecard(&["analyze", fixture().to_str().unwrap(), "--phase", "x=5,1"]);
