@@ -250,3 +250,17 @@ pub fn dut_cpu() -> usize {
         .parse()
         .unwrap()
 }
+
+/// Runs `run_once` until it is valid, at most three times: `Err` means the
+/// run was invalid (this VM stalled a CPU under it, see [`CpuWitness`]),
+/// and a third invalid run fails, saying why.
+pub fn retrying_invalid(label: &str, run_once: impl Fn() -> Result<(), String>) {
+    const RUNS: usize = 3;
+    for run in 1..=RUNS {
+        match run_once() {
+            Ok(()) => return,
+            Err(why) if run < RUNS => eprintln!("{label}: {why}; running again"),
+            Err(why) => panic!("{label}: {why}, {RUNS} times in a row"),
+        }
+    }
+}

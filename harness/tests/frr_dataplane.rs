@@ -89,20 +89,7 @@ fn frr_bfdd_drives_the_xdp_engine_over_its_dataplane_protocol() {
     if !privileged("frr_bfdd_drives_the_xdp_engine_over_its_dataplane_protocol") {
         return;
     }
-    retrying_invalid(drive_once);
-}
-
-/// An invalid run (a flap while this VM stalled the DUT's CPU) is
-/// repeated, up to three runs in all.
-fn retrying_invalid(run_once: fn() -> Result<(), String>) {
-    const RUNS: usize = 3;
-    for run in 1..=RUNS {
-        match run_once() {
-            Ok(()) => return,
-            Err(why) if run < RUNS => eprintln!("{why}; running again"),
-            Err(why) => panic!("{why}, {RUNS} times in a row"),
-        }
-    }
+    retrying_invalid("frr-dataplane", drive_once);
 }
 
 /// One run; `Err` means invalid, not failed.
@@ -359,7 +346,7 @@ fn hold_mode_keeps_the_session_across_two_bfdd_restarts() {
     if !privileged("hold_mode_keeps_the_session_across_two_bfdd_restarts") {
         return;
     }
-    retrying_invalid(hold_once);
+    retrying_invalid("hold", hold_once);
 }
 
 /// One run; `Err` means invalid, not failed.
@@ -488,7 +475,7 @@ fn bfdd_without_a_local_address_over_ipv6() {
     if !privileged("bfdd_without_a_local_address_over_ipv6") {
         return;
     }
-    retrying_invalid(ipv6_once);
+    retrying_invalid("ipv6", ipv6_once);
 }
 
 fn ipv6_once() -> Result<(), String> {
@@ -530,20 +517,7 @@ fn ipv6_once() -> Result<(), String> {
         &[],
     );
     // bfdd lists the dataplane once linecardd is attached.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !String::from_utf8_lossy(
-        &vtysh(DUT.namespace, &vty, &["show bfd distributed"])
-            .unwrap()
-            .stdout,
-    )
-    .contains("File descriptor")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "linecardd never attached to bfdd"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    linecard_harness::run::daemons::wait_dataplane_attached(&vty).unwrap();
     let peer_line = format!("peer {}", PEER.ipv6);
     let out = vtysh(
         DUT.namespace,

@@ -353,24 +353,10 @@ fn idle_packets_floor(ns: i64) -> u64 {
 
 #[test]
 fn naive_backend_against_frr_and_bird() {
-    interop_retrying_invalid("naive");
+    retrying_invalid("naive", || interop("naive"));
 }
 
 #[test]
 fn rt_backend_against_frr_and_bird() {
-    interop_retrying_invalid("rt");
-}
-
-/// An invalid run (see [`interop`]) is repeated, up to three runs in all
-/// (this VM stalls a CPU for 2-4 ms every few seconds and, rarely, for tens
-/// of ms, with no steal reported); a third invalid run fails, saying why.
-fn interop_retrying_invalid(backend: &str) {
-    const RUNS: usize = 3;
-    for run in 1..=RUNS {
-        match interop(backend) {
-            Ok(()) => return,
-            Err(why) if run < RUNS => eprintln!("{backend}: {why}; running again"),
-            Err(why) => panic!("{backend}: {why}, {RUNS} times in a row"),
-        }
-    }
+    retrying_invalid("rt", || interop("rt"));
 }

@@ -23,16 +23,7 @@ fn two_rx_clocked_engines_keep_the_session_without_melting_down() {
     if !privileged("two_rx_clocked_engines_keep_the_session_without_melting_down") {
         return;
     }
-    // An invalid run (a gap while this VM stalled a CPU) is repeated, up to
-    // three runs in all.
-    const RUNS: usize = 3;
-    for run in 1..=RUNS {
-        match once() {
-            Ok(()) => return,
-            Err(why) if run < RUNS => eprintln!("{why}; running again"),
-            Err(why) => panic!("{why}, {RUNS} times in a row"),
-        }
-    }
+    retrying_invalid("symmetric", once);
 }
 
 fn once() -> Result<(), String> {

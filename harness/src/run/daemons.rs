@@ -366,24 +366,12 @@ pub fn start_dut(
                 &["--dplaneaddr".into(), format!("ipv4:{FRR_DATAPLANE}")],
             )?;
             let vty = dir.join("dut-frr-control");
-            let socket = dir.join("linecardd.sock");
-            let config = dir.join("linecardd.toml");
             let engine_keys = format!(
                 "frr_dataplane = \"{FRR_DATAPLANE}\"\nfrr_backend = \"{backend}\"\n{engine}"
             );
-            std::fs::write(
-                &config,
-                linecardd_config(backend, &engine_keys, sessions, &[], &socket, dut_cpus),
-            )?;
-            let binary = linecardd_binary();
-            let daemon = Daemon::spawn(
-                "linecardd",
-                spec::DUT.namespace,
-                Some(&cpuset),
-                binary.to_str().context("linecardd's path is not UTF-8")?,
-                &["--config".into(), config.display().to_string()],
-                &dir.join("linecardd.log"),
-            )?;
+            // No sessions of its own: bfdd hands them over.
+            let (daemon, socket) =
+                spawn_linecardd(backend, &engine_keys, sessions, &[], dir, dut_cpus)?;
             if in_config.is_empty() && !configured.is_empty() {
                 wait_dataplane_attached(&vty)?;
                 add_frr_peers(&vty, &configured)?;
@@ -401,21 +389,8 @@ pub fn start_dut(
             })
         }
         DutImplementation::Linecardd { backend } => {
-            let socket = dir.join("linecardd.sock");
-            let config = dir.join("linecardd.toml");
-            std::fs::write(
-                &config,
-                linecardd_config(backend, engine, sessions, pairs, &socket, dut_cpus),
-            )?;
-            let binary = linecardd_binary();
-            let daemon = Daemon::spawn(
-                "linecardd",
-                spec::DUT.namespace,
-                Some(&cpuset),
-                binary.to_str().context("linecardd's path is not UTF-8")?,
-                &["--config".into(), config.display().to_string()],
-                &dir.join("linecardd.log"),
-            )?;
+            let (daemon, socket) =
+                spawn_linecardd(backend, engine, sessions, pairs, dir, dut_cpus)?;
             Ok(Bfd {
                 daemon,
                 kind: Kind::Linecardd {
@@ -426,6 +401,34 @@ pub fn start_dut(
             })
         }
     }
+}
+
+/// Writes `dir/linecardd.toml` and starts linecardd with it in the DUT's
+/// namespace and cpuset; returns it and its control socket.
+fn spawn_linecardd(
+    backend: &str,
+    engine: &str,
+    sessions: &Sessions,
+    pairs: &[Pair],
+    dir: &Path,
+    dut_cpus: &[usize],
+) -> Result<(Daemon, PathBuf)> {
+    let socket = dir.join("linecardd.sock");
+    let config = dir.join("linecardd.toml");
+    std::fs::write(
+        &config,
+        linecardd_config(backend, engine, sessions, pairs, &socket, dut_cpus),
+    )?;
+    let binary = linecardd_binary();
+    let daemon = Daemon::spawn(
+        "linecardd",
+        spec::DUT.namespace,
+        Some(&spec::cpuset_dir(spec::DUT_CPUSET)),
+        binary.to_str().context("linecardd's path is not UTF-8")?,
+        &["--config".into(), config.display().to_string()],
+        &dir.join("linecardd.log"),
+    )?;
+    Ok((daemon, socket))
 }
 
 /// Whether a linecardd on `backend` with these `[engine]` keys hands
@@ -440,7 +443,7 @@ fn offloads(backend: &str, engine: &str) -> bool {
 }
 
 /// Waits (bounded) until bfdd lists a connected dataplane.
-fn wait_dataplane_attached(vty: &Path) -> Result<()> {
+pub fn wait_dataplane_attached(vty: &Path) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let out = procs::vtysh(spec::DUT.namespace, vty, &["show bfd distributed"])?;
