@@ -161,6 +161,63 @@ fn an_answer_to_our_answer_is_heard_not_answered() {
     assert_eq!(fast.state().finals_sent, 1);
 }
 
+/// The session's own clock counts as our transmission only once the
+/// responder thread stamped what it actually sent: a request the sweep
+/// raised while the thread was held off (RT throttling) must not silence
+/// the RX-clocked replies (seen under L4: 30 ms of silence, a flap).
+#[test]
+fn only_a_sent_own_clock_packet_silences_the_reply() {
+    if !privileged() {
+        return;
+    }
+    let mut fast = FastPath::load_with(SessionConfig {
+        min_reply_gap_ns: 60_000_000_000,
+        ..session(true)
+    });
+    let now = monotonic_ns();
+    // A request without a send: the kernel's own fields, as the sweep
+    // would leave them.
+    let requested = SessionState {
+        clock_tx_ns: now,
+        clock_tx_requests: 1,
+        ..SessionState::default()
+    };
+    let set_state = |fast: &mut FastPath| {
+        let mut states: Array<&mut MapData, SessionState> =
+            Array::try_from(fast.bpf.map_mut(names::STATE_MAP).unwrap()).unwrap();
+        states.set(SLOT, requested, 0).unwrap();
+    };
+    set_state(&mut fast);
+    let up = frame(255, &bfd(3, 0, PEER_DISCR, OUR_DISCR));
+    assert_eq!(
+        fast.run(&up).action,
+        XDP_TX,
+        "a clock request alone is not a transmission"
+    );
+    // Reset our reply's stamp; then the responder's stamp of a real send.
+    set_state(&mut fast);
+    let mut sent: Array<&mut MapData, u64> =
+        Array::try_from(fast.bpf.map_mut(names::CLOCK_SENT_MAP).unwrap()).unwrap();
+    sent.set(SLOT, monotonic_ns(), 0).unwrap();
+    assert_eq!(
+        fast.run(&up).action,
+        XDP_DROP,
+        "an answer to our own clock's packet is heard, not answered"
+    );
+    assert_eq!(fast.per_cpu_sum(names::VERDICTS_MAP, verdict::HEARD), 1);
+}
+
+/// CLOCK_MONOTONIC, the clock of `bpf_ktime_get_ns`.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 #[test]
 fn a_poll_is_answered_with_final_and_padding_is_trimmed() {
     if !privileged() {

@@ -50,7 +50,7 @@ pub struct SessionConfig {
 }
 
 /// Value of the `LC_STATE` array (index: `SessionConfig::slot`). Written by
-/// the kernel only. 5 x 8 + 4 x 4 + 8 + 8 = 72 bytes, 8-aligned.
+/// the kernel only. 5 x 8 + 4 x 4 + 5 x 8 = 96 bytes, 8-aligned.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SessionState {
@@ -77,11 +77,24 @@ pub struct SessionState {
     pub reported_rx_ns: u64,
     /// `bpf_ktime_get_ns` of our last reply sent with XDP_TX.
     pub last_tx_ns: u64,
+    /// `bpf_ktime_get_ns` of the sweep's last [`event::TRANSMIT_DUE`] (the
+    /// session's own clock; written by the sweep only). A request, not a
+    /// transmission: the responder thread may be held off (RT throttling
+    /// holds every real-time task for up to 50 ms a second), so what it
+    /// actually sent is stamped in `LC_CLOCK_SENT` and only that counts as
+    /// our transmission.
+    pub clock_tx_ns: u64,
+    /// How many [`event::TRANSMIT_DUE`] the sweep raised for this slot.
+    pub clock_tx_requests: u64,
+    /// The gap the sweep drew, at its last `TRANSMIT_DUE`, for the next
+    /// one should nothing else leave meanwhile: 75-100 % of the interval
+    /// (RFC 5880 6.8.7's jitter).
+    pub clock_gap_ns: u64,
 }
 
 /// Value of the `LC_SLOTS` array: what the kernel's detection sweep needs
 /// per slot, and what the fast path needs to know of userspace's own
-/// transmissions. Written by userspace. 8 + 4 + 4 + 8 = 24 bytes.
+/// transmissions. Written by userspace. 8 + 4 + 4 + 8 + 8 = 32 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SlotConfig {
@@ -91,23 +104,44 @@ pub struct SlotConfig {
     pub discr: u32,
     /// 1 while the session is offloaded: only then does the kernel judge it.
     pub armed: u32,
-    /// `CLOCK_MONOTONIC` of userspace's last packet for an offloaded
-    /// session (its backstop when no packet left for too long): the fast
-    /// path does not answer the peer's answer to it.
+    /// `CLOCK_MONOTONIC` of userspace's last packet for this session when
+    /// it wrote this value: where the session's own clock starts counting
+    /// before the kernel has sent anything.
     pub user_tx_ns: u64,
+    /// Our transmit interval, ns, for the session's own clock (0: none).
+    /// The peer clocks us while it transmits; when it does not (it stalls,
+    /// or it is RX-clocked too), the sweep raises [`event::TRANSMIT_DUE`]
+    /// and the responder thread sends the steady packet: 1.1 intervals
+    /// after an RX-clocked reply (past a punctual peer's longest gap, so
+    /// that the peer alone clocks us while it is on time), then every
+    /// 75-100 % of an interval while nothing else leaves.
+    pub tx_interval_ns: u64,
 }
 
-/// A record of the `LC_EVENTS` ring buffer: the sweep found a silence.
-/// 8 + 8 + 4 + 4 = 24 bytes.
+/// A record of the `LC_EVENTS` ring buffer: what the sweep found.
+/// 8 + 8 + 4 + 4 + 4 + 4 = 32 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DetectionEvent {
+pub struct SweepEvent {
     /// `bpf_ktime_get_ns` when the sweep noticed.
     pub at_ns: u64,
     /// The last valid packet from the peer (same clock).
     pub last_rx_ns: u64,
     pub discr: u32,
     pub slot: u32,
+    /// `event::*`.
+    pub kind: u32,
+    pub _reserved: u32,
+}
+
+/// `SweepEvent::kind`.
+pub mod event {
+    /// The peer has been silent for longer than the detection time
+    /// (RFC 5880 6.8.4): reported once per silence.
+    pub const PEER_SILENT: u32 = 0;
+    /// Nothing has left the session for its own clock's gap (see
+    /// `SlotConfig::tx_interval_ns`): send the steady packet now.
+    pub const TRANSMIT_DUE: u32 = 1;
 }
 
 /// Slots the sweep visits (the `LC_SLOTS` used count caps it further).
@@ -191,24 +225,30 @@ mod tests {
 
     #[test]
     fn session_state_layout_is_pinned() {
-        assert_eq!(size_of::<SessionState>(), 72);
+        assert_eq!(size_of::<SessionState>(), 96);
         assert_eq!(offset_of!(SessionState, remote_desired_min_tx_us), 40);
         assert_eq!(offset_of!(SessionState, remote_required_min_rx_us), 44);
         assert_eq!(offset_of!(SessionState, remote_detect_mult), 48);
         assert_eq!(offset_of!(SessionState, reported_rx_ns), 56);
         assert_eq!(offset_of!(SessionState, last_tx_ns), 64);
+        assert_eq!(offset_of!(SessionState, clock_tx_ns), 72);
+        assert_eq!(offset_of!(SessionState, clock_tx_requests), 80);
+        assert_eq!(offset_of!(SessionState, clock_gap_ns), 88);
+        assert_eq!(size_of::<SessionState>(), 96);
     }
 
     #[test]
     fn slot_config_and_event_layouts_are_pinned() {
-        assert_eq!(size_of::<SlotConfig>(), 24);
+        assert_eq!(size_of::<SlotConfig>(), 32);
         assert_eq!(offset_of!(SlotConfig, discr), 8);
         assert_eq!(offset_of!(SlotConfig, armed), 12);
         assert_eq!(offset_of!(SlotConfig, user_tx_ns), 16);
-        assert_eq!(size_of::<DetectionEvent>(), 24);
-        assert_eq!(offset_of!(DetectionEvent, last_rx_ns), 8);
-        assert_eq!(offset_of!(DetectionEvent, discr), 16);
-        assert_eq!(offset_of!(DetectionEvent, slot), 20);
+        assert_eq!(offset_of!(SlotConfig, tx_interval_ns), 24);
+        assert_eq!(size_of::<SweepEvent>(), 32);
+        assert_eq!(offset_of!(SweepEvent, last_rx_ns), 8);
+        assert_eq!(offset_of!(SweepEvent, discr), 16);
+        assert_eq!(offset_of!(SweepEvent, slot), 20);
+        assert_eq!(offset_of!(SweepEvent, kind), 24);
         assert_eq!(offset_of!(SessionState, last_rx_ns), 0);
         assert_eq!(offset_of!(SessionState, finals_sent), 24);
         assert_eq!(offset_of!(SessionState, passed), 32);

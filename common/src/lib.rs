@@ -40,11 +40,15 @@ pub mod names {
     pub const VERDICTS_MAP: &str = "LC_VERDICTS";
     /// Array: slot -> [`crate::bfd::SlotConfig`] (userspace-written).
     pub const SLOTS_MAP: &str = "LC_SLOTS";
-    /// Ring buffer of [`crate::bfd::DetectionEvent`].
+    /// Ring buffer of [`crate::bfd::SweepEvent`].
     pub const EVENTS_MAP: &str = "LC_EVENTS";
+    /// Array: slot -> u64 `CLOCK_MONOTONIC` of the last packet the
+    /// responder thread actually sent for the session's own clock (written
+    /// by that thread only).
+    pub const CLOCK_SENT_MAP: &str = "LC_CLOCK_SENT";
 }
 
 /// Bumped whenever a shared type changes layout. The object records the
 /// version it was built with, and the loader refuses a mismatch so that a
 /// stale object fails loudly instead of misreading maps.
-pub const LAYOUT_VERSION: u32 = 5;
+pub const LAYOUT_VERSION: u32 = 6;

@@ -127,8 +127,8 @@ fn once() -> Result<(), String> {
     for s in &statuses {
         let s = &s["sessions"][0];
         eprintln!(
-            "{} -> {}: clock {}, backstop packets {}, offloaded {}",
-            s["local"], s["peer"], s["clock"], s["backstop_packets"], s["offloaded"]
+            "{} -> {}: clock {}, own clock packets {}, offloaded {}",
+            s["local"], s["peer"], s["clock"], s["own_clock_requests"], s["offloaded"]
         );
         assert_eq!(s["offloaded"], true, "both sides keep the fast path: {s:#}");
     }
@@ -167,10 +167,10 @@ fn once() -> Result<(), String> {
         );
         // 3 x 10 ms: at most 133 packets/s; a ping-pong is thousands.
         assert!(rate < 150.0, "meltdown: {rate:.0} packets/s");
-        // Nobody fell silent: the backstop sends after 12.5 ms, so at
-        // least ~70 packets/s, and never a detection time's silence.
+        // Nobody fell silent: the own clock sends after 11 ms, so at
+        // least ~85 packets/s, and never a detection time's silence.
         assert!(
-            rate > 60.0 && flow.gap_ms.max < 30.0,
+            rate > 80.0 && flow.gap_ms.max < 30.0,
             "silence: {rate:.0} packets/s, max gap {} ms",
             flow.gap_ms.max
         );

@@ -1,7 +1,8 @@
 //! The xdp backend idle, against FRR bfdd 8.4.4, 3 x 10 ms, on the wire:
 //! the RX-clocked signature (our p50 is the peer's), reply latency, crafted
 //! frames from the spare host dropped in the kernel by reason (while the
-//! live session's counter moves and the userspace socket sees none), and a
+//! live session's counter moves and the userspace socket sees none), the
+//! session's own clock covering a peer that stalls (SIGSTOP, 18 ms), and a
 //! killed peer detected within 31 ms. Idle window: LINECARD_IDLE_SECONDS
 //! (default 60).
 
@@ -205,6 +206,22 @@ fn xdp_run() -> Result<(), String> {
     );
     let injection_end = epoch_ns();
 
+    // The peer stalls (its bfdd stopped for 18 ms, five times): an
+    // RX-clocked reply would mirror each silence; the session's own clock
+    // in the kernel's sweep sends after 1.1 intervals instead.
+    let own_clock = |v: &serde_json::Value| v["sessions"][0]["own_clock_requests"].as_u64().unwrap();
+    let clock_before = own_clock(&ctl(&socket, &["list", "--json"]));
+    let bfdd = frr.pid() as libc::pid_t;
+    for _ in 0..5 {
+        // SAFETY: signals to the bfdd this test started, by PID.
+        unsafe { libc::kill(bfdd, libc::SIGSTOP) };
+        std::thread::sleep(Duration::from_millis(18));
+        unsafe { libc::kill(bfdd, libc::SIGCONT) };
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let stall_end = epoch_ns();
+    let clock_sent = own_clock(&ctl(&socket, &["list", "--json"])) - clock_before;
+
     // Kill the peer without a farewell: Down within 31 ms of its last packet.
     frr.kill().unwrap();
     let down = wait_sessions(
@@ -232,6 +249,11 @@ fn xdp_run() -> Result<(), String> {
             name: "injection".into(),
             start_ns: idle_end,
             end_ns: injection_end,
+        },
+        Phase {
+            name: "peer stalls".into(),
+            start_ns: injection_end,
+            end_ns: stall_end,
         },
     ];
     let a = analyze(
@@ -289,6 +311,31 @@ fn xdp_run() -> Result<(), String> {
     assert!(
         a.phases[1].result.flows.iter().all(|f| f.flaps == 0),
         "the injection caused a flap"
+    );
+    let stalls = &a.phases[2].result;
+    let ours_stalled = stalls.flows.iter().find(|f| f.src == DUT.ipv4).unwrap();
+    let theirs_stalled = stalls.flows.iter().find(|f| f.src == PEER.ipv4).unwrap();
+    eprintln!(
+        "xdp: peer stalled 5 x 18 ms: the peer's longest gap {:.2} ms, ours {:.2} ms, {clock_sent} own-clock requests",
+        theirs_stalled.gap_ms.max, ours_stalled.gap_ms.max
+    );
+    // The precondition: the peer did fall silent on the wire.
+    assert!(
+        theirs_stalled.gap_ms.max >= 17.0,
+        "the peer's longest gap {} ms: the stall did not happen",
+        theirs_stalled.gap_ms.max
+    );
+    assert!(
+        stalls.flows.iter().all(|f| f.flaps == 0),
+        "a flap while the peer stalled"
+    );
+    // 11 ms after our last packet, plus the sweep's 0.5 ms period and
+    // this VM's occasional few-millisecond stall of a CPU.
+    assert!(
+        ours_stalled.gap_ms.max <= 14.0 && clock_sent >= 5,
+        "our longest gap {} ms while the peer stalled ({} ms), own-clock requests {clock_sent}",
+        ours_stalled.gap_ms.max,
+        theirs_stalled.gap_ms.max
     );
     let peer_last = a
         .all

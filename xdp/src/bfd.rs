@@ -10,14 +10,16 @@
 //! userspace socket. While a session is Up and offloaded, each valid packet
 //! from the peer is rewritten in place into our reply and sent back with
 //! XDP_TX; a Poll is answered with Final. Everything else valid goes to
-//! userspace (XDP_PASS), which keeps the state machine.
+//! userspace (XDP_PASS), which keeps the state machine. A timer sweep
+//! detects silent peers and keeps each offloaded session's own clock for
+//! when the peer does not clock us (it stalls, or it is RX-clocked too).
 
 use aya_ebpf::{
     bindings::{bpf_timer, xdp_action},
     btf_maps::Array as BtfArray,
     helpers::generated::{
-        bpf_ktime_get_ns, bpf_timer_init, bpf_timer_set_callback, bpf_timer_start,
-        bpf_xdp_adjust_tail,
+        bpf_get_prandom_u32, bpf_ktime_get_ns, bpf_timer_init, bpf_timer_set_callback,
+        bpf_timer_start, bpf_xdp_adjust_tail,
     },
     macros::{btf_map, map, xdp},
     maps::{Array, HashMap, PerCpuArray, RingBuf},
@@ -25,7 +27,7 @@ use aya_ebpf::{
 };
 use core::ffi::c_void;
 use linecard_common::bfd::{
-    drop, verdict, DetectionEvent, SessionConfig, SessionState, SlotConfig, DROP_REASONS,
+    drop, event, verdict, SessionConfig, SessionState, SlotConfig, SweepEvent, DROP_REASONS,
     FLAG_REPLY, MAX_SESSIONS, PORT_SINGLE_HOP, SWEEP_PERIOD_NS, SWEEP_SLOTS, VERDICTS,
 };
 
@@ -39,8 +41,14 @@ static LC_DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(DROP_REASONS, 
 static LC_VERDICTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(VERDICTS, 0);
 #[map]
 static LC_SLOTS: Array<SlotConfig> = Array::with_max_entries(SWEEP_SLOTS, 0);
+/// When the responder thread last sent for each slot's own clock
+/// (`CLOCK_MONOTONIC` ns; written by that thread only).
 #[map]
-static LC_EVENTS: RingBuf = RingBuf::with_byte_size(64 * 1024, 0);
+static LC_CLOCK_SENT: Array<u64> = Array::with_max_entries(SWEEP_SLOTS, 0);
+/// Room for every slot's two events at once (40 bytes each with the record
+/// header): a burst of clock events must not crowd out a detection.
+#[map]
+static LC_EVENTS: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
 
 /// The detection sweep's timer. A map value holding a `bpf_timer` needs BTF,
 /// hence a BTF-defined map.
@@ -85,10 +93,13 @@ fn ensure_sweep() {
     }
 }
 
-/// Detection in the kernel: every SWEEP_PERIOD_NS, each armed slot whose
-/// peer has been silent for longer than its detection time is reported once
-/// per silence through LC_EVENTS, with the kernel's timestamp: the instant
-/// does not depend on userspace being scheduled.
+/// The sweep, every SWEEP_PERIOD_NS over each armed slot, with the kernel's
+/// timestamp, so that neither instant depends on userspace being scheduled:
+/// - detection: a peer silent for longer than its detection time is
+///   reported once per silence (`event::PEER_SILENT`);
+/// - the session's own clock: when nothing has left the session for 1.1
+///   intervals after an RX-clocked reply, or 75-100 % of one after its own
+///   packet, `event::TRANSMIT_DUE` asks the responder thread to send.
 unsafe extern "C" fn sweep(_map: *mut c_void, _key: *mut u32, cell: *mut SweepTimer) -> i32 {
     let now = unsafe { bpf_ktime_get_ns() };
     let mut slot = 0;
@@ -96,30 +107,8 @@ unsafe extern "C" fn sweep(_map: *mut c_void, _key: *mut u32, cell: *mut SweepTi
         if let Some(config) = LC_SLOTS.get(slot) {
             if config.armed != 0 {
                 if let Some(state) = LC_STATE.get_ptr_mut(slot) {
-                    // SAFETY: a live map value; the fast path writes
-                    // `last_rx_ns` concurrently (read once, volatile), the
-                    // sweep alone writes `reported_rx_ns`.
-                    let last = unsafe {
-                        core::ptr::read_volatile(core::ptr::addr_of!((*state).last_rx_ns))
-                    };
-                    // Signed: a packet stamped after `now` (racing this
-                    // sweep on another CPU) is not an enormous silence.
-                    let silent = now as i64 - last as i64;
-                    if last != 0
-                        && silent > config.detect_ns as i64
-                        && unsafe { (*state).reported_rx_ns } != last
-                    {
-                        unsafe { (*state).reported_rx_ns = last };
-                        let event = DetectionEvent {
-                            at_ns: now,
-                            last_rx_ns: last,
-                            discr: config.discr,
-                            slot,
-                        };
-                        // Force the wakeup: the reader must act at once, not at its
-                        // next poll of its own.
-                        let _ = LC_EVENTS.output::<DetectionEvent>(&event, BPF_RB_FORCE_WAKEUP);
-                    }
+                    // SAFETY: a live map value of LC_STATE.
+                    unsafe { sweep_slot(now, slot, config, &mut *state) };
                 }
             }
         }
@@ -128,6 +117,85 @@ unsafe extern "C" fn sweep(_map: *mut c_void, _key: *mut u32, cell: *mut SweepTi
     // SAFETY: re-arms the timer this callback belongs to.
     unsafe { bpf_timer_start(core::ptr::addr_of_mut!((*cell).timer), SWEEP_PERIOD_NS, 0) };
     0
+}
+
+#[inline(always)]
+fn sweep_slot(now: u64, slot: u32, config: &SlotConfig, state: &mut SessionState) {
+    // The fast path writes `last_rx_ns` and `last_tx_ns` concurrently: read
+    // each once, volatile. The sweep, a single timer and so never
+    // concurrent with itself, alone writes `reported_rx_ns` and the clock
+    // fields, so each event is raised once without atomics.
+    // SAFETY: plain loads of fields of a live map value.
+    let last_rx = unsafe { core::ptr::read_volatile(core::ptr::addr_of!(state.last_rx_ns)) };
+    // Signed: a packet stamped after `now` (racing this sweep on another
+    // CPU) is not an enormous silence.
+    let silent = now as i64 - last_rx as i64;
+    if last_rx != 0 && silent > config.detect_ns as i64 && state.reported_rx_ns != last_rx {
+        state.reported_rx_ns = last_rx;
+        report(now, last_rx, slot, config, event::PEER_SILENT);
+    }
+    let interval = config.tx_interval_ns;
+    // After a detection the session is userspace's again: no clock.
+    if interval == 0 || silent > config.detect_ns as i64 {
+        return;
+    }
+    let xdp_tx = unsafe { core::ptr::read_volatile(core::ptr::addr_of!(state.last_tx_ns)) };
+    let clock_sent = clock_sent(slot);
+    let last_tx = max(max(xdp_tx, clock_sent), config.user_tx_ns);
+    // After an RX-clocked reply, give the peer until past its longest
+    // regular gap (100 % of the interval, RFC 5880 6.8.7); once our own
+    // clock sent last, nobody else is clocking us: keep the interval.
+    let wait = if clock_sent != 0 && clock_sent >= xdp_tx {
+        state.clock_gap_ns
+    } else {
+        interval + interval / 10
+    };
+    // Due since the last packet that left, and not asked for since: a
+    // responder held off is asked again a gap later, not every sweep.
+    if last_tx != 0
+        && now as i64 - last_tx as i64 > wait as i64
+        && now as i64 - state.clock_tx_ns as i64 > wait as i64
+    {
+        state.clock_tx_ns = now;
+        state.clock_tx_requests += 1;
+        // SAFETY: a helper without arguments.
+        let draw = u64::from(unsafe { bpf_get_prandom_u32() });
+        state.clock_gap_ns = interval - draw % (interval / 4 + 1);
+        report(now, last_rx, slot, config, event::TRANSMIT_DUE);
+    }
+}
+
+#[inline(always)]
+fn clock_sent(slot: u32) -> u64 {
+    LC_CLOCK_SENT
+        .get_ptr(slot)
+        // SAFETY: a live map value; userspace may be writing it (an 8-byte
+        // aligned store), read once.
+        .map_or(0, |sent| unsafe { core::ptr::read_volatile(sent) })
+}
+
+#[inline(always)]
+fn max(a: u64, b: u64) -> u64 {
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+#[inline(always)]
+fn report(now: u64, last_rx: u64, slot: u32, config: &SlotConfig, kind: u32) {
+    let event = SweepEvent {
+        at_ns: now,
+        last_rx_ns: last_rx,
+        discr: config.discr,
+        slot,
+        kind,
+        _reserved: 0,
+    };
+    // Force the wakeup: the reader must act at once, not at its next poll
+    // of its own.
+    let _ = LC_EVENTS.output::<SweepEvent>(&event, BPF_RB_FORCE_WAKEUP);
 }
 
 const ETH_LEN: usize = 14;
@@ -348,12 +416,8 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
         // An answer to our own packet is heard, not answered: two
         // RX-clocked engines would otherwise ping-pong at wire speed.
         let user_tx = LC_SLOTS.get(config.slot).map_or(0, |s| s.user_tx_ns);
-        let last_tx = if user_tx > session.last_tx_ns {
-            user_tx
-        } else {
-            session.last_tx_ns
-        };
-        // Signed: a userspace stamp a hair ahead of this packet's.
+        let last_tx = max(max(user_tx, session.last_tx_ns), clock_sent(config.slot));
+        // Signed: the responder's stamp a hair ahead of this packet's.
         if (now as i64).wrapping_sub(last_tx as i64) < config.min_reply_gap_ns as i64 {
             count(&LC_VERDICTS, verdict::HEARD);
             return Ok(xdp_action::XDP_DROP);

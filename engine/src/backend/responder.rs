@@ -1,17 +1,20 @@
-//! The first Down after the kernel declares a peer silent leaves from here:
-//! a thread at real-time priority that sleeps on the kernel's ring buffer
-//! and sends a prepared Down at once. The xdp backend's event loop runs at
-//! normal priority; under L4 the Down waited for it 35-508 ms after the
-//! kernel's detection (measured), though detecting was never the loop's job.
+//! What the kernel's sweep asks for leaves from here: a thread at real-time
+//! priority that sleeps on the kernel's ring buffer and sends a prepared
+//! packet at once. The xdp backend's event loop runs at normal priority;
+//! under L4 the Down waited for it 35-508 ms after the kernel's detection
+//! (measured), though detecting was never the loop's job.
 //!
-//! The loop prepares each offloaded session's Down (the packet its own state
-//! machine would send at the detection deadline) and still handles every
-//! event afterwards: it receives them from here, in order, and its own Down
+//! For each offloaded session the loop prepares two packets: the Down its
+//! own state machine would send at the detection deadline
+//! (`event::PEER_SILENT`), and the steady packet the session's own clock
+//! sends when nothing has left for a while (`event::TRANSMIT_DUE`: the peer
+//! stalled or is RX-clocked too). The loop still handles every detection
+//! afterwards: it receives them from here, in order, and its own Down
 //! follows the first (a duplicate Down is harmless, RFC 5880 6.8.6).
 
 use anyhow::{Context, Result};
-use aya::maps::{MapData, RingBuf};
-use linecard_common::bfd::DetectionEvent;
+use aya::maps::{Array, MapData, RingBuf};
+use linecard_common::bfd::{event, SweepEvent};
 use socket2::{SockAddr, Socket};
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -23,24 +26,27 @@ use std::thread::JoinHandle;
 /// How often the thread looks at its stop flag while no event comes.
 const POLL_MS: i32 = 100;
 
-/// A session's prepared Down: its own socket (a duplicate descriptor of the
-/// session's), the peer, the bytes.
-pub struct PreparedDown {
+/// A session's prepared packets: its own socket (a duplicate descriptor of
+/// the session's), the peer, the bytes.
+pub struct Prepared {
     pub socket: Socket,
     pub peer: SockAddr,
-    pub bytes: Vec<u8>,
+    /// Sent once, on the first `PEER_SILENT`.
+    pub down: Option<Vec<u8>>,
+    /// Sent on every `TRANSMIT_DUE` until the session is disarmed.
+    pub steady: Vec<u8>,
 }
 
 /// A detection event and when, if at all, the thread sent its Down.
 #[derive(Clone, Copy, Debug)]
 pub struct Detection {
-    pub event: DetectionEvent,
+    pub event: SweepEvent,
     /// CLOCK_MONOTONIC ns when the prepared Down left (None: none armed).
     pub down_sent_mono_ns: Option<u64>,
 }
 
-pub struct DownResponder {
-    armed: Arc<Mutex<HashMap<u32, PreparedDown>>>,
+pub struct Responder {
+    armed: Arc<Mutex<HashMap<u32, Prepared>>>,
     detections: Receiver<Detection>,
     /// Readable whenever detections wait (an eventfd the loop polls).
     wake: Arc<OwnedFd>,
@@ -48,10 +54,17 @@ pub struct DownResponder {
     thread: Option<JoinHandle<()>>,
 }
 
-impl DownResponder {
+impl Responder {
     /// Starts the thread on `events`, at SCHED_FIFO `priority` pinned to
     /// `cpu` when it can (it runs at normal priority otherwise, and says so).
-    pub fn start(events: RingBuf<MapData>, priority: i32, cpu: Option<usize>) -> Result<Self> {
+    /// It stamps each own-clock packet it sends in `clock_sent` (slot ->
+    /// CLOCK_MONOTONIC ns), the only writer of that map.
+    pub fn start(
+        events: RingBuf<MapData>,
+        clock_sent: Array<MapData, u64>,
+        priority: i32,
+        cpu: Option<usize>,
+    ) -> Result<Self> {
         // SAFETY: eventfd has no preconditions; the result is checked.
         let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if raw < 0 {
@@ -59,22 +72,22 @@ impl DownResponder {
         }
         // SAFETY: raw is a fresh descriptor we own.
         let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(raw) });
-        let armed: Arc<Mutex<HashMap<u32, PreparedDown>>> = Arc::default();
+        let armed: Arc<Mutex<HashMap<u32, Prepared>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let (sender, detections) = channel();
         let thread = {
             let (armed, stop, wake) = (armed.clone(), stop.clone(), wake.clone());
             std::thread::Builder::new()
-                .name("lc-down".into())
+                .name("lc-responder".into())
                 .spawn(move || {
                     if let Err(e) = super::rt::make_current_thread_realtime(priority, cpu) {
                         eprintln!(
-                            "linecardd: the Down responder runs at normal priority ({e}): the first Down waits for the scheduler"
+                            "linecardd: the responder runs at normal priority ({e}): the first Down and the own clock wait for the scheduler"
                         );
                     }
-                    respond(events, &armed, &sender, &wake, &stop);
+                    respond(events, clock_sent, &armed, &sender, &wake, &stop);
                 })
-                .context("starting the Down responder thread")?
+                .context("starting the responder thread")?
         };
         Ok(Self {
             armed,
@@ -85,12 +98,12 @@ impl DownResponder {
         })
     }
 
-    /// Prepares (or replaces) the Down for session `discr`.
-    pub fn arm(&self, discr: u32, down: PreparedDown) {
+    /// Prepares (or replaces) the packets of session `discr`.
+    pub fn arm(&self, discr: u32, prepared: Prepared) {
         self.armed
             .lock()
             .expect("the responder never panics holding the lock")
-            .insert(discr, down);
+            .insert(discr, prepared);
     }
 
     pub fn disarm(&self, discr: u32) {
@@ -114,7 +127,7 @@ impl DownResponder {
     }
 }
 
-impl Drop for DownResponder {
+impl Drop for Responder {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {
@@ -125,7 +138,8 @@ impl Drop for DownResponder {
 
 fn respond(
     mut events: RingBuf<MapData>,
-    armed: &Mutex<HashMap<u32, PreparedDown>>,
+    mut clock_sent: Array<MapData, u64>,
+    armed: &Mutex<HashMap<u32, Prepared>>,
     detections: &Sender<Detection>,
     wake: &OwnedFd,
     stop: &AtomicBool,
@@ -142,26 +156,57 @@ fn respond(
             continue;
         }
         let mut any = false;
+        // (discr, slot) of each session whose own clock is due, once: a
+        // thread held off (RT throttling) finds several requests waiting
+        // and sends one packet, late, rather than a burst.
+        let mut due: Vec<(u32, u32)> = Vec::new();
         while let Some(item) = events.next() {
-            if item.len() < std::mem::size_of::<DetectionEvent>() {
+            if item.len() < std::mem::size_of::<SweepEvent>() {
                 continue;
             }
-            // SAFETY: the kernel wrote a DetectionEvent (repr(C), Pod);
+            // SAFETY: the kernel wrote a SweepEvent (repr(C), Pod);
             // read_unaligned copes with the ring's alignment.
-            let event = unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<DetectionEvent>()) };
-            let down = armed
+            let event = unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<SweepEvent>()) };
+            if event.kind == event::TRANSMIT_DUE {
+                if !due.contains(&(event.discr, event.slot)) {
+                    due.push((event.discr, event.slot));
+                }
+                continue;
+            }
+            let mut armed = armed
                 .lock()
-                .expect("the loop never panics holding the lock")
-                .remove(&event.discr);
-            let down_sent_mono_ns = down.and_then(|down| {
-                down.socket.send_to(&down.bytes, &down.peer).ok()?;
+                .expect("the loop never panics holding the lock");
+            // Disarmed: the session is userspace's until it is offloaded
+            // again (and its clock with it).
+            let down_sent_mono_ns = armed.remove(&event.discr).and_then(|prepared| {
+                prepared
+                    .socket
+                    .send_to(&prepared.down?, &prepared.peer)
+                    .ok()?;
                 Some(crate::io::clock_ns(libc::CLOCK_MONOTONIC))
             });
+            drop(armed);
             let _ = detections.send(Detection {
                 event,
                 down_sent_mono_ns,
             });
             any = true;
+        }
+        if !due.is_empty() {
+            let armed = armed
+                .lock()
+                .expect("the loop never panics holding the lock");
+            for (discr, slot) in due {
+                // Disarmed meanwhile: the session is userspace's again.
+                let Some(prepared) = armed.get(&discr) else {
+                    continue;
+                };
+                // Stamped first: the peer's answer must find it (the fast
+                // path hears, not answers, a packet that follows ours).
+                let _ = clock_sent.set(slot, crate::io::clock_ns(libc::CLOCK_MONOTONIC), 0);
+                // A full buffer is what the peer's detection is for.
+                let _ = prepared.socket.send_to(&prepared.steady, &prepared.peer);
+            }
         }
         if any {
             let one = 1u64;

@@ -4,7 +4,7 @@
 //! verdicts per CPU (placement evidence). Userspace keeps the state
 //! machine, bring-up, Polls it starts and every transition.
 
-use super::responder::{Detection, DownResponder, PreparedDown};
+use super::responder::{Detection, Prepared, Responder};
 use super::{Availability, BackendKind, Transmitter, MAX_SLEEP_NS};
 use anyhow::{bail, Context, Result};
 use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
@@ -46,9 +46,9 @@ impl Transmitter for RxClocked {
 pub struct FastPath {
     bpf: aya::Ebpf,
     interfaces: Vec<String>,
-    /// Owns the kernel's detection events (LC_EVENTS) and sends each
-    /// session's first Down.
-    responder: DownResponder,
+    /// Owns the kernel's sweep events (LC_EVENTS): sends each session's
+    /// first Down and its own clock's packets.
+    responder: Responder,
 }
 
 /// What the fast path counted, for `linecardd ctl drops` and placement.
@@ -61,8 +61,8 @@ pub struct FastPathCounters {
 }
 
 impl FastPath {
-    /// Loads the program and starts the Down responder at SCHED_FIFO
-    /// `priority` on `cpu` (see [`DownResponder`]).
+    /// Loads the program and starts the responder at SCHED_FIFO
+    /// `priority` on `cpu` (see [`Responder`]).
     pub fn load(priority: i32, cpu: Option<usize>) -> Result<Self> {
         let mut bpf = linecard_bpf_objects::load()?;
         let program: &mut Xdp = bpf
@@ -76,10 +76,14 @@ impl FastPath {
             bpf.take_map(names::EVENTS_MAP)
                 .context("no events ring buffer")?,
         )?;
+        let clock_sent = Array::try_from(
+            bpf.take_map(names::CLOCK_SENT_MAP)
+                .context("no clock-sent map")?,
+        )?;
         Ok(Self {
             bpf,
             interfaces: Vec::new(),
-            responder: DownResponder::start(events, priority, cpu)?,
+            responder: Responder::start(events, clock_sent, priority, cpu)?,
         })
     }
 
@@ -165,12 +169,12 @@ impl FastPath {
     }
 
     /// Prepares the Down sent the moment the kernel declares `discr`'s
-    /// peer silent.
-    pub fn arm_down(&self, discr: u32, down: PreparedDown) {
-        self.responder.arm(discr, down);
+    /// peer silent, and the steady packet its own clock sends.
+    pub fn arm_responder(&self, discr: u32, prepared: Prepared) {
+        self.responder.arm(discr, prepared);
     }
 
-    pub fn disarm_down(&self, discr: u32) {
+    pub fn disarm_responder(&self, discr: u32) {
         self.responder.disarm(discr);
     }
 

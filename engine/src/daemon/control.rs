@@ -69,12 +69,13 @@ pub struct SessionStatus {
     /// When the kernel's sweep last declared the peer silent (CLOCK_REALTIME).
     pub kernel_detection_unix_ns: Option<i64>,
     /// What clocks our packets: `own` (our timer), `peer` (offloaded and
-    /// RX-clocked), or `own, the peer is RX-clocked too` (offloaded, but
-    /// the peer stopped originating within the last second, so userspace's
-    /// backstop sends).
+    /// RX-clocked), or `own: the peer stalled or is RX-clocked too`
+    /// (offloaded, and the kernel's own clock for the session sent within
+    /// the last three intervals).
     pub clock: &'static str,
-    /// Packets userspace sent as that backstop.
-    pub backstop_packets: u64,
+    /// How often the kernel's sweep asked the responder for a packet of
+    /// the session's own clock while offloaded.
+    pub own_clock_requests: u64,
 }
 
 fn nonzero(counts: &[u64]) -> Vec<(DropReason, u64)> {
@@ -91,14 +92,31 @@ impl Engine {
         let now = self.now();
         self.table
             .ids()
-            .filter_map(|id| self.table.get(id))
-            .map(|(path, session, peer)| {
+            .filter_map(|id| Some((id, self.table.get(id)?)))
+            .map(|(id, (path, session, peer))| {
                 let (desired, required) = session.advertised();
-                let backstop_recent = peer.last_backstop.is_some_and(|t| now - t < 1_000_000_000);
-                let clock = match (peer.offloaded, backstop_recent) {
+                // The kernel's own view, fresh: the loop may not have
+                // passed since.
+                let (own_clock_requests, last_own_clock) = match (&self.fast, peer.offloaded) {
+                    (Some(fast), true) => fast.state(id as u32).map_or(
+                        (peer.own_clock_requests, peer.last_own_clock),
+                        |state| {
+                            (
+                                state.clock_tx_requests,
+                                (state.clock_tx_ns != 0)
+                                    .then(|| state.clock_tx_ns as i64 - self.epoch_mono_ns),
+                            )
+                        },
+                    ),
+                    _ => (peer.own_clock_requests, peer.last_own_clock),
+                };
+                // Recent: within the last three intervals.
+                let own_clock_recent =
+                    last_own_clock.is_some_and(|t| now - t < 3 * session.tx_interval_ns());
+                let clock = match (peer.offloaded, own_clock_recent) {
                     (false, _) => "own",
                     (true, false) => "peer",
-                    (true, true) => "own, the peer is RX-clocked too",
+                    (true, true) => "own: the peer stalled or is RX-clocked too",
                 };
                 SessionStatus {
                     local: path.local,
@@ -121,7 +139,7 @@ impl Engine {
                     last_transition_unix_ns: peer.last_transition.map(|t| self.unix_ns(t.at_ns)),
                     kernel_detection_unix_ns: peer.kernel_detection_unix_ns,
                     clock,
-                    backstop_packets: peer.backstop_packets,
+                    own_clock_requests,
                 }
             })
             .collect()

@@ -10,7 +10,7 @@
 pub mod control;
 mod frr;
 
-use crate::backend::responder::PreparedDown;
+use crate::backend::responder::Prepared;
 use crate::backend::xdp::{self as fast_path, FastPath};
 use crate::backend::{self, txtime, Availability, BackendKind, Departure, Transmitter};
 use crate::config::{EngineConfig, SessionSpec};
@@ -27,11 +27,6 @@ use std::time::Instant;
 /// session down itself if the kernel's sweep (every 0.5 ms) has not.
 const KERNEL_DETECTION_GRACE_NS: Nanos = 5_000_000;
 
-/// An offloaded session answers the peer's packets; when nothing has left
-/// for this many quarter intervals, the peer is not originating either
-/// (another RX-clocked engine) and userspace sends one itself.
-const BACKSTOP_QUARTERS: Nanos = 5;
-
 /// What the engine keeps per session beside the state machine.
 pub struct Peer {
     pub spec: SessionSpec,
@@ -41,17 +36,20 @@ pub struct Peer {
     pub last_transition: Option<Transition>,
     /// The fast path answers for this session now (xdp backend).
     pub offloaded: bool,
-    /// The detection time last written to the kernel's sweep, ns (0: unarmed).
+    /// The detection time and own clock last written to the kernel's
+    /// sweep, ns (0: unarmed).
     armed_detect_ns: u64,
+    armed_clock_ns: u64,
     /// When the kernel last declared the peer silent (CLOCK_REALTIME ns).
     pub kernel_detection_unix_ns: Option<i64>,
     /// Engine time of userspace's last packet for this session.
     last_user_tx: Option<Nanos>,
-    /// Packets userspace sent while offloaded because none had left for
-    /// 1.25 intervals (the peer does not originate: RX-clocked too).
-    pub backstop_packets: u64,
-    /// When the last of them left (engine time).
-    pub last_backstop: Option<Nanos>,
+    /// How often the kernel's sweep asked for a packet of the session's
+    /// own clock while offloaded (none had left for 1.1 intervals, or
+    /// 75-100 % of one after its own).
+    pub own_clock_requests: u64,
+    /// When the last of them was due (engine time).
+    pub last_own_clock: Option<Nanos>,
 }
 
 pub struct Engine {
@@ -302,10 +300,11 @@ impl Engine {
                     last_transition: None,
                     offloaded: false,
                     armed_detect_ns: 0,
+                    armed_clock_ns: 0,
                     kernel_detection_unix_ns: None,
                     last_user_tx: None,
-                    backstop_packets: 0,
-                    last_backstop: None,
+                    own_clock_requests: 0,
+                    last_own_clock: None,
                 },
             )
             .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -419,12 +418,12 @@ impl Engine {
         for id in ids {
             let (path, session, peer) = self.table.get_mut(id).unwrap();
             let path = *path;
-            let mut kernel_tx: Option<Nanos> = None;
             if let (Some(fast), true) = (self.fast.as_ref(), peer.offloaded) {
                 // What the kernel answered for us counts as heard.
                 if let Ok(state) = fast.state(id as u32) {
-                    if state.last_tx_ns != 0 {
-                        kernel_tx = Some(state.last_tx_ns as i64 - self.epoch_mono_ns);
+                    peer.own_clock_requests = state.clock_tx_requests;
+                    if state.clock_tx_ns != 0 {
+                        peer.last_own_clock = Some(state.clock_tx_ns as i64 - self.epoch_mono_ns);
                     }
                     if state.last_rx_ns != 0 {
                         session.note_fast_path_packet(
@@ -450,23 +449,29 @@ impl Engine {
             }
             if let Some(fast) = self.fast.as_mut() {
                 // Keep the kernel's sweep armed with the current detection
-                // time while offloaded, disarmed otherwise.
-                let detect_ns = if peer.offloaded {
-                    session.detection_time_ns().unwrap_or(0) as u64
+                // time and own clock while offloaded, disarmed otherwise.
+                let (detect_ns, clock_ns) = if peer.offloaded {
+                    (
+                        session.detection_time_ns().unwrap_or(0) as u64,
+                        session.tx_interval_ns() as u64,
+                    )
                 } else {
-                    0
+                    (0, 0)
                 };
-                if detect_ns != peer.armed_detect_ns {
+                if (detect_ns, clock_ns) != (peer.armed_detect_ns, peer.armed_clock_ns) {
                     let slot = linecard_common::bfd::SlotConfig {
                         detect_ns,
                         discr: session.config().local_discr,
                         armed: u32::from(detect_ns != 0),
-                        user_tx_ns: peer
-                            .last_backstop
-                            .map_or(0, |t| (t + self.epoch_mono_ns) as u64),
+                        // The clock counts from our last packet until the
+                        // kernel sends one.
+                        user_tx_ns: (peer.last_user_tx.unwrap_or(now) + self.epoch_mono_ns) as u64,
+                        tx_interval_ns: clock_ns,
                     };
                     match fast.set_slot(id as u32, slot) {
-                        Ok(()) => peer.armed_detect_ns = detect_ns,
+                        Ok(()) => {
+                            (peer.armed_detect_ns, peer.armed_clock_ns) = (detect_ns, clock_ns)
+                        }
                         Err(e) => log(&format!(
                             "arming the kernel's detection for {} failed: {e:#}",
                             path.peer
@@ -483,17 +488,24 @@ impl Engine {
                             Ok(()) => {
                                 peer.offloaded = true;
                                 // The Down that leaves the moment the
-                                // kernel declares the peer silent.
-                                let prepared = session.down_on_detection().and_then(|down| {
-                                    let (socket, peer_addr) = peer.tx.duplicate().ok()?;
-                                    Some(PreparedDown {
-                                        socket,
-                                        peer: peer_addr,
-                                        bytes: down.to_bytes().to_vec(),
-                                    })
-                                });
-                                if let Some(prepared) = prepared {
-                                    fast.arm_down(session.config().local_discr, prepared);
+                                // kernel declares the peer silent, and
+                                // what the session's own clock sends.
+                                match peer.tx.duplicate() {
+                                    Ok((socket, peer_addr)) => fast.arm_responder(
+                                        session.config().local_discr,
+                                        Prepared {
+                                            socket,
+                                            peer: peer_addr,
+                                            down: session
+                                                .down_on_detection()
+                                                .map(|down| down.to_bytes().to_vec()),
+                                            steady: session.steady_packet().to_bytes().to_vec(),
+                                        },
+                                    ),
+                                    Err(e) => log(&format!(
+                                        "no responder for {} -> {}: {e}",
+                                        path.local, path.peer
+                                    )),
                                 }
                             }
                             Err(e) => log(&format!(
@@ -503,7 +515,7 @@ impl Engine {
                         }
                     }
                 } else if !want && peer.offloaded {
-                    fast.disarm_down(session.config().local_discr);
+                    fast.disarm_responder(session.config().local_discr);
                     if let Err(e) = fast.register(
                         session.config().local_discr,
                         registered_config(&path, peer, id as u32),
@@ -523,36 +535,6 @@ impl Engine {
                     .map(|d| d + KERNEL_DETECTION_GRACE_NS);
                 detection = earliest(detection, backstop);
                 next = earliest(next, backstop);
-                // Nothing left for 1.25 intervals: nobody originates (the
-                // peer is RX-clocked too). Send from here; the fast path
-                // hears the peer's answer without answering it back.
-                let last_tx = kernel_tx.max(peer.last_user_tx);
-                if let Some(last_tx) = last_tx {
-                    let after = session.tx_interval_ns() * BACKSTOP_QUARTERS / 4;
-                    if now - (last_tx + after) >= 0 {
-                        let bytes = session.steady_packet().to_bytes();
-                        if let Err(e) = peer.tx.send(&bytes) {
-                            if e.kind() != std::io::ErrorKind::WouldBlock {
-                                log(&format!("send to {} failed: {e}", path.peer));
-                            }
-                        }
-                        peer.last_user_tx = Some(now);
-                        peer.last_backstop = Some(now);
-                        peer.backstop_packets += 1;
-                        if let Some(fast) = self.fast.as_mut() {
-                            let slot = linecard_common::bfd::SlotConfig {
-                                detect_ns: peer.armed_detect_ns,
-                                discr: session.config().local_discr,
-                                armed: u32::from(peer.armed_detect_ns != 0),
-                                user_tx_ns: (now + self.epoch_mono_ns) as u64,
-                            };
-                            let _ = fast.set_slot(id as u32, slot);
-                        }
-                        next = earliest(next, Some(now + after));
-                    } else {
-                        next = earliest(next, Some(last_tx + after));
-                    }
-                }
                 continue;
             }
             let mut sent_any = false;
