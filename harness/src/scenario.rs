@@ -77,6 +77,10 @@ pub enum ProviderKind {
 pub enum PeerImplementation {
     Frr,
     Bird,
+    /// linecardd on its `rt` backend (a timer-driven speaker at SCHED_FIFO
+    /// on the peer's CPU): the peer for session counts FRR bfdd 8.4.4 does
+    /// not bring up here (1024).
+    Linecardd,
 }
 
 /// Whether the kernel's RT throttling stays as shipped for a run or is
@@ -259,7 +263,14 @@ impl Scenario {
         let peer = match raw.peer.implementation.as_str() {
             "frr" => PeerImplementation::Frr,
             "bird" => PeerImplementation::Bird,
-            p => return Err(invalid("peer.implementation", &p, "must be frr or bird")),
+            "linecardd" => PeerImplementation::Linecardd,
+            p => {
+                return Err(invalid(
+                    "peer.implementation",
+                    &p,
+                    "must be frr, bird or linecardd",
+                ))
+            }
         };
         let peer_rt_priority = match raw.peer.rt_priority.unwrap_or(DEFAULT_PEER_RT_PRIORITY) {
             p @ 0..=99 => p as u8,

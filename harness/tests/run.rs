@@ -359,3 +359,78 @@ fn smoke_passes_its_committed_baseline_and_a_degraded_engine_fails_the_gate() {
     assert!(diff.contains("gate: FAILED"));
     let _ = std::fs::remove_dir_all(&results);
 }
+
+/// Issue 5's scale: 1024 concurrent sessions (3 x 100 ms, a linecardd rt
+/// peer: FRR 8.4.4 does not bring 1024 up here), idle then L4, phases
+/// shortened from `scenarios/scale-1024.toml`. The xdp backend must hold
+/// every session with the fast path proven on the DUT's CPU and a
+/// complete capture; the naive backend, in the same conditions, must flap
+/// (positive control), and the stress must bite.
+#[test]
+fn a_thousand_and_twenty_four_sessions_hold_on_the_fast_path_under_l4() {
+    if !privileged("a_thousand_and_twenty_four_sessions_hold") {
+        return;
+    }
+    let _lock = lock_lab();
+    let results = scratch_dir("run-scale-1024");
+    let scenario = std::fs::read_to_string(repo().join("scenarios/scale-1024.toml"))
+        .unwrap()
+        .replace("seconds = 10", "seconds = 5")
+        .replace("seconds = 30", "seconds = 15");
+    assert!(
+        scenario.contains("seconds = 15"),
+        "the scenario's phases moved"
+    );
+    let file = results.join("scale-1024.toml");
+    std::fs::write(&file, scenario).unwrap();
+    let out = linecard(&[
+        "run",
+        file.to_str().unwrap(),
+        "--profiles",
+        repo().join("stress-profiles").to_str().unwrap(),
+        "--results",
+        results.to_str().unwrap(),
+        "--json",
+    ]);
+    let dir = run_dir(&results, "scale-1024");
+    eprintln!(
+        "{}",
+        std::fs::read_to_string(dir.join("summary.md")).unwrap_or_default()
+    );
+    assert_exit(
+        &out,
+        0,
+        &format!("linecard run scale-1024 ({})", dir.display()),
+    );
+    let manifest = stdout_json(&out);
+    let duts = manifest["duts"].as_array().unwrap();
+    let dut = |label: &str| duts.iter().find(|d| d["label"] == label).unwrap();
+    let (naive, xdp) = (dut("naive"), dut("xdp"));
+    for d in [naive, xdp] {
+        assert_eq!(d["evidence"]["capture_dropped"], 0, "{d:#}");
+        for p in ["idle", "L4"] {
+            assert_eq!(phase(d, p)["sessions"], 1024, "{p}: {d:#}");
+        }
+        // The precondition: the stress starved the DUT's CPU.
+        assert!(
+            phase(d, "L4")["canary_stall_ms"].as_f64().unwrap() >= 30.0,
+            "the stress did not bite: {d:#}"
+        );
+    }
+    // The positive control flapped under the same load, every session.
+    assert!(
+        phase(naive, "L4")["sessions_flapped"].as_u64().unwrap() > 0,
+        "naive held 1024 sessions under L4: the load did not bite"
+    );
+    assert_eq!(xdp["verdict"]["status"], "pass", "{xdp:#}");
+    for p in ["idle", "L4"] {
+        assert_eq!(phase(xdp, p)["flaps"], 0, "{p}: {xdp:#}");
+        assert_eq!(phase(xdp, p)["sessions_flapped"], 0, "{p}: {xdp:#}");
+    }
+    let on_dut = xdp["evidence"]["fast_path_on_dut_cpus"].as_array().unwrap();
+    assert!(
+        on_dut[1].as_u64().unwrap() > 100_000 && on_dut[0] == on_dut[1],
+        "the fast path did not run on the DUT's CPU: {on_dut:?}"
+    );
+    let _ = std::fs::remove_dir_all(&results);
+}

@@ -209,7 +209,8 @@ fn xdp_run() -> Result<(), String> {
     // The peer stalls (its bfdd stopped for 18 ms, five times): an
     // RX-clocked reply would mirror each silence; the session's own clock
     // in the kernel's sweep sends after 1.1 intervals instead.
-    let own_clock = |v: &serde_json::Value| v["sessions"][0]["own_clock_requests"].as_u64().unwrap();
+    let own_clock =
+        |v: &serde_json::Value| v["sessions"][0]["own_clock_requests"].as_u64().unwrap();
     let clock_before = own_clock(&ctl(&socket, &["list", "--json"]));
     let bfdd = frr.pid() as libc::pid_t;
     for _ in 0..5 {

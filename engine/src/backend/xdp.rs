@@ -238,9 +238,10 @@ impl Neighbours {
                 .skip(1)
                 .filter_map(|line| {
                     let f: Vec<&str> = line.split_whitespace().collect();
-                    // IP address, HW type, Flags (0x2: complete), HW
-                    // address, Mask, Device.
-                    if f.len() < 6 || f[2] != "0x2" {
+                    // IP address, HW type, Flags (ATF_COM 0x2: complete;
+                    // a permanent entry is 0x6), HW address, Mask, Device.
+                    let flags = u32::from_str_radix(f.get(2)?.trim_start_matches("0x"), 16).ok()?;
+                    if f.len() < 6 || flags & 0x2 == 0 {
                         return None;
                     }
                     Some(((f[0].parse().ok()?, f[5].to_string()), parse_mac(f[3])?))

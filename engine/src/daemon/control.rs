@@ -147,6 +147,8 @@ impl Engine {
 
     fn respond(&mut self, request: Request) -> serde_json::Value {
         let now = self.now();
+        // A request may change any session: the next pass sees them all.
+        self.full_pass_wanted = true;
         let missing = |local: IpAddr, peer: IpAddr| serde_json::json!({ "error": format!("no session {local} -> {peer}") });
         match request {
             Request::List => serde_json::json!({ "sessions": self.statuses() }),

@@ -238,6 +238,7 @@ impl Engine {
             self.drop_frr_connection(&mut link, now, &why);
         }
         if link.sweep_at.is_some_and(|at| now >= at) {
+            self.full_pass_wanted = true;
             link.sweep_at = None;
             if !link.orphans.is_empty() {
                 log(&format!(
@@ -306,6 +307,8 @@ impl Engine {
     }
 
     fn apply_frr_message(&mut self, link: &mut FrrLink, now: Nanos, message: Message) {
+        // A message may change any session: the next pass sees them all.
+        self.full_pass_wanted = true;
         match message {
             Message::AddSession(s) => match link.sessions.get(&s.lid).copied() {
                 Some(id) => self.update_frr_session(id, &s, now),
@@ -490,6 +493,7 @@ impl Engine {
     /// Drop and recreate (bfdd re-registers everything when it comes
     /// back), or in hold mode keep the sessions for the hold time.
     fn drop_frr_connection(&mut self, link: &mut FrrLink, now: Nanos, why: &str) {
+        self.full_pass_wanted = true;
         link.conn = None;
         link.backlog = false;
         link.next_connect = now + RECONNECT_NS;

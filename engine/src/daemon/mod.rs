@@ -27,6 +27,11 @@ use std::time::Instant;
 /// session down itself if the kernel's sweep (every 0.5 ms) has not.
 const KERNEL_DETECTION_GRACE_NS: Nanos = 5_000_000;
 
+/// A loop pass services only the sessions that are due or heard from; at
+/// least this often it services every session (a safety net for a change
+/// that forgot to mark its session).
+const FULL_PASS_NS: Nanos = 100_000_000;
+
 /// What the engine keeps per session beside the state machine.
 pub struct Peer {
     pub spec: SessionSpec,
@@ -50,6 +55,13 @@ pub struct Peer {
     pub own_clock_requests: u64,
     /// When the last of them was due (engine time).
     pub last_own_clock: Option<Nanos>,
+    /// The session's next deadline and detection deadline when it was last
+    /// serviced, and whether something has happened to it since (a packet,
+    /// a kernel event): a pass skips a session that is neither due nor
+    /// stale, so that 1024 sessions cost a pass what the due ones cost.
+    due_next: Option<Nanos>,
+    due_detection: Option<Nanos>,
+    stale: bool,
 }
 
 pub struct Engine {
@@ -75,6 +87,10 @@ pub struct Engine {
     frr: Option<frr::FrrLink>,
     seed: u64,
     port: u16,
+    /// The next pass services every session (a control request or FRR
+    /// changed something), and when the last such pass ran.
+    full_pass_wanted: bool,
+    last_full_pass: Nanos,
 }
 
 fn monotonic_ns() -> i64 {
@@ -166,6 +182,8 @@ impl Engine {
             frr,
             seed: random_u64(),
             port,
+            full_pass_wanted: true,
+            last_full_pass: 0,
         };
         for spec in sessions {
             engine.add_session(spec)?;
@@ -305,6 +323,9 @@ impl Engine {
                     last_user_tx: None,
                     own_clock_requests: 0,
                     last_own_clock: None,
+                    due_next: None,
+                    due_detection: None,
+                    stale: true,
                 },
             )
             .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -353,6 +374,7 @@ impl Engine {
             }
         };
         let (_, session, peer) = self.table.get_mut(id).expect("demux returns live ids");
+        peer.stale = true;
         match session.receive(now, &repr) {
             Ok(Some(t)) => {
                 peer.last_transition = Some(t);
@@ -372,6 +394,11 @@ impl Engine {
         };
         let mut next: Option<Nanos> = None;
         let mut detection: Option<Nanos> = None;
+        let full = self.full_pass_wanted || now - self.last_full_pass >= FULL_PASS_NS;
+        if full {
+            self.full_pass_wanted = false;
+            self.last_full_pass = now;
+        }
         // The kernel's sweep found silences: take the sessions down at the
         // kernel's instant, whenever we get to run.
         let events = self
@@ -387,6 +414,7 @@ impl Engine {
             if session.config().local_discr != event.discr {
                 continue;
             }
+            peer.stale = true;
             let at = event.at_ns as i64 - self.epoch_mono_ns;
             let remote = *session.remote();
             session.note_fast_path_packet(
@@ -418,6 +446,13 @@ impl Engine {
         for id in ids {
             let (path, session, peer) = self.table.get_mut(id).unwrap();
             let path = *path;
+            let due = |deadline: Option<Nanos>| deadline.is_some_and(|d| d <= now);
+            if !full && !peer.stale && !due(peer.due_next) && !due(peer.due_detection) {
+                next = earliest(next, peer.due_next);
+                detection = earliest(detection, peer.due_detection);
+                continue;
+            }
+            peer.stale = false;
             if let (Some(fast), true) = (self.fast.as_ref(), peer.offloaded) {
                 // What the kernel answered for us counts as heard.
                 if let Ok(state) = fast.state(id as u32) {
@@ -533,6 +568,7 @@ impl Engine {
                 let backstop = session
                     .detection_deadline()
                     .map(|d| d + KERNEL_DETECTION_GRACE_NS);
+                (peer.due_next, peer.due_detection) = (backstop, backstop);
                 detection = earliest(detection, backstop);
                 next = earliest(next, backstop);
                 continue;
@@ -558,8 +594,10 @@ impl Engine {
             if sent_any {
                 peer.last_user_tx = Some(now);
             }
-            next = earliest(next, self.transmitter.next_wake(id, session));
-            detection = earliest(detection, session.detection_deadline());
+            peer.due_next = self.transmitter.next_wake(id, session);
+            peer.due_detection = session.detection_deadline();
+            next = earliest(next, peer.due_next);
+            detection = earliest(detection, peer.due_detection);
         }
         (next, detection)
     }

@@ -129,6 +129,35 @@ impl ExtraAddresses {
             ip_batch(ns, &commands)?;
             extra.added.push((ns, cidrs));
         }
+        // Every peer address resolves to the other host's fixed MAC, as
+        // permanent entries: the kernel's neighbour tables are shared by
+        // all namespaces and garbage-collect above 1024 entries
+        // (gc_thresh3), which 1024 sessions on each side exceed; permanent
+        // entries are not collected and do not count.
+        for (ns, other, pick) in [
+            (
+                spec::DUT.namespace,
+                &spec::PEER,
+                (|p: &Pair| p.peer) as fn(&Pair) -> IpAddr,
+            ),
+            (spec::PEER.namespace, &spec::DUT, |p: &Pair| p.dut),
+        ] {
+            let commands: Vec<String> = pairs
+                .iter()
+                .skip(1)
+                .map(|p| {
+                    format!(
+                        "neigh replace {} lladdr {} dev {} nud permanent",
+                        pick(p),
+                        other.mac,
+                        spec::HOST_IFACE
+                    )
+                })
+                .collect();
+            if !commands.is_empty() {
+                ip_batch(ns, &commands)?;
+            }
+        }
         Ok(extra)
     }
 }
@@ -255,6 +284,39 @@ fn start_peer_daemon(
             },
             control_plane: None,
         },
+        PeerImplementation::Linecardd => {
+            // The same engine, facing the other way, on the peer's CPUs.
+            let flipped: Vec<Pair> = pairs
+                .iter()
+                .map(|p| Pair {
+                    dut: p.peer,
+                    peer: p.dut,
+                })
+                .collect();
+            let cpus = spec::parse_cpu_list(&std::fs::read_to_string(rest.join("cpuset.cpus"))?)
+                .context("the lab's rest cpuset lists no CPUs")?;
+            let (daemon, socket) = spawn_linecardd(
+                &LinecarddHost {
+                    name: "peer-linecardd",
+                    namespace: spec::PEER.namespace,
+                    cpuset: &rest,
+                },
+                "rt",
+                "",
+                sessions,
+                &flipped,
+                dir,
+                &cpus,
+            )?;
+            Bfd {
+                daemon,
+                kind: Kind::Linecardd {
+                    socket,
+                    offloads: false,
+                },
+                control_plane: None,
+            }
+        }
         PeerImplementation::Bird => {
             let router_id: IpAddr = spec::PEER.ipv4.parse()?;
             Bfd {
@@ -370,8 +432,15 @@ pub fn start_dut(
                 "frr_dataplane = \"{FRR_DATAPLANE}\"\nfrr_backend = \"{backend}\"\n{engine}"
             );
             // No sessions of its own: bfdd hands them over.
-            let (daemon, socket) =
-                spawn_linecardd(backend, &engine_keys, sessions, &[], dir, dut_cpus)?;
+            let (daemon, socket) = spawn_linecardd(
+                &LinecarddHost::dut(&cpuset),
+                backend,
+                &engine_keys,
+                sessions,
+                &[],
+                dir,
+                dut_cpus,
+            )?;
             if in_config.is_empty() && !configured.is_empty() {
                 wait_dataplane_attached(&vty)?;
                 add_frr_peers(&vty, &configured)?;
@@ -389,8 +458,15 @@ pub fn start_dut(
             })
         }
         DutImplementation::Linecardd { backend } => {
-            let (daemon, socket) =
-                spawn_linecardd(backend, engine, sessions, pairs, dir, dut_cpus)?;
+            let (daemon, socket) = spawn_linecardd(
+                &LinecarddHost::dut(&cpuset),
+                backend,
+                engine,
+                sessions,
+                pairs,
+                dir,
+                dut_cpus,
+            )?;
             Ok(Bfd {
                 daemon,
                 kind: Kind::Linecardd {
@@ -403,30 +479,50 @@ pub fn start_dut(
     }
 }
 
-/// Writes `dir/linecardd.toml` and starts linecardd with it in the DUT's
-/// namespace and cpuset; returns it and its control socket.
+/// Where a linecardd runs: its files' name in the run directory, its
+/// namespace and cpuset.
+struct LinecarddHost<'a> {
+    name: &'static str,
+    namespace: &'static str,
+    cpuset: &'a Path,
+}
+
+impl<'a> LinecarddHost<'a> {
+    fn dut(cpuset: &'a Path) -> Self {
+        Self {
+            name: "linecardd",
+            namespace: spec::DUT.namespace,
+            cpuset,
+        }
+    }
+}
+
+/// Writes `dir/NAME.toml` and starts linecardd with it in the host's
+/// namespace and cpuset (sessions from `pair.dut` to `pair.peer`, pinned to
+/// the first of `cpus`); returns it and its control socket.
 fn spawn_linecardd(
+    host: &LinecarddHost,
     backend: &str,
     engine: &str,
     sessions: &Sessions,
     pairs: &[Pair],
     dir: &Path,
-    dut_cpus: &[usize],
+    cpus: &[usize],
 ) -> Result<(Daemon, PathBuf)> {
-    let socket = dir.join("linecardd.sock");
-    let config = dir.join("linecardd.toml");
+    let socket = dir.join(format!("{}.sock", host.name));
+    let config = dir.join(format!("{}.toml", host.name));
     std::fs::write(
         &config,
-        linecardd_config(backend, engine, sessions, pairs, &socket, dut_cpus),
+        linecardd_config(backend, engine, sessions, pairs, &socket, cpus),
     )?;
     let binary = linecardd_binary();
     let daemon = Daemon::spawn(
-        "linecardd",
-        spec::DUT.namespace,
-        Some(&spec::cpuset_dir(spec::DUT_CPUSET)),
+        host.name,
+        host.namespace,
+        Some(host.cpuset),
         binary.to_str().context("linecardd's path is not UTF-8")?,
         &["--config".into(), config.display().to_string()],
-        &dir.join("linecardd.log"),
+        &dir.join(format!("{}.log", host.name)),
     )?;
     Ok((daemon, socket))
 }
