@@ -61,6 +61,59 @@ pub fn frame(ttl: u8, payload: &[u8]) -> Vec<u8> {
     f
 }
 
+/// The lab's IPv6 addresses (2001:db8::1 and 2001:db8::2).
+pub const DUT_IP6: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+pub const PEER_IP6: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+
+/// Ethernet/IPv6/UDP frame from the peer to the DUT's port 3784, with a
+/// correct UDP checksum; `next_header` other than 17 puts the bytes behind
+/// that header type instead (an extension header, or ICMPv6).
+pub fn frame6(hop_limit: u8, next_header: u8, payload: &[u8]) -> Vec<u8> {
+    let udp_len = (8 + payload.len()) as u16;
+    let mut f = Vec::new();
+    f.extend_from_slice(&DUT_MAC);
+    f.extend_from_slice(&PEER_MAC);
+    f.extend_from_slice(&[0x86, 0xdd]);
+    f.extend_from_slice(&[0x6c, 0x00, 0x00, 0x00]);
+    f.extend_from_slice(&udp_len.to_be_bytes());
+    f.extend_from_slice(&[next_header, hop_limit]);
+    f.extend_from_slice(&PEER_IP6);
+    f.extend_from_slice(&DUT_IP6);
+    f.extend_from_slice(&49152u16.to_be_bytes());
+    f.extend_from_slice(&3784u16.to_be_bytes());
+    f.extend_from_slice(&udp_len.to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(payload);
+    let check = udp6_checksum(&f[22..38], &f[38..54], &f[54..]);
+    f[60..62].copy_from_slice(&check.to_be_bytes());
+    f
+}
+
+/// The UDP checksum over IPv6 (RFC 8200 8.1) of `udp` (header and
+/// payload, checksum field zero) between `src` and `dst`.
+pub fn udp6_checksum(src: &[u8], dst: &[u8], udp: &[u8]) -> u16 {
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(src);
+    bytes.extend_from_slice(dst);
+    bytes.extend_from_slice(&(udp.len() as u32).to_be_bytes());
+    bytes.extend_from_slice(&[0, 0, 0, 17]);
+    bytes.extend_from_slice(udp);
+    bytes[40 + 6..40 + 8].copy_from_slice(&[0, 0]);
+    match !ones_complement_sum(&bytes) {
+        0 => 0xffff,
+        c => c,
+    }
+}
+
+/// The IPv6 session the frames of [`frame6`] belong to.
+pub fn session6(reply: bool) -> SessionConfig {
+    SessionConfig {
+        local_ip: DUT_IP6,
+        peer_ip: PEER_IP6,
+        ..session(reply)
+    }
+}
+
 /// The session the frames above belong to.
 pub fn session(reply: bool) -> SessionConfig {
     SessionConfig {
@@ -138,12 +191,19 @@ pub fn fix_ipv4_checksum(frame: &mut [u8]) {
     let ihl = usize::from(frame[14] & 0x0f) * 4;
     frame[24] = 0;
     frame[25] = 0;
-    let mut sum: u32 = frame[14..14 + ihl]
+    let sum = ones_complement_sum(&frame[14..14 + ihl]);
+    frame[24..26].copy_from_slice(&(!sum).to_be_bytes());
+}
+
+/// The RFC 1071 one's-complement sum of `bytes` (an odd tail padded with
+/// zero), folded: 0xffff over data that carries its own valid checksum.
+pub fn ones_complement_sum(bytes: &[u8]) -> u16 {
+    let mut sum: u32 = bytes
         .chunks(2)
-        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .map(|w| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])))
         .sum();
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);
     }
-    frame[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    sum as u16
 }

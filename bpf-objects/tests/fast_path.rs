@@ -15,9 +15,10 @@ const XDP_PASS: u32 = 2;
 const XDP_TX: u32 = 3;
 
 use linecard_bpf_objects::craft::{
-    bfd, drop_cases, frame, session, DUT_IP, DUT_MAC, OUR_DISCR, OUR_PORT, PEER_DISCR, PEER_IP,
-    PEER_MAC, SLOT,
+    bfd, drop_cases, frame, frame6, ones_complement_sum, session, session6, udp6_checksum, DUT_IP,
+    DUT_IP6, DUT_MAC, OUR_DISCR, OUR_PORT, PEER_DISCR, PEER_IP, PEER_IP6, PEER_MAC, SLOT,
 };
+use linecard_common::bfd::drop;
 
 fn privileged() -> bool {
     // SAFETY: geteuid cannot fail.
@@ -33,14 +34,7 @@ fn privileged() -> bool {
 }
 
 fn checksum_ok(ip_header: &[u8]) -> bool {
-    let mut sum: u32 = ip_header
-        .chunks(2)
-        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum == 0xffff
+    ones_complement_sum(ip_header) == 0xffff
 }
 
 struct FastPath {
@@ -292,4 +286,92 @@ fn every_drop_reason_is_counted_with_the_control_counter() {
     }
     // Nothing dropped touched the session.
     assert_eq!(fast.state().rx_packets, 0);
+}
+
+/// IPv6: the reply byte by byte, its mandatory UDP checksum over the
+/// swapped pseudo-header, a padded frame trimmed to the reply with a
+/// correct payload length; hop limit 254 dropped before any lookup;
+/// neighbour discovery and UDP behind an extension header passed untouched
+/// (no extension-header walking in the fast path).
+#[test]
+fn an_ipv6_peer_is_answered_with_a_valid_checksum_and_guarded_like_ipv4() {
+    if !privileged() {
+        return;
+    }
+    let fast = FastPath::load_with(session6(true));
+    let up = bfd(3, 0, PEER_DISCR, OUR_DISCR);
+    let mut padded = up.to_vec();
+    padded.extend_from_slice(&[0xee; 40]);
+    for (what, input) in [
+        ("plain", frame6(255, 17, &up)),
+        ("padded", frame6(255, 17, &padded)),
+    ] {
+        let out = fast.run(&input);
+        assert_eq!(out.action, XDP_TX, "{what}");
+        let f = &out.frame;
+        assert_eq!(f.len(), 86, "{what}: trimmed to the reply");
+        assert_eq!(
+            (&f[0..6], &f[6..12]),
+            (&PEER_MAC[..], &DUT_MAC[..]),
+            "{what}: MACs"
+        );
+        assert_eq!(&f[12..14], &[0x86, 0xdd]);
+        assert_eq!(
+            &f[14..18],
+            &[0x6c, 0, 0, 0],
+            "{what}: version 6, CS6, no flow label"
+        );
+        assert_eq!(
+            u16::from_be_bytes([f[18], f[19]]),
+            32,
+            "{what}: payload length"
+        );
+        assert_eq!((f[20], f[21]), (17, 255), "{what}: UDP, hop limit 255");
+        assert_eq!(
+            (&f[22..38], &f[38..54]),
+            (&DUT_IP6[..], &PEER_IP6[..]),
+            "{what}: swapped"
+        );
+        assert_eq!(u16::from_be_bytes([f[54], f[55]]), OUR_PORT);
+        assert_eq!(u16::from_be_bytes([f[56], f[57]]), 3784);
+        assert_eq!(u16::from_be_bytes([f[58], f[59]]), 32);
+        assert_eq!(
+            u16::from_be_bytes([f[60], f[61]]),
+            udp6_checksum(&f[22..38], &f[38..54], &f[54..]),
+            "{what}: UDP checksum"
+        );
+        assert_eq!(
+            &f[62..86],
+            &bfd(3, 0, OUR_DISCR, PEER_DISCR)[..],
+            "{what}: payload"
+        );
+    }
+    let drops_before = fast.per_cpu_sum(names::DROPS_MAP, drop::BAD_TTL);
+    assert_eq!(
+        fast.run(&frame6(254, 17, &up)).action,
+        XDP_DROP,
+        "hop limit 254"
+    );
+    assert_eq!(
+        fast.per_cpu_sum(names::DROPS_MAP, drop::BAD_TTL),
+        drops_before + 1
+    );
+    let passed_before = fast.per_cpu_sum(names::VERDICTS_MAP, verdict::NOT_BFD);
+    // 58: ICMPv6 (neighbour discovery); 0: a hop-by-hop options header.
+    for next_header in [58, 0] {
+        assert_eq!(
+            fast.run(&frame6(255, next_header, &up)).action,
+            XDP_PASS,
+            "next header {next_header}"
+        );
+    }
+    assert_eq!(
+        fast.per_cpu_sum(names::VERDICTS_MAP, verdict::NOT_BFD),
+        passed_before + 2
+    );
+    // The same session keyed by IPv4 addresses refuses the IPv6 frame.
+    let v4 = FastPath::load_with(session(true));
+    assert_eq!(v4.run(&frame6(255, 17, &up)).action, XDP_DROP);
+    assert_eq!(v4.per_cpu_sum(names::DROPS_MAP, drop::ADDRESS_MISMATCH), 1);
+    let _ = (DUT_IP, PEER_IP);
 }

@@ -289,13 +289,6 @@ pub fn validate_session(
             &format!("the {backend} backend attaches to an interface: name it"),
         ));
     }
-    if backend == BackendKind::Xdp && peer.is_ipv6() {
-        return Err(err(
-            "peer",
-            &s.peer,
-            "the xdp backend handles IPv4 in this build; IPv6 sessions use naive or rt",
-        ));
-    }
     if s.multihop == Some(true) {
         return Err(err(
             "multihop",

@@ -202,8 +202,11 @@ const ETH_LEN: usize = 14;
 const IPV4_LEN: usize = 20;
 const UDP_LEN: usize = 8;
 const BFD_LEN: usize = 24;
-const REPLY_LEN: usize = ETH_LEN + IPV4_LEN + UDP_LEN + BFD_LEN;
+const IPV6_LEN: usize = 40;
+const REPLY_LEN_V4: usize = ETH_LEN + IPV4_LEN + UDP_LEN + BFD_LEN;
+const REPLY_LEN_V6: usize = ETH_LEN + IPV6_LEN + UDP_LEN + BFD_LEN;
 const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETHERTYPE_IPV6: u16 = 0x86dd;
 const PROTO_UDP: u8 = 17;
 const STATE_UP: u8 = 3;
 const FLAG_POLL: u8 = 0x20;
@@ -230,6 +233,16 @@ struct Ipv4 {
     check_be: u16,
     src: [u8; 4],
     dst: [u8; 4],
+}
+
+#[repr(C)]
+struct Ipv6 {
+    version_class_flow_be: u32,
+    payload_len_be: u16,
+    next_header: u8,
+    hop_limit: u8,
+    src: [u8; 16],
+    dst: [u8; 16],
 }
 
 #[repr(C)]
@@ -285,47 +298,89 @@ fn to_userspace() -> Result<u32, u32> {
 /// RFC 1071 checksum of a 20-byte IPv4 header whose checksum field is 0.
 #[inline(always)]
 fn ipv4_checksum(ip: *const Ipv4) -> u16 {
-    let words = ip as *const u16;
-    let mut sum: u32 = 0;
-    let mut i = 0;
-    while i < 10 {
-        // SAFETY: the caller checked 20 bytes of header are in the packet.
-        sum += u32::from(unsafe { core::ptr::read_unaligned(words.add(i)) });
-        i += 1;
-    }
-    sum = (sum & 0xffff) + (sum >> 16);
-    sum = (sum & 0xffff) + (sum >> 16);
-    !(sum as u16)
+    fold(sum_words(ip.cast::<u8>(), IPV4_LEN / 2))
+}
+
+/// Where the network layer put the UDP datagram, and what it said.
+struct Network {
+    udp: *mut Udp,
+    /// TTL or hop limit.
+    hops: u8,
+    /// Source and destination, IPv4 as v4-mapped IPv6 (the maps' keys).
+    src: [u8; 16],
+    dst: [u8; 16],
+    ip: Ip,
+}
+
+#[derive(Clone, Copy)]
+enum Ip {
+    V4(*mut Ipv4),
+    V6(*mut Ipv6),
 }
 
 #[inline(always)]
-fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
+fn v4_mapped(a: [u8; 4]) -> [u8; 16] {
+    [
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a[0], a[1], a[2], a[3],
+    ]
+}
+
+/// The network layer of a single-hop BFD frame: `Ok(None)` when the frame
+/// is not one (passed untouched), `Err` for one refused before any lookup.
+#[inline(always)]
+fn network(ctx: &XdpContext) -> Result<Option<Network>, u32> {
     let Some(eth) = ptr_at::<Eth>(ctx, 0) else {
-        return not_bfd();
+        return Ok(None);
     };
-    // SAFETY (all raw reads and writes below): each pointer comes from
-    // `ptr_at`, which checked that the whole object lies inside the packet.
-    if unsafe { (*eth).proto_be } != ETHERTYPE_IPV4.to_be() {
-        return not_bfd();
+    // SAFETY (all raw reads below): each pointer comes from `ptr_at`, which
+    // checked that the whole object lies inside the packet.
+    let proto = unsafe { (*eth).proto_be };
+    if proto == ETHERTYPE_IPV6.to_be() {
+        let Some(ip) = ptr_at::<Ipv6>(ctx, ETH_LEN) else {
+            return Ok(None);
+        };
+        // No extension-header walking: UDP behind one is not ours here
+        // (the stack has it; userspace refuses it). Non-UDP, neighbour
+        // discovery included, passes untouched.
+        if unsafe { (*ip).next_header } != PROTO_UDP {
+            return Ok(None);
+        }
+        let Some(udp) = ptr_at::<Udp>(ctx, ETH_LEN + IPV6_LEN) else {
+            return Ok(None);
+        };
+        if unsafe { (*udp).dest_be } != PORT_SINGLE_HOP.to_be() {
+            return Ok(None);
+        }
+        let (hops, src, dst) = unsafe { ((*ip).hop_limit, (*ip).src, (*ip).dst) };
+        return Ok(Some(Network {
+            udp,
+            hops,
+            src,
+            dst,
+            ip: Ip::V6(ip),
+        }));
+    }
+    if proto != ETHERTYPE_IPV4.to_be() {
+        return Ok(None);
     }
     let Some(ip) = ptr_at::<Ipv4>(ctx, ETH_LEN) else {
-        return not_bfd();
+        return Ok(None);
     };
     let (version_ihl, proto) = unsafe { ((*ip).version_ihl, (*ip).proto) };
     if version_ihl >> 4 != 4 || proto != PROTO_UDP {
-        return not_bfd();
+        return Ok(None);
     }
     // Locate UDP where the header says it is, so that a packet with options
     // is recognised as BFD (and refused), not mistaken for something else.
     let ihl = usize::from(version_ihl & 0x0f) * 4;
     if ihl < IPV4_LEN {
-        return not_bfd();
+        return Ok(None);
     }
     let Some(udp) = ptr_at::<Udp>(ctx, ETH_LEN + ihl) else {
-        return not_bfd();
+        return Ok(None);
     };
     if unsafe { (*udp).dest_be } != PORT_SINGLE_HOP.to_be() {
-        return not_bfd();
+        return Ok(None);
     }
     if ihl != IPV4_LEN {
         return Err(drop::IP_OPTIONS);
@@ -333,13 +388,57 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
     if u16::from_be(unsafe { (*ip).frag_be }) & 0x3fff != 0 {
         return Err(drop::FRAGMENT);
     }
-    // GTSM before any map lookup: an off-link sender costs no lookup.
-    if unsafe { (*ip).ttl } != 255 {
+    let (hops, src, dst) = unsafe { ((*ip).ttl, (*ip).src, (*ip).dst) };
+    Ok(Some(Network {
+        udp,
+        hops,
+        src: v4_mapped(src),
+        dst: v4_mapped(dst),
+        ip: Ip::V4(ip),
+    }))
+}
+
+/// RFC 1071 sum of `words` 16-bit words at `p`, unfolded.
+#[inline(always)]
+fn sum_words(p: *const u8, words: usize) -> u32 {
+    let mut sum: u32 = 0;
+    let mut i = 0;
+    while i < words {
+        // SAFETY: the caller checked the bytes are in the packet (or on
+        // our stack).
+        sum += u32::from(unsafe { core::ptr::read_unaligned(p.add(2 * i).cast::<u16>()) });
+        i += 1;
+    }
+    sum
+}
+
+#[inline(always)]
+fn fold(mut sum: u32) -> u16 {
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    !(sum as u16)
+}
+
+#[inline(always)]
+fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
+    let Some(net) = network(ctx)? else {
+        return not_bfd();
+    };
+    // GTSM before any map lookup: an off-link sender costs no lookup
+    // (RFC 5881 section 5: TTL or hop limit 255).
+    if net.hops != 255 {
         return Err(drop::BAD_TTL);
     }
-    let Some(bfd) = ptr_at::<[u8; BFD_LEN]>(ctx, ETH_LEN + IPV4_LEN + UDP_LEN) else {
+    let udp = net.udp;
+    let bfd_offset = match net.ip {
+        Ip::V4(_) => ETH_LEN + IPV4_LEN + UDP_LEN,
+        Ip::V6(_) => ETH_LEN + IPV6_LEN + UDP_LEN,
+    };
+    let Some(bfd) = ptr_at::<[u8; BFD_LEN]>(ctx, bfd_offset) else {
         return Err(drop::TRUNCATED);
     };
+    // SAFETY (all raw reads and writes below): each pointer comes from
+    // `ptr_at`, which checked that the whole object lies inside the packet.
     let b = unsafe { &mut *bfd };
     if b[0] >> 5 != 1 {
         return Err(drop::BAD_VERSION);
@@ -374,22 +473,7 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
     let Some(config) = (unsafe { LC_SESSIONS.get(&your) }) else {
         return Err(drop::NO_SESSION);
     };
-    let (src, dst) = unsafe { ((*ip).src, (*ip).dst) };
-    if src
-        != [
-            config.peer_ip[12],
-            config.peer_ip[13],
-            config.peer_ip[14],
-            config.peer_ip[15],
-        ]
-        || dst
-            != [
-                config.local_ip[12],
-                config.local_ip[13],
-                config.local_ip[14],
-                config.local_ip[15],
-            ]
-    {
+    if net.src != config.peer_ip || net.dst != config.local_ip {
         return Err(drop::ADDRESS_MISMATCH);
     }
     let Some(session) = LC_STATE.get_ptr_mut(config.slot) else {
@@ -425,20 +509,15 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
     }
 
     // The RX-clocked reply: rewrite the peer's frame into ours.
+    let Some(eth) = ptr_at::<Eth>(ctx, 0) else {
+        return Err(drop::TRUNCATED);
+    };
     unsafe {
         (*eth).dst = config.peer_mac;
         (*eth).src = config.local_mac;
-        (*ip).tos = 0xc0; // DSCP CS6
-        (*ip).total_len_be = ((IPV4_LEN + UDP_LEN + BFD_LEN) as u16).to_be();
-        (*ip).ttl = 255;
-        (*ip).src = dst;
-        (*ip).dst = src;
-        (*ip).check_be = 0;
-        (*ip).check_be = ipv4_checksum(ip);
         (*udp).source_be = config.local_port_be;
         (*udp).dest_be = PORT_SINGLE_HOP.to_be();
         (*udp).len_be = ((UDP_LEN + BFD_LEN) as u16).to_be();
-        // Zero: no UDP checksum, allowed for IPv4.
         (*udp).check_be = 0;
     }
     *b = config.reply;
@@ -447,11 +526,51 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
         b[1] = (b[1] & !FLAG_POLL) | FLAG_FINAL;
         session.finals_sent += 1;
     }
+    let reply_len = match net.ip {
+        Ip::V4(ip) => unsafe {
+            (*ip).tos = 0xc0; // DSCP CS6
+            (*ip).total_len_be = ((IPV4_LEN + UDP_LEN + BFD_LEN) as u16).to_be();
+            (*ip).ttl = 255;
+            (*ip).src = [net.dst[12], net.dst[13], net.dst[14], net.dst[15]];
+            (*ip).dst = [net.src[12], net.src[13], net.src[14], net.src[15]];
+            (*ip).check_be = 0;
+            (*ip).check_be = ipv4_checksum(ip);
+            // UDP checksum 0: none, allowed for IPv4.
+            REPLY_LEN_V4
+        },
+        Ip::V6(ip) => unsafe {
+            // Version 6, traffic class CS6, flow label 0.
+            (*ip).version_class_flow_be = (6u32 << 28 | 0xc0 << 20).to_be();
+            (*ip).payload_len_be = ((UDP_LEN + BFD_LEN) as u16).to_be();
+            (*ip).hop_limit = 255;
+            (*ip).src = net.dst;
+            (*ip).dst = net.src;
+            // The checksum is mandatory over IPv6 (RFC 8200 8.1): over the
+            // swapped pseudo-header, our UDP header and our payload,
+            // before the tail moves (packet pointers are invalid after).
+            let pseudo_tail: [u16; 4] = [
+                0,
+                ((UDP_LEN + BFD_LEN) as u16).to_be(),
+                0,
+                u16::from(PROTO_UDP).to_be(),
+            ];
+            let sum = sum_words(net.dst.as_ptr(), 8)
+                + sum_words(net.src.as_ptr(), 8)
+                + sum_words(pseudo_tail.as_ptr().cast(), 4)
+                + sum_words(udp.cast::<u8>(), UDP_LEN / 2)
+                + sum_words(bfd.cast::<u8>(), BFD_LEN / 2);
+            let check = fold(sum);
+            // 0 means "no checksum", which IPv6 forbids: send its
+            // one's-complement twin.
+            (*udp).check_be = if check == 0 { 0xffff } else { check };
+            REPLY_LEN_V6
+        },
+    };
     session.tx_packets += 1;
     session.last_tx_ns = now;
     count(&LC_VERDICTS, verdict::REPLIED);
     // Trim padding or trailing bytes last: packet pointers are invalid after.
-    let extra = (ctx.data_end() - ctx.data()) as i32 - REPLY_LEN as i32;
+    let extra = (ctx.data_end() - ctx.data()) as i32 - reply_len as i32;
     if extra > 0 {
         // SAFETY: shrinking the frame of this XDP context.
         if unsafe { bpf_xdp_adjust_tail(ctx.ctx, -extra) } != 0 {

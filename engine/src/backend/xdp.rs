@@ -13,7 +13,7 @@ use linecard_common::bfd::{
     SessionConfig, SessionState, SlotConfig, DROP_REASONS, FLAG_REPLY, SWEEP_SLOTS, VERDICTS,
 };
 use linecard_common::names;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::os::fd::RawFd;
 
 /// The XDP backend needs the embedded object (absent when the crate was
@@ -221,40 +221,119 @@ pub fn interface_mac(interface: &str) -> Option<[u8; 6]> {
     )
 }
 
-/// A snapshot of the kernel's complete IPv4 neighbours (the ARP table),
-/// read once per loop pass that needs one: reading /proc/net/arp per
-/// session made a burst of 128 sessions going Up cost the loop 15 ms.
+/// A snapshot of the kernel's usable neighbours, IPv4 and IPv6 (one
+/// RTM_GETNEIGH dump over rtnetlink), read once per loop pass that needs
+/// one: reading the table per session made a burst of 128 sessions going
+/// Up cost the loop 15 ms.
 #[derive(Default)]
-pub struct Neighbours(std::collections::HashMap<(Ipv4Addr, String), [u8; 6]>);
+pub struct Neighbours(std::collections::HashMap<(IpAddr, u32), [u8; 6]>);
+
+/// `ndm_state` bits of an entry whose link-layer address can be used:
+/// REACHABLE, STALE, DELAY, PROBE, PERMANENT.
+const NUD_USABLE: u16 = 0x02 | 0x04 | 0x08 | 0x10 | 0x80;
+const RTM_GETNEIGH: u16 = 30;
+const RTM_NEWNEIGH: u16 = 28;
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+const NDA_DST: u16 = 1;
+const NDA_LLADDR: u16 = 2;
+/// nlmsghdr and ndmsg sizes.
+const NLMSG_HDR: usize = 16;
+const NDMSG: usize = 12;
 
 impl Neighbours {
+    /// The dump; an empty table if rtnetlink fails (no offload until the
+    /// next try, and the session keeps being answered from userspace).
     pub fn read() -> Self {
-        let Ok(table) = std::fs::read_to_string("/proc/net/arp") else {
-            return Self::default();
-        };
-        Self(
-            table
-                .lines()
-                .skip(1)
-                .filter_map(|line| {
-                    let f: Vec<&str> = line.split_whitespace().collect();
-                    // IP address, HW type, Flags (ATF_COM 0x2: complete;
-                    // a permanent entry is 0x6), HW address, Mask, Device.
-                    let flags = u32::from_str_radix(f.get(2)?.trim_start_matches("0x"), 16).ok()?;
-                    if f.len() < 6 || flags & 0x2 == 0 {
-                        return None;
-                    }
-                    Some(((f[0].parse().ok()?, f[5].to_string()), parse_mac(f[3])?))
-                })
-                .collect(),
-        )
+        Self::dump().unwrap_or_default()
     }
 
-    /// The neighbour's MAC on `interface` (IPv4 only).
-    pub fn mac(&self, peer: IpAddr, interface: &str) -> Option<[u8; 6]> {
-        let IpAddr::V4(peer) = peer else { return None };
-        self.0.get(&(peer, interface.to_string())).copied()
+    fn dump() -> std::io::Result<Self> {
+        use std::io::{Read, Write};
+        // SAFETY: socket(2) with constant arguments; the result is checked.
+        let fd = unsafe {
+            libc::socket(
+                libc::AF_NETLINK,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                libc::NETLINK_ROUTE,
+            )
+        };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor we own; File closes it.
+        let mut socket = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        let mut request = Vec::with_capacity(NLMSG_HDR + NDMSG);
+        request.extend_from_slice(&((NLMSG_HDR + NDMSG) as u32).to_ne_bytes());
+        request.extend_from_slice(&RTM_GETNEIGH.to_ne_bytes());
+        let flags = (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16;
+        request.extend_from_slice(&flags.to_ne_bytes());
+        request.extend_from_slice(&1u32.to_ne_bytes()); // sequence
+        request.extend_from_slice(&0u32.to_ne_bytes()); // to the kernel
+        request.extend_from_slice(&[libc::AF_UNSPEC as u8; 1]);
+        request.extend_from_slice(&[0u8; 11]); // any interface, state, type
+        socket.write_all(&request)?;
+        let mut table = std::collections::HashMap::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = socket.read(&mut buf)?;
+            let mut at = 0;
+            while at + NLMSG_HDR <= n {
+                let len = u32::from_ne_bytes(buf[at..at + 4].try_into().unwrap()) as usize;
+                let kind = u16::from_ne_bytes([buf[at + 4], buf[at + 5]]);
+                if len < NLMSG_HDR || at + len > n {
+                    return Ok(Self(table));
+                }
+                match kind {
+                    NLMSG_DONE | NLMSG_ERROR => return Ok(Self(table)),
+                    RTM_NEWNEIGH => {
+                        if let Some((key, mac)) = parse_neighbour(&buf[at + NLMSG_HDR..at + len]) {
+                            table.insert(key, mac);
+                        }
+                    }
+                    _ => {}
+                }
+                at += (len + 3) & !3;
+            }
+            if n == 0 {
+                return Ok(Self(table));
+            }
+        }
     }
+
+    /// The neighbour's MAC on `interface`.
+    pub fn mac(&self, peer: IpAddr, interface: &str) -> Option<[u8; 6]> {
+        let name = std::ffi::CString::new(interface).ok()?;
+        // SAFETY: a NUL-terminated name we own.
+        let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        self.0.get(&(peer, index)).copied()
+    }
+}
+
+/// One RTM_NEWNEIGH payload (ndmsg, then attributes): the usable entry's
+/// (address, interface index) and MAC.
+fn parse_neighbour(payload: &[u8]) -> Option<((IpAddr, u32), [u8; 6])> {
+    let ndmsg = payload.get(..NDMSG)?;
+    let ifindex = i32::from_ne_bytes(ndmsg[4..8].try_into().ok()?) as u32;
+    let state = u16::from_ne_bytes([ndmsg[8], ndmsg[9]]);
+    if state & NUD_USABLE == 0 {
+        return None;
+    }
+    let (mut dst, mut mac) = (None, None);
+    let mut attrs = &payload[NDMSG..];
+    while attrs.len() >= 4 {
+        let len = usize::from(u16::from_ne_bytes([attrs[0], attrs[1]]));
+        let kind = u16::from_ne_bytes([attrs[2], attrs[3]]);
+        let value = attrs.get(4..len)?;
+        match (kind, value.len()) {
+            (NDA_DST, 4) => dst = Some(IpAddr::from(<[u8; 4]>::try_from(value).ok()?)),
+            (NDA_DST, 16) => dst = Some(IpAddr::from(<[u8; 16]>::try_from(value).ok()?)),
+            (NDA_LLADDR, 6) => mac = Some(<[u8; 6]>::try_from(value).ok()?),
+            _ => {}
+        }
+        attrs = attrs.get(((len + 3) & !3).min(attrs.len())..)?;
+    }
+    Some(((dst?, ifindex), mac?))
 }
 
 fn parse_mac(text: &str) -> Option<[u8; 6]> {
@@ -284,6 +363,41 @@ mod tests {
         assert_eq!(parse_mac("02:1c:00:00:00"), None);
         assert_eq!(parse_mac("02:1c:00:00:00:01:02"), None);
         assert_eq!(parse_mac("zz:1c:00:00:00:01"), None);
+    }
+
+    #[test]
+    fn neighbour_entries_parse_and_unusable_ones_are_skipped() {
+        let entry = |state: u16, dst: &[u8]| {
+            let mut p = vec![10u8, 0, 0, 0];
+            p.extend_from_slice(&3i32.to_ne_bytes());
+            p.extend_from_slice(&state.to_ne_bytes());
+            p.extend_from_slice(&[0, 0]);
+            p.extend_from_slice(&((4 + dst.len()) as u16).to_ne_bytes());
+            p.extend_from_slice(&NDA_DST.to_ne_bytes());
+            p.extend_from_slice(dst);
+            p.extend_from_slice(&10u16.to_ne_bytes());
+            p.extend_from_slice(&NDA_LLADDR.to_ne_bytes());
+            p.extend_from_slice(&[2, 0x1c, 0, 0, 0, 2, 0, 0]);
+            p
+        };
+        let v6: [u8; 16] = "2001:db8::2"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+            .octets();
+        assert_eq!(
+            parse_neighbour(&entry(0x02, &v6)),
+            Some(((IpAddr::from(v6), 3), [2, 0x1c, 0, 0, 0, 2]))
+        );
+        assert_eq!(
+            parse_neighbour(&entry(0x80, &[192, 0, 2, 2])).map(|(k, _)| k),
+            Some(("192.0.2.2".parse().unwrap(), 3))
+        );
+        // INCOMPLETE (0x01) and FAILED (0x20) have no usable address.
+        assert_eq!(parse_neighbour(&entry(0x01, &v6)), None);
+        assert_eq!(parse_neighbour(&entry(0x20, &v6)), None);
+        // Truncated attributes are refused, not read past.
+        let full = entry(0x02, &v6);
+        assert_eq!(parse_neighbour(&full[..full.len() - 6]), None);
     }
 
     #[test]
