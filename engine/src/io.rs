@@ -29,6 +29,9 @@ pub struct Received {
     pub dst: IpAddr,
     /// TTL or hop limit as received; 0 if the kernel did not say.
     pub ttl: u8,
+    /// IPv6 with a hop-by-hop, destination options or routing header:
+    /// single-hop BFD has none, and the fast path does not walk them.
+    pub extension_headers: bool,
 }
 
 pub struct RxSocket {
@@ -62,6 +65,14 @@ impl RxSocket {
             socket.set_only_v6(true)?;
             setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVHOPLIMIT, 1)?;
             setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO, 1)?;
+            // Reported so that they can be refused.
+            for option in [
+                libc::IPV6_RECVHOPOPTS,
+                libc::IPV6_RECVDSTOPTS,
+                libc::IPV6_RECVRTHDR,
+            ] {
+                setsockopt_int(fd, libc::IPPROTO_IPV6, option, 1)?;
+            }
         } else {
             setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_RECVTTL, 1)?;
             setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_PKTINFO, 1)?;
@@ -125,7 +136,7 @@ impl RxSocket {
         let src = unsafe { SockAddr::new(addr, msg.msg_namelen) }
             .as_socket()
             .ok_or_else(|| io::Error::other("recvmsg returned a non-IP source"))?;
-        let (mut dst, mut ttl) = (None, 0u8);
+        let (mut dst, mut ttl, mut extension_headers) = (None, 0u8, false);
         // SAFETY: CMSG_* walk the control buffer the kernel filled, within
         // msg_controllen; each data pointer is read with its cmsg's type.
         unsafe {
@@ -149,6 +160,10 @@ impl RxSocket {
                         let info = std::ptr::read_unaligned(data.cast::<libc::in6_pktinfo>());
                         dst = Some(IpAddr::from(info.ipi6_addr.s6_addr));
                     }
+                    (
+                        libc::IPPROTO_IPV6,
+                        libc::IPV6_HOPOPTS | libc::IPV6_DSTOPTS | libc::IPV6_RTHDR,
+                    ) => extension_headers = true,
                     _ => {}
                 }
                 cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
@@ -162,6 +177,7 @@ impl RxSocket {
             src,
             dst,
             ttl,
+            extension_headers,
         }))
     }
 }

@@ -1,6 +1,8 @@
 //! Bad input never changes a session: crafted BFD packets from the spare
 //! host are counted by reason while a live session keeps running (its own
-//! packet counter must move in the same window), and garbage on the control
+//! packet counter must move in the same window), an IPv6 packet behind a
+//! destination options header never reaches a session (the same packet
+//! without it does: the positive control), and garbage on the control
 //! socket gets an error reply while the daemon keeps running.
 
 mod common;
@@ -56,6 +58,54 @@ fn send_from_spare(cases: &[(u8, Vec<u8>)]) {
     .unwrap();
 }
 
+/// Sends `bytes` COPIES times from the spare host to the DUT's IPv6
+/// address at hop limit 255, behind an 8-byte destination options header
+/// (PadN) when `dest_options`.
+fn send_v6_from_spare(bytes: &[u8], dest_options: bool) {
+    let bytes = bytes.to_vec();
+    in_netns(SPARE.namespace, move || {
+        let socket = UdpSocket::bind((SPARE.ipv6, 0))?;
+        let fd = socket.as_raw_fd();
+        let hops: i32 = 255;
+        // SAFETY: setsockopt with pointers to live values of the given size.
+        unsafe {
+            assert_eq!(
+                libc::setsockopt(
+                    fd,
+                    libc::IPPROTO_IPV6,
+                    libc::IPV6_UNICAST_HOPS,
+                    (&hops as *const i32).cast(),
+                    4
+                ),
+                0
+            );
+            if dest_options {
+                // Next header (the kernel fills it), length 0 (8 bytes),
+                // PadN of 4.
+                let header: [u8; 8] = [0, 0, 1, 4, 0, 0, 0, 0];
+                assert_eq!(
+                    libc::setsockopt(
+                        fd,
+                        libc::IPPROTO_IPV6,
+                        libc::IPV6_DSTOPTS,
+                        header.as_ptr().cast(),
+                        8
+                    ),
+                    0,
+                    "IPV6_DSTOPTS: {}",
+                    std::io::Error::last_os_error()
+                );
+            }
+        }
+        for _ in 0..COPIES {
+            socket.send_to(&bytes, (DUT.ipv6, 3784))?;
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        Ok(())
+    })
+    .unwrap();
+}
+
 #[test]
 fn crafted_packets_are_counted_and_change_nothing() {
     if !privileged("crafted_packets_are_counted_and_change_nothing") {
@@ -74,7 +124,15 @@ fn crafted_packets_are_counted_and_change_nothing() {
         backend: "naive",
         interface: None,
     };
-    let mut dut = start_linecardd(&dir, &socket, "", &[session]);
+    // A second session, IPv6, facing the spare host (nobody answers it):
+    // the target of the extension-header case below.
+    let session6 = DutSession {
+        peer: SPARE.ipv6.to_string(),
+        local: DUT.ipv6.to_string(),
+        backend: "naive",
+        interface: None,
+    };
+    let mut dut = start_linecardd(&dir, &socket, "", &[session, session6]);
     wait_sessions(
         &socket,
         &mut dut,
@@ -198,6 +256,45 @@ fn crafted_packets_are_counted_and_change_nothing() {
         "the live session must keep receiving"
     );
     assert_eq!(after["remote"]["discr"], before["remote"]["discr"]);
+
+    // IPv6 behind a destination options header (RFC 8200 4.6): a valid
+    // bootstrap from the spare host to the IPv6 session is refused as
+    // such; the same packet without the header is accepted (the session
+    // leaves Down), so the refusal is the header's doing.
+    let drops_before = ctl(&socket, &["drops"]);
+    send_v6_from_spare(&packet(1, 7, 0), true);
+    send_v6_from_spare(&packet(1, 7, 0), false);
+    let v6_state = || {
+        let list = ctl(&socket, &["list", "--json"]);
+        (
+            list["sessions"][1]["peer"].clone(),
+            list["sessions"][1]["state"].clone(),
+        )
+    };
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while v6_state().1 == "down" && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (peer, state) = v6_state();
+    assert_eq!(peer, SPARE.ipv6);
+    assert_ne!(
+        state, "down",
+        "the plain packet (the control) was not accepted"
+    );
+    let drops_after = ctl(&socket, &["drops"]);
+    let count = |d: &serde_json::Value| {
+        d["drops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d[0] == "extension_header")
+            .map_or(0, |d| d[1].as_u64().unwrap())
+    };
+    assert_eq!(
+        count(&drops_after) - count(&drops_before),
+        COPIES,
+        "{drops_after}"
+    );
 
     // Garbage on the control socket: an error reply, and the daemon lives.
     for garbage in [

@@ -361,6 +361,10 @@ impl Engine {
             self.drops[DropReason::BadTtl.index()] += 1;
             return;
         }
+        if received.extension_headers {
+            self.drops[DropReason::ExtensionHeader.index()] += 1;
+            return;
+        }
         let path = PathKey {
             local: received.dst,
             peer: received.src.ip(),

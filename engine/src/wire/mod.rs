@@ -72,10 +72,13 @@ pub enum DropReason {
     BadTtl,
     /// The session is administratively down: received packets are ignored (6.8.6).
     AdminDown,
+    /// IPv6 with extension headers: single-hop BFD carries none (RFC 5881),
+    /// and the fast path, which does not walk them, passes such packets up.
+    ExtensionHeader,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 12] = [
+    pub const ALL: [DropReason; 13] = [
         Self::Truncated,
         Self::BadVersion,
         Self::BadLength,
@@ -88,6 +91,7 @@ impl DropReason {
         Self::BadAuth,
         Self::BadTtl,
         Self::AdminDown,
+        Self::ExtensionHeader,
     ];
 
     pub fn index(self) -> usize {
