@@ -54,11 +54,25 @@ pub fn run(repeat: u32) -> Result<XdpBench> {
                 .context("no sessions map")?,
         )?;
     sessions.insert(craft::OUR_DISCR, craft::session(true), 0)?;
+    // The same session over IPv6, under a discriminator and slot of its own.
+    let v6_discr = craft::OUR_DISCR + 1;
+    sessions.insert(
+        v6_discr,
+        linecard_common::bfd::SessionConfig {
+            slot: craft::SLOT + 1,
+            ..craft::session6(true)
+        },
+        0,
+    )?;
     let program: &Xdp = bpf.program(names::BFD_PROGRAM).unwrap().try_into()?;
     let mut cases: Vec<(String, Vec<u8>)> = vec![
         (
             "reply (Up, XDP_TX)".into(),
             craft::frame(255, &craft::peer_up()),
+        ),
+        (
+            "reply over IPv6 (UDP checksum)".into(),
+            craft::frame6(255, 17, &craft::bfd(3, 0, craft::PEER_DISCR, v6_discr)),
         ),
         (
             "Poll answered with Final".into(),

@@ -318,6 +318,17 @@ enum Ip {
     V6(*mut Ipv6),
 }
 
+/// Two 16-byte addresses compared as two 8-byte words (a byte-wise
+/// comparison costs the reply ~20 ns).
+#[inline(always)]
+fn same_address(a: &[u8; 16], b: &[u8; 16]) -> bool {
+    let word = |x: &[u8; 16], i: usize| {
+        // SAFETY: i is 0 or 8, within the 16 bytes.
+        unsafe { core::ptr::read_unaligned(x.as_ptr().add(i).cast::<u64>()) }
+    };
+    word(a, 0) == word(b, 0) && word(a, 8) == word(b, 8)
+}
+
 #[inline(always)]
 fn v4_mapped(a: [u8; 4]) -> [u8; 16] {
     [
@@ -473,7 +484,7 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
     let Some(config) = (unsafe { LC_SESSIONS.get(&your) }) else {
         return Err(drop::NO_SESSION);
     };
-    if net.src != config.peer_ip || net.dst != config.local_ip {
+    if !same_address(&net.src, &config.peer_ip) || !same_address(&net.dst, &config.local_ip) {
         return Err(drop::ADDRESS_MISMATCH);
     }
     let Some(session) = LC_STATE.get_ptr_mut(config.slot) else {
