@@ -36,6 +36,9 @@ struct Flow {
     session: usize,
     direction: usize,
     packets: u64,
+    /// Lowest and highest TTL or hop limit seen (GTSM on the wire).
+    ttl_min: u8,
+    ttl_max: u8,
     first_ts: i64,
     last_ts: i64,
     last: Option<Control>,
@@ -240,7 +243,13 @@ impl Analyzer {
 
         let flow = &mut self.flows[f];
         let mut gap_closed = None;
-        if flow.packets == 0 {
+        let first = flow.packets == 0;
+        (flow.ttl_min, flow.ttl_max) = if first {
+            (d.ttl, d.ttl)
+        } else {
+            (flow.ttl_min.min(d.ttl), flow.ttl_max.max(d.ttl))
+        };
+        if first {
             flow.first_ts = ts;
         } else if ts < flow.last_ts {
             // Out of order: no gap can be trusted; time keeps its maximum.
@@ -384,6 +393,8 @@ impl Analyzer {
                     dst_port: key.dst_port,
                     service: self.services[i],
                     packets: f.packets,
+                    ttl_min: f.ttl_min,
+                    ttl_max: f.ttl_max,
                     first_ts: f.first_ts as f64 / 1e9,
                     last_ts: f.last_ts as f64 / 1e9,
                     first_ts_ns: f.first_ts,

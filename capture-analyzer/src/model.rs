@@ -62,6 +62,13 @@ pub struct FlowResult {
     pub dst_port: u16,
     pub service: Service,
     pub packets: u64,
+    /// Lowest and highest TTL (IPv4) or hop limit (IPv6) the flow's control
+    /// packets carried: 255 and 255 for a single-hop sender (RFC 5881
+    /// section 5).
+    #[serde(default)]
+    pub ttl_min: u8,
+    #[serde(default)]
+    pub ttl_max: u8,
     /// Seconds since the epoch.
     pub first_ts: f64,
     pub last_ts: f64,

@@ -86,7 +86,16 @@ pub struct SessionSpec {
     pub backend: BackendKind,
     pub interface: Option<String>,
     pub passive: bool,
+    /// RFC 5883: UDP 4784, and the TTL check is this session's minimum
+    /// instead of single-hop's 255.
+    pub multihop: bool,
+    /// Lowest TTL or hop limit accepted on a multihop session (default 254,
+    /// FRR's); single-hop sessions require 255 (RFC 5881 section 5).
+    pub min_ttl: u8,
 }
+
+/// FRR bfdd's default minimum TTL for multihop peers.
+pub const DEFAULT_MULTIHOP_MIN_TTL: u8 = 254;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -289,20 +298,19 @@ pub fn validate_session(
             &format!("the {backend} backend attaches to an interface: name it"),
         ));
     }
-    if s.multihop == Some(true) {
-        return Err(err(
-            "multihop",
-            &true,
-            "multihop sessions (RFC 5883) are not in this build yet",
-        ));
-    }
-    if let Some(ttl) = s.min_ttl {
-        return Err(err(
-            "min_ttl",
-            &ttl,
-            "applies to multihop sessions, which are not in this build yet",
-        ));
-    }
+    let multihop = s.multihop.unwrap_or(false);
+    let min_ttl =
+        match (multihop, s.min_ttl) {
+            (false, Some(ttl)) => return Err(err(
+                "min_ttl",
+                &ttl,
+                "applies to multihop sessions only (single-hop requires 255, RFC 5881 section 5)",
+            )),
+            (false, None) => 255,
+            (true, None) => DEFAULT_MULTIHOP_MIN_TTL,
+            (true, Some(ttl @ 1..=255)) => ttl as u8,
+            (true, Some(ttl)) => return Err(err("min_ttl", &ttl, "must be 1 to 255")),
+        };
     if s.echo == Some(true) {
         return Err(err(
             "echo",
@@ -319,6 +327,8 @@ pub fn validate_session(
         backend,
         interface: s.interface.clone(),
         passive: s.passive.unwrap_or(false),
+        multihop,
+        min_ttl,
     })
 }
 
@@ -383,7 +393,40 @@ interface = "eth0"
 
     #[test]
     fn features_not_built_yet_say_so() {
-        let e = error_of(&GOOD.replace("interface = \"eth0\"", "multihop = true"));
+        let e = error_of(&GOOD.replace("interface = \"eth0\"", "echo = true"));
         assert!(e.contains("not in this build yet"), "{e}");
+    }
+
+    #[test]
+    fn multihop_takes_a_minimum_ttl_and_single_hop_does_not() {
+        let c = EngineConfig::parse(
+            "t.toml",
+            &GOOD.replace("multiplier = 3", "multiplier = 3\nmultihop = true"),
+        )
+        .unwrap();
+        assert_eq!((c.sessions[0].multihop, c.sessions[0].min_ttl), (true, 254));
+        let c = EngineConfig::parse(
+            "t.toml",
+            &GOOD.replace(
+                "multiplier = 3",
+                "multiplier = 3\nmultihop = true\nmin_ttl = 64",
+            ),
+        )
+        .unwrap();
+        assert_eq!(c.sessions[0].min_ttl, 64);
+        assert_eq!(
+            EngineConfig::parse("t.toml", GOOD).unwrap().sessions[0].min_ttl,
+            255
+        );
+        let e = error_of(&GOOD.replace("multiplier = 3", "multiplier = 3\nmin_ttl = 64"));
+        assert!(
+            e.contains("min_ttl = 64: applies to multihop sessions only"),
+            "{e}"
+        );
+        let e = error_of(&GOOD.replace(
+            "multiplier = 3",
+            "multiplier = 3\nmultihop = true\nmin_ttl = 0",
+        ));
+        assert!(e.contains("must be 1 to 255"), "{e}");
     }
 }

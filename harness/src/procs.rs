@@ -245,6 +245,9 @@ pub struct PeerSession {
     pub tx_ms: u32,
     pub rx_ms: u32,
     pub multiplier: u8,
+    /// RFC 5883 (UDP 4784). FRR accepts TTL 254 and above by default; BIRD
+    /// sends its multihop packets at the system's default TTL (64).
+    pub multihop: bool,
 }
 
 /// FRR bfdd's configuration for `sessions`.
@@ -252,8 +255,13 @@ pub fn frr_config(sessions: &[PeerSession]) -> String {
     let mut out = String::from("bfd\n");
     for s in sessions {
         out.push_str(&format!(
-            " peer {} local-address {}\n  transmit-interval {}\n  receive-interval {}\n  detect-multiplier {}\n !\n",
-            s.peer, s.local, s.tx_ms, s.rx_ms, s.multiplier
+            " peer {}{} local-address {}\n  transmit-interval {}\n  receive-interval {}\n  detect-multiplier {}\n !\n",
+            s.peer,
+            if s.multihop { " multihop" } else { "" },
+            s.local,
+            s.tx_ms,
+            s.rx_ms,
+            s.multiplier
         ));
     }
     out.push_str("!\n");
@@ -339,13 +347,20 @@ pub fn bird_config(router_id: IpAddr, sessions: &[PeerSession]) -> String {
     let first = sessions.first();
     let mut out = format!("router id {router_id};\nprotocol device {{}}\nprotocol bfd {{\n");
     if let Some(s) = first {
-        out.push_str(&format!(
-            "  interface \"*\" {{\n    min rx interval {} ms;\n    min tx interval {} ms;\n    idle tx interval 1000 ms;\n    multiplier {};\n  }};\n",
+        let timers = format!(
+            "{{\n    min rx interval {} ms;\n    min tx interval {} ms;\n    idle tx interval 1000 ms;\n    multiplier {};\n  }};\n",
             s.rx_ms, s.tx_ms, s.multiplier
-        ));
+        );
+        out.push_str(&format!("  interface \"*\" {timers}"));
+        out.push_str(&format!("  multihop {timers}"));
     }
     for s in sessions {
-        out.push_str(&format!("  neighbor {} local {};\n", s.peer, s.local));
+        out.push_str(&format!(
+            "  neighbor {} local {}{};\n",
+            s.peer,
+            s.local,
+            if s.multihop { " multihop yes" } else { "" }
+        ));
     }
     out.push_str("}\n");
     out

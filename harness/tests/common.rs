@@ -113,7 +113,6 @@ pub fn start_linecardd(
     engine_extra: &str,
     sessions: &[DutSession],
 ) -> linecard_harness::procs::Daemon {
-    use linecard_harness::lab::spec;
     let mut config = format!(
         "[engine]\ncontrol_socket = \"{}\"\n{engine_extra}",
         socket.display()
@@ -127,6 +126,16 @@ pub fn start_linecardd(
             config.push_str(&format!("interface = \"{interface}\"\n"));
         }
     }
+    start_linecardd_toml(dir, &config)
+}
+
+/// Writes `config` to `dir/dut.toml` and starts linecardd with it in the
+/// DUT's namespace and cpuset.
+pub fn start_linecardd_toml(
+    dir: &std::path::Path,
+    config: &str,
+) -> linecard_harness::procs::Daemon {
+    use linecard_harness::lab::spec;
     std::fs::write(dir.join("dut.toml"), config).unwrap();
     let args = vec![
         "--config".to_string(),
@@ -195,6 +204,7 @@ pub fn session_3x10(local: &str, peer: &str) -> linecard_harness::procs::PeerSes
         tx_ms: 10,
         rx_ms: 10,
         multiplier: 3,
+        multihop: false,
     }
 }
 

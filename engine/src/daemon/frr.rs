@@ -385,9 +385,6 @@ impl Engine {
         if s.dst.is_unspecified() {
             anyhow::bail!("no peer address");
         }
-        if s.has(flags::MULTIHOP) {
-            anyhow::bail!("multihop (RFC 5883) is not in this build yet");
-        }
         if s.min_tx_us == 0 || s.min_rx_us == 0 || s.detect_mult == 0 {
             anyhow::bail!("zero interval or multiplier");
         }
@@ -409,6 +406,14 @@ impl Engine {
             backend: self.loop_kind(),
             interface,
             passive: s.has(flags::PASSIVE),
+            multihop: s.has(flags::MULTIHOP),
+            // bfdd's `ttl` is the minimum it accepts: 255 for single-hop
+            // (GTSM), `minimum-ttl` (default 254) for multihop.
+            min_ttl: match (s.has(flags::MULTIHOP), s.ttl) {
+                (false, _) => 255,
+                (true, 0) => crate::config::DEFAULT_MULTIHOP_MIN_TTL,
+                (true, ttl) => ttl,
+            },
         };
         // bfdd's lid is our discriminator, so that `show bfd peers` and the
         // wire agree on the session's id.

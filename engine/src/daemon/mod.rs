@@ -17,7 +17,7 @@ use crate::config::{EngineConfig, SessionSpec};
 use crate::io::{Received, RxSocket, TxSocket};
 use crate::session::table::{PathKey, SessionId, SessionTable};
 use crate::session::{Nanos, Session, SessionConfig, Transition};
-use crate::wire::{DropReason, Repr, State, PORT_SINGLE_HOP};
+use crate::wire::{DropReason, Repr, State, PORT_MULTI_HOP, PORT_SINGLE_HOP};
 use anyhow::{bail, Context, Result};
 use std::os::unix::net::UnixListener;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -68,8 +68,9 @@ pub struct Engine {
     config: EngineConfig,
     transmitter: Box<dyn Transmitter>,
     table: SessionTable<Peer>,
-    rx_v4: Option<RxSocket>,
-    rx_v6: Option<RxSocket>,
+    /// Receive sockets, bound as sessions need them: index
+    /// [`rx_index`]`(ipv6, multihop)`.
+    rx: [Option<RxSocket>; 4],
     control: UnixListener,
     /// Control clients still writing their request.
     pending: Vec<control::PendingClient>,
@@ -91,6 +92,11 @@ pub struct Engine {
     /// changed something), and when the last such pass ran.
     full_pass_wanted: bool,
     last_full_pass: Nanos,
+}
+
+/// Where the receive socket of a family and kind lives in `Engine::rx`.
+fn rx_index(ipv6: bool, multihop: bool) -> usize {
+    usize::from(ipv6) + 2 * usize::from(multihop)
 }
 
 fn monotonic_ns() -> i64 {
@@ -170,8 +176,7 @@ impl Engine {
             config,
             transmitter,
             table: SessionTable::default(),
-            rx_v4: None,
-            rx_v6: None,
+            rx: [None, None, None, None],
             control,
             pending: Vec::new(),
             drops: [0; DropReason::ALL.len()],
@@ -199,18 +204,24 @@ impl Engine {
         self.epoch.elapsed().as_nanos() as Nanos
     }
 
-    fn ensure_rx(&mut self, ipv6: bool) -> Result<()> {
-        let slot = if ipv6 {
-            &mut self.rx_v6
+    /// The control port of single-hop (RFC 5881) or multihop (RFC 5883)
+    /// sessions: 3784 and 4784, or the test port and the same offset.
+    fn control_port(&self, multihop: bool) -> u16 {
+        if multihop {
+            self.port.wrapping_add(PORT_MULTI_HOP - PORT_SINGLE_HOP)
         } else {
-            &mut self.rx_v4
-        };
+            self.port
+        }
+    }
+
+    fn ensure_rx(&mut self, ipv6: bool, multihop: bool) -> Result<()> {
+        let port = self.control_port(multihop);
+        let slot = &mut self.rx[rx_index(ipv6, multihop)];
         if slot.is_none() {
-            let socket = RxSocket::bind(ipv6, self.port).with_context(|| {
+            let socket = RxSocket::bind(ipv6, port).with_context(|| {
                 format!(
-                    "binding UDP {} port {} (is another BFD daemon running in this namespace?)",
+                    "binding UDP {} port {port} (is another BFD daemon running in this namespace?)",
                     if ipv6 { "[::]" } else { "0.0.0.0" },
-                    self.port
                 )
             })?;
             *slot = Some(socket);
@@ -248,7 +259,7 @@ impl Engine {
             };
             self.transmitter = backend::transmitter(spec.backend, &self.config);
         }
-        self.ensure_rx(spec.peer.is_ipv6())?;
+        self.ensure_rx(spec.peer.is_ipv6(), spec.multihop)?;
         if let (Some(fast), Some(interface)) = (self.fast.as_mut(), spec.interface.as_deref()) {
             fast.attach(interface)?;
         }
@@ -261,7 +272,7 @@ impl Engine {
         let mut tx = TxSocket::open(
             spec.local,
             spec.peer,
-            self.port,
+            self.control_port(spec.multihop),
             spec.interface.as_deref(),
             &|p| taken.contains(&p),
         )
@@ -304,7 +315,7 @@ impl Engine {
         let path = PathKey {
             local: spec.local,
             peer: spec.peer,
-            multihop: false,
+            multihop: spec.multihop,
         };
         let id = self
             .table
@@ -340,15 +351,18 @@ impl Engine {
         Ok(id)
     }
 
+    /// The session between `local` and `peer`, single-hop first.
     fn find(&self, local: std::net::IpAddr, peer: std::net::IpAddr) -> Option<SessionId> {
-        self.table.by_path(&PathKey {
-            local,
-            peer,
-            multihop: false,
+        [false, true].into_iter().find_map(|multihop| {
+            self.table.by_path(&PathKey {
+                local,
+                peer,
+                multihop,
+            })
         })
     }
 
-    fn handle_packet(&mut self, now: Nanos, received: Received, bytes: &[u8]) {
+    fn handle_packet(&mut self, now: Nanos, received: Received, bytes: &[u8], multihop: bool) {
         let repr = match Repr::parse_bytes(bytes) {
             Ok(r) => r,
             Err(reason) => {
@@ -357,7 +371,10 @@ impl Engine {
             }
         };
         // GTSM (RFC 5881 section 5): single-hop packets arrive at TTL 255.
-        if received.ttl != 255 {
+        // Multihop ones are judged against their session's minimum below:
+        // the relaxation applies to sessions configured multihop only
+        // (a multihop packet names a multihop session or none).
+        if !multihop && received.ttl != 255 {
             self.drops[DropReason::BadTtl.index()] += 1;
             return;
         }
@@ -368,7 +385,7 @@ impl Engine {
         let path = PathKey {
             local: received.dst,
             peer: received.src.ip(),
-            multihop: false,
+            multihop,
         };
         let id = match self.table.demux(&path, &repr) {
             Ok(id) => id,
@@ -378,6 +395,10 @@ impl Engine {
             }
         };
         let (_, session, peer) = self.table.get_mut(id).expect("demux returns live ids");
+        if received.ttl < peer.spec.min_ttl {
+            peer.drops[DropReason::BadTtl.index()] += 1;
+            return;
+        }
         peer.stale = true;
         match session.receive(now, &repr) {
             Ok(Some(t)) => {
@@ -517,7 +538,8 @@ impl Engine {
                         )),
                     }
                 }
-                let want = session.is_steady() && self.config.xdp_replies;
+                // The fast path is single-hop: multihop sessions stay here.
+                let want = session.is_steady() && self.config.xdp_replies && !peer.spec.multihop;
                 if want && !peer.offloaded {
                     let neighbours = neighbours.get_or_insert_with(fast_path::Neighbours::read);
                     if let Some(config) =
@@ -648,16 +670,17 @@ impl Engine {
 
     /// Reads and handles every packet waiting on the receive sockets.
     fn drain_receive(&mut self, buf: &mut [u8]) {
-        for ipv6 in [false, true] {
+        for (ipv6, multihop) in [(false, false), (true, false), (false, true), (true, true)] {
             loop {
-                let socket = if ipv6 { &self.rx_v6 } else { &self.rx_v4 };
-                let Some(socket) = socket else { break };
+                let Some(socket) = &self.rx[rx_index(ipv6, multihop)] else {
+                    break;
+                };
                 match socket.recv(buf) {
                     Ok(Some(received)) => {
                         let now = self.now();
                         let len = received.len.min(buf.len());
                         let bytes = buf[..len].to_vec();
-                        self.handle_packet(now, received, &bytes);
+                        self.handle_packet(now, received, &bytes, multihop);
                     }
                     Ok(None) => break,
                     Err(e) => {
@@ -671,8 +694,9 @@ impl Engine {
 
     /// Waits for a packet, a control connection, a signal or `wait_ns`.
     fn wait(&self, wait_ns: Nanos) -> Result<()> {
-        let mut fds: Vec<libc::pollfd> = [self.rx_v4.as_ref(), self.rx_v6.as_ref()]
-            .into_iter()
+        let mut fds: Vec<libc::pollfd> = self
+            .rx
+            .iter()
             .flatten()
             .map(|s| libc::pollfd {
                 fd: s.fd(),

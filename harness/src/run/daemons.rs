@@ -183,6 +183,7 @@ fn peer_sessions(pairs: &[Pair], sessions: &Sessions, from_peer: bool) -> Vec<Pe
             tx_ms: sessions.tx_interval_ms,
             rx_ms: sessions.rx_interval_ms,
             multiplier: sessions.multiplier,
+            multihop: false,
         })
         .collect()
 }
