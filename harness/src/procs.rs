@@ -248,6 +248,8 @@ pub struct PeerSession {
     /// RFC 5883 (UDP 4784). FRR accepts TTL 254 and above by default; BIRD
     /// sends its multihop packets at the system's default TTL (64).
     pub multihop: bool,
+    /// FRR's `minimum-ttl` for a multihop session (None: its default 254).
+    pub min_ttl: Option<u8>,
 }
 
 /// FRR bfdd's configuration for `sessions`.
@@ -255,7 +257,7 @@ pub fn frr_config(sessions: &[PeerSession]) -> String {
     let mut out = String::from("bfd\n");
     for s in sessions {
         out.push_str(&format!(
-            " peer {}{} local-address {}\n  transmit-interval {}\n  receive-interval {}\n  detect-multiplier {}\n !\n",
+            " peer {}{} local-address {}\n  transmit-interval {}\n  receive-interval {}\n  detect-multiplier {}\n",
             s.peer,
             if s.multihop { " multihop" } else { "" },
             s.local,
@@ -263,6 +265,10 @@ pub fn frr_config(sessions: &[PeerSession]) -> String {
             s.rx_ms,
             s.multiplier
         ));
+        if let (true, Some(ttl)) = (s.multihop, s.min_ttl) {
+            out.push_str(&format!("  minimum-ttl {ttl}\n"));
+        }
+        out.push_str(" !\n");
     }
     out.push_str("!\n");
     out

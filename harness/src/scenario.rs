@@ -38,6 +38,8 @@ struct RawSessions {
     tx_interval_ms: Option<i64>,
     rx_interval_ms: Option<i64>,
     multiplier: Option<i64>,
+    multihop: Option<bool>,
+    min_ttl: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -145,6 +147,13 @@ pub struct Sessions {
     pub tx_interval_ms: u32,
     pub rx_interval_ms: u32,
     pub multiplier: u8,
+    /// RFC 5883 sessions (UDP 4784) on both sides.
+    #[serde(default)]
+    pub multihop: bool,
+    /// The lowest TTL a multihop session accepts (the DUT's and FRR's
+    /// side; `None`: the implementation's default, 254).
+    #[serde(default)]
+    pub min_ttl: Option<u8>,
 }
 
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -310,7 +319,34 @@ impl Scenario {
                 m @ 1..=255 => m as u8,
                 m => return Err(invalid("sessions.multiplier", &m, "must be 1 to 255")),
             },
+            multihop: s.multihop.unwrap_or(false),
+            min_ttl: match (s.multihop.unwrap_or(false), s.min_ttl) {
+                (_, None) => None,
+                (false, Some(t)) => {
+                    return Err(invalid(
+                        "sessions.min_ttl",
+                        &t,
+                        "applies to multihop sessions only (set sessions.multihop = true)",
+                    ))
+                }
+                (true, Some(t @ 1..=255)) => Some(t as u8),
+                (true, Some(t)) => return Err(invalid("sessions.min_ttl", &t, "must be 1 to 255")),
+            },
         };
+        // BIRD sends multihop packets at the system's default TTL (64):
+        // the other side's default minimum (254) would never hear it.
+        if peer == PeerImplementation::Bird
+            && sessions.multihop
+            && sessions.min_ttl.is_none_or(|t| t > 64)
+        {
+            return Err(invalid(
+                "sessions.min_ttl",
+                &sessions
+                    .min_ttl
+                    .map_or("(default 254)".to_string(), |t| t.to_string()),
+                "BIRD sends multihop packets at TTL 64: set sessions.min_ttl = 64 or lower",
+            ));
+        }
         if raw.phase.is_empty() {
             return Err(invalid(
                 "phase",
@@ -555,6 +591,25 @@ implementation = "linecardd"
 backend = "xdp"
 max_flaps = 0
 "#;
+
+    #[test]
+    fn multihop_keys_are_checked_against_the_peer() {
+        let with = |peer: &str, sessions: &str| {
+            GOOD.replace(
+                "implementation = \"frr\"",
+                &format!("implementation = \"{peer}\""),
+            )
+            .replace("[[phase]]", &format!("[sessions]\n{sessions}\n[[phase]]"))
+        };
+        assert_eq!(
+            error(&with("frr", "min_ttl = 64")),
+            "s.toml: sessions.min_ttl = 64: applies to multihop sessions only (set sessions.multihop = true)"
+        );
+        assert!(error(&with("bird", "multihop = true"))
+            .contains("BIRD sends multihop packets at TTL 64"));
+        assert!(error(&with("bird", "multihop = true\nmin_ttl = 100")).contains("= 100: BIRD"));
+        assert!(error(&with("frr", "multihop = true\nmin_ttl = 0")).contains("must be 1 to 255"));
+    }
 
     #[test]
     fn errors_name_file_key_and_value() {

@@ -205,6 +205,7 @@ pub fn session_3x10(local: &str, peer: &str) -> linecard_harness::procs::PeerSes
         rx_ms: 10,
         multiplier: 3,
         multihop: false,
+        min_ttl: None,
     }
 }
 

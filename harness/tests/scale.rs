@@ -89,6 +89,7 @@ fn sixty_four_xdp_sessions_under_l3_then_l4() {
             rx_ms: 10,
             multiplier: 3,
             multihop: false,
+            min_ttl: None,
         })
         .collect();
     let _frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &sessions).unwrap();

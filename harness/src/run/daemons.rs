@@ -183,7 +183,8 @@ fn peer_sessions(pairs: &[Pair], sessions: &Sessions, from_peer: bool) -> Vec<Pe
             tx_ms: sessions.tx_interval_ms,
             rx_ms: sessions.rx_interval_ms,
             multiplier: sessions.multiplier,
-            multihop: false,
+            multihop: sessions.multihop,
+            min_ttl: sessions.min_ttl,
         })
         .collect()
 }
@@ -372,6 +373,12 @@ pub fn linecardd_config(
         if matches!(backend, "xdp" | "txtime") {
             config.push_str(&format!("interface = \"{}\"\n", spec::HOST_IFACE));
         }
+        if sessions.multihop {
+            config.push_str("multihop = true\n");
+            if let Some(ttl) = sessions.min_ttl {
+                config.push_str(&format!("min_ttl = {ttl}\n"));
+            }
+        }
     }
     config
 }
@@ -450,7 +457,7 @@ pub fn start_dut(
                 daemon,
                 kind: Kind::Linecardd {
                     socket,
-                    offloads: offloads(backend, engine),
+                    offloads: offloads(backend, engine, sessions),
                 },
                 control_plane: Some(ControlPlane {
                     daemon: control,
@@ -472,7 +479,7 @@ pub fn start_dut(
                 daemon,
                 kind: Kind::Linecardd {
                     socket,
-                    offloads: offloads(backend, engine),
+                    offloads: offloads(backend, engine, sessions),
                 },
                 control_plane: None,
             })
@@ -529,9 +536,10 @@ fn spawn_linecardd(
 }
 
 /// Whether a linecardd on `backend` with these `[engine]` keys hands
-/// steady sessions to its fast path.
-fn offloads(backend: &str, engine: &str) -> bool {
+/// steady sessions to its fast path (single-hop ones only).
+fn offloads(backend: &str, engine: &str, sessions: &Sessions) -> bool {
     backend == "xdp"
+        && !sessions.multihop
         && engine
             .parse::<toml::Table>()
             .unwrap_or_default()
