@@ -44,6 +44,11 @@ pub fn peer_up() -> [u8; 24] {
 
 /// Ethernet/IPv4/UDP frame from the peer to the DUT's port 3784.
 pub fn frame(ttl: u8, payload: &[u8]) -> Vec<u8> {
+    frame_to(3784, ttl, payload)
+}
+
+/// Ethernet/IPv4/UDP frame from the peer to the DUT's `port`.
+pub fn frame_to(port: u16, ttl: u8, payload: &[u8]) -> Vec<u8> {
     let mut f = Vec::new();
     f.extend_from_slice(&DUT_MAC);
     f.extend_from_slice(&PEER_MAC);
@@ -54,7 +59,7 @@ pub fn frame(ttl: u8, payload: &[u8]) -> Vec<u8> {
     f.extend_from_slice(&PEER_IP);
     f.extend_from_slice(&DUT_IP);
     f.extend_from_slice(&49152u16.to_be_bytes());
-    f.extend_from_slice(&3784u16.to_be_bytes());
+    f.extend_from_slice(&port.to_be_bytes());
     f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
     f.extend_from_slice(&[0, 0]);
     f.extend_from_slice(payload);
@@ -122,6 +127,7 @@ pub fn session(reply: bool) -> SessionConfig {
         local_mac: DUT_MAC,
         peer_mac: PEER_MAC,
         local_port_be: OUR_PORT.to_be(),
+        min_ttl: 255,
         _reserved: 0,
         reply: bfd(3, 0, OUR_DISCR, PEER_DISCR),
         flags: if reply { FLAG_REPLY } else { 0 },
@@ -180,6 +186,11 @@ pub fn drop_cases() -> Vec<(&'static str, u32, Vec<u8>)> {
             "spoofed source",
             drop::ADDRESS_MISMATCH,
             with(&|f| f[29] = 3),
+        ),
+        (
+            "multihop port, single-hop session",
+            drop::HOP_MISMATCH,
+            frame_to(4784, 200, &good),
         ),
     ]
 }

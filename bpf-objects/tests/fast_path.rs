@@ -15,8 +15,9 @@ const XDP_PASS: u32 = 2;
 const XDP_TX: u32 = 3;
 
 use linecard_bpf_objects::craft::{
-    bfd, drop_cases, frame, frame6, ones_complement_sum, session, session6, udp6_checksum, DUT_IP,
-    DUT_IP6, DUT_MAC, OUR_DISCR, OUR_PORT, PEER_DISCR, PEER_IP, PEER_IP6, PEER_MAC, SLOT,
+    bfd, drop_cases, frame, frame6, frame_to, ones_complement_sum, session, session6,
+    udp6_checksum, DUT_IP, DUT_IP6, DUT_MAC, OUR_DISCR, OUR_PORT, PEER_DISCR, PEER_IP, PEER_IP6,
+    PEER_MAC, SLOT,
 };
 use linecard_common::bfd::drop;
 
@@ -374,4 +375,44 @@ fn an_ipv6_peer_is_answered_with_a_valid_checksum_and_guarded_like_ipv4() {
     assert_eq!(v4.run(&frame6(255, 17, &up)).action, XDP_DROP);
     assert_eq!(v4.per_cpu_sum(names::DROPS_MAP, drop::ADDRESS_MISMATCH), 1);
     let _ = (DUT_IP, PEER_IP);
+}
+
+/// Multihop (RFC 5883) in the kernel: a multihop session is answered on
+/// 4784 at TTL 255 from packets at or above its minimum TTL; below it is
+/// dropped after the lookup; the GTSM relaxation is the multihop session's
+/// alone (a single-hop packet naming it is a hop mismatch, and a
+/// single-hop packet below 255 is still dropped before any lookup).
+#[test]
+fn a_multihop_session_is_answered_on_its_port_and_its_relaxation_is_its_own() {
+    if !privileged() {
+        return;
+    }
+    let fast = FastPath::load_with(SessionConfig {
+        flags: linecard_common::bfd::FLAG_REPLY | linecard_common::bfd::FLAG_MULTIHOP,
+        min_ttl: 254,
+        ..session(true)
+    });
+    let up = bfd(3, 0, PEER_DISCR, OUR_DISCR);
+    for ttl in [255, 254] {
+        let out = fast.run(&frame_to(4784, ttl, &up));
+        assert_eq!(out.action, XDP_TX, "TTL {ttl} on 4784");
+        let f = &out.frame;
+        assert_eq!(f[22], 255, "our TTL");
+        assert_eq!(
+            u16::from_be_bytes([f[36], f[37]]),
+            4784,
+            "to the multihop port"
+        );
+    }
+    let count = |reason: u32| fast.per_cpu_sum(names::DROPS_MAP, reason);
+    assert_eq!(fast.run(&frame_to(4784, 200, &up)).action, XDP_DROP);
+    assert_eq!(count(drop::BAD_TTL), 1, "below the session's minimum");
+    assert_eq!(fast.run(&frame_to(3784, 255, &up)).action, XDP_DROP);
+    assert_eq!(
+        count(drop::HOP_MISMATCH),
+        1,
+        "single-hop packet, multihop session"
+    );
+    assert_eq!(fast.run(&frame_to(3784, 200, &up)).action, XDP_DROP);
+    assert_eq!(count(drop::BAD_TTL), 2, "single-hop GTSM before any lookup");
 }

@@ -11,15 +11,20 @@ pub const MAX_SESSIONS: u32 = 4096;
 /// `SessionConfig::flags`: the kernel answers the peer's packets itself
 /// (the session is Up and offloaded).
 pub const FLAG_REPLY: u32 = 1;
+/// `SessionConfig::flags`: a multihop session (RFC 5883): its packets
+/// arrive on UDP 4784 at `SessionConfig::min_ttl` or above, and only its.
+pub const FLAG_MULTIHOP: u32 = 2;
 
 /// UDP destination port of single-hop control packets (RFC 5881).
 pub const PORT_SINGLE_HOP: u16 = 3784;
+/// UDP destination port of multihop control packets (RFC 5883).
+pub const PORT_MULTI_HOP: u16 = 4784;
 
 /// Value of the `LC_SESSIONS` hash map, keyed by our local discriminator
 /// (the Your Discriminator of the peer's packets). Written by userspace.
 ///
 /// Field order keeps every field naturally aligned without padding:
-/// 16 + 16 + 6 + 6 + 2 + 2 + 24 + 4 + 4 + 8 + 8 = 96 bytes, 8-aligned.
+/// 16 + 16 + 6 + 6 + 2 + 1 + 1 + 24 + 4 + 4 + 8 + 8 = 96 bytes, 8-aligned.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SessionConfig {
@@ -31,7 +36,10 @@ pub struct SessionConfig {
     pub peer_mac: [u8; 6],
     /// Our UDP source port, network byte order.
     pub local_port_be: u16,
-    pub _reserved: u16,
+    /// Lowest TTL or hop limit accepted (multihop; single-hop is 255,
+    /// checked before any lookup).
+    pub min_ttl: u8,
+    pub _reserved: u8,
     /// The control packet we send while Up (P and F clear); the kernel sets
     /// F when it answers a Poll.
     pub reply: [u8; 24],
@@ -173,8 +181,12 @@ pub mod drop {
     pub const ADDRESS_MISMATCH: u32 = 10;
     /// IP fragment on the BFD port.
     pub const FRAGMENT: u32 = 11;
+    /// A single-hop packet naming a multihop session, or a multihop one
+    /// naming a single-hop session: the GTSM relaxation of RFC 5883 is the
+    /// multihop sessions' alone.
+    pub const HOP_MISMATCH: u32 = 12;
 }
-pub const DROP_REASONS: u32 = 12;
+pub const DROP_REASONS: u32 = 13;
 
 /// Indices of the per-CPU `LC_VERDICTS` array: what the program did.
 pub mod verdict {
@@ -216,6 +228,7 @@ mod tests {
         assert_eq!(offset_of!(SessionConfig, local_mac), 32);
         assert_eq!(offset_of!(SessionConfig, peer_mac), 38);
         assert_eq!(offset_of!(SessionConfig, local_port_be), 44);
+        assert_eq!(offset_of!(SessionConfig, min_ttl), 46);
         assert_eq!(offset_of!(SessionConfig, reply), 48);
         assert_eq!(offset_of!(SessionConfig, flags), 72);
         assert_eq!(offset_of!(SessionConfig, slot), 76);

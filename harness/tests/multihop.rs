@@ -1,4 +1,5 @@
-//! Multihop BFD (RFC 5883) on the userspace path, against FRR bfdd (IPv6,
+//! Multihop BFD (RFC 5883) on the userspace path (naive) and on the xdp
+//! fast path, against FRR bfdd (IPv6,
 //! `peer X multihop local-address Y`, minimum TTL 254) and BIRD (IPv4, on
 //! the spare host, which sends multihop packets at TTL 64), beside a
 //! single-hop session to FRR. On the capture: every multihop packet went
@@ -6,12 +7,15 @@
 //! multihop sessions alone: while they run, a TTL 200 packet aimed at the
 //! single-hop session is dropped on either port, an unconfigured pair is
 //! dropped, and a packet below a multihop session's own minimum is
-//! dropped by that session.
+//! dropped (by the session in userspace, by the kernel on the fast path,
+//! which also answers the multihop sessions itself).
 
 mod common;
 
 use common::*;
+use linecard_bpf_objects::craft;
 use linecard_capture_analyzer::{analyze, Options};
+use linecard_common::bfd::drop;
 use linecard_harness::lab::spec::{self, DUT, PEER, SPARE};
 use linecard_harness::procs::{start_bird, start_frr_bfdd, Capture, PeerSession};
 use linecard_harness::sys::in_netns;
@@ -72,14 +76,34 @@ fn drops(v: &serde_json::Value, reason: &str) -> u64 {
         .map_or(0, |d| d[1].as_u64().unwrap())
 }
 
+/// The kernel's drop counter for `reason` (`ctl drops`).
+fn kernel_drops(v: &serde_json::Value, reason: u32) -> u64 {
+    v["fast_path"]["drops"][reason as usize]
+        .as_u64()
+        .unwrap_or(0)
+}
+
 #[test]
-fn multihop_sessions_run_and_the_gtsm_relaxation_stays_theirs() {
-    if !privileged("multihop_sessions_run_and_the_gtsm_relaxation_stays_theirs") {
+fn multihop_sessions_run_on_the_userspace_path_and_the_gtsm_relaxation_stays_theirs() {
+    if !privileged("multihop_sessions_run_on_the_userspace_path") {
         return;
     }
+    multihop_run("naive");
+}
+
+#[test]
+fn multihop_sessions_run_on_the_fast_path_and_the_gtsm_relaxation_stays_theirs() {
+    if !privileged("multihop_sessions_run_on_the_fast_path") {
+        return;
+    }
+    multihop_run("xdp");
+}
+
+fn multihop_run(backend: &str) {
     let _lock = lock_lab();
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
-    let dir = scratch_dir("multihop");
+    let fast_path = backend == "xdp";
+    let dir = scratch_dir(&format!("multihop-{backend}"));
     let rest = spec::cpuset_dir(spec::REST_CPUSET);
     let multihop = |local: &str, peer: &str| PeerSession {
         multihop: true,
@@ -113,7 +137,9 @@ fn multihop_sessions_run_and_the_gtsm_relaxation_stays_theirs() {
     )
     .unwrap();
     let socket = dir.join("dut.sock");
-    let timers = "tx_interval_ms = 10\nrx_interval_ms = 10\nmultiplier = 3\nbackend = \"naive\"\n";
+    let timers = format!(
+        "tx_interval_ms = 10\nrx_interval_ms = 10\nmultiplier = 3\nbackend = \"{backend}\"\ninterface = \"eth0\"\n"
+    );
     let config = format!(
         "[engine]\ncontrol_socket = \"{}\"\n\
          \n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\n{timers}\
@@ -132,50 +158,81 @@ fn multihop_sessions_run_and_the_gtsm_relaxation_stays_theirs() {
         &socket,
         &mut dut,
         Duration::from_secs(15),
-        "the single-hop and both multihop sessions Up",
-        |s| (0..3).all(|i| s[i]["state"] == "up" && s[i]["polling"] == false),
+        "the single-hop and both multihop sessions Up (and offloaded on the fast path)",
+        |s| {
+            (0..3).all(|i| {
+                s[i]["state"] == "up" && s[i]["polling"] == false && s[i]["offloaded"] == fast_path
+            })
+        },
     );
     let steady_start = epoch_ns();
     let discr = |i: usize| up[i]["local_discr"].as_u64().unwrap() as u32;
     let (single_hop, to_bird) = (discr(0), discr(2));
 
-    let engine_before = ctl(&socket, &["drops"])["drops"].clone();
+    let before = ctl(&socket, &["drops"]);
     // TTL 200 at the single-hop session, on its port: GTSM, before demux.
     send_from_spare(SPARE.ipv4, DUT.ipv4, 3784, 200, packet(3, 7, single_hop));
-    // TTL 200 at the single-hop session, on the multihop port: a multihop
-    // packet names a multihop session or none.
-    send_from_spare(SPARE.ipv4, DUT.ipv4, 4784, 200, packet(3, 7, single_hop));
-    // A bootstrap from an address pair with no session.
+    // TTL 200 at the single-hop session, on the multihop port, from the
+    // single-hop peer's own address (spoofed from the spare host, so that
+    // only the hop kind is wrong): a multihop packet names a multihop
+    // session or none.
+    let mut spoofed = craft::frame_to(4784, 200, &packet(3, 7, single_hop));
+    craft::fix_ipv4_checksum(&mut spoofed);
+    inject(&[from_spare(spoofed)], COPIES as usize);
+    // A bootstrap from an address pair with no session (userspace's call
+    // on either path: the fast path hands bootstraps up).
     send_from_spare(SPARE.ipv6, DUT.ipv6, 4784, 200, packet(1, 7, 0));
     // Below the BIRD session's own minimum (64), from its own address.
     send_from_spare(SPARE.ipv4, DUT.ipv4, 4784, 63, packet(3, 7, to_bird));
+    // Where each case must be counted, as (what, counted so far).
+    let counted = |d: &serde_json::Value, s: &serde_json::Value| -> Vec<(&str, u64)> {
+        let delta = |reason: &str| drops(&d["drops"], reason) - drops(&before["drops"], reason);
+        let kernel = |reason: u32| kernel_drops(d, reason) - kernel_drops(&before, reason);
+        if fast_path {
+            vec![
+                (
+                    "TTL 200 on 3784 and TTL 63 below BIRD's minimum (kernel)",
+                    kernel(drop::BAD_TTL),
+                ),
+                (
+                    "the single-hop session named on 4784 (kernel)",
+                    kernel(drop::HOP_MISMATCH),
+                ),
+                ("the unconfigured pair (userspace)", delta("no_session")),
+            ]
+        } else {
+            vec![
+                ("TTL 200 on 3784 (GTSM)", delta("bad_ttl")),
+                (
+                    "the single-hop session named on 4784, and the unconfigured pair",
+                    delta("no_session"),
+                ),
+                (
+                    "TTL 63 below BIRD's minimum (by the session)",
+                    drops(&s[2]["drops"], "bad_ttl"),
+                ),
+            ]
+        }
+    };
+    let expected: Vec<u64> = if fast_path {
+        vec![2 * COPIES, COPIES, COPIES]
+    } else {
+        vec![COPIES, 2 * COPIES, COPIES]
+    };
     let deadline = Instant::now() + Duration::from_secs(3);
-    let (engine_after, sessions) = loop {
-        let engine = ctl(&socket, &["drops"])["drops"].clone();
+    let (counts, sessions) = loop {
+        let d = ctl(&socket, &["drops"]);
         let sessions = ctl(&socket, &["list", "--json"])["sessions"].clone();
-        let done = drops(&engine, "bad_ttl") - drops(&engine_before, "bad_ttl") >= COPIES
-            && drops(&engine, "no_session") - drops(&engine_before, "no_session") >= 2 * COPIES
-            && drops(&sessions[2]["drops"], "bad_ttl") >= COPIES;
+        let counts: Vec<(&str, u64)> = counted(&d, &sessions);
+        let done = counts.iter().zip(&expected).all(|((_, n), e)| n >= e);
         if done || Instant::now() > deadline {
-            break (engine, sessions);
+            break (counts, sessions);
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    assert_eq!(
-        drops(&engine_after, "bad_ttl") - drops(&engine_before, "bad_ttl"),
-        COPIES,
-        "TTL 200 on the single-hop port: {engine_after}"
-    );
-    assert_eq!(
-        drops(&engine_after, "no_session") - drops(&engine_before, "no_session"),
-        2 * COPIES,
-        "the single-hop session named on 4784, and the unconfigured pair: {engine_after}"
-    );
-    assert_eq!(
-        drops(&sessions[2]["drops"], "bad_ttl"),
-        COPIES,
-        "below the multihop session's minimum: {sessions}"
-    );
+    for ((what, n), e) in counts.iter().zip(&expected) {
+        assert_eq!(n, e, "{backend}: {what}");
+    }
     for (i, s) in sessions.as_array().unwrap().iter().enumerate() {
         assert_eq!(s["state"], "up", "session {i}: {s}");
         assert_eq!(
@@ -187,6 +244,7 @@ fn multihop_sessions_run_and_the_gtsm_relaxation_stays_theirs() {
     // Steady for a second more, then the capture.
     std::thread::sleep(Duration::from_secs(1));
     let steady_end = epoch_ns();
+    let replied = ctl(&socket, &["drops"]);
     dut.stop().unwrap();
     let pcap = capture.finish().unwrap();
     let analysis = analyze(
@@ -222,12 +280,30 @@ fn multihop_sessions_run_and_the_gtsm_relaxation_stays_theirs() {
     ] {
         let f = flow(src, dst);
         eprintln!(
-            "{src} -> {dst}: port {}, TTL {}-{}, {} packets, p50 {:.2} max {:.2} ms, {} flaps",
-            f.dst_port, f.ttl_min, f.ttl_max, f.packets, f.gap_ms.p50, f.gap_ms.max, f.flaps
+            "{backend}: {src} -> {dst}: port {}, TTL {}-{}, {} packets, p50 {:.2} max {:.2} ms, reply latency p50 {:.3} ms, {} flaps",
+            f.dst_port, f.ttl_min, f.ttl_max, f.packets, f.gap_ms.p50, f.gap_ms.max, f.reply_latency_ms.p50, f.flaps
         );
         assert_eq!(f.dst_port, port, "{src} -> {dst}: the wrong port");
         assert_eq!((f.ttl_min, f.ttl_max), ttl, "{src} -> {dst}: TTL");
         assert_eq!(f.flaps, 0, "{src} -> {dst} flapped");
+        if fast_path && (src == DUT.ipv4 || src == DUT.ipv6) {
+            // Answered from the kernel: every packet a reply.
+            assert!(
+                f.reply_latency_ms.count * 100 >= f.packets * 95,
+                "{src} -> {dst}: {} replies of {} packets",
+                f.reply_latency_ms.count,
+                f.packets
+            );
+        }
+    }
+    if fast_path {
+        let answered: u64 = replied["fast_path"]["verdicts_per_cpu"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c[2].as_u64().unwrap())
+            .sum();
+        assert!(answered > 300, "the kernel answered {answered} packets");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

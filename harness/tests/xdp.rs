@@ -12,70 +12,9 @@ use common::*;
 use linecard_bpf_objects::craft;
 use linecard_capture_analyzer::{analyze, Options, Phase};
 use linecard_common::bfd::drop;
-use linecard_harness::lab::spec::{self, DUT, PEER, SPARE};
+use linecard_harness::lab::spec::{self, DUT, PEER};
 use linecard_harness::procs::{start_frr_bfdd, Capture};
-use linecard_harness::sys::in_netns;
 use std::time::{Duration, Instant};
-
-/// Sends raw Ethernet frames from the spare host's eth0 (AF_PACKET), so
-/// that TTL, IP options and every other header byte are exactly as crafted.
-fn inject(frames: &[Vec<u8>], copies: usize) {
-    let frames = frames.to_vec();
-    in_netns(SPARE.namespace, move || {
-        // SAFETY: plain socket(2)/sendto(2) with a sockaddr_ll we fill in;
-        // the fd is closed below.
-        unsafe {
-            let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0);
-            assert!(
-                fd >= 0,
-                "AF_PACKET socket: {}",
-                std::io::Error::last_os_error()
-            );
-            let ifindex = libc::if_nametoindex(c"eth0".as_ptr());
-            let mut addr: libc::sockaddr_ll = std::mem::zeroed();
-            addr.sll_family = libc::AF_PACKET as u16;
-            addr.sll_protocol = (libc::ETH_P_IP as u16).to_be();
-            addr.sll_ifindex = ifindex as i32;
-            assert_ne!(ifindex, 0, "no eth0 in {}", SPARE.namespace);
-            if libc::bind(
-                fd,
-                (&addr as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            ) != 0
-            {
-                panic!("bind to eth0: {}", std::io::Error::last_os_error());
-            }
-            for frame in &frames {
-                for _ in 0..copies {
-                    let n = libc::sendto(
-                        fd,
-                        frame.as_ptr().cast(),
-                        frame.len(),
-                        0,
-                        (&addr as *const libc::sockaddr_ll).cast(),
-                        std::mem::size_of::<libc::sockaddr_ll>() as u32,
-                    );
-                    assert_eq!(
-                        n as usize,
-                        frame.len(),
-                        "sendto: {}",
-                        std::io::Error::last_os_error()
-                    );
-                    std::thread::sleep(Duration::from_micros(50));
-                }
-            }
-            libc::close(fd);
-        }
-        Ok(())
-    })
-    .unwrap();
-}
-
-/// A crafted frame from the spare host (its MAC) to the DUT.
-fn from_spare(mut frame: Vec<u8>) -> Vec<u8> {
-    frame[6..12].copy_from_slice(&[0x02, 0x1c, 0, 0, 0, 3]);
-    frame
-}
 
 #[test]
 fn xdp_backend_idle_injection_and_kill() {

@@ -28,7 +28,8 @@ use aya_ebpf::{
 use core::ffi::c_void;
 use linecard_common::bfd::{
     drop, event, verdict, SessionConfig, SessionState, SlotConfig, SweepEvent, DROP_REASONS,
-    FLAG_REPLY, MAX_SESSIONS, PORT_SINGLE_HOP, SWEEP_PERIOD_NS, SWEEP_SLOTS, VERDICTS,
+    FLAG_MULTIHOP, FLAG_REPLY, MAX_SESSIONS, PORT_MULTI_HOP, PORT_SINGLE_HOP, SWEEP_PERIOD_NS,
+    SWEEP_SLOTS, VERDICTS,
 };
 
 #[map]
@@ -306,6 +307,8 @@ struct Network {
     udp: *mut Udp,
     /// TTL or hop limit.
     hops: u8,
+    /// Arrived on UDP 4784 (RFC 5883).
+    multihop: bool,
     /// Source and destination, IPv4 as v4-mapped IPv6 (the maps' keys).
     src: [u8; 16],
     dst: [u8; 16],
@@ -359,13 +362,14 @@ fn network(ctx: &XdpContext) -> Result<Option<Network>, u32> {
         let Some(udp) = ptr_at::<Udp>(ctx, ETH_LEN + IPV6_LEN) else {
             return Ok(None);
         };
-        if unsafe { (*udp).dest_be } != PORT_SINGLE_HOP.to_be() {
+        let Some(multihop) = bfd_port(unsafe { (*udp).dest_be }) else {
             return Ok(None);
-        }
+        };
         let (hops, src, dst) = unsafe { ((*ip).hop_limit, (*ip).src, (*ip).dst) };
         return Ok(Some(Network {
             udp,
             hops,
+            multihop,
             src,
             dst,
             ip: Ip::V6(ip),
@@ -390,9 +394,9 @@ fn network(ctx: &XdpContext) -> Result<Option<Network>, u32> {
     let Some(udp) = ptr_at::<Udp>(ctx, ETH_LEN + ihl) else {
         return Ok(None);
     };
-    if unsafe { (*udp).dest_be } != PORT_SINGLE_HOP.to_be() {
+    let Some(multihop) = bfd_port(unsafe { (*udp).dest_be }) else {
         return Ok(None);
-    }
+    };
     if ihl != IPV4_LEN {
         return Err(drop::IP_OPTIONS);
     }
@@ -403,10 +407,24 @@ fn network(ctx: &XdpContext) -> Result<Option<Network>, u32> {
     Ok(Some(Network {
         udp,
         hops,
+        multihop,
         src: v4_mapped(src),
         dst: v4_mapped(dst),
         ip: Ip::V4(ip),
     }))
+}
+
+/// Whether a UDP destination port (network order) is single-hop BFD
+/// (`Some(false)`), multihop (`Some(true)`) or neither.
+#[inline(always)]
+fn bfd_port(dest_be: u16) -> Option<bool> {
+    if dest_be == PORT_SINGLE_HOP.to_be() {
+        Some(false)
+    } else if dest_be == PORT_MULTI_HOP.to_be() {
+        Some(true)
+    } else {
+        None
+    }
 }
 
 /// RFC 1071 sum of `words` 16-bit words at `p`, unfolded.
@@ -436,8 +454,9 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
         return not_bfd();
     };
     // GTSM before any map lookup: an off-link sender costs no lookup
-    // (RFC 5881 section 5: TTL or hop limit 255).
-    if net.hops != 255 {
+    // (RFC 5881 section 5: TTL or hop limit 255). A multihop packet is
+    // judged against its session's minimum once the session is known.
+    if !net.multihop && net.hops != 255 {
         return Err(drop::BAD_TTL);
     }
     let udp = net.udp;
@@ -487,6 +506,14 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
     if !same_address(&net.src, &config.peer_ip) || !same_address(&net.dst, &config.local_ip) {
         return Err(drop::ADDRESS_MISMATCH);
     }
+    // The GTSM relaxation belongs to multihop sessions: a packet on either
+    // port must name a session of its own kind (RFC 5883 section 2).
+    if net.multihop != (config.flags & FLAG_MULTIHOP != 0) {
+        return Err(drop::HOP_MISMATCH);
+    }
+    if net.multihop && net.hops < config.min_ttl {
+        return Err(drop::BAD_TTL);
+    }
     let Some(session) = LC_STATE.get_ptr_mut(config.slot) else {
         return Err(drop::NO_SESSION);
     };
@@ -527,7 +554,12 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
         (*eth).dst = config.peer_mac;
         (*eth).src = config.local_mac;
         (*udp).source_be = config.local_port_be;
-        (*udp).dest_be = PORT_SINGLE_HOP.to_be();
+        // The port it came to: 3784 single-hop, 4784 multihop.
+        (*udp).dest_be = if net.multihop {
+            PORT_MULTI_HOP.to_be()
+        } else {
+            PORT_SINGLE_HOP.to_be()
+        };
         (*udp).len_be = ((UDP_LEN + BFD_LEN) as u16).to_be();
         (*udp).check_be = 0;
     }

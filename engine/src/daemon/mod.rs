@@ -538,8 +538,7 @@ impl Engine {
                         )),
                     }
                 }
-                // The fast path is single-hop: multihop sessions stay here.
-                let want = session.is_steady() && self.config.xdp_replies && !peer.spec.multihop;
+                let want = session.is_steady() && self.config.xdp_replies;
                 if want && !peer.offloaded {
                     let neighbours = neighbours.get_or_insert_with(fast_path::Neighbours::read);
                     if let Some(config) =
@@ -824,6 +823,15 @@ fn log_transition(spec: &SessionSpec, t: &Transition) {
     ));
 }
 
+/// `FLAG_MULTIHOP` for a multihop session.
+fn hop_flags(spec: &SessionSpec) -> u32 {
+    if spec.multihop {
+        linecard_common::bfd::FLAG_MULTIHOP
+    } else {
+        0
+    }
+}
+
 /// The fast path's view of a session it validates for but does not answer.
 fn registered_config(
     path: &PathKey,
@@ -836,9 +844,10 @@ fn registered_config(
         local_mac: [0; 6],
         peer_mac: [0; 6],
         local_port_be: peer.tx.source_port.to_be(),
+        min_ttl: peer.spec.min_ttl,
         _reserved: 0,
         reply: [0; 24],
-        flags: 0,
+        flags: hop_flags(&peer.spec),
         slot,
         detect_ns: 0,
         min_reply_gap_ns: 0,
@@ -861,9 +870,10 @@ fn fast_path_config(
         local_mac: fast_path::interface_mac(interface)?,
         peer_mac: neighbours.mac(path.peer, interface)?,
         local_port_be: peer.tx.source_port.to_be(),
+        min_ttl: peer.spec.min_ttl,
         _reserved: 0,
         reply: session.steady_packet().to_bytes(),
-        flags: linecard_common::bfd::FLAG_REPLY,
+        flags: linecard_common::bfd::FLAG_REPLY | hop_flags(&peer.spec),
         slot,
         detect_ns: session.detection_time_ns().unwrap_or(0) as u64,
         // Half an interval: the peer's own packets come no sooner than

@@ -457,7 +457,7 @@ pub fn start_dut(
                 daemon,
                 kind: Kind::Linecardd {
                     socket,
-                    offloads: offloads(backend, engine, sessions),
+                    offloads: offloads(backend, engine),
                 },
                 control_plane: Some(ControlPlane {
                     daemon: control,
@@ -479,7 +479,7 @@ pub fn start_dut(
                 daemon,
                 kind: Kind::Linecardd {
                     socket,
-                    offloads: offloads(backend, engine, sessions),
+                    offloads: offloads(backend, engine),
                 },
                 control_plane: None,
             })
@@ -536,10 +536,9 @@ fn spawn_linecardd(
 }
 
 /// Whether a linecardd on `backend` with these `[engine]` keys hands
-/// steady sessions to its fast path (single-hop ones only).
-fn offloads(backend: &str, engine: &str, sessions: &Sessions) -> bool {
+/// steady sessions to its fast path.
+fn offloads(backend: &str, engine: &str) -> bool {
     backend == "xdp"
-        && !sessions.multihop
         && engine
             .parse::<toml::Table>()
             .unwrap_or_default()
