@@ -110,7 +110,10 @@ fn lab_lifecycle_status_check_and_clean_teardown() {
         "traffic must arrive: {unsteered:#}"
     );
     // Without steering the stream runs on the sender's CPU; a stray
-    // neighbour-discovery frame may still land on the DUT's.
+    // neighbour-discovery frame may still land on the DUT's, and so may a
+    // ping that waited for address resolution (it leaves from the
+    // neighbour code, on whichever CPU resolved it: seen once in CI, 199
+    // of 200 off the DUT's CPU).
     let off_dut: u64 = unsteered["per_cpu"]
         .as_array()
         .unwrap()
@@ -119,7 +122,7 @@ fn lab_lifecycle_status_check_and_clean_teardown() {
         .map(|c| c["frames"].as_u64().unwrap())
         .sum();
     assert!(
-        off_dut >= 200,
+        off_dut >= 195,
         "without steering the frames must run off the DUT's CPUs: {unsteered:#}"
     );
     assert!(
