@@ -1,8 +1,10 @@
 //! Detection over repeated kills (issues 10 and 11): the peer (linecardd on
 //! its rt backend, quick to restart with new discriminators) is killed
 //! without a farewell KILLS times idle and KILLS times under L4 on the DUT's
-//! CPU (stress started once the session is Up, the kill half a second into
-//! it). The DUT runs the xdp backend. Per kill, on the observer's capture:
+//! CPU (stress started once the session is Up; the kill 200 ms after its
+//! hog has had 200 ms of CPU, so kills land while the hog runs and never in
+//! an RT-throttled window, where the responder thread is held too: that
+//! case is not sampled here). The DUT runs the xdp backend. Per kill, on the observer's capture:
 //! the DUT's Down (diag 1) after the peer's last packet, and the kernel's
 //! detection instant from the engine's status against the same packet.
 //! LINECARD_KILLS overrides KILLS (default 20).
