@@ -29,6 +29,7 @@ struct RawEngine {
     frr_hold_seconds: Option<i64>,
     txtime_depth: Option<i64>,
     xdp_replies: Option<bool>,
+    sched_deadline: Option<bool>,
 }
 
 /// One `[[session]]` table, also the payload of the control socket's `add`.
@@ -64,6 +65,10 @@ pub struct EngineConfig {
     /// userspace: a deliberately degraded engine, to prove that a
     /// regression gate catches the loss of the fast path.
     pub xdp_replies: bool,
+    /// The xdp backend's responder asks for SCHED_DEADLINE before
+    /// SCHED_FIFO (default). `false`: SCHED_FIFO only, as the reference
+    /// engine ran: RT throttling then holds it with the RT hogs.
+    pub sched_deadline: bool,
     /// FRR bfdd's dataplane listener (`bfdd --dplaneaddr ipv4:ADDR:PORT`):
     /// the engine connects and runs the sessions bfdd hands it.
     pub frr_dataplane: Option<std::net::SocketAddr>,
@@ -141,6 +146,17 @@ impl ConfigError {
 }
 
 impl EngineConfig {
+    /// How the xdp backend's responder thread asks to be scheduled.
+    pub fn responder_scheduling(&self) -> crate::backend::rt::Timeliness {
+        crate::backend::rt::Timeliness {
+            deadline: self
+                .sched_deadline
+                .then_some(crate::backend::responder::RESERVATION),
+            priority: self.rt_priority,
+            cpu: self.cpu,
+        }
+    }
+
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
@@ -235,6 +251,7 @@ impl EngineConfig {
                 .unwrap_or_else(|| DEFAULT_CONTROL_SOCKET.into()),
             txtime_depth: txtime_depth as usize,
             xdp_replies: raw.engine.xdp_replies.unwrap_or(true),
+            sched_deadline: raw.engine.sched_deadline.unwrap_or(true),
             frr_dataplane,
             frr_backend,
             frr_hold_seconds: frr_hold_seconds as u32,

@@ -434,8 +434,15 @@ fn run_lab(command: LabCommand) -> Result<ExitCode> {
             if output.json {
                 print_json(&removed)?;
             } else {
+                let mut restored = String::new();
+                if let Some(v) = removed.restored_rt_runtime_us {
+                    restored += &format!("; sched_rt_runtime_us restored to {v}");
+                }
+                if let Some(v) = &removed.restored_load_balance {
+                    restored += &format!("; the root cpuset's sched_load_balance restored to {v}");
+                }
                 println!(
-                    "removed: {} namespaces, {} cpusets, {} processes{}",
+                    "removed: {} namespaces, {} cpusets, {} processes{}{restored}",
                     removed.namespaces.len(),
                     removed.cpusets.len(),
                     removed.processes.len(),
@@ -497,6 +504,8 @@ fn main() -> ExitCode {
     // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
+    // Before any thread starts, so that every thread inherits it.
+    linecard_harness::lab::keep_off_dut_cpus();
     match run(cli) {
         Ok(code) => code,
         Err(error) => {

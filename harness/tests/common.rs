@@ -34,10 +34,16 @@ pub fn lock_lab() -> LabLock {
 }
 
 pub fn linecard(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_linecard"))
+    let output = Command::new(env!("CARGO_BIN_EXE_linecard"))
         .args(args)
         .output()
-        .expect("running linecard")
+        .expect("running linecard");
+    if args.starts_with(&["lab", "up"]) {
+        // The test's own timing (signals, waits) must not sit behind the
+        // DUT's stress: the lab's partitions keep a thread where it is.
+        linecard_harness::lab::keep_off_dut_cpus();
+    }
+    output
 }
 
 pub fn stdout_json(output: &Output) -> serde_json::Value {
@@ -335,4 +341,40 @@ pub fn inject(frames: &[Vec<u8>], copies: usize) {
 pub fn from_spare(mut frame: Vec<u8>) -> Vec<u8> {
     frame[6..12].copy_from_slice(&[0x02, 0x1c, 0, 0, 0, 3]);
     frame
+}
+
+/// Waits (bounded) until stress-ng `parent`'s CPU hog has had 200 ms of
+/// CPU: the stress bites from then on, not from the spawn (a hog started
+/// while RT throttling held the CPU ran only at the next period, a second
+/// later, and a kill in that second was not under L4).
+pub fn wait_for_hog(parent: u32) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let ran_ns: u64 = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                let status = std::fs::read_to_string(e.path().join("status")).unwrap_or_default();
+                status.lines().any(|l| l == "Name:\tstress-ng-cpu")
+                    && status.lines().any(|l| l == format!("PPid:\t{parent}"))
+            })
+            .filter_map(|e| {
+                std::fs::read_to_string(e.path().join("schedstat"))
+                    .ok()?
+                    .split_whitespace()
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum();
+        if ran_ns >= 200_000_000 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "stress-ng ({parent}): its CPU hog ran {} ms in 5 s",
+            ran_ns / 1_000_000
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }

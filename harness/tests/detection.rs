@@ -28,42 +28,6 @@ struct Kill {
     kernel_unix_ns: i64,
 }
 
-/// Waits (bounded) until stress-ng `parent`'s CPU hog has had 200 ms of
-/// CPU: the stress bites from then on, not from the spawn (a hog started
-/// while RT throttling held the CPU ran only at the next period, a second
-/// later, and a kill in that second was not under L4).
-fn wait_for_hog(parent: u32) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let ran_ns: u64 = std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter(|e| {
-                let status = std::fs::read_to_string(e.path().join("status")).unwrap_or_default();
-                status.lines().any(|l| l == "Name:\tstress-ng-cpu")
-                    && status.lines().any(|l| l == format!("PPid:\t{parent}"))
-            })
-            .filter_map(|e| {
-                std::fs::read_to_string(e.path().join("schedstat"))
-                    .ok()?
-                    .split_whitespace()
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .sum();
-        if ran_ns >= 200_000_000 {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "stress-ng ({parent}): its CPU hog ran {} ms in 5 s",
-            ran_ns / 1_000_000
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// Every gap of 29 ms or more on the capture: (flow, end, gap).
 #[derive(Default)]
 struct Silences(Vec<(usize, i64, u64)>);

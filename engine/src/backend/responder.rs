@@ -1,5 +1,5 @@
-//! What the kernel's sweep asks for leaves from here: a thread at real-time
-//! priority that sleeps on the kernel's ring buffer and sends a prepared
+//! What the kernel's sweep asks for leaves from here: a thread at
+//! SCHED_DEADLINE (SCHED_FIFO where the kernel refuses it) that sleeps on the kernel's ring buffer and sends a prepared
 //! packet at once. The xdp backend's event loop runs at normal priority;
 //! under L4 the Down waited for it 35-508 ms after the kernel's detection
 //! (measured), though detecting was never the loop's job.
@@ -12,6 +12,7 @@
 //! afterwards: it receives them from here, in order, and its own Down
 //! follows the first (a duplicate Down is harmless, RFC 5880 6.8.6).
 
+use super::rt::{make_current_thread_timely, Reservation, ThreadPolicy, Timeliness};
 use anyhow::{Context, Result};
 use aya::maps::{Array, MapData, RingBuf};
 use linecard_common::bfd::{event, SweepEvent};
@@ -25,6 +26,18 @@ use std::thread::JoinHandle;
 
 /// How often the thread looks at its stop flag while no event comes.
 const POLL_MS: i32 = 100;
+
+/// The thread's SCHED_DEADLINE reservation: 1 ms of CPU in every 5 ms.
+/// A send costs microseconds; the budget covers the own clock of 1024
+/// sessions at once within a 100 ms interval, and a 5 ms period bounds the
+/// wait of a thread that spent it. Under SCHED_DEADLINE RT throttling
+/// cannot hold the thread: as SCHED_FIFO it waited up to 46 ms behind an
+/// L4 hog (measured), long enough for a peer's 20 ms stall to become a
+/// 30 ms silence on the wire and a flap.
+pub const RESERVATION: Reservation = Reservation {
+    runtime_ns: 1_000_000,
+    period_ns: 5_000_000,
+};
 
 /// A session's prepared packets: its own socket (a duplicate descriptor of
 /// the session's), the peer, the bytes.
@@ -47,6 +60,8 @@ pub struct Detection {
 
 pub struct Responder {
     armed: Arc<Mutex<HashMap<u32, Prepared>>>,
+    /// How the thread got scheduled (None until it started).
+    policy: Arc<Mutex<Option<ThreadPolicy>>>,
     detections: Receiver<Detection>,
     /// Readable whenever detections wait (an eventfd the loop polls).
     wake: Arc<OwnedFd>,
@@ -55,15 +70,15 @@ pub struct Responder {
 }
 
 impl Responder {
-    /// Starts the thread on `events`, at SCHED_FIFO `priority` pinned to
-    /// `cpu` when it can (it runs at normal priority otherwise, and says so).
+    /// Starts the thread on `events`, pinned to `cpu` if given, at
+    /// SCHED_DEADLINE when the kernel admits it, else at SCHED_FIFO
+    /// `priority`, else at normal priority (and says so).
     /// It stamps each own-clock packet it sends in `clock_sent` (slot ->
     /// CLOCK_MONOTONIC ns), the only writer of that map.
     pub fn start(
         events: RingBuf<MapData>,
         clock_sent: Array<MapData, u64>,
-        priority: i32,
-        cpu: Option<usize>,
+        want: Timeliness,
     ) -> Result<Self> {
         // SAFETY: eventfd has no preconditions; the result is checked.
         let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
@@ -75,22 +90,32 @@ impl Responder {
         let armed: Arc<Mutex<HashMap<u32, Prepared>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let (sender, detections) = channel();
+        let policy: Arc<Mutex<Option<ThreadPolicy>>> = Arc::default();
         let thread = {
             let (armed, stop, wake) = (armed.clone(), stop.clone(), wake.clone());
+            let policy_slot = policy.clone();
             std::thread::Builder::new()
                 .name("lc-responder".into())
                 .spawn(move || {
-                    if let Err(e) = super::rt::make_current_thread_realtime(priority, cpu) {
-                        eprintln!(
-                            "linecardd: the responder runs at normal priority ({e}): the first Down and the own clock wait for the scheduler"
-                        );
+                    let got = make_current_thread_timely(want);
+                    let priority = want.priority;
+                    match &got {
+                        ThreadPolicy::Deadline { .. } => {}
+                        ThreadPolicy::Fifo { why_not_deadline, .. } => eprintln!(
+                            "linecardd: the responder runs at SCHED_FIFO {priority}, not SCHED_DEADLINE ({why_not_deadline}): RT throttling can hold the first Down and the own clock for ~50 ms a second under RT load"
+                        ),
+                        ThreadPolicy::Normal { why } => eprintln!(
+                            "linecardd: the responder runs at normal priority ({why}): the first Down and the own clock wait for the scheduler"
+                        ),
                     }
+                    *policy_slot.lock().expect("set once, never poisoned") = Some(got);
                     respond(events, clock_sent, &armed, &sender, &wake, &stop);
                 })
                 .context("starting the responder thread")?
         };
         Ok(Self {
             armed,
+            policy,
             detections,
             wake,
             stop,
@@ -111,6 +136,14 @@ impl Responder {
             .lock()
             .expect("the responder never panics holding the lock")
             .remove(&discr);
+    }
+
+    /// How the thread is scheduled (None in its first instants).
+    pub fn policy(&self) -> Option<ThreadPolicy> {
+        self.policy
+            .lock()
+            .expect("set once, never poisoned")
+            .clone()
     }
 
     /// The descriptor that is readable while detections wait.

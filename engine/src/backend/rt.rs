@@ -51,18 +51,24 @@ pub fn availability() -> Availability {
     }
 }
 
+/// Pins the calling thread to `cpu`.
+fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes
+    // within it; sched_setaffinity reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// Puts the calling thread at SCHED_FIFO `priority` and, if given, on `cpu`.
 pub fn make_current_thread_realtime(priority: i32, cpu: Option<usize>) -> std::io::Result<()> {
     if let Some(cpu) = cpu {
-        // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes
-        // within it; sched_setaffinity reads it.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-        }
+        pin_current_thread(cpu)?;
     }
     let param = libc::sched_param {
         sched_priority: priority,
@@ -72,4 +78,105 @@ pub fn make_current_thread_realtime(priority: i32, cpu: Option<usize>) -> std::i
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// How one of our threads is scheduled, as `linecardd ctl drops` reports it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadPolicy {
+    /// SCHED_DEADLINE: runs before every SCHED_FIFO task and is not held by
+    /// RT throttling (its own reservation bounds it instead).
+    Deadline { runtime_us: u64, period_us: u64 },
+    /// SCHED_FIFO: held with every other RT task for the throttled part of
+    /// each second (~50 ms as shipped) once RT hogs saturate the CPU.
+    Fifo {
+        priority: i32,
+        why_not_deadline: String,
+    },
+    /// Neither was allowed.
+    Normal { why: String },
+}
+
+/// A SCHED_DEADLINE reservation: `runtime` of CPU within every `period`.
+#[derive(Clone, Copy, Debug)]
+pub struct Reservation {
+    pub runtime_ns: u64,
+    pub period_ns: u64,
+}
+
+/// `SCHED_DEADLINE` from linux/sched.h (absent from the libc crate).
+const SCHED_DEADLINE: u32 = 6;
+
+/// Puts the calling thread under SCHED_DEADLINE with `reservation` (its
+/// deadline is the end of each period) and, if given, on `cpu`.
+///
+/// The kernel admits a deadline task only if its CPUs cover its whole root
+/// domain (`__sched_setscheduler`, EPERM otherwise): on a box whose DUT
+/// CPUs are a cpuset, that cpuset must be a scheduling partition of its own
+/// (cgroup v1: `cpuset.sched_load_balance` 0 in the parent; the lab does
+/// this).
+pub fn make_current_thread_deadline(
+    reservation: Reservation,
+    cpu: Option<usize>,
+) -> std::io::Result<()> {
+    if let Some(cpu) = cpu {
+        pin_current_thread(cpu)?;
+    }
+    let attr = libc::sched_attr {
+        size: std::mem::size_of::<libc::sched_attr>() as u32,
+        sched_policy: SCHED_DEADLINE,
+        sched_flags: 0,
+        sched_nice: 0,
+        sched_priority: 0,
+        sched_runtime: reservation.runtime_ns,
+        sched_deadline: reservation.period_ns,
+        sched_period: reservation.period_ns,
+    };
+    // SAFETY: sched_setattr reads the attr we pass; 0 is this thread.
+    if unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// How a thread that must be timely asks to be scheduled.
+#[derive(Clone, Copy, Debug)]
+pub struct Timeliness {
+    /// SCHED_DEADLINE first, with this reservation (None: not asked).
+    pub deadline: Option<Reservation>,
+    /// SCHED_FIFO priority otherwise.
+    pub priority: i32,
+    pub cpu: Option<usize>,
+}
+
+/// SCHED_DEADLINE if asked and the kernel admits it, else SCHED_FIFO, else
+/// normal priority; says which it got.
+pub fn make_current_thread_timely(want: Timeliness) -> ThreadPolicy {
+    let Timeliness {
+        deadline,
+        priority,
+        cpu,
+    } = want;
+    let why_not_deadline = match deadline.map(|r| (r, make_current_thread_deadline(r, cpu))) {
+        None => "not asked (engine.sched_deadline = false)".to_string(),
+        Some((r, Ok(()))) => {
+            return ThreadPolicy::Deadline {
+                runtime_us: r.runtime_ns / 1000,
+                period_us: r.period_ns / 1000,
+            }
+        }
+        Some((_, Err(e))) if e.raw_os_error() == Some(libc::EPERM) => format!(
+            "{e}: the thread's CPUs do not cover their root domain (make them a cpuset with load balancing off in its parent) or we are not root"
+        ),
+        Some((_, Err(e))) => e.to_string(),
+    };
+    match make_current_thread_realtime(priority, cpu) {
+        Ok(()) => ThreadPolicy::Fifo {
+            priority,
+            why_not_deadline,
+        },
+        Err(e) => ThreadPolicy::Normal {
+            why: format!("SCHED_DEADLINE: {why_not_deadline}; SCHED_FIFO: {e}"),
+        },
+    }
 }

@@ -5,7 +5,9 @@
 //! machine, bring-up, Polls it starts and every transition.
 
 use super::responder::{Detection, Prepared, Responder};
+use super::rt::ThreadPolicy;
 use super::{Availability, BackendKind, Transmitter, MAX_SLEEP_NS};
+use crate::config::EngineConfig;
 use anyhow::{bail, Context, Result};
 use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::{Xdp, XdpMode};
@@ -58,12 +60,14 @@ pub struct FastPathCounters {
     pub drops: Vec<u64>,
     /// Per CPU, indexed by `linecard_common::bfd::verdict::*`.
     pub verdicts_per_cpu: Vec<[u64; VERDICTS as usize]>,
+    /// How the responder thread is scheduled (None in its first instants).
+    pub responder: Option<ThreadPolicy>,
 }
 
 impl FastPath {
-    /// Loads the program and starts the responder at SCHED_FIFO
-    /// `priority` on `cpu` (see [`Responder`]).
-    pub fn load(priority: i32, cpu: Option<usize>) -> Result<Self> {
+    /// Loads the program and starts the responder as `config` asks (see
+    /// [`Responder`]).
+    pub fn load(config: &EngineConfig) -> Result<Self> {
         let mut bpf = linecard_bpf_objects::load()?;
         let program: &mut Xdp = bpf
             .program_mut(names::BFD_PROGRAM)
@@ -83,7 +87,7 @@ impl FastPath {
         Ok(Self {
             bpf,
             interfaces: Vec::new(),
-            responder: Responder::start(events, clock_sent, priority, cpu)?,
+            responder: Responder::start(events, clock_sent, config.responder_scheduling())?,
         })
     }
 
@@ -208,6 +212,7 @@ impl FastPath {
         Ok(FastPathCounters {
             drops,
             verdicts_per_cpu: per_cpu,
+            responder: self.responder.policy(),
         })
     }
 }

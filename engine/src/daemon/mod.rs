@@ -160,7 +160,7 @@ impl Engine {
         let sessions = config.sessions.clone();
         let transmitter = backend::transmitter(loop_kind, &config);
         let fast = if loop_kind == BackendKind::Xdp {
-            Some(FastPath::load(config.rt_priority, config.cpu)?)
+            Some(FastPath::load(&config)?)
         } else {
             None
         };
@@ -253,7 +253,7 @@ impl Engine {
             }
             // An empty engine takes the backend of its first session.
             self.fast = if spec.backend == BackendKind::Xdp {
-                Some(FastPath::load(self.config.rt_priority, self.config.cpu)?)
+                Some(FastPath::load(&self.config)?)
             } else {
                 None
             };

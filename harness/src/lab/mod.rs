@@ -103,6 +103,7 @@ pub fn up(options: &LabOptions) -> Result<LabStatus> {
     build(options).inspect_err(|_| {
         eprintln!("lab bring-up failed; run `linecard lab down` to remove what was created");
     })?;
+    keep_off_dut_cpus();
     wait_reachable()?;
     let after = status::read()?;
     if !after.up {
@@ -231,7 +232,66 @@ fn make_cpusets(options: &LabOptions) -> Result<()> {
         std::fs::write(dir.join("cpuset.cpus"), spec::format_cpu_list(&cpus))
             .with_context(|| format!("writing {}/cpuset.cpus", dir.display()))?;
     }
-    Ok(())
+    partition_cpusets()
+}
+
+/// Makes the DUT's CPUs a scheduling partition of their own, as on a box
+/// whose data-plane CPUs are set apart: the kernel admits a SCHED_DEADLINE
+/// task only if its CPUs cover its whole root domain, and linecardd's
+/// responder is one (RT throttling cannot hold it). With load balancing off
+/// in the root cpuset, each lab cpuset is a root domain. The price: a task
+/// of the root cpuset no longer migrates between the partitions (it stays
+/// where it was), which is why the harness keeps itself off the DUT's CPUs
+/// ([`keep_off_dut_cpus`]). `lab down` restores the switch.
+fn partition_cpusets() -> Result<()> {
+    let original = std::fs::read_to_string(spec::ROOT_LOAD_BALANCE)
+        .with_context(|| format!("reading {}", spec::ROOT_LOAD_BALANCE))?;
+    // A value saved by a lab that was never taken down is the true original.
+    if !Path::new(spec::ROOT_LOAD_BALANCE_SAVED).exists() {
+        std::fs::write(spec::ROOT_LOAD_BALANCE_SAVED, original.trim())
+            .with_context(|| format!("writing {}", spec::ROOT_LOAD_BALANCE_SAVED))?;
+    }
+    std::fs::write(spec::ROOT_LOAD_BALANCE, "0")
+        .with_context(|| format!("writing 0 to {}", spec::ROOT_LOAD_BALANCE))
+}
+
+/// Puts the root cpuset's load balancing back as it was before the lab.
+fn restore_load_balance() -> Result<Option<String>> {
+    let Ok(saved) = std::fs::read_to_string(spec::ROOT_LOAD_BALANCE_SAVED) else {
+        return Ok(None);
+    };
+    let saved = saved.trim().to_string();
+    std::fs::write(spec::ROOT_LOAD_BALANCE, &saved)
+        .with_context(|| format!("restoring {} to {saved}", spec::ROOT_LOAD_BALANCE))?;
+    std::fs::remove_file(spec::ROOT_LOAD_BALANCE_SAVED)?;
+    Ok(Some(saved))
+}
+
+/// Keeps the calling thread, and every thread and process it starts from
+/// now on, off the DUT's CPUs while the lab is up: with the partitions in
+/// place a harness thread that happened to be on the DUT's CPU would stay
+/// there, and an L4 hog would hold it for most of each second. Processes
+/// that belong on the DUT join its cpuset, which sets their CPUs anew.
+pub fn keep_off_dut_cpus() {
+    let Ok(cpus) = std::fs::read_to_string(spec::cpuset_dir(spec::REST_CPUSET).join("cpuset.cpus"))
+    else {
+        return;
+    };
+    let Some(cpus) = spec::parse_cpu_list(&cpus) else {
+        return;
+    };
+    if cpus.is_empty() {
+        return;
+    }
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes within
+    // it; sched_setaffinity reads it; 0 is the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for cpu in cpus {
+            libc::CPU_SET(cpu, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
 }
 
 /// With plain veth the receiver's processing (XDP included) runs on the
@@ -413,6 +473,8 @@ pub struct Removed {
     pub bpffs_unmounted: bool,
     /// sched_rt_runtime_us restored from a run that did not finish.
     pub restored_rt_runtime_us: Option<i64>,
+    /// The root cpuset's load balancing, as it was before the lab.
+    pub restored_load_balance: Option<String>,
 }
 
 /// Removes everything carrying the prefix, also after a crash.
@@ -463,6 +525,7 @@ pub fn down() -> Result<Removed> {
         removed.cpusets.push(name);
     }
     removed.restored_rt_runtime_us = crate::rt_throttle::restore_if_saved()?;
+    removed.restored_load_balance = restore_load_balance()?;
     // Links a crashed older build may have left in the root namespace.
     let links = sys::run("ip", ["-o", "link", "show"])?;
     for name in links

@@ -18,6 +18,12 @@ pub const DUT_CPUSET: &str = "lc-dut";
 /// Every other CPU: peer, observer, traffic generators and the harness.
 pub const REST_CPUSET: &str = "lc-rest";
 
+/// The root cpuset's load-balancing switch: the lab turns it off so that
+/// each lab cpuset is a scheduling partition (root domain) of its own.
+pub const ROOT_LOAD_BALANCE: &str = "/sys/fs/cgroup/cpuset/cpuset.sched_load_balance";
+/// The switch's value before the lab turned it off, restored by `lab down`.
+pub const ROOT_LOAD_BALANCE_SAVED: &str = "/run/lc-cpuset-load-balance.saved";
+
 /// Where pinned BPF links live, so that programs stay attached after the
 /// command that attached them exits, and `lab down` can find them.
 pub const BPF_PIN_DIR: &str = "/sys/fs/bpf/lc-lab";

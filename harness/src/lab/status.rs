@@ -191,6 +191,12 @@ pub fn read() -> Result<LabStatus> {
     for c in cpusets.iter().filter(|c| !c.present) {
         problems.push(format!("cpuset {} missing", c.path));
     }
+    if std::fs::read_to_string(spec::ROOT_LOAD_BALANCE).is_ok_and(|v| v.trim() != "0") {
+        problems.push(format!(
+            "{} is not 0: the DUT's CPUs are no scheduling partition of their own (SCHED_DEADLINE cannot be admitted there)",
+            spec::ROOT_LOAD_BALANCE
+        ));
+    }
     let cpus_of = |name: &str| {
         cpusets
             .iter()

@@ -65,6 +65,12 @@ pub struct Evidence {
     /// goes down only when no packet arrived within the detection time).
     #[serde(default)]
     pub premature_peer_detections_ms: Vec<f64>,
+    /// The DUT's Downs for an expired detection time that came after the
+    /// peer had sent nothing for at least that time on the wire (ms since
+    /// the peer's last packet): the DUT told the truth about a peer whose
+    /// host stalled, and the run says nothing about the DUT.
+    #[serde(default)]
+    pub silent_peer_detections_ms: Vec<f64>,
     /// The sessions' detection time, ms (multiplier x interval).
     #[serde(default = "default_detection_ms")]
     pub detection_ms: f64,
@@ -144,6 +150,12 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
             e.peer_steal_ms
         ));
     }
+    if let Some(ms) = e.silent_peer_detections_ms.first() {
+        return Verdict::Invalid(format!(
+            "the peer sent nothing for {ms:.2} ms, a detection time, and the DUT declared it dead: the peer host stalled ({:.0} ms hypervisor steal on its CPUs)",
+            e.peer_steal_ms
+        ));
+    }
     for p in &e.phases {
         if let Some(required) = p.canary_required_ms {
             if p.canary_stall_ms < required {
@@ -200,7 +212,7 @@ pub fn spoiled(expect: &Expectation, e: &Evidence) -> bool {
     if e.capture_died_early {
         return false;
     }
-    if !e.premature_peer_detections_ms.is_empty() {
+    if !e.premature_peer_detections_ms.is_empty() || !e.silent_peer_detections_ms.is_empty() {
         return true;
     }
     if !broken_limits(expect, e).is_empty() && peer_explains(expect, e).is_some() {
@@ -305,6 +317,7 @@ mod tests {
             steal_ms: 0.0,
             peer_steal_ms: 0.0,
             premature_peer_detections_ms: Vec::new(),
+            silent_peer_detections_ms: Vec::new(),
             detection_ms: 30.0,
             control_plane_uninterrupted: None,
             long_gaps: Vec::new(),
@@ -425,6 +438,20 @@ mod tests {
         e.premature_peer_detections_ms = vec![25.32];
         assert!(
             matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("25.32 ms") && w.contains("peer host stalled"))
+        );
+        assert!(spoiled(&hold(), &e));
+    }
+
+    #[test]
+    fn a_dut_that_declares_a_silent_peer_dead_invalidates_the_run() {
+        // The flap is real but the DUT's Down is the truth about a peer
+        // that sent nothing for a detection time: the peer host stalled.
+        let mut e = evidence(vec![phase(1, 807.32, 900.0)]);
+        assert!(matches!(judge(&hold(), &e), Verdict::Fail(_)));
+        assert!(!spoiled(&hold(), &e));
+        e.silent_peer_detections_ms = vec![31.01];
+        assert!(
+            matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("31.01 ms") && w.contains("peer host stalled"))
         );
         assert!(spoiled(&hold(), &e));
     }

@@ -428,7 +428,7 @@ fn run_dut(
     }
     // Restored on drop, also when this function fails half-way.
     let _throttling = match dut.rt_throttling {
-        RtThrottling::Off => Some(rt_throttle::ThrottlingOff::new()?),
+        RtThrottling::Off => Some(rt_throttle::RuntimeOverride::throttling_off()?),
         RtThrottling::Shipped => None,
     };
     outcome.sched_rt_runtime_us = rt_throttle::read().ok();
@@ -680,6 +680,19 @@ fn run_dut(
         // 1 ms of tolerance for the capture's own timestamping.
         .filter(|&ms| ms < detection_ms - 1.0)
         .collect();
+    // The DUT's Downs for an expired detection time, within the phases,
+    // after the peer had sent nothing for that time on the wire: true
+    // detections of a peer that fell silent.
+    let silent_peer_detections_ms: Vec<f64> = analysis
+        .all
+        .flows
+        .iter()
+        .filter(|f| dut_addrs.contains(&f.src))
+        .flat_map(|f| &f.flap_events)
+        .filter(|ev| ev.at_ns >= first_start && ev.at_ns < last_end)
+        .filter_map(|ev| ev.detection_latency_ms)
+        .filter(|&ms| ms >= detection_ms - 1.0)
+        .collect();
     // The DUT's long gaps, each checked against the peer's own silence.
     let interval_ns = u64::from(s.tx_interval_ms.max(s.rx_interval_ms)) * 1_000_000;
     let mut long = mirror::LongGaps::new(interval_ns * 6 / 5);
@@ -714,6 +727,7 @@ fn run_dut(
         steal_ms,
         peer_steal_ms,
         premature_peer_detections_ms,
+        silent_peer_detections_ms,
         detection_ms,
         control_plane_uninterrupted,
         long_gaps,
