@@ -56,6 +56,17 @@ fn sixty_four_xdp_sessions_under_l3_then_l4() {
         return;
     }
     let _lock = lock_lab();
+    retrying_invalid("64 sessions", scale_run);
+}
+
+/// The detection time of every session, ms.
+const DETECTION_MS: f64 = 30.0;
+
+/// One run; `Err`: invalid, because the peer host stalled (FRR with 64
+/// sessions on the shared CPU was silent 31 ms once in CI): the DUT's Down
+/// followed the peer's silence of a detection time on the wire, or the
+/// peer's came before the DUT had been silent that long.
+fn scale_run() -> Result<(), String> {
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
     let seconds: u64 = env_seconds("LINECARD_SCALE_SECONDS", 30);
     let dir = scratch_dir("scale");
@@ -175,6 +186,7 @@ fn sixty_four_xdp_sessions_under_l3_then_l4() {
         2 * SESSIONS,
         "both directions of every session on the capture"
     );
+    let mut invalid = None;
     for phase in &a.phases {
         let r = &phase.result;
         let ours: Vec<_> = r
@@ -230,6 +242,28 @@ fn sixty_four_xdp_sessions_under_l3_then_l4() {
             }
             continue;
         }
+        let ours_addr = |a: &str| {
+            a.parse::<IpAddr>()
+                .is_ok_and(|a| (0..SESSIONS).any(|i| dut_address(i) == a))
+        };
+        let peer_stalled = r.flows.iter().find_map(|f| {
+            f.flap_events.iter().find_map(|ev| {
+                let ms = ev.detection_latency_ms?;
+                let ours = ours_addr(&f.src);
+                ((ours && ms >= DETECTION_MS - 1.0) || (!ours && ms < DETECTION_MS - 1.0)).then(
+                    || {
+                        format!(
+                            "{} -> {} went Down {ms:.2} ms after the other side's last packet",
+                            f.src, f.dst
+                        )
+                    },
+                )
+            })
+        });
+        if let Some(why) = peer_stalled {
+            invalid = Some(format!("{}: the peer host stalled: {why}", phase.name));
+            break;
+        }
         for f in &r.flows {
             assert_eq!(
                 f.flaps, 0,
@@ -282,4 +316,5 @@ fn sixty_four_xdp_sessions_under_l3_then_l4() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+    invalid.map_or(Ok(()), Err)
 }

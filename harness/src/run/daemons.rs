@@ -794,6 +794,16 @@ impl Bfd {
         Ok(())
     }
 
+    /// How the engine's responder thread is scheduled, in words, if this is
+    /// a linecardd with a fast path.
+    pub fn fast_path_responder(&self) -> Option<String> {
+        let Kind::Linecardd { socket, .. } = &self.kind else {
+            return None;
+        };
+        let reply = linecardd_ctl(socket, &["drops"]).ok()?;
+        describe_responder(&reply["fast_path"]["responder"])
+    }
+
     /// The BFD frames the fast path judged (passed, replied or dropped) on
     /// `dut_cpus` and in all, if this is a linecardd with one (placement
     /// evidence: it holds whether or not the engine offloads replies).
@@ -819,4 +829,24 @@ impl Bfd {
             .sum();
         Some((on_dut, total))
     }
+}
+
+/// The engine's `fast_path.responder` (its `ThreadPolicy`) in words.
+fn describe_responder(policy: &serde_json::Value) -> Option<String> {
+    if let Some(d) = policy.get("deadline") {
+        return Some(format!(
+            "SCHED_DEADLINE, {} of every {} us",
+            d["runtime_us"], d["period_us"]
+        ));
+    }
+    if let Some(f) = policy.get("fifo") {
+        return Some(format!(
+            "SCHED_FIFO {} (not SCHED_DEADLINE: {})",
+            f["priority"],
+            f["why_not_deadline"].as_str().unwrap_or("?")
+        ));
+    }
+    policy
+        .get("normal")
+        .map(|n| format!("normal priority ({})", n["why"].as_str().unwrap_or("?")))
 }

@@ -54,6 +54,9 @@ pub struct Evidence {
     /// only).
     #[serde(alias = "replies_on_dut_cpus")]
     pub fast_path_on_dut_cpus: Option<(u64, u64)>,
+    /// How the fast path's responder thread was scheduled, in words.
+    #[serde(default)]
+    pub responder: Option<String>,
     /// Hypervisor steal on the DUT's CPUs during the run, ms.
     pub steal_ms: f64,
     /// Hypervisor steal on the other CPUs (peer, observer), ms.
@@ -314,6 +317,7 @@ mod tests {
             capture_dropped: Some(0),
             up_before_phases: Ok(()),
             fast_path_on_dut_cpus: None,
+            responder: None,
             steal_ms: 0.0,
             peer_steal_ms: 0.0,
             premature_peer_detections_ms: Vec::new(),

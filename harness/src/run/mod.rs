@@ -559,6 +559,7 @@ fn run_dut(
     let steal_ms = provider::steal_ms(&host.dut_cpus) - steal_before;
     let peer_steal_ms = provider::steal_ms(&rest_cpus) - peer_steal_before;
     let fast_path_on_dut_cpus = dut_daemon.fast_path_frames_on(&host.dut_cpus);
+    let responder = dut_daemon.fast_path_responder();
     let control_plane_uninterrupted = dut_daemon
         .control_plane_uninterrupted(pairs.len(), ((unix_ns() - up_at) / 1_000_000_000) as u64);
     dut_daemon.stop()?;
@@ -724,6 +725,7 @@ fn run_dut(
         capture_dropped: captured.dropped_by_kernel,
         up_before_phases,
         fast_path_on_dut_cpus,
+        responder,
         steal_ms,
         peer_steal_ms,
         premature_peer_detections_ms,
@@ -882,8 +884,12 @@ pub fn summary_markdown(m: &Manifest) -> String {
         }
         if let Some((on, total)) = d.evidence.as_ref().and_then(|e| e.fast_path_on_dut_cpus) {
             out.push_str(&format!(
-                "\n{}: BFD frames the fast path judged on the DUT's CPUs: {on} of {total}.\n",
-                d.label
+                "\n{}: BFD frames the fast path judged on the DUT's CPUs: {on} of {total}; its responder (own clock, first Down) ran at {}.\n",
+                d.label,
+                d.evidence
+                    .as_ref()
+                    .and_then(|e| e.responder.as_deref())
+                    .unwrap_or("an unreported policy")
             ));
         }
         if let Some(e) = d.evidence.as_ref() {
