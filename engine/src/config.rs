@@ -149,9 +149,7 @@ impl EngineConfig {
     /// How the xdp backend's responder thread asks to be scheduled.
     pub fn responder_scheduling(&self) -> crate::backend::rt::Timeliness {
         crate::backend::rt::Timeliness {
-            deadline: self
-                .sched_deadline
-                .then_some(crate::backend::responder::RESERVATION),
+            deadline: self.sched_deadline.then_some(crate::backend::rt::TIMELY),
             priority: self.rt_priority,
             cpu: self.cpu,
         }
@@ -215,7 +213,7 @@ impl EngineConfig {
             invalid(
                 "engine.frr_backend",
                 &frr_backend_name,
-                "must be one of naive, rt, txtime, xdp",
+                "must be one of naive, rt, deadline, txtime, xdp",
             )
         })?;
         let frr_hold_seconds = raw.engine.frr_hold_seconds.unwrap_or(0);
@@ -305,7 +303,7 @@ pub fn validate_session(
         err(
             "backend",
             &backend_name,
-            "must be one of naive, rt, txtime, xdp",
+            "must be one of naive, rt, deadline, txtime, xdp",
         )
     })?;
     if matches!(backend, BackendKind::Xdp | BackendKind::Txtime) && s.interface.is_none() {

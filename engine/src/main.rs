@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 #[command(
     name = "linecardd",
     version,
-    about = "A BFD engine (RFC 5880/5881) with pluggable transmit backends: naive, rt, txtime, xdp",
+    about = "A BFD engine (RFC 5880/5881) with pluggable transmit backends: naive, rt, deadline, txtime, xdp",
     args_conflicts_with_subcommands = true,
     after_help = "Run:     linecardd --config linecardd.toml\n\
                   Inspect: linecardd ctl list            (like FRR's `show bfd peers`)\n\

@@ -401,7 +401,7 @@ impl Scenario {
                         return Err(invalid(
                             &key("backend"),
                             &b,
-                            "must be one of naive, rt, txtime, xdp",
+                            "must be one of naive, rt, deadline, txtime, xdp",
                         ));
                     }
                     DutImplementation::Linecardd {
@@ -417,11 +417,11 @@ impl Scenario {
                 }
                 ("frr_dataplane", b) => {
                     let b = b.unwrap_or("xdp");
-                    if !matches!(b, "naive" | "rt" | "xdp") {
+                    if !matches!(b, "naive" | "rt" | "deadline" | "xdp") {
                         return Err(invalid(
                             &key("backend"),
                             &b,
-                            "must be one of naive, rt, xdp (txtime needs an interface per session, which bfdd does not always send)",
+                            "must be one of naive, rt, deadline, xdp (txtime needs an interface per session, which bfdd does not always send)",
                         ));
                     }
                     DutImplementation::FrrDataplane {
@@ -621,7 +621,7 @@ max_flaps = 0
         .is_ok());
         assert_eq!(
             error(&GOOD.replace("\"xdp\"\nmax", "\"turbo\"\nmax")),
-            "s.toml: dut[0].backend = turbo: must be one of naive, rt, txtime, xdp"
+            "s.toml: dut[0].backend = turbo: must be one of naive, rt, deadline, txtime, xdp"
         );
         assert_eq!(
             error(&GOOD.replace("\"L4\"", "\"L9\"")),

@@ -3,6 +3,7 @@
 mod common;
 
 use common::*;
+use linecard_harness::lab::spec;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -51,6 +52,8 @@ fn lab_lifecycle_status_check_and_clean_teardown() {
     // Whoever mounted the BPF filesystem before us keeps it; if nobody
     // had, the lab mounts it and `down` must take it away again.
     let bpffs_before = linecard_harness::lab::bpffs_mounted();
+    let load_balance = || std::fs::read_to_string(spec::ROOT_LOAD_BALANCE).unwrap();
+    let load_balance_before = load_balance();
 
     let down_status = linecard(&["lab", "status", "--json"]);
     assert_exit(&down_status, 1, "status of a lab that is down");
@@ -73,6 +76,25 @@ fn lab_lifecycle_status_check_and_clean_teardown() {
     assert_exit(&status, 0, "status");
     let status = stdout_json(&status);
     assert_eq!(status["up"], true, "{status:#}");
+    // The DUT's CPUs are a scheduling partition of their own: the kernel
+    // admits a SCHED_DEADLINE task there (the probe runs in the DUT's
+    // cpuset, as linecardd does).
+    assert_eq!(load_balance().trim(), "0");
+    let backends = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {}/tasks && exec ip netns exec lc-dut {} backends --json",
+            spec::cpuset_dir(spec::DUT_CPUSET).display(),
+            linecardd().display()
+        ))
+        .output()
+        .unwrap();
+    let backends: serde_json::Value = serde_json::from_slice(&backends.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&backends.stderr)));
+    assert_eq!(
+        backends["deadline"]["status"], "available",
+        "SCHED_DEADLINE on the DUT's CPUs: {backends:#}"
+    );
     let hosts = status["hosts"].as_array().unwrap();
     let expect = [
         ("dut", "lc-dut", "192.0.2.1/24", "2001:db8::1/64"),
@@ -186,4 +208,9 @@ fn lab_lifecycle_status_check_and_clean_teardown() {
     if !bpffs_before {
         assert_eq!(stdout_json(&down)["bpffs_unmounted"], true);
     }
+    assert_eq!(
+        load_balance(),
+        load_balance_before,
+        "the root cpuset's load balancing is as the lab found it"
+    );
 }

@@ -98,6 +98,16 @@ fn the_bakeoff_reproduces_the_reference_table_with_this_kernels_physics() {
     // judged: see scenarios/bakeoff.toml).
     assert_eq!(dut("rt, RT throttling off")["sched_rt_runtime_us"], -1);
     assert!(l4("rt, RT throttling off")["packets"].as_u64().unwrap() > 1000);
+    // The same loop under SCHED_DEADLINE holds with throttling as shipped:
+    // the physics above is SCHED_FIFO's, not software's.
+    let deadline = dut("deadline");
+    assert_eq!(deadline["verdict"]["status"], "pass", "{deadline:#}");
+    assert_eq!(
+        deadline["sched_rt_runtime_us"],
+        manifest["host"]["sched_rt_runtime_us"]
+    );
+    assert_eq!(l4("deadline")["flaps"], 0);
+    assert!(l4("deadline")["max_ms"].as_f64().unwrap() <= 15.0);
     let txtime = &dut("txtime")["verdict"];
     assert!(
         txtime["status"] == "pass"
@@ -120,6 +130,13 @@ fn the_bakeoff_reproduces_the_reference_table_with_this_kernels_physics() {
     assert!(
         total > 1000 && on == total,
         "fast-path frames on the DUT's CPUs: {on} of {total}"
+    );
+    assert!(
+        xdp["evidence"]["responder"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("SCHED_DEADLINE")),
+        "the responder's scheduling: {}",
+        xdp["evidence"]["responder"]
     );
     // RT throttling is as it was.
     assert_eq!(
@@ -255,7 +272,9 @@ fn a_bad_scenario_is_refused_before_anything_starts() {
     assert_exit(&out, 2, "a scenario with a bad backend");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("bad.toml: dut[1].backend = turbo: must be one of naive, rt, txtime, xdp"),
+        stderr.contains(
+            "bad.toml: dut[1].backend = turbo: must be one of naive, rt, deadline, txtime, xdp"
+        ),
         "{stderr}"
     );
     let missing = linecard(&[

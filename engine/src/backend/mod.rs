@@ -31,7 +31,8 @@ pub enum Departure {
 pub trait Transmitter {
     fn kind(&self) -> BackendKind;
 
-    /// Prepares the loop's thread (rt: SCHED_FIFO and pinning). Called once,
+    /// Prepares the loop's thread (rt: SCHED_FIFO and pinning; deadline:
+    /// SCHED_DEADLINE and pinning). Called once,
     /// on that thread, before the loop starts.
     fn enter_loop(&mut self) -> std::io::Result<()> {
         Ok(())
@@ -83,6 +84,12 @@ pub fn transmitter(kind: BackendKind, config: &EngineConfig) -> Box<dyn Transmit
         BackendKind::Rt => Box::new(rt::Realtime {
             priority: config.rt_priority,
             cpu: config.cpu,
+            deadline: None,
+        }),
+        BackendKind::Deadline => Box::new(rt::Realtime {
+            priority: config.rt_priority,
+            cpu: config.cpu,
+            deadline: Some(rt::TIMELY),
         }),
         BackendKind::Txtime => Box::new(txtime::Txtime::new(config.txtime_depth)),
         BackendKind::Xdp => Box::new(xdp::RxClocked),
@@ -109,6 +116,9 @@ pub enum BackendKind {
     Naive,
     /// A SCHED_FIFO thread, optionally pinned, sleeping to exact deadlines.
     Rt,
+    /// The same loop under SCHED_DEADLINE: ahead of every SCHED_FIFO task
+    /// and out of RT throttling's reach, within its own reservation.
+    Deadline,
     /// SO_TXTIME with the etf qdisc: packets handed to the kernel ahead of
     /// their departure time.
     Txtime,
@@ -117,12 +127,19 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
-    pub const ALL: [BackendKind; 4] = [Self::Naive, Self::Rt, Self::Txtime, Self::Xdp];
+    pub const ALL: [BackendKind; 5] = [
+        Self::Naive,
+        Self::Rt,
+        Self::Deadline,
+        Self::Txtime,
+        Self::Xdp,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Self::Naive => "naive",
             Self::Rt => "rt",
+            Self::Deadline => "deadline",
             Self::Txtime => "txtime",
             Self::Xdp => "xdp",
         }
@@ -133,6 +150,7 @@ impl BackendKind {
         match self {
             Self::Naive => Availability::Available,
             Self::Rt => rt::availability(),
+            Self::Deadline => rt::deadline_availability(),
             Self::Txtime => txtime::availability(),
             Self::Xdp => xdp::availability(),
         }
@@ -149,5 +167,20 @@ impl std::str::FromStr for BackendKind {
 impl std::fmt::Display for BackendKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_backend_parses_from_its_own_name_and_nothing_else_does() {
+        for kind in BackendKind::ALL {
+            assert_eq!(kind.name().parse::<BackendKind>(), Ok(kind));
+            assert_eq!(kind.to_string(), kind.name());
+        }
+        assert!("fifo".parse::<BackendKind>().is_err());
+        assert!("Deadline".parse::<BackendKind>().is_err());
     }
 }

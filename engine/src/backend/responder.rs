@@ -1,8 +1,12 @@
 //! What the kernel's sweep asks for leaves from here: a thread at
-//! SCHED_DEADLINE (SCHED_FIFO where the kernel refuses it) that sleeps on the kernel's ring buffer and sends a prepared
-//! packet at once. The xdp backend's event loop runs at normal priority;
-//! under L4 the Down waited for it 35-508 ms after the kernel's detection
-//! (measured), though detecting was never the loop's job.
+//! SCHED_DEADLINE (SCHED_FIFO where the kernel refuses it) that sleeps on
+//! the kernel's ring buffer and sends a prepared packet at once. The xdp
+//! backend's event loop runs at normal priority; under L4 the Down waited
+//! for it 35-508 ms after the kernel's detection (measured), though
+//! detecting was never the loop's job. At SCHED_FIFO, RT throttling held
+//! the thread itself up to 46 ms behind an L4 hog (measured): long enough
+//! for a peer's 20 ms stall to become a 31 ms silence on the wire and a
+//! flap (once in a CI bake-off).
 //!
 //! For each offloaded session the loop prepares two packets: the Down its
 //! own state machine would send at the detection deadline
@@ -12,7 +16,7 @@
 //! afterwards: it receives them from here, in order, and its own Down
 //! follows the first (a duplicate Down is harmless, RFC 5880 6.8.6).
 
-use super::rt::{make_current_thread_timely, Reservation, ThreadPolicy, Timeliness};
+use super::rt::{make_current_thread_timely, ThreadPolicy, Timeliness};
 use anyhow::{Context, Result};
 use aya::maps::{Array, MapData, RingBuf};
 use linecard_common::bfd::{event, SweepEvent};
@@ -26,18 +30,6 @@ use std::thread::JoinHandle;
 
 /// How often the thread looks at its stop flag while no event comes.
 const POLL_MS: i32 = 100;
-
-/// The thread's SCHED_DEADLINE reservation: 1 ms of CPU in every 5 ms.
-/// A send costs microseconds; the budget covers the own clock of 1024
-/// sessions at once within a 100 ms interval, and a 5 ms period bounds the
-/// wait of a thread that spent it. Under SCHED_DEADLINE RT throttling
-/// cannot hold the thread: as SCHED_FIFO it waited up to 46 ms behind an
-/// L4 hog (measured), long enough for a peer's 20 ms stall to become a
-/// 30 ms silence on the wire and a flap.
-pub const RESERVATION: Reservation = Reservation {
-    runtime_ns: 1_000_000,
-    period_ns: 5_000_000,
-};
 
 /// A session's prepared packets: its own socket (a duplicate descriptor of
 /// the session's), the peer, the bytes.
