@@ -7,7 +7,7 @@ seconds=${1:-30}
 if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
     cargo install --locked --quiet cargo-fuzz
 fi
-for dir in capture-analyzer/fuzz engine/fuzz; do
+for dir in capture-analyzer/fuzz engine/fuzz harness/fuzz; do
     for target in $(cd "$dir" && cargo +nightly fuzz list); do
         echo "fuzz: $dir $target for ${seconds}s" >&2
         mkdir -p "$dir/corpus/$target"

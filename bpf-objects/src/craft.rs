@@ -140,8 +140,15 @@ pub fn session(reply: bool) -> SessionConfig {
 
 /// One crafted frame per drop reason, with its `bfd::drop` index.
 pub fn drop_cases() -> Vec<(&'static str, u32, Vec<u8>)> {
+    drop_cases_for(PEER_DISCR, OUR_DISCR)
+}
+
+/// [`drop_cases`] around the peer's Up packet of a session whose
+/// discriminators are `my` (the peer's) and `your` (ours): the cases that
+/// need a session (spoofed source, hop mismatch) name that one.
+pub fn drop_cases_for(my: u32, your: u32) -> Vec<(&'static str, u32, Vec<u8>)> {
     use linecard_common::bfd::drop;
-    let good = peer_up();
+    let good = bfd(3, 0, my, your);
     let with = |edit: &dyn Fn(&mut Vec<u8>)| {
         let mut f = frame(255, &good);
         edit(&mut f);

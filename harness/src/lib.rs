@@ -6,6 +6,7 @@ pub mod bench;
 pub mod bench_xdp;
 pub mod canary;
 pub mod gate;
+pub mod inject;
 pub mod lab;
 pub mod plots;
 pub mod procs;

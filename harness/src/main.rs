@@ -74,6 +74,30 @@ enum Command {
         #[arg(long, default_value = "reports")]
         out: std::path::PathBuf,
     },
+    /// The injection matrix: crafted frames from the lab's spare host at a running xdp DUT
+    ///
+    /// Needs the lab up and a linecardd on the xdp backend in the DUT namespace whose session
+    /// with the lab's peer is Up and offloaded. For each case (IP options, TTL 64 and 254,
+    /// fragment, truncated, version 2, length 23 and beyond the payload, multiplier 0, M bit,
+    /// my discriminator 0, your discriminator 0 in Up, a wrong discriminator, a spoofed source,
+    /// the multihop port for a single-hop session): the kernel's drop counter for its reason
+    /// must move by exactly the number sent, the live session must keep being answered in
+    /// the same window, and no frame may reach userspace. Then a flood of wrong
+    /// discriminators, back to back, bounded by --flood and 10 s. Exit 0 when every case
+    /// held, 1 otherwise. Example: linecard inject --socket /tmp/dut.sock --json
+    Inject {
+        /// The DUT's control socket
+        #[arg(long)]
+        socket: std::path::PathBuf,
+        /// Copies of each case
+        #[arg(long, default_value_t = 100)]
+        copies: u64,
+        /// Frames in the flood (0: no flood)
+        #[arg(long, default_value_t = 100_000)]
+        flood: u64,
+        #[command(flatten)]
+        output: Output,
+    },
     /// The CI regression gate: compare a run with a committed baseline; exit 1 on regression
     ///
     /// Per gated DUT and phase: max gap, p99.9, flaps and gaps over the detect budget. A value
@@ -304,6 +328,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 println!("{}", path.display());
             }
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Inject {
+            socket,
+            copies,
+            flood,
+            output,
+        } => {
+            let matrix = linecard_harness::inject::run(&socket, copies, flood)?;
+            if output.json {
+                print_json(&matrix)?;
+            } else {
+                print!("{}", linecard_harness::inject::render(&matrix));
+            }
+            Ok(if matrix.pass {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         Command::Gate {
             run,

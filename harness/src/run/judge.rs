@@ -153,12 +153,6 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
             e.peer_steal_ms
         ));
     }
-    if let Some(ms) = e.silent_peer_detections_ms.first() {
-        return Verdict::Invalid(format!(
-            "the peer sent nothing for {ms:.2} ms, a detection time, and the DUT declared it dead: the peer host stalled ({:.0} ms hypervisor steal on its CPUs)",
-            e.peer_steal_ms
-        ));
-    }
     for p in &e.phases {
         if let Some(required) = p.canary_required_ms {
             if p.canary_stall_ms < required {
@@ -185,6 +179,14 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
                 "positive control: it must flap under this load and did not (max gap {max:.2} ms): the stress did not bite"
             ))
         };
+    }
+    // Not for a positive control: it must flap, and its first flap may be
+    // the peer's doing without making the rest of its flaps any less its own.
+    if let Some(ms) = e.silent_peer_detections_ms.first() {
+        return Verdict::Invalid(format!(
+            "the peer sent nothing for {ms:.2} ms, a detection time, and the DUT's first Down declared it dead: the peer host stalled ({:.0} ms hypervisor steal on its CPUs)",
+            e.peer_steal_ms
+        ));
     }
     let broken = broken_limits(expect, e);
     if broken.is_empty() {
@@ -215,7 +217,9 @@ pub fn spoiled(expect: &Expectation, e: &Evidence) -> bool {
     if e.capture_died_early {
         return false;
     }
-    if !e.premature_peer_detections_ms.is_empty() || !e.silent_peer_detections_ms.is_empty() {
+    if !e.premature_peer_detections_ms.is_empty()
+        || (!expect.positive_control && !e.silent_peer_detections_ms.is_empty())
+    {
         return true;
     }
     if !broken_limits(expect, e).is_empty() && peer_explains(expect, e).is_some() {
@@ -455,9 +459,12 @@ mod tests {
         assert!(!spoiled(&hold(), &e));
         e.silent_peer_detections_ms = vec![31.01];
         assert!(
-            matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("31.01 ms") && w.contains("peer host stalled"))
+            matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("31.01 ms") && w.contains("first Down"))
         );
         assert!(spoiled(&hold(), &e));
+        // A positive control flaps anyway: its verdict stands.
+        assert_eq!(judge(&control(), &e), Verdict::Pass);
+        assert!(!spoiled(&control(), &e));
     }
 
     #[test]

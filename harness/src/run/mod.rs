@@ -681,9 +681,11 @@ fn run_dut(
         // 1 ms of tolerance for the capture's own timestamping.
         .filter(|&ms| ms < detection_ms - 1.0)
         .collect();
-    // The DUT's Downs for an expired detection time, within the phases,
-    // after the peer had sent nothing for that time on the wire: true
-    // detections of a peer that fell silent.
+    // The DUT's first Down within the phases, if it came for an expired
+    // detection time after the peer had sent nothing for that time on the
+    // wire: a true detection of a peer that fell silent. Only the first:
+    // after a flap the peer's slow rate while not Up (RFC 5880 6.8.3) makes
+    // long silences of its own that say nothing about its host.
     let silent_peer_detections_ms: Vec<f64> = analysis
         .all
         .flows
@@ -691,8 +693,10 @@ fn run_dut(
         .filter(|f| dut_addrs.contains(&f.src))
         .flat_map(|f| &f.flap_events)
         .filter(|ev| ev.at_ns >= first_start && ev.at_ns < last_end)
-        .filter_map(|ev| ev.detection_latency_ms)
+        .min_by_key(|ev| ev.at_ns)
+        .and_then(|ev| ev.detection_latency_ms)
         .filter(|&ms| ms >= detection_ms - 1.0)
+        .into_iter()
         .collect();
     // The DUT's long gaps, each checked against the peer's own silence.
     let interval_ns = u64::from(s.tx_interval_ms.max(s.rx_interval_ms)) * 1_000_000;

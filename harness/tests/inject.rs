@@ -1,0 +1,159 @@
+//! The injection matrix (`linecard inject`) against the xdp backend with a
+//! live session to FRR bfdd 8.4.4: every case counted in the kernel by its
+//! reason, exactly as many as were sent, while the session kept being
+//! answered and userspace received none; then a flood of wrong
+//! discriminators. On the observer's capture: no flap while the matrix and
+//! the flood ran, and the DUT sent nothing to the spare host (the attacker
+//! got no answer).
+
+mod common;
+
+use common::*;
+use linecard_capture_analyzer::decode::Service;
+use linecard_capture_analyzer::{analyze, Options, Phase};
+use linecard_harness::lab::spec::{self, DUT, PEER, SPARE};
+use linecard_harness::procs::{start_frr_bfdd, Capture};
+use std::time::Duration;
+
+const COPIES: u64 = 100;
+const FLOOD: u64 = 100_000;
+
+#[test]
+fn every_crafted_frame_is_dropped_in_the_kernel_by_its_reason_and_a_flood_flaps_nothing() {
+    if !privileged("every_crafted_frame_is_dropped_in_the_kernel") {
+        return;
+    }
+    let _lock = lock_lab();
+    assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
+    let dir = scratch_dir("inject");
+    let rest = spec::cpuset_dir(spec::REST_CPUSET);
+    let session = session_3x10(PEER.ipv4, DUT.ipv4);
+    let _frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &[session]).unwrap();
+    let socket = dir.join("dut.sock");
+    let mut dut = start_linecardd(
+        &dir,
+        &socket,
+        "",
+        &[DutSession {
+            peer: PEER.ipv4.to_string(),
+            local: DUT.ipv4.to_string(),
+            backend: "xdp",
+            interface: Some("eth0"),
+        }],
+    );
+    wait_sessions(
+        &socket,
+        &mut dut,
+        Duration::from_secs(10),
+        "the session Up and offloaded",
+        |s| s[0]["state"] == "up" && s[0]["offloaded"] == true,
+    );
+    let capture = Capture::start(
+        spec::OBSERVER_NS,
+        DUT.bridge_port,
+        &dir.join("run.pcap"),
+        Some(&rest),
+    )
+    .unwrap();
+    let start = epoch_ns();
+    let out = linecard(&[
+        "inject",
+        "--socket",
+        socket.to_str().unwrap(),
+        "--copies",
+        &COPIES.to_string(),
+        "--flood",
+        &FLOOD.to_string(),
+        "--json",
+    ]);
+    let end = epoch_ns();
+    std::thread::sleep(Duration::from_millis(100));
+    let pcap = capture.finish().unwrap();
+    dut.stop().unwrap();
+    let matrix = stdout_json(&out);
+    eprintln!("{matrix:#}");
+    assert_exit(&out, 0, "linecard inject");
+
+    let cases = matrix["cases"].as_array().unwrap();
+    // One case per kernel drop reason at least: the matrix covers them all.
+    let mut reasons: Vec<u64> = cases
+        .iter()
+        .map(|c| c["reason"].as_u64().unwrap())
+        .collect();
+    reasons.sort_unstable();
+    reasons.dedup();
+    assert_eq!(
+        reasons.len() as u32,
+        linecard_common::bfd::DROP_REASONS,
+        "reasons covered: {reasons:?}"
+    );
+    for case in cases {
+        assert_eq!(case["counted"], COPIES, "{case}");
+        assert!(case["control_replies"].as_u64().unwrap() > 0, "{case}");
+        assert_eq!(case["reached_userspace"], 0, "{case}");
+    }
+    let flood = &matrix["flood"];
+    assert_eq!(flood["sent"], FLOOD, "{flood}");
+    assert_eq!(flood["counted"], FLOOD, "{flood}");
+    assert_eq!(flood["reached_userspace"], 0, "{flood}");
+
+    let a = analyze(
+        &[pcap],
+        &Options {
+            phases: vec![Phase {
+                name: "matrix".into(),
+                start_ns: start,
+                end_ns: end,
+            }],
+            timeline: false,
+        },
+        None,
+    )
+    .unwrap();
+    let window = &a.phases[0].result;
+    // The precondition: the crafted frames are on the capture (they carry
+    // the peer's address, bar the spoofed-source case: all flows to us).
+    let from_spare = window
+        .flows
+        .iter()
+        .filter(|f| f.dst == DUT.ipv4)
+        .map(|f| f.packets)
+        .sum::<u64>();
+    eprintln!(
+        "inject: {from_spare} crafted BFD frames on the capture; the flood at {:.0} frames/s",
+        flood["frames_per_second"].as_f64().unwrap()
+    );
+    assert!(
+        from_spare >= FLOOD,
+        "only {from_spare} BFD frames to the DUT on the capture"
+    );
+    for f in &window.flows {
+        assert!(
+            f.dst != SPARE.ipv4,
+            "the DUT answered the spare host: {} -> {} ({} packets)",
+            f.src,
+            f.dst,
+            f.packets
+        );
+    }
+    let live: Vec<_> = window
+        .flows
+        .iter()
+        .filter(|f| {
+            f.service == Service::SingleHop
+                && ((f.src == DUT.ipv4 && f.dst == PEER.ipv4)
+                    || (f.src == PEER.ipv4 && f.dst == DUT.ipv4))
+        })
+        .collect();
+    // (The crafted frames carry the peer's address too; the one aimed at the
+    // multihop port is a flow of its own.)
+    assert_eq!(live.len(), 2, "both directions of the live session");
+    for f in live {
+        assert_eq!(
+            f.flaps, 0,
+            "{} -> {} flapped: {:?}",
+            f.src, f.dst, f.flap_events
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
