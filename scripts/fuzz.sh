@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Runs every cargo-fuzz target for SECONDS each (default 30) on its committed
-# corpus. Installs cargo-fuzz for the pinned nightly when missing.
+# corpus (CI: 10 s each; longer on demand). Installs cargo-fuzz for the
+# nightly when missing. The three fuzz crates share one target directory,
+# so the engine and the analyzer are built once for all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
 if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
-    cargo install --locked --quiet cargo-fuzz
+    cargo +nightly install --locked --quiet cargo-fuzz
 fi
-for dir in capture-analyzer/fuzz engine/fuzz harness/fuzz; do
+target_dir="$PWD/target/fuzz"
+for dir in engine/fuzz capture-analyzer/fuzz harness/fuzz; do
     for target in $(cd "$dir" && cargo +nightly fuzz list); do
         echo "fuzz: $dir $target for ${seconds}s" >&2
         mkdir -p "$dir/corpus/$target"
-        (cd "$dir" && cargo +nightly fuzz run "$target" "corpus/$target" -- -max_total_time="$seconds")
+        (cd "$dir" && cargo +nightly fuzz run --target-dir "$target_dir" "$target" "corpus/$target" -- -max_total_time="$seconds")
     done
 done
