@@ -45,6 +45,7 @@ pub struct RawSession {
     pub interface: Option<String>,
     pub multihop: Option<bool>,
     pub min_ttl: Option<i64>,
+    pub offload: Option<bool>,
     pub echo: Option<bool>,
     pub passive: Option<bool>,
 }
@@ -97,6 +98,12 @@ pub struct SessionSpec {
     /// Lowest TTL or hop limit accepted on a multihop session (default 254,
     /// FRR's); single-hop sessions require 255 (RFC 5881 section 5).
     pub min_ttl: u8,
+    /// xdp backend: the fast path may answer this session while it is
+    /// steady (default). `false` keeps its transmission in userspace, with
+    /// validation and detection still in the kernel: one engine can then
+    /// run the same load through both paths at once (issue 6's controlled
+    /// experiment).
+    pub offload: bool,
 }
 
 /// FRR bfdd's default minimum TTL for multihop peers.
@@ -326,6 +333,13 @@ pub fn validate_session(
             (true, Some(ttl @ 1..=255)) => ttl as u8,
             (true, Some(ttl)) => return Err(err("min_ttl", &ttl, "must be 1 to 255")),
         };
+    if s.offload.is_some() && backend != BackendKind::Xdp {
+        return Err(err(
+            "offload",
+            &s.offload.unwrap_or_default(),
+            "applies to the xdp backend only (the others never offload)",
+        ));
+    }
     if s.echo == Some(true) {
         return Err(err(
             "echo",
@@ -344,6 +358,7 @@ pub fn validate_session(
         passive: s.passive.unwrap_or(false),
         multihop,
         min_ttl,
+        offload: s.offload.unwrap_or(true),
     })
 }
 
@@ -443,5 +458,24 @@ interface = "eth0"
             "multiplier = 3\nmultihop = true\nmin_ttl = 0",
         ));
         assert!(e.contains("must be 1 to 255"), "{e}");
+    }
+
+    #[test]
+    fn offload_is_the_xdp_backends_to_refuse() {
+        let c = EngineConfig::parse("t.toml", GOOD).unwrap();
+        assert!(c.sessions[0].offload, "offloaded by default");
+        let e = error_of(&GOOD.replace("multiplier = 3", "multiplier = 3\noffload = false"));
+        assert!(
+            e.contains("offload = false: applies to the xdp backend only"),
+            "{e}"
+        );
+        let xdp = GOOD
+            .replace("backend = \"rt\"", "backend = \"xdp\"")
+            .replace("multiplier = 3", "multiplier = 3\noffload = false");
+        let c = EngineConfig::parse("t.toml", &xdp).unwrap();
+        assert_eq!(
+            (c.sessions[0].backend, c.sessions[0].offload),
+            (BackendKind::Xdp, false)
+        );
     }
 }

@@ -220,6 +220,7 @@ fn run_ctl(ctl: Ctl) -> Result<()> {
                 interface: interface.clone(),
                 multihop: None,
                 min_ttl: None,
+                offload: None,
                 echo: None,
                 passive: None,
             },

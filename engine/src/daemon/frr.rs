@@ -414,6 +414,7 @@ impl Engine {
                 (true, 0) => crate::config::DEFAULT_MULTIHOP_MIN_TTL,
                 (true, ttl) => ttl,
             },
+            offload: true,
         };
         // bfdd's lid is our discriminator, so that `show bfd peers` and the
         // wire agree on the session's id.

@@ -538,7 +538,7 @@ impl Engine {
                         )),
                     }
                 }
-                let want = session.is_steady() && self.config.xdp_replies;
+                let want = session.is_steady() && self.config.xdp_replies && peer.spec.offload;
                 if want && !peer.offloaded {
                     let neighbours = neighbours.get_or_insert_with(fast_path::Neighbours::read);
                     if let Some(config) =
