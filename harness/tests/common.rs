@@ -285,55 +285,11 @@ pub fn retrying_invalid(label: &str, run_once: impl Fn() -> Result<(), String>) 
 /// Sends raw Ethernet frames from the spare host's eth0 (AF_PACKET), so
 /// that TTL, IP options and every other header byte are exactly as crafted.
 pub fn inject(frames: &[Vec<u8>], copies: usize) {
-    let frames = frames.to_vec();
-    use linecard_harness::lab::spec::SPARE;
-    linecard_harness::sys::in_netns(SPARE.namespace, move || {
-        // SAFETY: plain socket(2)/sendto(2) with a sockaddr_ll we fill in;
-        // the fd is closed below.
-        unsafe {
-            let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0);
-            assert!(
-                fd >= 0,
-                "AF_PACKET socket: {}",
-                std::io::Error::last_os_error()
-            );
-            let ifindex = libc::if_nametoindex(c"eth0".as_ptr());
-            let mut addr: libc::sockaddr_ll = std::mem::zeroed();
-            addr.sll_family = libc::AF_PACKET as u16;
-            addr.sll_protocol = (libc::ETH_P_IP as u16).to_be();
-            addr.sll_ifindex = ifindex as i32;
-            assert_ne!(ifindex, 0, "no eth0 in {}", SPARE.namespace);
-            if libc::bind(
-                fd,
-                (&addr as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            ) != 0
-            {
-                panic!("bind to eth0: {}", std::io::Error::last_os_error());
-            }
-            for frame in &frames {
-                for _ in 0..copies {
-                    let n = libc::sendto(
-                        fd,
-                        frame.as_ptr().cast(),
-                        frame.len(),
-                        0,
-                        (&addr as *const libc::sockaddr_ll).cast(),
-                        std::mem::size_of::<libc::sockaddr_ll>() as u32,
-                    );
-                    assert_eq!(
-                        n as usize,
-                        frame.len(),
-                        "sendto: {}",
-                        std::io::Error::last_os_error()
-                    );
-                    std::thread::sleep(std::time::Duration::from_micros(50));
-                }
-            }
-            libc::close(fd);
-        }
-        Ok(())
-    })
+    linecard_harness::inject::send_from_spare(
+        frames,
+        copies as u64,
+        std::time::Duration::from_micros(50),
+    )
     .unwrap();
 }
 
@@ -377,4 +333,89 @@ pub fn wait_for_hog(parent: u32) {
         );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+}
+
+/// The L4 stress (a real-time CPU hog per DUT CPU, above normal tasks and
+/// below our SCHED_FIFO 90), as stress-ng arguments.
+pub const L4_HOG: [&str; 6] = ["--cpu", "1", "--sched", "fifo", "--sched-prio", "50"];
+/// The L3 stress (a CPU hog and a timer storm per DUT CPU).
+pub const L3_STORM: [&str; 8] = [
+    "--cpu",
+    "1",
+    "--timer",
+    "1",
+    "--timerfd",
+    "1",
+    "--hrtimers",
+    "1",
+];
+
+/// Starts stress-ng with `args` on the DUT's CPUs, in the DUT namespace,
+/// bounded by its own `--timeout seconds`; its log in `dir/<name>.log`.
+pub fn spawn_stress(
+    dir: &std::path::Path,
+    name: &str,
+    args: &[&str],
+    seconds: u64,
+) -> linecard_harness::procs::Daemon {
+    use linecard_harness::lab::spec;
+    let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    args.extend(["--timeout".into(), format!("{seconds}s"), "--quiet".into()]);
+    linecard_harness::procs::Daemon::spawn(
+        name,
+        spec::DUT.namespace,
+        Some(&spec::cpuset_dir(spec::DUT_CPUSET)),
+        "stress-ng",
+        &args,
+        &dir.join(format!("{name}.log")),
+    )
+    .unwrap()
+}
+
+/// Waits until every daemon in `stress` has ended (each is bounded by its
+/// own timeout; this wait by `seconds` + 10 s).
+pub fn wait_stress(stress: &mut [&mut linecard_harness::procs::Daemon], seconds: u64) {
+    let limit = std::time::Instant::now() + std::time::Duration::from_secs(seconds + 10);
+    while stress.iter_mut().any(|d| d.running()) {
+        assert!(
+            std::time::Instant::now() < limit,
+            "stress-ng outlived its timeout"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Starts the observer's capture on the bridge port facing the DUT, into
+/// `dir/run.pcap`, off the DUT's CPUs.
+pub fn capture_dut_port(dir: &std::path::Path) -> linecard_harness::procs::Capture {
+    use linecard_harness::lab::spec;
+    linecard_harness::procs::Capture::start(
+        spec::OBSERVER_NS,
+        spec::DUT.bridge_port,
+        &dir.join("run.pcap"),
+        Some(&spec::cpuset_dir(spec::REST_CPUSET)),
+    )
+    .unwrap()
+}
+
+/// Analyses `pcap` within one window.
+pub fn analyze_window(
+    pcap: std::path::PathBuf,
+    name: &str,
+    start_ns: i64,
+    end_ns: i64,
+) -> linecard_capture_analyzer::model::Analysis {
+    linecard_capture_analyzer::analyze(
+        &[pcap],
+        &linecard_capture_analyzer::Options {
+            phases: vec![linecard_capture_analyzer::Phase {
+                name: name.into(),
+                start_ns,
+                end_ns,
+            }],
+            timeline: false,
+        },
+        None,
+    )
+    .unwrap()
 }

@@ -15,7 +15,7 @@ use common::*;
 use linecard_capture_analyzer::analysis::{PacketRecord, PacketSink};
 use linecard_capture_analyzer::{analyze, Options};
 use linecard_harness::lab::spec::{self, DUT, PEER};
-use linecard_harness::procs::{Capture, Daemon};
+use linecard_harness::procs::Capture;
 use linecard_harness::run::daemons::{pairs, start_peer};
 use linecard_harness::scenario::{PeerImplementation, Sessions};
 use std::time::Duration;
@@ -119,28 +119,7 @@ fn once() -> Result<(), String> {
             |s| s[0]["state"] == "up" && s[0]["offloaded"] == true,
         );
         // Steady (RX-clocked) for a moment; under L4 the stress bites first.
-        let mut stress = stressed.then(|| {
-            Daemon::spawn(
-                "stress",
-                DUT.namespace,
-                Some(&spec::cpuset_dir(spec::DUT_CPUSET)),
-                "stress-ng",
-                &[
-                    "--cpu",
-                    "1",
-                    "--sched",
-                    "fifo",
-                    "--sched-prio",
-                    "50",
-                    "--timeout",
-                    "4s",
-                    "--quiet",
-                ]
-                .map(String::from),
-                &dir.join("stress.log"),
-            )
-            .unwrap()
-        });
+        let mut stress = stressed.then(|| spawn_stress(&dir, "stress", &L4_HOG, 4));
         if let Some(stress) = stress.as_ref() {
             wait_for_hog(stress.pid());
         }

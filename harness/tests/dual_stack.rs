@@ -12,9 +12,8 @@ mod common;
 
 use common::*;
 use linecard_capture_analyzer::decode::Service;
-use linecard_capture_analyzer::{analyze, Options, Phase};
 use linecard_harness::lab::spec::{self, DUT, PEER};
-use linecard_harness::procs::{start_frr_bfdd, Capture, Daemon, PeerSession};
+use linecard_harness::procs::{start_frr_bfdd, PeerSession};
 use std::time::Duration;
 
 #[test]
@@ -111,72 +110,18 @@ fn run(ipv6_offloaded: bool, seconds: u64) -> [Family; 2] {
                 })
         },
     );
-    let capture = Capture::start(
-        spec::OBSERVER_NS,
-        DUT.bridge_port,
-        &dir.join("run.pcap"),
-        Some(&rest),
-    )
-    .unwrap();
-    let hog = |name: &str, args: &[&str]| {
-        let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        args.extend(["--timeout".into(), format!("{seconds}s"), "--quiet".into()]);
-        Daemon::spawn(
-            name,
-            DUT.namespace,
-            Some(&spec::cpuset_dir(spec::DUT_CPUSET)),
-            "stress-ng",
-            &args,
-            &dir.join(format!("{name}.log")),
-        )
-        .unwrap()
-    };
+    let capture = capture_dut_port(&dir);
     // L3 (a timer storm) and L4 (a real-time hog) together, per DUT CPU.
-    let mut l3 = hog(
-        "l3",
-        &[
-            "--cpu",
-            "1",
-            "--timer",
-            "1",
-            "--timerfd",
-            "1",
-            "--hrtimers",
-            "1",
-        ],
-    );
-    let mut l4 = hog(
-        "l4",
-        &["--cpu", "1", "--sched", "fifo", "--sched-prio", "50"],
-    );
+    let mut l3 = spawn_stress(&dir, "l3", &L3_STORM, seconds);
+    let mut l4 = spawn_stress(&dir, "l4", &L4_HOG, seconds);
     wait_for_hog(l4.pid());
     let start = epoch_ns();
-    let limit = std::time::Instant::now() + Duration::from_secs(seconds + 10);
-    while l4.running() || l3.running() {
-        assert!(
-            std::time::Instant::now() < limit,
-            "stress-ng outlived its timeout"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_stress(&mut [&mut l3, &mut l4], seconds);
     let end = epoch_ns();
-    let _ = (l3.stop(), l4.stop());
     std::thread::sleep(Duration::from_millis(300));
     let pcap = capture.finish().unwrap();
     dut.stop().unwrap();
-    let a = analyze(
-        &[pcap],
-        &Options {
-            phases: vec![Phase {
-                name: "L3+L4".into(),
-                start_ns: start,
-                end_ns: end,
-            }],
-            timeline: false,
-        },
-        None,
-    )
-    .unwrap();
+    let a = analyze_window(pcap, "L3+L4", start, end);
     let flows = &a.phases[0].result.flows;
     let family = |ours: &str, theirs: &str| {
         let of = |src: &str, dst: &str| {

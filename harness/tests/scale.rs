@@ -10,11 +10,11 @@ mod common;
 use common::*;
 use linecard_capture_analyzer::{analyze, Options, Phase};
 use linecard_harness::lab::spec::{self, DUT, PEER};
-use linecard_harness::procs::{start_frr_bfdd, Capture, Daemon, PeerSession};
+use linecard_harness::procs::{start_frr_bfdd, PeerSession};
 use std::net::IpAddr;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const SESSIONS: usize = 64;
 
@@ -30,23 +30,9 @@ fn dut_address(i: usize) -> IpAddr {
 
 /// Runs a stress-ng phase on the DUT's CPUs to completion (bounded).
 fn stress(dir: &Path, name: &str, args: &[&str], seconds: u64) -> (i64, i64) {
-    let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    args.extend(["--timeout".into(), format!("{seconds}s"), "--quiet".into()]);
     let start = epoch_ns();
-    let mut hog = Daemon::spawn(
-        name,
-        DUT.namespace,
-        Some(&spec::cpuset_dir(spec::DUT_CPUSET)),
-        "stress-ng",
-        &args,
-        &dir.join(format!("{name}.log")),
-    )
-    .unwrap();
-    let limit = Instant::now() + Duration::from_secs(seconds + 10);
-    while hog.running() {
-        assert!(Instant::now() < limit, "stress-ng outlived its timeout");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut hog = spawn_stress(dir, name, args, seconds);
+    wait_stress(&mut [&mut hog], seconds);
     (start, epoch_ns())
 }
 
@@ -126,35 +112,10 @@ fn scale_run() -> Result<(), String> {
                 == SESSIONS
         },
     );
-    let capture = Capture::start(
-        spec::OBSERVER_NS,
-        DUT.bridge_port,
-        &dir.join("run.pcap"),
-        Some(&rest),
-    )
-    .unwrap();
+    let capture = capture_dut_port(&dir);
     // Stress counts per DUT CPU (the lab's DUT has one).
-    let l3 = stress(
-        &dir,
-        "l3",
-        &[
-            "--cpu",
-            "1",
-            "--timer",
-            "1",
-            "--timerfd",
-            "1",
-            "--hrtimers",
-            "1",
-        ],
-        seconds,
-    );
-    let l4 = stress(
-        &dir,
-        "l4",
-        &["--cpu", "1", "--sched", "fifo", "--sched-prio", "50"],
-        seconds,
-    );
+    let l3 = stress(&dir, "l3", &L3_STORM, seconds);
+    let l4 = stress(&dir, "l4", &L4_HOG, seconds);
     std::thread::sleep(Duration::from_millis(200));
     let pcap = capture.finish().unwrap();
     let drops = ctl(&socket, &["drops"]);

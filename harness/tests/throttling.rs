@@ -8,22 +8,26 @@
 //! To make the window easy to hit, sched_rt_runtime_us is 500000 for the
 //! test (half of every second throttled, instead of 50 ms); the peer's bfdd
 //! is stopped 18 ms at a time, 16 times, 290 ms apart. The DUT's longest gap
-//! must stay within 15 ms with the responder at SCHED_DEADLINE; the
+//! must stay within 20 ms with the responder at SCHED_DEADLINE; the
 //! negative control, the same with `engine.sched_deadline = false`, must
 //! show a gap above it (the test can see the failure it guards against).
 
 mod common;
 
 use common::*;
-use linecard_capture_analyzer::{analyze, Options, Phase};
 use linecard_harness::lab::spec::{self, DUT, PEER};
-use linecard_harness::procs::{start_frr_bfdd, Capture, Daemon};
+use linecard_harness::procs::start_frr_bfdd;
 use linecard_harness::rt_throttle::RuntimeOverride;
 use std::time::Duration;
 
 const STALLS: usize = 16;
 const STALL_MS: u64 = 18;
-const LIMIT_MS: f64 = 15.0;
+/// Two intervals: the own clock's 11 ms and what the send path adds. The
+/// responder's packet crosses the veth's NAPI on the DUT's CPU (XDP is
+/// attached on its other end), a softirq the kernel may defer: 16.57 ms
+/// once in CI at SCHED_DEADLINE, 11.58 ms here; at SCHED_FIFO the gap
+/// mirrors the peer's whole stall (27.40 and 27.58 ms).
+const LIMIT_MS: f64 = 20.0;
 
 #[test]
 fn the_own_clock_is_not_held_by_rt_throttling() {
@@ -114,34 +118,9 @@ interface = "eth0"
         |s| s[0]["state"] == "up" && s[0]["offloaded"] == true,
     );
     let policy = ctl(&socket, &["drops"])["fast_path"]["responder"].to_string();
-    let capture = Capture::start(
-        spec::OBSERVER_NS,
-        DUT.bridge_port,
-        &dir.join("run.pcap"),
-        Some(&rest),
-    )
-    .unwrap();
+    let capture = capture_dut_port(&dir);
     let throttled = RuntimeOverride::set(500_000).unwrap();
-    let mut hog = Daemon::spawn(
-        "stress",
-        DUT.namespace,
-        Some(&spec::cpuset_dir(spec::DUT_CPUSET)),
-        "stress-ng",
-        &[
-            "--cpu",
-            "1",
-            "--sched",
-            "fifo",
-            "--sched-prio",
-            "50",
-            "--timeout",
-            "8s",
-            "--quiet",
-        ]
-        .map(String::from),
-        &dir.join("stress.log"),
-    )
-    .unwrap();
+    let mut hog = spawn_stress(&dir, "stress", &L4_HOG, 8);
     wait_for_hog(hog.pid());
     let start = epoch_ns();
     let bfdd = frr.pid() as libc::pid_t;
@@ -159,19 +138,7 @@ interface = "eth0"
     let pcap = capture.finish().unwrap();
     dut.stop().unwrap();
     drop(frr);
-    let a = analyze(
-        &[pcap],
-        &Options {
-            phases: vec![Phase {
-                name: "stalls".into(),
-                start_ns: start,
-                end_ns: end,
-            }],
-            timeline: false,
-        },
-        None,
-    )
-    .unwrap();
+    let a = analyze_window(pcap, "stalls", start, end);
     let flows = &a.phases[0].result.flows;
     let max_of = |src: &str| {
         flows
