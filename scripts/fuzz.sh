@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
 if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
-    cargo +nightly install --locked --quiet cargo-fuzz
+    # The version known to work with this repository's toolchains.
+    cargo install --locked --quiet --version 0.13.2 cargo-fuzz
 fi
 target_dir="$PWD/target/fuzz"
 for dir in engine/fuzz capture-analyzer/fuzz harness/fuzz; do
