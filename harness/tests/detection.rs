@@ -14,8 +14,7 @@ mod common;
 use common::*;
 use linecard_capture_analyzer::analysis::{PacketRecord, PacketSink};
 use linecard_capture_analyzer::{analyze, Options};
-use linecard_harness::lab::spec::{self, DUT, PEER};
-use linecard_harness::procs::Capture;
+use linecard_harness::lab::spec::{DUT, PEER};
 use linecard_harness::run::daemons::{pairs, start_peer};
 use linecard_harness::scenario::{PeerImplementation, Sessions};
 use std::time::Duration;
@@ -74,14 +73,7 @@ fn once() -> Result<(), String> {
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
     let kills: usize = env_seconds("LINECARD_KILLS", 20) as usize;
     let dir = scratch_dir("detection");
-    let rest = spec::cpuset_dir(spec::REST_CPUSET);
-    let capture = Capture::start(
-        spec::OBSERVER_NS,
-        DUT.bridge_port,
-        &dir.join("run.pcap"),
-        Some(&rest),
-    )
-    .unwrap();
+    let capture = capture_dut_port(&dir);
     let socket = dir.join("dut.sock");
     let session = DutSession {
         peer: PEER.ipv4.to_string(),

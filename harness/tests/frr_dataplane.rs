@@ -11,7 +11,7 @@ use common::*;
 use linecard_capture_analyzer::model::FlowResult;
 use linecard_capture_analyzer::{analyze, Options, Phase};
 use linecard_harness::lab::spec::{self, DUT, PEER};
-use linecard_harness::procs::{start_frr_bfdd, start_frr_bfdd_with, vtysh, Capture};
+use linecard_harness::procs::{start_frr_bfdd, start_frr_bfdd_with, vtysh};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -112,13 +112,7 @@ fn drive_once() -> Result<(), String> {
     std::thread::sleep(Duration::from_millis(1100));
     let mut control = start_control_plane(&dir);
     let vty = dir.join("control");
-    let capture = Capture::start(
-        spec::OBSERVER_NS,
-        DUT.bridge_port,
-        &dir.join("run.pcap"),
-        Some(&rest),
-    )
-    .unwrap();
+    let capture = capture_dut_port(&dir);
     let socket = dir.join("dut.sock");
     let mut dut = start_linecardd(
         &dir,
@@ -366,13 +360,7 @@ fn hold_once() -> Result<(), String> {
     std::thread::sleep(Duration::from_millis(1100));
     let mut control = start_control_plane(&dir);
     let vty = dir.join("control");
-    let capture = Capture::start(
-        spec::OBSERVER_NS,
-        DUT.bridge_port,
-        &dir.join("run.pcap"),
-        Some(&rest),
-    )
-    .unwrap();
+    let capture = capture_dut_port(&dir);
     let socket = dir.join("dut.sock");
     let mut dut = start_linecardd(
         &dir,
@@ -502,13 +490,7 @@ fn ipv6_once() -> Result<(), String> {
     )
     .unwrap();
     let vty = dir.join("control");
-    let capture = Capture::start(
-        spec::OBSERVER_NS,
-        DUT.bridge_port,
-        &dir.join("run.pcap"),
-        Some(&rest),
-    )
-    .unwrap();
+    let capture = capture_dut_port(&dir);
     let socket = dir.join("dut.sock");
     let mut dut = start_linecardd(
         &dir,

@@ -13,7 +13,7 @@ use linecard_capture_analyzer::analysis::{PacketRecord, PacketSink};
 use linecard_capture_analyzer::decode::State;
 use linecard_capture_analyzer::{analyze, Options, Phase};
 use linecard_harness::lab::spec::{self, DUT, PEER, SPARE};
-use linecard_harness::procs::{start_bird, start_frr_bfdd, Capture};
+use linecard_harness::procs::{start_bird, start_frr_bfdd};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -68,13 +68,7 @@ fn interop(backend: &str) -> Result<(), String> {
         &[session(SPARE.ipv4, DUT.ipv4), session(SPARE.ipv6, DUT.ipv6)],
     )
     .unwrap();
-    let capture = Capture::start(
-        spec::OBSERVER_NS,
-        DUT.bridge_port,
-        &dir.join("run.pcap"),
-        Some(&rest),
-    )
-    .unwrap();
+    let capture = capture_dut_port(&dir);
 
     let socket = dir.join("dut.sock");
     let sessions: Vec<DutSession> = [

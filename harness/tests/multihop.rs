@@ -17,7 +17,7 @@ use linecard_bpf_objects::craft;
 use linecard_capture_analyzer::{analyze, Options};
 use linecard_common::bfd::drop;
 use linecard_harness::lab::spec::{self, DUT, PEER, SPARE};
-use linecard_harness::procs::{start_bird, start_frr_bfdd, Capture, PeerSession};
+use linecard_harness::procs::{start_bird, start_frr_bfdd, PeerSession};
 use linecard_harness::sys::in_netns;
 use std::net::{IpAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -129,13 +129,7 @@ fn multihop_run(backend: &str) {
         &[multihop(SPARE.ipv4, DUT.ipv4)],
     )
     .unwrap();
-    let capture = Capture::start(
-        spec::OBSERVER_NS,
-        DUT.bridge_port,
-        &dir.join("run.pcap"),
-        Some(&rest),
-    )
-    .unwrap();
+    let capture = capture_dut_port(&dir);
     let socket = dir.join("dut.sock");
     let timers = format!(
         "tx_interval_ms = 10\nrx_interval_ms = 10\nmultiplier = 3\nbackend = \"{backend}\"\ninterface = \"eth0\"\n"

@@ -14,7 +14,7 @@ const MAX_GAP_MS: f64 = 20.0;
 use common::*;
 use linecard_capture_analyzer::{analyze, analyze_file, Options, Phase};
 use linecard_harness::lab::spec::{self, DUT, PEER};
-use linecard_harness::procs::{start_frr_bfdd, Capture, Daemon};
+use linecard_harness::procs::{start_frr_bfdd, Daemon};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -166,13 +166,7 @@ fn run_with_kill(
             dut
         }
     };
-    let capture = Capture::start(
-        spec::OBSERVER_NS,
-        DUT.bridge_port,
-        &dir.join("run.pcap"),
-        Some(&rest),
-    )
-    .unwrap();
+    let capture = capture_dut_port(&dir);
     // L4: one CPU hog at SCHED_FIFO 50 per DUT CPU, bounded by --timeout.
     let stress_args: Vec<String> = [
         "--cpu",

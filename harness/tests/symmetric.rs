@@ -13,7 +13,7 @@ mod common;
 use common::*;
 use linecard_capture_analyzer::{analyze, Options, Phase};
 use linecard_harness::lab::spec::{self, DUT, PEER};
-use linecard_harness::procs::{Capture, Daemon};
+use linecard_harness::procs::Daemon;
 use std::time::Duration;
 
 const WINDOW: Duration = Duration::from_secs(8);
@@ -33,13 +33,7 @@ fn once() -> Result<(), String> {
     let _pass = linecard_harness::lab::pass_xdp_tx_from(&PEER).unwrap();
     let dir = scratch_dir("symmetric");
     let rest = spec::cpuset_dir(spec::REST_CPUSET);
-    let capture = Capture::start(
-        spec::OBSERVER_NS,
-        DUT.bridge_port,
-        &dir.join("run.pcap"),
-        Some(&rest),
-    )
-    .unwrap();
+    let capture = capture_dut_port(&dir);
 
     let dut_socket = dir.join("dut.sock");
     let session = |peer: &str, local: &str| DutSession {

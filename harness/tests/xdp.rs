@@ -13,7 +13,7 @@ use linecard_bpf_objects::craft;
 use linecard_capture_analyzer::{analyze, Options, Phase};
 use linecard_common::bfd::drop;
 use linecard_harness::lab::spec::{self, DUT, PEER};
-use linecard_harness::procs::{start_frr_bfdd, Capture};
+use linecard_harness::procs::start_frr_bfdd;
 use std::time::{Duration, Instant};
 
 #[test]
@@ -37,13 +37,7 @@ fn xdp_run() -> Result<(), String> {
     let rest = spec::cpuset_dir(spec::REST_CPUSET);
     let session = session_3x10(PEER.ipv4, DUT.ipv4);
     let mut frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &[session]).unwrap();
-    let capture = Capture::start(
-        spec::OBSERVER_NS,
-        DUT.bridge_port,
-        &dir.join("run.pcap"),
-        Some(&rest),
-    )
-    .unwrap();
+    let capture = capture_dut_port(&dir);
     let socket = dir.join("dut.sock");
     let session = DutSession {
         peer: PEER.ipv4.to_string(),
