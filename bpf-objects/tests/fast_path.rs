@@ -7,7 +7,7 @@
 use aya::maps::{Array, HashMap, MapData, PerCpuArray};
 use aya::programs::Xdp;
 use linecard_bpf_objects::test_run;
-use linecard_common::bfd::{verdict, SessionConfig, SessionState};
+use linecard_common::bfd::{verdict, DeadMan, SessionConfig, SessionState};
 use linecard_common::names;
 
 const XDP_DROP: u32 = 1;
@@ -200,6 +200,50 @@ fn only_a_sent_own_clock_packet_silences_the_reply() {
         "an answer to our own clock's packet is heard, not answered"
     );
     assert_eq!(fast.per_cpu_sum(names::VERDICTS_MAP, verdict::HEARD), 1);
+}
+
+/// A stopped engine is not answered for: past the heartbeat's limit the
+/// steady packet goes to userspace (ORPHANED), with a fresh heartbeat it is
+/// answered again, and a limit of 0 switches the guard off.
+#[test]
+fn a_stale_heartbeat_hands_the_reply_back_to_userspace() {
+    if !privileged() {
+        return;
+    }
+    let mut fast = FastPath::load(true);
+    let up = frame(255, &bfd(3, 0, PEER_DISCR, OUR_DISCR));
+    let set = |fast: &mut FastPath, heartbeat_ns: u64, limit_ns: u64| {
+        let mut dead_man: Array<&mut MapData, DeadMan> =
+            Array::try_from(fast.bpf.map_mut(names::DEAD_MAN_MAP).unwrap()).unwrap();
+        dead_man
+            .set(
+                0,
+                DeadMan {
+                    heartbeat_ns,
+                    limit_ns,
+                },
+                0,
+            )
+            .unwrap();
+    };
+    // One second old against a limit of 100 ms: orphaned.
+    set(&mut fast, monotonic_ns() - 1_000_000_000, 100_000_000);
+    assert_eq!(
+        fast.run(&up).action,
+        XDP_PASS,
+        "a stale heartbeat: no reply"
+    );
+    assert_eq!(fast.per_cpu_sum(names::VERDICTS_MAP, verdict::ORPHANED), 1);
+    assert_eq!(fast.per_cpu_sum(names::VERDICTS_MAP, verdict::REPLIED), 0);
+    assert_eq!((fast.state().passed, fast.state().tx_packets), (1, 0));
+    // Beaten just now: answered.
+    set(&mut fast, monotonic_ns(), 100_000_000);
+    assert_eq!(fast.run(&up).action, XDP_TX, "a fresh heartbeat: the reply");
+    // The guard off: answered whatever the heartbeat.
+    set(&mut fast, 1, 0);
+    assert_eq!(fast.run(&up).action, XDP_TX, "limit 0: the guard is off");
+    assert_eq!(fast.per_cpu_sum(names::VERDICTS_MAP, verdict::ORPHANED), 1);
+    assert_eq!(fast.per_cpu_sum(names::VERDICTS_MAP, verdict::REPLIED), 2);
 }
 
 /// CLOCK_MONOTONIC, the clock of `bpf_ktime_get_ns`.

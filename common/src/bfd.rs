@@ -126,6 +126,25 @@ pub struct SlotConfig {
     pub tx_interval_ns: u64,
 }
 
+/// Value of the one-entry `LC_DEAD_MAN` array: the engine's heartbeat,
+/// written by its responder thread only. 8 + 8 = 16 bytes.
+///
+/// An attached program outlives a stopped engine (SIGSTOP, a debugger, a
+/// wedged process): without this guard the kernel would keep answering for
+/// a control plane that no longer runs, and the peer would keep routing
+/// through it. The fast path answers only while the heartbeat is younger
+/// than `limit_ns`; after that it hands the peer's packets to userspace,
+/// which is not reading them, and the peer detects us Down as it should.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeadMan {
+    /// `CLOCK_MONOTONIC` (`bpf_ktime_get_ns`) of the last heartbeat.
+    pub heartbeat_ns: u64,
+    /// How old the heartbeat may grow before the kernel stops answering,
+    /// ns; 0: the guard is off.
+    pub limit_ns: u64,
+}
+
 /// A record of the `LC_EVENTS` ring buffer: what the sweep found.
 /// 8 + 8 + 4 + 4 + 4 + 4 = 32 bytes.
 #[repr(C)]
@@ -200,8 +219,15 @@ pub mod verdict {
     /// Valid, counted as heard, not answered: it came too soon after our
     /// own transmission (`SessionConfig::min_reply_gap_ns`).
     pub const HEARD: u32 = 4;
+    /// Valid and Up, not answered: the engine's heartbeat is older than
+    /// its limit ([`super::DeadMan`]), so the frame went to userspace.
+    pub const ORPHANED: u32 = 5;
 }
-pub const VERDICTS: u32 = 5;
+pub const VERDICTS: u32 = 6;
+
+#[cfg(feature = "user")]
+// SAFETY: repr(C), Copy, two u64: every bit pattern is a valid value.
+unsafe impl aya::Pod for DeadMan {}
 
 #[cfg(feature = "user")]
 // SAFETY: repr(C), Copy, integers and byte arrays only, no padding (pinned
@@ -258,6 +284,8 @@ mod tests {
         assert_eq!(offset_of!(SlotConfig, user_tx_ns), 16);
         assert_eq!(offset_of!(SlotConfig, tx_interval_ns), 24);
         assert_eq!(size_of::<SweepEvent>(), 32);
+        assert_eq!(size_of::<DeadMan>(), 16);
+        assert_eq!(offset_of!(DeadMan, limit_ns), 8);
         assert_eq!(offset_of!(SweepEvent, last_rx_ns), 8);
         assert_eq!(offset_of!(SweepEvent, discr), 16);
         assert_eq!(offset_of!(SweepEvent, slot), 20);

@@ -46,9 +46,11 @@ pub mod names {
     /// responder thread actually sent for the session's own clock (written
     /// by that thread only).
     pub const CLOCK_SENT_MAP: &str = "LC_CLOCK_SENT";
+    /// Array of one [`crate::bfd::DeadMan`]: the engine's heartbeat.
+    pub const DEAD_MAN_MAP: &str = "LC_DEAD_MAN";
 }
 
 /// Bumped whenever a shared type changes layout. The object records the
 /// version it was built with, and the loader refuses a mismatch so that a
 /// stale object fails loudly instead of misreading maps.
-pub const LAYOUT_VERSION: u32 = 7;
+pub const LAYOUT_VERSION: u32 = 8;

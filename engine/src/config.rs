@@ -30,6 +30,7 @@ struct RawEngine {
     txtime_depth: Option<i64>,
     xdp_replies: Option<bool>,
     sched_deadline: Option<bool>,
+    dead_man_ms: Option<i64>,
 }
 
 /// One `[[session]]` table, also the payload of the control socket's `add`.
@@ -70,6 +71,11 @@ pub struct EngineConfig {
     /// SCHED_FIFO (default). `false`: SCHED_FIFO only, as the reference
     /// engine ran: RT throttling then holds it with the RT hogs.
     pub sched_deadline: bool,
+    /// xdp backend: the kernel stops answering for the engine once the
+    /// responder's heartbeat is older than this (default 1000 ms; 0: off).
+    /// A stopped engine (SIGSTOP, a debugger) then goes Down at the peer
+    /// after this plus the detection time, instead of never.
+    pub dead_man_ms: u32,
     /// FRR bfdd's dataplane listener (`bfdd --dplaneaddr ipv4:ADDR:PORT`):
     /// the engine connects and runs the sessions bfdd hands it.
     pub frr_dataplane: Option<std::net::SocketAddr>,
@@ -231,6 +237,15 @@ impl EngineConfig {
                 "must be 0 (no hold) to 3600",
             ));
         }
+        let dead_man_ms = raw.engine.dead_man_ms.unwrap_or(1000);
+        if dead_man_ms != 0 && !(20..=60_000).contains(&dead_man_ms) {
+            return Err(invalid(
+                "engine.dead_man_ms",
+                &dead_man_ms,
+                "must be 0 (off) or 20-60000: the heartbeat beats every quarter of it, at most every 100 ms",
+            ));
+        }
+        let dead_man_ms = dead_man_ms as u32;
         if frr_backend == BackendKind::Txtime {
             return Err(invalid(
                 "engine.frr_backend",
@@ -257,6 +272,7 @@ impl EngineConfig {
             txtime_depth: txtime_depth as usize,
             xdp_replies: raw.engine.xdp_replies.unwrap_or(true),
             sched_deadline: raw.engine.sched_deadline.unwrap_or(true),
+            dead_man_ms,
             frr_dataplane,
             frr_backend,
             frr_hold_seconds: frr_hold_seconds as u32,
@@ -413,6 +429,21 @@ interface = "eth0"
         );
         let e = error_of(&GOOD.replace("rt_priority = 90", "rt_priority = 120"));
         assert!(e.contains("engine.rt_priority = 120"), "{e}");
+    }
+
+    #[test]
+    fn the_dead_man_is_on_by_default_and_bounded() {
+        assert_eq!(
+            EngineConfig::parse("t.toml", GOOD).unwrap().dead_man_ms,
+            1000
+        );
+        let off = GOOD.replace("rt_priority = 90", "rt_priority = 90\ndead_man_ms = 0");
+        assert_eq!(EngineConfig::parse("t.toml", &off).unwrap().dead_man_ms, 0);
+        let e = error_of(&GOOD.replace("rt_priority = 90", "rt_priority = 90\ndead_man_ms = 5"));
+        assert!(
+            e.contains("engine.dead_man_ms = 5: must be 0 (off) or 20-60000"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -27,9 +27,9 @@ use aya_ebpf::{
 };
 use core::ffi::c_void;
 use linecard_common::bfd::{
-    drop, event, verdict, SessionConfig, SessionState, SlotConfig, SweepEvent, DROP_REASONS,
-    FLAG_MULTIHOP, FLAG_REPLY, MAX_SESSIONS, PORT_MULTI_HOP, PORT_SINGLE_HOP, SWEEP_PERIOD_NS,
-    SWEEP_SLOTS, VERDICTS,
+    drop, event, verdict, DeadMan, SessionConfig, SessionState, SlotConfig, SweepEvent,
+    DROP_REASONS, FLAG_MULTIHOP, FLAG_REPLY, MAX_SESSIONS, PORT_MULTI_HOP, PORT_SINGLE_HOP,
+    SWEEP_PERIOD_NS, SWEEP_SLOTS, VERDICTS,
 };
 
 #[map]
@@ -46,6 +46,9 @@ static LC_SLOTS: Array<SlotConfig> = Array::with_max_entries(SWEEP_SLOTS, 0);
 /// (`CLOCK_MONOTONIC` ns; written by that thread only).
 #[map]
 static LC_CLOCK_SENT: Array<u64> = Array::with_max_entries(SWEEP_SLOTS, 0);
+/// The engine's heartbeat and its limit (written by the responder only).
+#[map]
+static LC_DEAD_MAN: Array<DeadMan> = Array::with_max_entries(1, 0);
 /// Room for every slot's two events at once (40 bytes each with the record
 /// header): a burst of clock events must not crowd out a detection.
 #[map]
@@ -534,6 +537,18 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
     }
     let poll = flags & FLAG_POLL != 0;
     let now = session.last_rx_ns;
+    // A stopped engine must not be kept alive by its program: past the
+    // heartbeat's limit the peer's packets go to the engine's socket, which
+    // nobody reads, and the peer's detection time runs (RFC 5880 6.8.4).
+    if let Some(dead_man) = LC_DEAD_MAN.get(0) {
+        if dead_man.limit_ns != 0
+            && (now as i64).wrapping_sub(dead_man.heartbeat_ns as i64) > dead_man.limit_ns as i64
+        {
+            session.passed += 1;
+            count(&LC_VERDICTS, verdict::ORPHANED);
+            return Ok(xdp_action::XDP_PASS);
+        }
+    }
     if !poll && config.min_reply_gap_ns != 0 {
         // An answer to our own packet is heard, not answered: two
         // RX-clocked engines would otherwise ping-pong at wire speed.

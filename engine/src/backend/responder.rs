@@ -19,7 +19,7 @@
 use super::rt::{make_current_thread_timely, ThreadPolicy, Timeliness};
 use anyhow::{Context, Result};
 use aya::maps::{Array, MapData, RingBuf};
-use linecard_common::bfd::{event, SweepEvent};
+use linecard_common::bfd::{event, DeadMan, SweepEvent};
 use socket2::{SockAddr, Socket};
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -28,8 +28,40 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-/// How often the thread looks at its stop flag while no event comes.
+/// How often the thread looks at its stop flag while no event comes, and
+/// the longest time between two heartbeats.
 const POLL_MS: i32 = 100;
+
+/// The engine's heartbeat in `LC_DEAD_MAN`: beaten by this thread, the one
+/// that must run for the fast path's answers to mean anything (it sends the
+/// Down and the own clock), so a stopped engine stops being answered for.
+pub struct Heartbeat {
+    pub map: Array<MapData, DeadMan>,
+    /// 0: the guard is off (and nothing is written).
+    pub limit_ns: u64,
+}
+
+impl Heartbeat {
+    /// At most this long between beats: a quarter of the limit, so that a
+    /// thread held off for less than three quarters of it never trips it.
+    fn period_ms(&self) -> i32 {
+        let quarter = self.limit_ns / 4 / 1_000_000;
+        (quarter.min(POLL_MS as u64) as i32).max(1)
+    }
+
+    fn beat(&mut self) {
+        if self.limit_ns == 0 {
+            return;
+        }
+        let beat = DeadMan {
+            heartbeat_ns: crate::io::clock_ns(libc::CLOCK_MONOTONIC),
+            limit_ns: self.limit_ns,
+        };
+        // A failed write shows as the kernel's ORPHANED verdict: the
+        // guard fails safe (the peer detects us), never open.
+        let _ = self.map.set(0, beat, 0);
+    }
+}
 
 /// A session's prepared packets: its own socket (a duplicate descriptor of
 /// the session's), the peer, the bytes.
@@ -70,6 +102,7 @@ impl Responder {
     pub fn start(
         events: RingBuf<MapData>,
         clock_sent: Array<MapData, u64>,
+        heartbeat: Heartbeat,
         want: Timeliness,
     ) -> Result<Self> {
         // SAFETY: eventfd has no preconditions; the result is checked.
@@ -101,7 +134,7 @@ impl Responder {
                         ),
                     }
                     *policy_slot.lock().expect("set once, never poisoned") = Some(got);
-                    respond(events, clock_sent, &armed, &sender, &wake, &stop);
+                    respond(events, clock_sent, heartbeat, &armed, &sender, &wake, &stop);
                 })
                 .context("starting the responder thread")?
         };
@@ -164,20 +197,29 @@ impl Drop for Responder {
 fn respond(
     mut events: RingBuf<MapData>,
     mut clock_sent: Array<MapData, u64>,
+    mut heartbeat: Heartbeat,
     armed: &Mutex<HashMap<u32, Prepared>>,
     detections: &Sender<Detection>,
     wake: &OwnedFd,
     stop: &AtomicBool,
 ) {
     let fd = events.as_fd().as_raw_fd();
+    let period_ms = heartbeat.period_ms();
+    let period_ns = i64::from(period_ms) * 1_000_000;
+    let mut last_beat = i64::MIN;
     while !stop.load(Ordering::Relaxed) {
+        let now = crate::io::clock_ns(libc::CLOCK_MONOTONIC) as i64;
+        if now.saturating_sub(last_beat) >= period_ns {
+            heartbeat.beat();
+            last_beat = now;
+        }
         let mut pollfd = libc::pollfd {
             fd,
             events: libc::POLLIN,
             revents: 0,
         };
         // SAFETY: one live pollfd.
-        if unsafe { libc::poll(&mut pollfd, 1, POLL_MS) } <= 0 {
+        if unsafe { libc::poll(&mut pollfd, 1, period_ms) } <= 0 {
             continue;
         }
         let mut any = false;

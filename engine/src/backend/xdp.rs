@@ -4,7 +4,7 @@
 //! verdicts per CPU (placement evidence). Userspace keeps the state
 //! machine, bring-up, Polls it starts and every transition.
 
-use super::responder::{Detection, Prepared, Responder};
+use super::responder::{Detection, Heartbeat, Prepared, Responder};
 use super::rt::ThreadPolicy;
 use super::{Availability, BackendKind, Transmitter, MAX_SLEEP_NS};
 use crate::config::EngineConfig;
@@ -84,10 +84,22 @@ impl FastPath {
             bpf.take_map(names::CLOCK_SENT_MAP)
                 .context("no clock-sent map")?,
         )?;
+        let heartbeat = Heartbeat {
+            map: Array::try_from(
+                bpf.take_map(names::DEAD_MAN_MAP)
+                    .context("no dead-man map")?,
+            )?,
+            limit_ns: u64::from(config.dead_man_ms) * 1_000_000,
+        };
         Ok(Self {
             bpf,
             interfaces: Vec::new(),
-            responder: Responder::start(events, clock_sent, config.responder_scheduling())?,
+            responder: Responder::start(
+                events,
+                clock_sent,
+                heartbeat,
+                config.responder_scheduling(),
+            )?,
         })
     }
 

@@ -670,10 +670,7 @@ impl Engine {
     /// Reads and handles every packet waiting on the receive sockets.
     fn drain_receive(&mut self, buf: &mut [u8]) {
         for (ipv6, multihop) in [(false, false), (true, false), (false, true), (true, true)] {
-            loop {
-                let Some(socket) = &self.rx[rx_index(ipv6, multihop)] else {
-                    break;
-                };
+            while let Some(socket) = &self.rx[rx_index(ipv6, multihop)] {
                 match socket.recv(buf) {
                     Ok(Some(received)) => {
                         let now = self.now();

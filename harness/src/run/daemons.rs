@@ -813,9 +813,9 @@ impl Bfd {
         };
         let reply = linecardd_ctl(socket, &["drops"]).ok()?;
         let per_cpu = reply["fast_path"]["verdicts_per_cpu"].as_array()?;
-        use linecard_common::bfd::verdict::{DROPPED, HEARD, PASSED, REPLIED};
+        use linecard_common::bfd::verdict::{DROPPED, HEARD, ORPHANED, PASSED, REPLIED};
         let judged = |v: &serde_json::Value| -> u64 {
-            [PASSED, REPLIED, DROPPED, HEARD]
+            [PASSED, REPLIED, DROPPED, HEARD, ORPHANED]
                 .iter()
                 .map(|&i| v[i as usize].as_u64().unwrap_or(0))
                 .sum()

@@ -1,0 +1,247 @@
+//! Faults of the engine itself, measured on the observer's capture, with the
+//! xdp backend against FRR bfdd 8.4.4 at 3 x 10 ms:
+//!
+//! - the engine stopped (SIGSTOP) for 2 s. The dead-man policy: the kernel
+//!   answers for the engine only while its responder's heartbeat is younger
+//!   than `engine.dead_man_ms`, so the peer declares the session Down one
+//!   limit plus one detection time after the stop, and it comes back Up
+//!   after SIGCONT. The negative control, the guard off (`dead_man_ms =
+//!   0`), must keep the session Up on the wire through the same stop: the
+//!   attached program alone would hide a dead control plane.
+//! - the engine killed (SIGKILL) and started again: the peer detects it
+//!   within its detection time of our last packet, and the new engine
+//!   comes Up with a new discriminator.
+
+mod common;
+
+use common::*;
+use linecard_capture_analyzer::decode::State;
+use linecard_capture_analyzer::model::{Analysis, FlowResult};
+use linecard_common::bfd::verdict;
+use linecard_harness::lab::spec::{self, DUT, PEER};
+use linecard_harness::procs::{start_frr_bfdd, Daemon};
+use std::path::Path;
+use std::time::Duration;
+
+/// The limit the test runs with: short, so the stop is short.
+const DEAD_MAN_MS: f64 = 300.0;
+/// The heartbeat beats every quarter of the limit.
+const BEAT_MS: f64 = DEAD_MAN_MS / 4.0;
+const DETECTION_MS: f64 = 30.0;
+const STOP: Duration = Duration::from_secs(2);
+/// Each fault's window opens this long before it, so that it holds the
+/// DUT's last packet before the fault, which the peer's detection latency
+/// is measured from.
+const LEAD_NS: i64 = 100_000_000;
+
+fn start_engine(dir: &Path, name: &str, dead_man_ms: u32) -> (Daemon, std::path::PathBuf) {
+    let dir = dir.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("dut.sock");
+    let session = DutSession {
+        peer: PEER.ipv4.to_string(),
+        local: DUT.ipv4.to_string(),
+        backend: "xdp",
+        interface: Some("eth0"),
+    };
+    let dut = start_linecardd(
+        &dir,
+        &socket,
+        &format!("dead_man_ms = {dead_man_ms}\n"),
+        &[session],
+    );
+    (dut, socket)
+}
+
+fn wait_offloaded(socket: &Path, dut: &mut Daemon, what: &str) -> serde_json::Value {
+    wait_sessions(socket, dut, Duration::from_secs(10), what, |s| {
+        s[0]["state"] == "up" && s[0]["offloaded"] == true
+    })[0]
+        .clone()
+}
+
+fn verdicts(socket: &Path, which: u32) -> u64 {
+    ctl(socket, &["drops"])["fast_path"]["verdicts_per_cpu"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|cpu| cpu[which as usize].as_u64().unwrap())
+        .sum()
+}
+
+fn signal(daemon: &Daemon, signal: libc::c_int) {
+    // SAFETY: a signal to a process this test started, by PID.
+    assert_eq!(
+        unsafe { libc::kill(daemon.pid() as libc::pid_t, signal) },
+        0
+    );
+}
+
+/// The flow from `src` to `dst` within the window, if any packet went.
+fn flow<'a>(a: &'a Analysis, src: &str, dst: &str) -> Option<&'a FlowResult> {
+    a.phases[0]
+        .result
+        .flows
+        .iter()
+        .find(|f| f.src == src && f.dst == dst)
+}
+
+/// The peer's flaps in the window: (ms after `from_ns`, detection latency).
+fn peer_downs(a: &Analysis, from_ns: i64) -> Vec<(f64, Option<f64>)> {
+    a.phases[0]
+        .result
+        .flows
+        .iter()
+        .filter(|f| f.src == PEER.ipv4)
+        .flat_map(|f| &f.flap_events)
+        .map(|e| ((e.at_ns - from_ns) as f64 / 1e6, e.detection_latency_ms))
+        .collect()
+}
+
+#[test]
+fn a_stopped_engine_goes_down_after_its_dead_man_and_a_killed_one_is_detected() {
+    if !privileged("a_stopped_engine_goes_down_after_its_dead_man_and_a_killed_one_is_detected") {
+        return;
+    }
+    let _lock = lock_lab();
+    assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
+    let dir = scratch_dir("faults");
+    let rest = spec::cpuset_dir(spec::REST_CPUSET);
+    let session = session_3x10(PEER.ipv4, DUT.ipv4);
+    let mut frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &[session]).unwrap();
+    let capture = capture_dut_port(&dir);
+
+    // 1. Stopped, with the guard.
+    let (mut dut, socket) = start_engine(&dir, "guarded", DEAD_MAN_MS as u32);
+    wait_offloaded(&socket, &mut dut, "the session Up and offloaded");
+    std::thread::sleep(Duration::from_secs(1));
+    let replied_before = verdicts(&socket, verdict::REPLIED);
+    assert!(
+        replied_before > 50,
+        "the kernel was not answering: {replied_before}"
+    );
+    let stopped_at = epoch_ns();
+    signal(&dut, libc::SIGSTOP);
+    std::thread::sleep(STOP);
+    signal(&dut, libc::SIGCONT);
+    let continued_at = epoch_ns();
+    wait_offloaded(&socket, &mut dut, "the session Up again after SIGCONT");
+    let orphaned = verdicts(&socket, verdict::ORPHANED);
+    let up_again_at = epoch_ns();
+    std::thread::sleep(Duration::from_millis(500));
+
+    // 2. The negative control: the same stop with the guard off.
+    dut.stop().unwrap();
+    let (mut unguarded, socket) = start_engine(&dir, "unguarded", 0);
+    wait_offloaded(
+        &socket,
+        &mut unguarded,
+        "the unguarded session Up and offloaded",
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    let control_stopped_at = epoch_ns();
+    signal(&unguarded, libc::SIGSTOP);
+    std::thread::sleep(STOP);
+    let control_continued_at = epoch_ns();
+    signal(&unguarded, libc::SIGCONT);
+    let old = wait_offloaded(
+        &socket,
+        &mut unguarded,
+        "the unguarded session after SIGCONT",
+    );
+    let old_discr = old["local_discr"].as_u64().unwrap();
+    assert_eq!(
+        verdicts(&socket, verdict::ORPHANED),
+        0,
+        "the guard is off, yet the kernel orphaned frames"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+
+    // 3. Killed, then started again.
+    let killed_at = epoch_ns();
+    unguarded.kill().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let (mut restarted, socket) = start_engine(&dir, "restarted", DEAD_MAN_MS as u32);
+    let new = wait_offloaded(&socket, &mut restarted, "the restarted engine's session Up");
+    let new_discr = new["local_discr"].as_u64().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let end = epoch_ns();
+    let pcap = capture.finish().unwrap();
+    restarted.stop().unwrap();
+    frr.stop().unwrap();
+
+    // The guarded stop, on the wire.
+    let a = analyze_window(pcap.clone(), "stopped", stopped_at - LEAD_NS, up_again_at);
+    let downs = peer_downs(&a, stopped_at);
+    eprintln!("guarded stop: the peer's state changes (ms after SIGSTOP, detection): {downs:?}; orphaned {orphaned}");
+    let (first_ms, detection) = *downs
+        .first()
+        .unwrap_or_else(|| panic!("the peer never declared the stopped engine Down: {a:#?}"));
+    assert!(orphaned > 0, "the kernel never orphaned a frame");
+    // The last beat came at most one period before the stop; the kernel
+    // stops answering at the limit after it, the peer one detection time
+    // later (1 ms for the sweep and the capture's timestamps).
+    assert!(
+        (DEAD_MAN_MS - BEAT_MS + DETECTION_MS - 1.0..=DEAD_MAN_MS + DETECTION_MS + 15.0)
+            .contains(&first_ms),
+        "the peer declared the stopped engine Down {first_ms:.2} ms after SIGSTOP (limit {DEAD_MAN_MS} ms)"
+    );
+    let latency = detection.expect("the peer's Down says Control Detection Time Expired");
+    assert!(
+        (DETECTION_MS - 1.0..DETECTION_MS + 2.0).contains(&latency),
+        "the peer's detection came {latency:.2} ms after our last packet"
+    );
+    let ours = flow(&a, DUT.ipv4, PEER.ipv4).expect("the DUT's packets");
+    assert!(
+        ours.last_ts_ns > continued_at,
+        "the DUT sent nothing after SIGCONT"
+    );
+
+    // The control: the program kept the stopped engine Up on the wire.
+    let c = analyze_window(
+        pcap.clone(),
+        "stopped, unguarded",
+        control_stopped_at,
+        control_continued_at,
+    );
+    let ours = flow(&c, DUT.ipv4, PEER.ipv4).expect("the DUT's packets while stopped");
+    eprintln!(
+        "unguarded stop: {} packets from the stopped DUT, max gap {:.2} ms, peer flaps {:?}",
+        ours.packets,
+        ours.gap_ms.max,
+        peer_downs(&c, control_stopped_at)
+    );
+    assert!(
+        peer_downs(&c, control_stopped_at).is_empty() && ours.gap_ms.max < DETECTION_MS,
+        "the negative control: without the guard the stopped engine must stay Up on the wire"
+    );
+    assert!(
+        ours.packets > 100,
+        "the kernel answered {} times in 2 s",
+        ours.packets
+    );
+
+    // The kill, on the wire.
+    let k = analyze_window(pcap, "killed", killed_at - LEAD_NS, end);
+    let downs = peer_downs(&k, killed_at);
+    eprintln!("killed: the peer's state changes (ms after SIGKILL, detection): {downs:?}; discriminator {old_discr} -> {new_discr}");
+
+    let (first_ms, detection) = *downs.first().expect("the peer never detected the kill");
+    let latency = detection.expect("the peer's Down says Control Detection Time Expired");
+    assert!(
+        first_ms < DETECTION_MS + 15.0 && (DETECTION_MS - 1.0..DETECTION_MS + 2.0).contains(&latency),
+        "the peer detected the killed engine {first_ms:.2} ms after SIGKILL, {latency:.2} ms after its last packet"
+    );
+    assert_ne!(
+        old_discr, new_discr,
+        "the restarted engine reused its discriminator"
+    );
+    assert!(
+        k.phases[0]
+            .result
+            .flows
+            .iter()
+            .any(|f| f.src == DUT.ipv4 && f.last_state == Some(State::Up)),
+        "the restarted engine's session is not Up on the wire"
+    );
+}
