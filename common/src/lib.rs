@@ -9,6 +9,7 @@
 #![no_std]
 
 pub mod bfd;
+pub mod loss;
 pub mod placement;
 
 /// Program and map names, as they appear in the ELF object.
@@ -46,6 +47,13 @@ pub mod names {
     /// responder thread actually sent for the session's own clock (written
     /// by that thread only).
     pub const CLOCK_SENT_MAP: &str = "LC_CLOCK_SENT";
+    /// XDP program that drops BFD control frames at a seeded rate
+    /// (see [`crate::loss`]).
+    pub const LOSS_PROGRAM: &str = "lc_loss";
+    /// Array of one [`crate::loss::LossConfig`].
+    pub const LOSS_MAP: &str = "LC_LOSS";
+    /// Per-CPU array of u64, indexed by `loss::counter::*`.
+    pub const LOSS_COUNTS_MAP: &str = "LC_LOSS_COUNTS";
     /// Array of one [`crate::bfd::DeadMan`]: the engine's heartbeat.
     pub const DEAD_MAN_MAP: &str = "LC_DEAD_MAN";
 }

@@ -241,6 +241,26 @@ enum LabCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// Lose a share of one host's BFD control frames on its bridge port for a while (this kernel
+    /// has no netem: the lab's own XDP program, seeded and counted), then print what it judged
+    /// and dropped. On the peer's port the observer's capture on the DUT's port shows exactly
+    /// what the DUT received.
+    Loss {
+        /// The host whose frames are lost: peer or spare (the DUT's port carries the lab's XDP_PASS)
+        #[arg(long, default_value = "peer")]
+        host: String,
+        /// Percentage of its BFD control frames (UDP 3784 and 4784) dropped, 0-100
+        #[arg(long)]
+        percent: f64,
+        /// Seed of the draw: the same seed and the same frames give the same drops
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// How long the link stays lossy (bounded: at most an hour)
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        seconds: u64,
+        #[command(flatten)]
+        output: Output,
+    },
 }
 
 #[derive(Args)]
@@ -511,6 +531,16 @@ fn run_lab(command: LabCommand) -> Result<ExitCode> {
                 ExitCode::from(1)
             })
         }
+        LabCommand::Loss {
+            host,
+            percent,
+            seed,
+            seconds,
+            output,
+        } => {
+            linecard_harness::run::install_interrupt_handler();
+            run_loss(&host, percent, seed, seconds, &output)
+        }
         LabCommand::Check {
             no_steering,
             packets,
@@ -539,6 +569,56 @@ fn run_lab(command: LabCommand) -> Result<ExitCode> {
             })
         }
     }
+}
+
+fn run_loss(
+    host: &str,
+    percent: f64,
+    seed: u64,
+    seconds: u64,
+    output: &Output,
+) -> Result<ExitCode> {
+    let Some(host) = lab::spec::HOSTS.iter().find(|h| h.role == host) else {
+        anyhow::bail!("--host {host:?}: one of peer, spare");
+    };
+    if !(0.0..=100.0).contains(&percent) {
+        anyhow::bail!("--percent {percent}: between 0 and 100");
+    }
+    lab::preflight()?;
+    let link = lab::loss::LossyLink::attach(host, percent / 100.0, seed)?;
+    let started = std::time::Instant::now();
+    let limit = std::time::Duration::from_secs(seconds);
+    while started.elapsed() < limit
+        && !linecard_harness::run::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let counts = link.counts()?;
+    drop(link);
+    if output.json {
+        print_json(&serde_json::json!({
+            "port": host.bridge_port,
+            "percent": percent,
+            "seed": seed,
+            "seconds": started.elapsed().as_secs_f64(),
+            "seen": counts.seen,
+            "dropped": counts.dropped,
+        }))?;
+    } else {
+        let share = if counts.seen == 0 {
+            0.0
+        } else {
+            100.0 * counts.dropped as f64 / counts.seen as f64
+        };
+        println!(
+            "{}: {} of {} BFD control frames dropped ({share:.2} %, asked {percent} %, seed {seed}) in {:.1} s",
+            host.bridge_port,
+            counts.dropped,
+            counts.seen,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn main() -> ExitCode {

@@ -7,6 +7,7 @@
 #![no_main]
 
 mod bfd;
+mod loss;
 
 use aya_ebpf::{
     bindings::xdp_action,

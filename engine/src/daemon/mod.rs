@@ -508,36 +508,6 @@ impl Engine {
                 log_transition(&peer.spec, &t);
             }
             if let Some(fast) = self.fast.as_mut() {
-                // Keep the kernel's sweep armed with the current detection
-                // time and own clock while offloaded, disarmed otherwise.
-                let (detect_ns, clock_ns) = if peer.offloaded {
-                    (
-                        session.detection_time_ns().unwrap_or(0) as u64,
-                        session.tx_interval_ns() as u64,
-                    )
-                } else {
-                    (0, 0)
-                };
-                if (detect_ns, clock_ns) != (peer.armed_detect_ns, peer.armed_clock_ns) {
-                    let slot = linecard_common::bfd::SlotConfig {
-                        detect_ns,
-                        discr: session.config().local_discr,
-                        armed: u32::from(detect_ns != 0),
-                        // The clock counts from our last packet until the
-                        // kernel sends one.
-                        user_tx_ns: (peer.last_user_tx.unwrap_or(now) + self.epoch_mono_ns) as u64,
-                        tx_interval_ns: clock_ns,
-                    };
-                    match fast.set_slot(id as u32, slot) {
-                        Ok(()) => {
-                            (peer.armed_detect_ns, peer.armed_clock_ns) = (detect_ns, clock_ns)
-                        }
-                        Err(e) => log(&format!(
-                            "arming the kernel's detection for {} failed: {e:#}",
-                            path.peer
-                        )),
-                    }
-                }
                 let want = session.is_steady() && self.config.xdp_replies && peer.spec.offload;
                 if want && !peer.offloaded {
                     let neighbours = neighbours.get_or_insert_with(fast_path::Neighbours::read);
@@ -586,6 +556,40 @@ impl Engine {
                         ));
                     }
                     peer.offloaded = false;
+                }
+                // Keep the kernel's sweep armed with the current detection
+                // time and own clock while offloaded, disarmed otherwise:
+                // after the offload decision, so that a session offloaded in
+                // this pass is armed in it too (armed a pass later, it went
+                // up to a detection time with neither own clock nor kernel
+                // detection: 17-27 ms gaps of ours under 30 % loss).
+                let (detect_ns, clock_ns) = if peer.offloaded {
+                    (
+                        session.detection_time_ns().unwrap_or(0) as u64,
+                        session.tx_interval_ns() as u64,
+                    )
+                } else {
+                    (0, 0)
+                };
+                if (detect_ns, clock_ns) != (peer.armed_detect_ns, peer.armed_clock_ns) {
+                    let slot = linecard_common::bfd::SlotConfig {
+                        detect_ns,
+                        discr: session.config().local_discr,
+                        armed: u32::from(detect_ns != 0),
+                        // The clock counts from our last packet until the
+                        // kernel sends one.
+                        user_tx_ns: (peer.last_user_tx.unwrap_or(now) + self.epoch_mono_ns) as u64,
+                        tx_interval_ns: clock_ns,
+                    };
+                    match fast.set_slot(id as u32, slot) {
+                        Ok(()) => {
+                            (peer.armed_detect_ns, peer.armed_clock_ns) = (detect_ns, clock_ns)
+                        }
+                        Err(e) => log(&format!(
+                            "arming the kernel's detection for {} failed: {e:#}",
+                            path.peer
+                        )),
+                    }
                 }
             }
             if peer.offloaded {

@@ -87,6 +87,8 @@ pub struct Session {
     final_owed: bool,
     next_tx_ns: Option<Nanos>,
     last_rx_ns: Option<Nanos>,
+    /// After a detection: when bfd.RemoteDiscr is cleared (see `on_timer`).
+    remote_discr_until: Option<Nanos>,
     admin_down: bool,
     rng: u64,
     counters: Counters,
@@ -120,6 +122,7 @@ impl Session {
             final_owed: false,
             next_tx_ns: Some(now),
             last_rx_ns: None,
+            remote_discr_until: None,
             admin_down: false,
             rng: seed | 1,
             counters: Counters::default(),
@@ -293,6 +296,7 @@ impl Session {
             diag: packet.diag,
         };
         self.last_rx_ns = Some(now);
+        self.remote_discr_until = None;
         if packet.final_ && self.polling {
             // The Poll Sequence ends: transitional values give way (6.8.3).
             self.polling = false;
@@ -342,7 +346,8 @@ impl Session {
         required_min_rx_us: u32,
         detect_mult: u8,
     ) {
-        if self.last_rx_ns.is_some_and(|last| at - last <= 0) || self.remote.discr == 0 {
+        // Nothing the kernel saw before a detection revives the session.
+        if self.last_rx_ns.is_none() || self.last_rx_ns.is_some_and(|last| at - last <= 0) {
             return;
         }
         self.last_rx_ns = Some(at);
@@ -364,16 +369,30 @@ impl Session {
         self.packet(false, false)
     }
 
-    /// Advances timers to `now`: detection expiry (6.8.4).
+    /// Advances timers to `now`: detection expiry (6.8.4), and the end of
+    /// bfd.RemoteDiscr one detection time after it.
     pub fn on_timer(&mut self, now: Nanos) -> Option<Transition> {
+        if self
+            .remote_discr_until
+            .is_some_and(|until| now - until >= 0)
+        {
+            self.remote.discr = 0;
+            self.remote_discr_until = None;
+        }
         let deadline = self.detection_deadline()?;
         // Signed comparison: a packet stamped after `now` (a racing reader)
         // is not an 18-quintillion-nanosecond silence.
         if now - deadline < 0 {
             return None;
         }
-        // A detection time without packets clears bfd.RemoteDiscr (6.8.1).
-        self.remote.discr = 0;
+        // 6.8.1 clears bfd.RemoteDiscr once a detection time passes without
+        // packets. We keep it one detection time longer, as FRR does: FRR
+        // 8.4.4 discards a packet whose Your Discriminator is 0 while its
+        // session is Up ("not overridden"), so a Down that cleared it at once
+        // would be ignored and the peer would learn of the failure only from
+        // its own detection time, up to one detection time later (measured:
+        // FRR Down 30 ms after our last Up packet, our Down unheeded).
+        self.remote_discr_until = Some(now + self.detection_time_ns().unwrap_or(0));
         self.remote.detect_mult = 0;
         self.last_rx_ns = None;
         matches!(self.state, State::Init | State::Up)
@@ -381,8 +400,8 @@ impl Session {
     }
 
     /// The packet this session will send if its detection time expires
-    /// with nothing more heard (6.8.4: Down, diagnostic 1, Your
-    /// Discriminator cleared per 6.8.1), prepared ahead so that it can
+    /// with nothing more heard (6.8.4: Down, diagnostic 1, the peer's
+    /// discriminator still in Your Discriminator), prepared ahead so that it can
     /// leave before the state machine runs (`backend::responder`).
     pub fn down_on_detection(&self) -> Option<Repr> {
         let deadline = self.detection_deadline()?;

@@ -184,9 +184,15 @@ fn detection_time_expiry_goes_down_with_diag_1() {
         (t.from, t.to, t.diag),
         (State::Up, State::Down, D::ControlDetectionTimeExpired)
     );
-    // 6.8.1: bfd.RemoteDiscr is cleared when a detection time passes.
+    // The Down still names the peer (FRR discards a Your Discriminator of 0
+    // while Up); bfd.RemoteDiscr (6.8.1) is cleared one detection time later.
+    let down = s.poll_transmit(33 * MS).unwrap();
+    assert_eq!((down.state, down.your_discr), (State::Down, 0x2222));
+    assert_eq!(s.on_timer(63 * MS - 1), None);
+    assert_eq!(s.remote().discr, 0x2222);
+    assert_eq!(s.on_timer(63 * MS), None);
     assert_eq!(s.remote().discr, 0);
-    assert_eq!(s.poll_transmit(33 * MS).unwrap().your_discr, 0);
+    assert_eq!(s.poll_transmit(2000 * MS).unwrap().your_discr, 0);
 }
 
 #[test]
@@ -201,7 +207,7 @@ fn the_prepared_down_is_what_detection_sends_and_changes_nothing() {
             prepared.your_discr,
             prepared.my_discr
         ),
-        (State::Down, D::ControlDetectionTimeExpired, 0, 0x1111)
+        (State::Down, D::ControlDetectionTimeExpired, 0x2222, 0x1111)
     );
     assert!(!prepared.poll && !prepared.final_);
     // 6.8.3: not Up, so at least one second between packets.

@@ -6,6 +6,7 @@
 //! name carries [`spec::PREFIX`], whether or not this process created it.
 
 pub mod check;
+pub mod loss;
 pub mod spec;
 pub mod status;
 
