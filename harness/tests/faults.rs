@@ -17,6 +17,11 @@
 //!   fell silent on the wire for a detection time (no premature Down, none
 //!   missed), and 30 % must flap (the positive control) while 1 % must not.
 //!   Window per level: LINECARD_LOSS_SECONDS (default 10).
+//! - the link down for 500 ms and up again (the peer's bridge port): each
+//!   side declares Down a detection time after the other's last packet,
+//!   and both are Up again within 3 s of the link's return.
+//! - the peer restarted (FRR bfdd killed, started again): the DUT detects
+//!   it, and comes Up with the new discriminator in Your Discriminator.
 
 mod common;
 
@@ -257,13 +262,160 @@ fn a_stopped_engine_goes_down_after_its_dead_man_and_a_killed_one_is_detected() 
 
 /// Every control packet of the capture: (time, flow, state, diag).
 #[derive(Default)]
-struct Packets(Vec<(i64, usize, State, u8)>);
+struct Packets(Vec<(i64, usize, State, u8)>, Vec<(u32, u32)>);
 
 impl PacketSink for Packets {
     fn control(&mut self, r: &PacketRecord) {
         self.0
             .push((r.ts_ns, r.flow, r.control.state, r.control.diag));
+        // (My, Your) Discriminator, same index.
+        self.1.push((r.control.my_discr, r.control.your_discr));
     }
+}
+
+fn packets_of(pcap: &Path) -> (Packets, Vec<bool>) {
+    let mut packets = Packets::default();
+    let all = linecard_capture_analyzer::analyze(
+        &[pcap.to_path_buf()],
+        &linecard_capture_analyzer::Options {
+            phases: Vec::new(),
+            timeline: false,
+        },
+        Some(&mut packets),
+    )
+    .unwrap();
+    let from_dut = all.all.flows.iter().map(|f| f.src == DUT.ipv4).collect();
+    (packets, from_dut)
+}
+
+fn ip_link(port: &str, updown: &str) {
+    let status = std::process::Command::new("ip")
+        .args(["-n", spec::OBSERVER_NS, "link", "set", port, updown])
+        .status()
+        .unwrap();
+    assert!(status.success(), "ip link set {port} {updown}");
+}
+
+/// The first packet of each side in state Up at or after `from`, ns.
+fn up_again(packets: &Packets, from_dut: &[bool], from: i64) -> (Option<i64>, Option<i64>) {
+    let first = |dut: bool| {
+        packets
+            .0
+            .iter()
+            .find(|&&(ts, flow, state, _)| {
+                ts >= from && from_dut[flow] == dut && state == State::Up
+            })
+            .map(|p| p.0)
+    };
+    (first(true), first(false))
+}
+
+#[test]
+fn a_link_flap_and_a_restarted_peer_are_detected_and_recovered() {
+    if !privileged("a_link_flap_and_a_restarted_peer_are_detected_and_recovered") {
+        return;
+    }
+    let _lock = lock_lab();
+    assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
+    let dir = scratch_dir("link");
+    let rest = spec::cpuset_dir(spec::REST_CPUSET);
+    let session = || session_3x10(PEER.ipv4, DUT.ipv4);
+    let mut frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &[session()]).unwrap();
+    let capture = capture_dut_port(&dir);
+    let (mut dut, socket) = start_engine(&dir, "dut", 1000);
+    wait_offloaded(&socket, &mut dut, "the session Up and offloaded");
+    std::thread::sleep(Duration::from_millis(500));
+
+    // The link down for 500 ms.
+    let down_at = epoch_ns();
+    ip_link(PEER.bridge_port, "down");
+    std::thread::sleep(Duration::from_millis(500));
+    let link_up_at = epoch_ns();
+    ip_link(PEER.bridge_port, "up");
+    let before_restart = wait_offloaded(
+        &socket,
+        &mut dut,
+        "the session Up again after the link came back",
+    );
+    let old_peer_discr = before_restart["remote"]["discr"].as_u64().unwrap() as u32;
+    std::thread::sleep(Duration::from_millis(500));
+
+    // The peer restarted.
+    let killed_at = epoch_ns();
+    frr.kill().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut frr = start_frr_bfdd("frr2", PEER.namespace, Some(&rest), &dir, &[session()]).unwrap();
+    let after_restart = wait_offloaded(&socket, &mut dut, "the session Up with the restarted peer");
+    let new_peer_discr = after_restart["remote"]["discr"].as_u64().unwrap() as u32;
+    std::thread::sleep(Duration::from_millis(500));
+    let pcap = capture.finish().unwrap();
+    dut.stop().unwrap();
+    frr.stop().unwrap();
+
+    let (packets, from_dut) = packets_of(&pcap);
+    // The link flap: our Down a detection time after the peer's last
+    // packet (the capture on our port still sees ours).
+    let flap = judge_loss(&packets, &from_dut, down_at - LEAD_NS, link_up_at);
+    eprintln!(
+        "link down: our detections {:.2?} ms after the peer's last packet, missed {:?}",
+        flap.detections_ms, flap.missed_ms
+    );
+    assert_eq!(
+        flap.detections_ms.len(),
+        1,
+        "one Down of ours for the link flap"
+    );
+    assert!(
+        (DETECTION_MS - 1.0..=DETECTION_MS + 3.0).contains(&flap.detections_ms[0]),
+        "our Down came {:.2} ms after the peer's last packet",
+        flap.detections_ms[0]
+    );
+    let (ours_up, peers_up) = up_again(&packets, &from_dut, link_up_at);
+    let recovered_ms = |at: Option<i64>| at.map(|t| (t - link_up_at) as f64 / 1e6);
+    eprintln!(
+        "link up: ours Up again after {:.1?} ms, the peer's after {:.1?} ms",
+        recovered_ms(ours_up),
+        recovered_ms(peers_up)
+    );
+    for side in [ours_up, peers_up] {
+        assert!(
+            recovered_ms(side).is_some_and(|ms| ms < 3000.0),
+            "not Up within 3 s of the link's return"
+        );
+    }
+
+    // The restarted peer: detected, then the new discriminator followed.
+    let restart = judge_loss(
+        &packets,
+        &from_dut,
+        killed_at - LEAD_NS,
+        killed_at + 200_000_000,
+    );
+    eprintln!(
+        "peer killed: our detections {:.2?} ms after its last packet; its discriminator {old_peer_discr:#x} -> {new_peer_discr:#x}",
+        restart.detections_ms
+    );
+    assert_eq!(
+        restart.detections_ms.len(),
+        1,
+        "one Down of ours for the killed peer"
+    );
+    assert!((DETECTION_MS - 1.0..=DETECTION_MS + 3.0).contains(&restart.detections_ms[0]));
+    assert_ne!(
+        old_peer_discr, new_peer_discr,
+        "the restarted bfdd kept its discriminator"
+    );
+    let last_of_ours = packets
+        .0
+        .iter()
+        .zip(&packets.1)
+        .filter(|((_, flow, state, _), _)| from_dut[*flow] && *state == State::Up)
+        .last()
+        .expect("our Up packets");
+    assert_eq!(
+        last_of_ours.1 .1, new_peer_discr,
+        "our Up packets name the new discriminator on the wire"
+    );
 }
 
 /// What the wire shows within one lossy window.
@@ -364,17 +516,7 @@ fn loss_on_the_link_is_detected_exactly_when_the_peer_falls_silent() {
     dut.stop().unwrap();
     frr.stop().unwrap();
 
-    let mut packets = Packets::default();
-    let all = linecard_capture_analyzer::analyze(
-        std::slice::from_ref(&pcap),
-        &linecard_capture_analyzer::Options {
-            phases: Vec::new(),
-            timeline: false,
-        },
-        Some(&mut packets),
-    )
-    .unwrap();
-    let from_dut: Vec<bool> = all.all.flows.iter().map(|f| f.src == DUT.ipv4).collect();
+    let (packets, from_dut) = packets_of(&pcap);
     for (percent, counts, start, end) in windows {
         let v = judge_loss(&packets, &from_dut, start, end);
         let w = analyze_window(pcap.clone(), "loss", start, end);
