@@ -75,6 +75,24 @@ pub fn run(
         return Ok(analyze(captures, options, None)?);
     };
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let result = write_all(captures, options, dir);
+    if result.is_err() {
+        // A failed write (a full disk) leaves no half-written temporary
+        // behind; finished files stay.
+        for tmp in [
+            ".packets.csv.tmp",
+            ".packets.parquet.tmp",
+            ".flows.parquet.tmp",
+            "flows.tmp",
+            "analysis.tmp",
+        ] {
+            let _ = std::fs::remove_file(dir.join(tmp));
+        }
+    }
+    result
+}
+
+fn write_all(captures: &[PathBuf], options: &Options, dir: &std::path::Path) -> Result<Analysis> {
     let packets_tmp = dir.join(".packets.csv.tmp");
     let file = std::fs::File::create(&packets_tmp)
         .with_context(|| format!("creating {}", packets_tmp.display()))?;

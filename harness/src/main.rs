@@ -632,6 +632,9 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error:#}");
+            if linecard_harness::run::space::is_disk_full(&error) {
+                eprintln!("hint: the disk is full: free some space (earlier results were not touched) and run again");
+            }
             ExitCode::from(2)
         }
     }

@@ -252,6 +252,146 @@ fn a_run_whose_capture_dies_is_failed_and_keeps_the_partial_capture() {
     let _ = std::fs::remove_dir_all(&results);
 }
 
+/// A small tmpfs for results, unmounted (and its directory removed) on drop.
+struct TinyDisk(PathBuf);
+
+impl TinyDisk {
+    fn mount(name: &str, size: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("lc-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "lc-results"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(status.success(), "mounting a tmpfs at {}", dir.display());
+        Self(dir)
+    }
+}
+
+impl Drop for TinyDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+fn linecard_run_smoke(results: &Path, only: &str) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_linecard"))
+        .args([
+            "run",
+            repo().join("scenarios/smoke.toml").to_str().unwrap(),
+            "--only",
+            only,
+            "--results",
+        ])
+        .arg(results)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// A results disk without room: refused before anything starts. One that
+/// fills during the run: the run is failed and says why, what it wrote is
+/// kept, no temporary is left, and an earlier run's files are untouched.
+#[test]
+fn a_full_results_disk_is_refused_or_failed_and_loses_nothing() {
+    if !privileged("a_full_results_disk") {
+        return;
+    }
+    let _lock = lock_lab();
+    let earlier = |disk: &Path| {
+        let dir = disk.join("smoke/20200101T000000Z");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("status"), "complete\n").unwrap();
+        dir
+    };
+    // Too small from the start.
+    let tiny = TinyDisk::mount("results-tiny", "150k");
+    let before = earlier(&tiny.0);
+    let out = linecard_run_smoke(&tiny.0, "xdp")
+        .wait_with_output()
+        .unwrap();
+    assert_exit(&out, 2, "a run on a disk without room");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the results disk is too full") && stderr.contains("Nothing was started"),
+        "{stderr}"
+    );
+    let runs: Vec<_> = std::fs::read_dir(tiny.0.join("smoke")).unwrap().collect();
+    assert_eq!(runs.len(), 1, "a refused run left a directory behind");
+    assert_eq!(
+        std::fs::read_to_string(before.join("status")).unwrap(),
+        "complete\n"
+    );
+    drop(tiny);
+
+    // Room at the start, filled once the capture runs.
+    let disk = TinyDisk::mount("results-full", "8m");
+    let before = earlier(&disk.0);
+    let run = linecard_run_smoke(&disk.0, "naive");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let capture = loop {
+        assert!(Instant::now() < deadline, "the run never started capturing");
+        let capture = std::fs::read_dir(disk.0.join("smoke"))
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p != &before)
+            .map(|p| p.join("naive/capture.pcap"))
+            .filter(|c| c.metadata().is_ok_and(|m| m.len() > 4096));
+        if let Some(capture) = capture {
+            break capture;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // Fill the disk: bounded by its size.
+    let mut filler = std::fs::File::create(disk.0.join("filler")).unwrap();
+    let chunk = vec![0u8; 64 * 1024];
+    let mut written = 0usize;
+    while std::io::Write::write_all(&mut filler, &chunk).is_ok() && written < 16 << 20 {
+        written += chunk.len();
+    }
+    drop(filler);
+    let out = run.wait_with_output().unwrap();
+    assert_exit(&out, 1, "a run whose results disk filled");
+    let dir = capture.parent().unwrap().parent().unwrap();
+    let status = std::fs::read_to_string(dir.join("status")).unwrap();
+    assert!(
+        status.starts_with("failed: the results disk filled"),
+        "{status}"
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["status"], status.trim());
+    assert!(
+        capture.metadata().unwrap().len() > 4096,
+        "the partial capture is kept"
+    );
+    let leftovers: Vec<PathBuf> = walk(dir)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with("tmp") || p.ends_with(".ballast"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporaries left: {leftovers:?}");
+    assert_eq!(
+        std::fs::read_to_string(before.join("status")).unwrap(),
+        "complete\n"
+    );
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
 #[test]
 fn a_bad_scenario_is_refused_before_anything_starts() {
     let dir = scratch_dir("run-bad-input");

@@ -19,6 +19,7 @@ pub mod judge;
 pub mod mirror;
 pub mod provider;
 pub mod proxmox;
+pub mod space;
 
 use crate::lab::spec;
 use crate::procs::{Capture, Daemon};
@@ -274,6 +275,7 @@ pub fn plan(scenario: &Scenario) -> String {
 }
 
 pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunResult> {
+    space::check(scenario, options)?;
     let provider = provider::for_scenario(scenario);
     let host = provider.prepare().context("preparing the lab")?;
     let result = run_prepared(scenario, options, host);
@@ -294,6 +296,11 @@ fn run_prepared(
     let run_id = run_id(started / 1_000_000_000);
     let dir = options.results.join(&scenario.name).join(&run_id);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    if let Err(e) = space::lay_ballast(&dir) {
+        // Nothing ran: leave nothing behind.
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(e);
+    }
     let mut manifest = Manifest {
         schema_version: 1,
         scenario: scenario.clone(),
@@ -303,6 +310,9 @@ fn run_prepared(
         duts: Vec::new(),
     };
     write_manifest(&dir, &manifest)?;
+    // Set when the results disk filled: no further DUT runs, and the
+    // ballast makes room for the verdict.
+    let mut disk_full: Option<String> = None;
     eprintln!(
         "linecard run {}: {} DUT(s), {} s of phases each; results in {}",
         scenario.name,
@@ -314,35 +324,49 @@ fn run_prepared(
         if !options.only.is_empty() && !options.only.contains(&dut.label) {
             continue;
         }
-        if INTERRUPTED.load(Ordering::Relaxed) {
+        if INTERRUPTED.load(Ordering::Relaxed) || disk_full.is_some() {
             break;
         }
-        let mut outcome = attempt(scenario, dut, &dir, &manifest.host, &slug(&dut.label));
+        let (mut outcome, full) = attempt(scenario, dut, &dir, &manifest.host, &slug(&dut.label));
+        disk_full = disk_full.or(full);
         let spoiled = outcome
             .evidence
             .as_ref()
             .is_some_and(|e| judge::spoiled(&dut.expect, e));
-        if spoiled && !INTERRUPTED.load(Ordering::Relaxed) {
+        if spoiled && !INTERRUPTED.load(Ordering::Relaxed) && disk_full.is_none() {
             eprintln!(
                 "  {:<30} {} (repeating once)",
                 outcome.label,
                 outcome.verdict.describe()
             );
             let first = outcome;
-            outcome = attempt(
+            let full;
+            (outcome, full) = attempt(
                 scenario,
                 dut,
                 &dir,
                 &manifest.host,
                 &format!("{}-repeat", slug(&dut.label)),
             );
+            disk_full = disk_full.or(full);
             outcome.spoiled_attempt = Some(Box::new(first));
         }
         eprintln!("  {:<30} {}", outcome.label, outcome.verdict.describe());
         manifest.duts.push(outcome);
-        write_manifest(&dir, &manifest)?;
+        if let Err(e) = write_manifest(&dir, &manifest) {
+            if !space::is_disk_full(&e) {
+                return Err(e);
+            }
+            disk_full = disk_full.or(Some(format!("{e:#}")));
+        }
     }
-    manifest.status = overall_status(&manifest.duts);
+    space::drop_ballast(&dir);
+    manifest.status = match &disk_full {
+        Some(why) => format!(
+            "failed: the results disk filled ({why}); what was written is kept, earlier runs untouched"
+        ),
+        None => overall_status(&manifest.duts),
+    };
     write_manifest(&dir, &manifest)?;
     std::fs::write(dir.join("status"), format!("{}\n", manifest.status))?;
     std::fs::write(dir.join("summary.md"), summary_markdown(&manifest))?;
@@ -350,24 +374,36 @@ fn run_prepared(
 }
 
 /// One attempt at a DUT; a DUT that could not be run at all (a daemon that
-/// would not start, a port in use) fails with the reason.
+/// would not start, a port in use) fails with the reason. The second value
+/// says why, when the reason was a full results disk.
 fn attempt(
     scenario: &Scenario,
     dut: &DutSpec,
     run_dir: &Path,
     host: &provider::HostFacts,
     dir_name: &str,
-) -> DutOutcome {
-    run_dut(scenario, dut, run_dir, host, dir_name).unwrap_or_else(|e| DutOutcome {
-        label: dut.label.clone(),
-        spec: dut.clone(),
-        verdict: Verdict::Fail(format!("{e:#}")),
-        capture: None,
-        evidence: None,
-        phases: Vec::new(),
-        sched_rt_runtime_us: rt_throttle::read().ok(),
-        spoiled_attempt: None,
-    })
+) -> (DutOutcome, Option<String>) {
+    match run_dut(scenario, dut, run_dir, host, dir_name) {
+        Ok(outcome) => (outcome, None),
+        Err(e) => {
+            let why = format!("{e:#}");
+            let full = space::is_disk_full(&e).then(|| why.clone());
+            let outcome = DutOutcome {
+                label: dut.label.clone(),
+                spec: dut.clone(),
+                verdict: Verdict::Fail(why),
+                // A capture stopped by the full disk is kept: it is what
+                // was measured before.
+                capture: Some(PathBuf::from(dir_name).join("capture.pcap"))
+                    .filter(|c| run_dir.join(c).exists()),
+                evidence: None,
+                phases: Vec::new(),
+                sched_rt_runtime_us: rt_throttle::read().ok(),
+                spoiled_attempt: None,
+            };
+            (outcome, full)
+        }
+    }
 }
 
 /// `complete` only when no DUT failed or was invalid, and nothing was
@@ -532,6 +568,11 @@ fn run_dut(
                     break;
                 }
                 capture_alive &= capture.running();
+                if !capture_alive {
+                    // Failed already (the capture stopped early): no
+                    // point loading the DUT for the rest of the phase.
+                    break;
+                }
                 progress.tick(
                     &dut.label,
                     &phase.profile.name,
@@ -550,7 +591,7 @@ fn run_dut(
                 end_ns: unix_ns(),
                 stress_ng: args.map(|a| format!("stress-ng {}", a.join(" "))),
             });
-            if INTERRUPTED.load(Ordering::Relaxed) {
+            if INTERRUPTED.load(Ordering::Relaxed) || !capture_alive {
                 break;
             }
         }
