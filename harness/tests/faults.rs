@@ -409,8 +409,8 @@ fn a_link_flap_and_a_restarted_peer_are_detected_and_recovered() {
         .0
         .iter()
         .zip(&packets.1)
-        .filter(|((_, flow, state, _), _)| from_dut[*flow] && *state == State::Up)
-        .last()
+        .rev()
+        .find(|((_, flow, state, _), _)| from_dut[*flow] && *state == State::Up)
         .expect("our Up packets");
     assert_eq!(
         last_of_ours.1 .1, new_peer_discr,
