@@ -3,6 +3,7 @@
 //! key and value, before anything starts.
 
 use crate::profile::Profile;
+use crate::run::faults::Fault;
 use linecard_engine::config::ConfigError as InputError;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -47,6 +48,17 @@ struct RawSessions {
 struct RawPhase {
     profile: String,
     seconds: i64,
+    fault: Option<RawFault>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFault {
+    kind: String,
+    percent: Option<f64>,
+    seed: Option<i64>,
+    down_ms: Option<i64>,
+    stop_ms: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -136,6 +148,10 @@ pub struct DutSpec {
 pub struct PhaseSpec {
     pub profile: Profile,
     pub seconds: u64,
+    /// A fault injected in this phase (`run::faults`); its checks replace
+    /// the DUT's limits for the phase.
+    #[serde(default)]
+    pub fault: Option<Fault>,
 }
 
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -192,6 +208,92 @@ fn one() -> usize {
 /// (476715 packets dropped); a peer that stalls at normal priority is
 /// caught instead (premature detection: the run is invalid and repeated).
 pub const DEFAULT_PEER_RT_PRIORITY: i64 = 0;
+
+/// A phase's fault; the error is (key, value, why). Every action must end
+/// within its phase, one second in.
+fn parse_fault(f: &RawFault, seconds: u64) -> Result<Fault, (String, String, String)> {
+    let err = |k: &str, v: &dyn std::fmt::Display, why: &str| {
+        Err((k.to_string(), v.to_string(), why.to_string()))
+    };
+    let only = |kind: &str, allowed: &[&str]| -> Result<(), (String, String, String)> {
+        for (key, set) in [
+            ("percent", f.percent.is_some()),
+            ("seed", f.seed.is_some()),
+            ("down_ms", f.down_ms.is_some()),
+            ("stop_ms", f.stop_ms.is_some()),
+        ] {
+            if set && !allowed.contains(&key) {
+                return Err((
+                    key.into(),
+                    "(set)".into(),
+                    format!("not a key of fault {kind}"),
+                ));
+            }
+        }
+        Ok(())
+    };
+    // Room for the action and a recovery after it.
+    let fits = |ms: i64| (ms as u64) + 1000 + 3000 <= seconds * 1000;
+    match f.kind.as_str() {
+        "loss" => {
+            only("loss", &["percent", "seed"])?;
+            let percent = match f.percent {
+                Some(p) if (0.0..=100.0).contains(&p) => p,
+                Some(p) => return err("percent", &p, "must be 0 to 100"),
+                None => return err("percent", &"(none)", "fault loss needs percent"),
+            };
+            let seed = match f.seed.unwrap_or(1) {
+                s if s >= 0 => s as u64,
+                s => return err("seed", &s, "cannot be negative"),
+            };
+            Ok(Fault::Loss { percent, seed })
+        }
+        "link_flap" => {
+            only("link_flap", &["down_ms"])?;
+            match f.down_ms {
+                Some(ms) if (1..=60_000).contains(&ms) && fits(ms) => {
+                    Ok(Fault::LinkFlap { down_ms: ms as u64 })
+                }
+                Some(ms) => err(
+                    "down_ms",
+                    &ms,
+                    "must be 1 to 60000 and end 3 s before the phase does (it starts 1 s in)",
+                ),
+                None => err("down_ms", &"(none)", "fault link_flap needs down_ms"),
+            }
+        }
+        "peer_restart" => {
+            only("peer_restart", &[])?;
+            if seconds < 6 {
+                return err(
+                    "kind",
+                    &"peer_restart",
+                    "needs a phase of at least 6 s (kill 1 s in, restart, recover)",
+                );
+            }
+            Ok(Fault::PeerRestart)
+        }
+        "engine_stop" => {
+            only("engine_stop", &["stop_ms"])?;
+            match f.stop_ms {
+                Some(ms) if (1..=60_000).contains(&ms) && fits(ms) => {
+                    Ok(Fault::EngineStop { stop_ms: ms as u64 })
+                }
+                Some(ms) => err(
+                    "stop_ms",
+                    &ms,
+                    "must be 1 to 60000 and end 3 s before the phase does (it starts 1 s in)",
+                ),
+                None => err("stop_ms", &"(none)", "fault engine_stop needs stop_ms"),
+            }
+        }
+        k => err(
+            "kind",
+            &k,
+            "must be loss, link_flap, peer_restart or engine_stop",
+        ),
+    }
+}
 
 /// Where a scenario's profiles live: `stress-profiles/` beside the
 /// scenario's directory (the repository layout).
@@ -365,10 +467,27 @@ impl Scenario {
             }
             let profile = profile(&p.profile)
                 .map_err(|why| invalid(&format!("phase[{i}].profile"), &p.profile, &why))?;
+            let fault =
+                match &p.fault {
+                    None => None,
+                    Some(f) => Some(parse_fault(f, p.seconds as u64).map_err(|(k, v, why)| {
+                        invalid(&format!("phase[{i}].fault.{k}"), &v, &why)
+                    })?),
+                };
             phases.push(PhaseSpec {
                 profile,
                 seconds: p.seconds as u64,
+                fault,
             });
+        }
+        if let Some(i) = phases.iter().position(|p| p.fault.is_some()) {
+            if sessions.count != 1 {
+                return Err(invalid(
+                    &format!("phase[{i}].fault"),
+                    &"(set)",
+                    "faults are judged on one session: set sessions.count = 1",
+                ));
+            }
         }
         if raw.dut.is_empty() {
             return Err(invalid(
@@ -609,6 +728,45 @@ max_flaps = 0
             .contains("BIRD sends multihop packets at TTL 64"));
         assert!(error(&with("bird", "multihop = true\nmin_ttl = 100")).contains("= 100: BIRD"));
         assert!(error(&with("frr", "multihop = true\nmin_ttl = 0")).contains("must be 1 to 255"));
+    }
+
+    #[test]
+    fn faults_are_checked_key_by_key() {
+        let with =
+            |fault: &str| GOOD.replace("seconds = 10", &format!("seconds = 10\nfault = {fault}"));
+        let ok = Scenario::parse(
+            "s.toml",
+            &with("{ kind = \"loss\", percent = 30, seed = 3 }"),
+            &|_| {
+                Profile::parse("p", "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n")
+                    .map_err(|e| e.to_string())
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            ok.phases[0].fault,
+            Some(Fault::Loss {
+                percent: 30.0,
+                seed: 3
+            })
+        );
+        assert_eq!(
+            error(&with("{ kind = \"loss\", percent = 130 }")),
+            "s.toml: phase[0].fault.percent = 130: must be 0 to 100"
+        );
+        assert!(
+            error(&with("{ kind = \"loss\", percent = 5, down_ms = 3 }"))
+                .contains("phase[0].fault.down_ms = (set): not a key of fault loss")
+        );
+        assert!(error(&with("{ kind = \"link_flap\", down_ms = 9000 }"))
+            .contains("phase[0].fault.down_ms = 9000: must be 1 to 60000 and end 3 s before the phase does"));
+        assert!(error(&with("{ kind = \"engine_stop\" }")).contains("needs stop_ms"));
+        assert!(error(&with("{ kind = \"meteor\" }")).contains("phase[0].fault.kind = meteor"));
+        assert!(error(
+            &with("{ kind = \"peer_restart\" }")
+                .replace("[[phase]]", "[sessions]\ncount = 2\n[[phase]]")
+        )
+        .contains("faults are judged on one session"));
     }
 
     #[test]

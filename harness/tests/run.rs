@@ -392,6 +392,92 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// `scenarios/faults.toml` end to end: each fault's phase judged by its
+/// checks on the capture, the plain phase by the DUT's limits. Then the
+/// engine stop again with the dead-man guard off: the peer never declares
+/// the stopped engine Down, and the judge must fail the DUT for it.
+#[test]
+fn the_faults_scenario_judges_each_fault_on_the_wire() {
+    if !privileged("the_faults_scenario") {
+        return;
+    }
+    let _lock = lock_lab();
+    let results = scratch_dir("run-faults");
+    let out = linecard(&[
+        "run",
+        repo().join("scenarios/faults.toml").to_str().unwrap(),
+        "--results",
+        results.to_str().unwrap(),
+    ]);
+    let dir = run_dir(&results, "faults");
+    let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    eprintln!("{summary}");
+    assert_exit(&out, 0, "the faults scenario");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    let xdp = dut(&manifest, "xdp");
+    let faults: Vec<&serde_json::Value> = xdp["evidence"]["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["fault"].as_object().map(|_| &p["fault"]))
+        .collect();
+    assert_eq!(faults.len(), 5, "five fault phases");
+    let kind = |f: &serde_json::Value| f["fault"]["kind"].as_str().unwrap().to_string();
+    for f in &faults {
+        let detections = f["detections_ms"].as_array().unwrap();
+        match kind(f).as_str() {
+            // The positive controls: each of these must have made us
+            // declare the peer Down, and the peer must have seen ours.
+            "link_flap" | "peer_restart" => assert!(!detections.is_empty(), "{f:#}"),
+            "loss" if f["fault"]["percent"] == 30.0 => assert!(!detections.is_empty(), "{f:#}"),
+            "engine_stop" => assert!(
+                !f["peer_detections_ms"].as_array().unwrap().is_empty(),
+                "{f:#}"
+            ),
+            _ => {}
+        }
+        if kind(f) != "loss" {
+            assert!(f["recovered_ms"].as_f64().is_some(), "{f:#}");
+        }
+    }
+    assert!(
+        summary.contains("| xdp | idle#5 | engine stopped 2000 ms |"),
+        "{summary}"
+    );
+
+    // The guard off: the same stop must fail the DUT.
+    let unguarded = results.join("unguarded.toml");
+    let text = std::fs::read_to_string(repo().join("scenarios/faults.toml")).unwrap();
+    let engine_stop_only = text
+        .split("[[phase]]")
+        .filter(|part| !part.contains("fault =") || part.contains("engine_stop"))
+        .collect::<Vec<_>>()
+        .join("[[phase]]")
+        .replace(
+            "max_gap_ms = 15.0",
+            "max_gap_ms = 15.0\nengine = { dead_man_ms = 0 }",
+        );
+    std::fs::write(&unguarded, engine_stop_only).unwrap();
+    let out = linecard(&[
+        "run",
+        unguarded.to_str().unwrap(),
+        "--profiles",
+        repo().join("stress-profiles").to_str().unwrap(),
+        "--results",
+        results.join("unguarded").to_str().unwrap(),
+    ]);
+    assert_exit(&out, 1, "the engine stop without the dead-man guard");
+    let status =
+        std::fs::read_to_string(run_dir(&results.join("unguarded"), "faults").join("status"))
+            .unwrap();
+    assert!(
+        status.contains("the peer never declared the stopped engine Down"),
+        "{status}"
+    );
+    let _ = std::fs::remove_dir_all(&results);
+}
+
 #[test]
 fn a_bad_scenario_is_refused_before_anything_starts() {
     let dir = scratch_dir("run-bad-input");

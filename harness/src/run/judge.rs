@@ -36,6 +36,17 @@ pub struct PhaseFigures {
     /// the profile requires for the stress to count as biting.
     pub canary_stall_ms: f64,
     pub canary_required_ms: Option<f64>,
+    /// The phase's fault and what the wire showed of it; such a phase is
+    /// judged by its fault's checks, not by the DUT's limits.
+    #[serde(default)]
+    pub fault: Option<super::faults::FaultFigures>,
+}
+
+impl PhaseFigures {
+    /// A phase the DUT's limits (and positive control) apply to.
+    fn plain(&self) -> bool {
+        self.fault.is_none()
+    }
 }
 
 fn default_detection_ms() -> f64 {
@@ -169,8 +180,29 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
             ));
         }
     }
-    let flaps: u64 = e.phases.iter().map(|p| p.flaps).sum();
-    let max = e.phases.iter().map(|p| p.max_ms).fold(0.0, f64::max);
+    // Each fault's checks: a fault that did not bite says nothing (invalid);
+    // a DUT that broke a rule under it fails, beside any broken limit.
+    let mut fault_failures = Vec::new();
+    for p in &e.phases {
+        if let Some(f) = &p.fault {
+            let interval_ms = e.detection_ms / 3.0;
+            match super::faults::judge(f, e.detection_ms, interval_ms) {
+                Ok(()) => {}
+                Err((true, why)) => return Verdict::Invalid(format!("phase {}: {why}", p.phase)),
+                Err((false, why)) => fault_failures.push(format!("phase {}: {why}", p.phase)),
+            }
+        }
+    }
+    let flaps: u64 = e.phases.iter().filter(|p| p.plain()).map(|p| p.flaps).sum();
+    let max = e
+        .phases
+        .iter()
+        .filter(|p| p.plain())
+        .map(|p| p.max_ms)
+        .fold(0.0, f64::max);
+    if !fault_failures.is_empty() {
+        return Verdict::Fail(fault_failures.join("; "));
+    }
     if expect.positive_control {
         return if flaps > 0 {
             Verdict::Pass
@@ -238,7 +270,7 @@ pub fn spoiled(expect: &Expectation, e: &Evidence) -> bool {
 /// mirrored the peer's own silence: the longest such gap.
 fn peer_explains(expect: &Expectation, e: &Evidence) -> Option<f64> {
     let limit = expect.max_gap_ms?;
-    let flaps: u64 = e.phases.iter().map(|p| p.flaps).sum();
+    let flaps: u64 = e.phases.iter().filter(|p| p.plain()).map(|p| p.flaps).sum();
     if expect.max_flaps.is_some_and(|n| flaps > n)
         || matches!(e.control_plane_uninterrupted, Some(Err(_)))
     {
@@ -264,7 +296,12 @@ fn steal_explains(expect: &Expectation, e: &Evidence) -> bool {
     if e.steal_ms <= 0.0 {
         return false;
     }
-    let max = e.phases.iter().map(|p| p.max_ms).fold(0.0, f64::max);
+    let max = e
+        .phases
+        .iter()
+        .filter(|p| p.plain())
+        .map(|p| p.max_ms)
+        .fold(0.0, f64::max);
     let bar = match expect.max_gap_ms {
         Some(limit) if max > limit => limit,
         _ => e.detection_ms,
@@ -273,8 +310,13 @@ fn steal_explains(expect: &Expectation, e: &Evidence) -> bool {
 }
 
 fn broken_limits(expect: &Expectation, e: &Evidence) -> Vec<String> {
-    let flaps: u64 = e.phases.iter().map(|p| p.flaps).sum();
-    let max = e.phases.iter().map(|p| p.max_ms).fold(0.0, f64::max);
+    let flaps: u64 = e.phases.iter().filter(|p| p.plain()).map(|p| p.flaps).sum();
+    let max = e
+        .phases
+        .iter()
+        .filter(|p| p.plain())
+        .map(|p| p.max_ms)
+        .fold(0.0, f64::max);
     let mut broken = Vec::new();
     if let Some(limit) = expect.max_flaps {
         if flaps > limit {
@@ -312,6 +354,7 @@ mod tests {
             correlated_flaps: usize::from(flaps > 0),
             canary_stall_ms: stall,
             canary_required_ms: Some(30.0),
+            fault: None,
         }
     }
 

@@ -15,6 +15,7 @@
 //! ```
 
 pub mod daemons;
+pub mod faults;
 pub mod judge;
 pub mod mirror;
 pub mod provider;
@@ -80,6 +81,9 @@ pub struct PhaseRecord {
     pub end_ns: i64,
     /// The exact stress-ng command line, if the phase loads the DUT.
     pub stress_ng: Option<String>,
+    /// The phase's fault as the harness applied it.
+    #[serde(default)]
+    pub fault: Option<faults::Applied>,
 }
 
 impl PhaseRecord {
@@ -432,6 +436,57 @@ fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<()> {
     Ok(())
 }
 
+/// Waits (bounded) until both daemons say every session is Up.
+fn wait_up(
+    dut: &mut daemons::Bfd,
+    peer: &mut daemons::Bfd,
+    sessions: usize,
+    within: Duration,
+) -> Result<(), String> {
+    let deadline = Instant::now() + within;
+    loop {
+        let state = dut
+            .sessions_up(sessions)
+            .and_then(|()| peer.sessions_up(sessions));
+        if state.is_ok() || Instant::now() >= deadline || INTERRUPTED.load(Ordering::Relaxed) {
+            return state;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Runs a fault's action (not a loss: that lasts the phase), one second
+/// into its phase; returns when it started and ended.
+fn act(
+    fault: &faults::Fault,
+    peer: &mut daemons::Bfd,
+    dut: &daemons::Bfd,
+    restart_peer: &dyn Fn() -> Result<daemons::Bfd>,
+) -> Result<(i64, i64)> {
+    let start = unix_ns();
+    match fault {
+        faults::Fault::Loss { .. } => {}
+        faults::Fault::LinkFlap { down_ms } => {
+            let port = spec::PEER.bridge_port;
+            crate::sys::run("ip", ["-n", spec::OBSERVER_NS, "link", "set", port, "down"])?;
+            std::thread::sleep(Duration::from_millis(*down_ms));
+            crate::sys::run("ip", ["-n", spec::OBSERVER_NS, "link", "set", port, "up"])?;
+        }
+        faults::Fault::PeerRestart => {
+            peer.daemon.kill()?;
+            *peer = restart_peer()?;
+        }
+        faults::Fault::EngineStop { stop_ms } => {
+            let pid = dut.daemon.pid() as libc::pid_t;
+            // SAFETY: signals to the DUT daemon this run started, by PID.
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+            std::thread::sleep(Duration::from_millis(*stop_ms));
+            unsafe { libc::kill(pid, libc::SIGCONT) };
+        }
+    }
+    Ok((start, unix_ns()))
+}
+
 /// Runs one DUT through every phase.
 fn run_dut(
     scenario: &Scenario,
@@ -497,16 +552,12 @@ fn run_dut(
         &host.dut_cpus,
     )?;
     // Readiness in both daemons' own words, bounded, never a fixed sleep.
-    let deadline = Instant::now() + ready_within(pairs.len());
-    let up = loop {
-        let state = dut_daemon
-            .sessions_up(pairs.len())
-            .and_then(|()| peer.sessions_up(pairs.len()));
-        if state.is_ok() || Instant::now() >= deadline || INTERRUPTED.load(Ordering::Relaxed) {
-            break state;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let up = wait_up(
+        &mut dut_daemon,
+        &mut peer,
+        pairs.len(),
+        ready_within(pairs.len()),
+    );
     let up_at = unix_ns();
     let total: u64 = scenario.seconds_per_dut();
     let canary_out = dir.join("canary.jsonl");
@@ -538,6 +589,34 @@ fn run_dut(
     let mut capture_alive = true;
     if up.is_ok() {
         for (i, phase) in scenario.phases.iter().enumerate() {
+            if phase.fault.is_some() {
+                // A fault needs sessions to break: the previous phase's
+                // fault may still be recovering.
+                let _ = wait_up(
+                    &mut dut_daemon,
+                    &mut peer,
+                    pairs.len(),
+                    Duration::from_secs(10),
+                );
+            }
+            let loss = match &phase.fault {
+                Some(faults::Fault::Loss { percent, seed }) => {
+                    let link =
+                        crate::lab::loss::LossyLink::attach(&spec::PEER, percent / 100.0, *seed)?;
+                    let before = link.counts()?;
+                    Some((link, before))
+                }
+                _ => None,
+            };
+            let mut applied = phase.fault.as_ref().map(|_| faults::Applied::default());
+            let mut acted = !matches!(
+                phase.fault,
+                Some(
+                    faults::Fault::LinkFlap { .. }
+                        | faults::Fault::PeerRestart
+                        | faults::Fault::EngineStop { .. }
+                )
+            );
             let start_ns = unix_ns();
             let started = Instant::now();
             let args = (!phase.profile.is_idle()).then(|| {
@@ -567,6 +646,23 @@ fn run_dut(
                 if finished || Instant::now() >= limit || INTERRUPTED.load(Ordering::Relaxed) {
                     break;
                 }
+                if !acted && elapsed >= faults::LEAD_IN {
+                    acted = true;
+                    let restart = || {
+                        daemons::start_peer(
+                            scenario.peer,
+                            scenario.peer_rt_priority,
+                            &scenario.sessions,
+                            &pairs,
+                            &dir.join(format!("peer-restarted-{i}")),
+                        )
+                    };
+                    let fault = phase.fault.as_ref().expect("acted only on a fault");
+                    let (start, end) = act(fault, &mut peer, &dut_daemon, &restart)?;
+                    if let Some(a) = applied.as_mut() {
+                        (a.start_ns, a.end_ns) = (start, end);
+                    }
+                }
                 capture_alive &= capture.running();
                 if !capture_alive {
                     // Failed already (the capture stopped early): no
@@ -584,12 +680,21 @@ fn run_dut(
             if let Some(mut s) = stress {
                 s.stop()?;
             }
+            let end_ns = unix_ns();
+            if let (Some((link, before)), Some(a)) = (loss, applied.as_mut()) {
+                let after = link.counts()?;
+                a.start_ns = start_ns;
+                a.end_ns = end_ns;
+                a.frames_seen = Some(after.seen - before.seen);
+                a.frames_dropped = Some(after.dropped - before.dropped);
+            }
             outcome.phases.push(PhaseRecord {
                 name: format!("{}#{i}", phase.profile.name),
                 profile: phase.profile.name.clone(),
                 start_ns,
-                end_ns: unix_ns(),
+                end_ns,
                 stress_ng: args.map(|a| format!("stress-ng {}", a.join(" "))),
+                fault: applied,
             });
             if INTERRUPTED.load(Ordering::Relaxed) || !capture_alive {
                 break;
@@ -640,7 +745,7 @@ fn run_dut(
             ))
         }
     });
-    let figures = outcome
+    let mut figures = outcome
         .phases
         .iter()
         .zip(&analysis.phases)
@@ -702,22 +807,30 @@ fn run_dut(
                     record.end_ns,
                 ),
                 canary_required_ms: phase.profile.canary_min_stall_ms,
+                fault: None,
             }
         })
-        .collect();
+        .collect::<Vec<PhaseFigures>>();
     // The peer's Downs for an expired detection time, within the phases,
     // that came before the detection time had passed on the wire.
     let s = &scenario.sessions;
     let detection_ms = f64::from(s.multiplier) * f64::from(s.tx_interval_ms.max(s.rx_interval_ms));
-    let first_start = outcome.phases.first().map_or(i64::MAX, |p| p.start_ns);
-    let last_end = outcome.phases.last().map_or(i64::MIN, |p| p.end_ns);
+    // A fault's phase has Downs by design: the checks on the peer's and
+    // our Downs, and the long gaps, look at the other phases.
+    let plain: Vec<(i64, i64)> = outcome
+        .phases
+        .iter()
+        .filter(|p| p.fault.is_none())
+        .map(|p| (p.start_ns, p.end_ns))
+        .collect();
+    let in_plain = |t: i64| plain.iter().any(|&(a, b)| (a..b).contains(&t));
     let premature_peer_detections_ms: Vec<f64> = analysis
         .all
         .flows
         .iter()
         .filter(|f| peer_addrs.contains(&f.src))
         .flat_map(|f| &f.flap_events)
-        .filter(|ev| ev.at_ns >= first_start && ev.at_ns < last_end)
+        .filter(|ev| in_plain(ev.at_ns))
         .filter_map(|ev| ev.detection_latency_ms)
         // 1 ms of tolerance for the capture's own timestamping.
         .filter(|&ms| ms < detection_ms - 1.0)
@@ -733,7 +846,7 @@ fn run_dut(
         .iter()
         .filter(|f| dut_addrs.contains(&f.src))
         .flat_map(|f| &f.flap_events)
-        .filter(|ev| ev.at_ns >= first_start && ev.at_ns < last_end)
+        .filter(|ev| in_plain(ev.at_ns))
         .min_by_key(|ev| ev.at_ns)
         .and_then(|ev| ev.detection_latency_ms)
         .filter(|&ms| ms >= detection_ms - 1.0)
@@ -742,29 +855,62 @@ fn run_dut(
     // The DUT's long gaps, each checked against the peer's own silence.
     let interval_ns = u64::from(s.tx_interval_ms.max(s.rx_interval_ms)) * 1_000_000;
     let mut long = mirror::LongGaps::new(interval_ns * 6 / 5);
+    let mut rows = faults::Rows::default();
     let whole = linecard_capture_analyzer::analyze(
         std::slice::from_ref(&captured.path),
         &Options {
             phases: Vec::new(),
             timeline: false,
         },
-        Some(&mut long),
+        Some(&mut linecard_capture_analyzer::analysis::Tee(vec![
+            &mut long, &mut rows,
+        ])),
     )?;
     let flows = &whole.all.flows;
     let dut_flows: Vec<usize> = (0..flows.len())
         .filter(|&i| dut_addrs.contains(&flows[i].src) && peer_addrs.contains(&flows[i].dst))
         .collect();
-    let long_gaps = mirror::judge_gaps(
-        &long,
-        &dut_flows,
-        |i| {
-            flows.iter().position(|f| {
-                f.src == flows[i].dst && f.dst == flows[i].src && f.service == flows[i].service
-            })
-        },
-        first_start,
-        last_end,
-    );
+    let long_gaps = plain
+        .iter()
+        .flat_map(|&(start, end)| {
+            mirror::judge_gaps(
+                &long,
+                &dut_flows,
+                |i| {
+                    flows.iter().position(|f| {
+                        f.src == flows[i].dst
+                            && f.dst == flows[i].src
+                            && f.service == flows[i].service
+                    })
+                },
+                start,
+                end,
+            )
+        })
+        .collect();
+    // Each fault's phase, walked packet by packet.
+    let from_dut: Vec<bool> = flows.iter().map(|f| dut_addrs.contains(&f.src)).collect();
+    for ((record, spec), figures) in outcome
+        .phases
+        .iter()
+        .zip(&scenario.phases)
+        .zip(&mut figures)
+    {
+        let (Some(applied), Some(fault)) = (&record.fault, &spec.fault) else {
+            continue;
+        };
+        let mut f = faults::walk(
+            &rows.0,
+            &from_dut,
+            (record.start_ns, record.end_ns),
+            (applied.start_ns, applied.end_ns),
+            detection_ms,
+        );
+        f.fault = Some(fault.clone());
+        f.frames_seen = applied.frames_seen;
+        f.frames_dropped = applied.frames_dropped;
+        figures.fault = Some(f);
+    }
     let evidence = Evidence {
         capture_died_early: captured.died_early || !capture_alive,
         capture_dropped: captured.dropped_by_kernel,
@@ -827,6 +973,49 @@ fn row_verdict(d: &DutOutcome) -> String {
 
 /// The table people read: one row per DUT and phase, max beside p99,
 /// every figure traced to its capture.
+/// The faults' table: what each fault did to each DUT, on the wire.
+fn faults_markdown(m: &Manifest) -> String {
+    let range = |v: &[f64]| match v.iter().copied().reduce(f64::min) {
+        None => "-".to_string(),
+        Some(lo) => {
+            let hi = v.iter().copied().fold(lo, f64::max);
+            format!("{} ({lo:.2}-{hi:.2})", v.len())
+        }
+    };
+    let mut rows = String::new();
+    for d in &m.duts {
+        for p in d.evidence.iter().flat_map(|e| &e.phases) {
+            let Some(f) = &p.fault else { continue };
+            let lost = match (f.frames_seen, f.frames_dropped) {
+                (Some(seen), Some(dropped)) => format!("{dropped} of {seen}"),
+                _ => "-".into(),
+            };
+            rows.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {:.2} | {} |\n",
+                d.label,
+                p.phase,
+                f.fault.as_ref().map_or("?".into(), faults::Fault::describe),
+                lost,
+                range(&f.detections_ms),
+                f.missed_ms.len(),
+                range(&f.peer_detections_ms),
+                f.up_gap_max_ms,
+                match (&f.fault, f.recovered_ms) {
+                    (Some(faults::Fault::Loss { .. }), _) => "-".into(),
+                    (_, Some(ms)) => format!("{ms:.0}"),
+                    (_, None) => "never".into(),
+                },
+            ));
+        }
+    }
+    if rows.is_empty() {
+        return rows;
+    }
+    format!(
+        "\nFaults, on the capture: our Downs for an expired detection time (count, ms after the peer's last packet), peer silences we missed, the peer's Downs for an expired detection time (ms after our last packet), our longest gap while Up, and when both sides were Up again after the fault.\n\n| DUT | phase | fault | peer frames lost | our Downs | missed | the peer's Downs | our max Up gap | Up again (ms) |\n|---|---|---|---:|---|---:|---|---:|---:|\n{rows}"
+    )
+}
+
 pub fn summary_markdown(m: &Manifest) -> String {
     let mut out = format!(
         "# {} ({})\n\n{}\n\nStatus: **{}**. Peer: {} ({}); sessions {} x {} ms ({}). Host: kernel {}, DUT CPUs {:?}, sched_rt_runtime_us as shipped {}.\n\n",
@@ -866,10 +1055,14 @@ pub fn summary_markdown(m: &Manifest) -> String {
                     } else {
                         String::new()
                     };
+                    let phase = match p.fault.as_ref().and_then(|f| f.fault.as_ref()) {
+                        Some(fault) => format!("{} ({})", p.profile, fault.describe()),
+                        None => p.profile.clone(),
+                    };
                     out.push_str(&format!(
                         "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {} | {} |\n",
                         d.label,
-                        p.profile,
+                        phase,
                         p.flaps,
                         p.p50_ms,
                         p.p99_ms,
@@ -890,6 +1083,7 @@ pub fn summary_markdown(m: &Manifest) -> String {
             }
         }
     }
+    out.push_str(&faults_markdown(m));
     out.push_str("\nRT throttling per DUT (sched_rt_runtime_us during its run): ");
     let throttling: Vec<String> = m
         .duts

@@ -1,0 +1,384 @@
+//! Faults a scenario's phase injects, and what the wire must show for each
+//! (issue 10). The capture on the DUT's bridge port is the truth: it holds
+//! everything the DUT sent and everything it received (loss is injected on
+//! the peer's port, before it).
+//!
+//! What is judged, for every fault: each Down of ours for an expired
+//! detection time came a detection time after the peer's last packet on the
+//! wire (RFC 5880 6.8.4: not early, and within 3 ms), and no silence of the
+//! peer longer than that, while both sides were Up, went without one.
+
+use linecard_capture_analyzer::analysis::{PacketRecord, PacketSink};
+use linecard_capture_analyzer::decode::State;
+use serde::{Deserialize, Serialize};
+
+/// One fault, applied once per phase (`[[phase]] fault = { kind = ... }`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Fault {
+    /// `percent` of the peer's BFD control frames lost for the whole phase
+    /// (`lc_loss` on its bridge port, seeded).
+    Loss { percent: f64, seed: u64 },
+    /// The peer's bridge port down for `down_ms`, one second into the phase.
+    LinkFlap { down_ms: u64 },
+    /// The peer daemon killed one second into the phase and started again.
+    PeerRestart,
+    /// The DUT's engine stopped (SIGSTOP) for `stop_ms`, one second into
+    /// the phase: the peer must declare it Down (linecardd's xdp backend
+    /// after its dead-man limit), and it must come back.
+    EngineStop { stop_ms: u64 },
+}
+
+/// When a fault's action starts within its phase.
+pub const LEAD_IN: std::time::Duration = std::time::Duration::from_secs(1);
+/// Our Down must come this long at most after the detection time.
+pub const DETECTION_SLACK_MS: f64 = 3.0;
+/// Both sides Up again within this long after a fault's action ends (a
+/// loss lasts its phase and is not held to it).
+pub const RECOVERY_MS: f64 = 5000.0;
+
+impl Fault {
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Loss { percent, seed } => format!("loss {percent} % (seed {seed})"),
+            Self::LinkFlap { down_ms } => format!("link down {down_ms} ms"),
+            Self::PeerRestart => "peer restarted".into(),
+            Self::EngineStop { stop_ms } => format!("engine stopped {stop_ms} ms"),
+        }
+    }
+}
+
+/// What the harness did for a phase's fault: when its action ran (ns since
+/// the epoch; a loss lasts the whole phase) and, for a loss, the program's
+/// counters over it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Applied {
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub frames_seen: Option<u64>,
+    pub frames_dropped: Option<u64>,
+}
+
+/// One control packet of the capture, in capture order.
+#[derive(Clone, Copy, Debug)]
+pub struct Row {
+    pub ts_ns: i64,
+    pub flow: usize,
+    pub state: State,
+    pub diag: u8,
+    pub my_discr: u32,
+    pub your_discr: u32,
+}
+
+/// Collects every control packet of a whole-capture analysis.
+#[derive(Default)]
+pub struct Rows(pub Vec<Row>);
+
+impl PacketSink for Rows {
+    fn control(&mut self, r: &PacketRecord) {
+        self.0.push(Row {
+            ts_ns: r.ts_ns,
+            flow: r.flow,
+            state: r.control.state,
+            diag: r.control.diag,
+            my_discr: r.control.my_discr,
+            your_discr: r.control.your_discr,
+        });
+    }
+}
+
+/// What the wire showed in a fault's window, and what the harness did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FaultFigures {
+    pub fault: Option<Fault>,
+    /// When the fault's action started and ended (ns since the epoch).
+    pub start_ns: i64,
+    pub end_ns: i64,
+    /// `lc_loss`'s counters over the phase (loss only).
+    pub frames_seen: Option<u64>,
+    pub frames_dropped: Option<u64>,
+    /// The peer's packets on the capture in the phase.
+    pub peer_packets: u64,
+    /// Each Down of ours for an expired detection time while the peer's
+    /// last packet was Up: ms after that packet.
+    pub detections_ms: Vec<f64>,
+    /// Peer silences beyond the detection time while both sides were Up
+    /// with no Down of ours inside them, ms.
+    pub missed_ms: Vec<f64>,
+    /// Each Down of the peer's for an expired detection time: ms after our
+    /// last packet.
+    pub peer_detections_ms: Vec<f64>,
+    /// The peer's first Down after the fault started, ms after it.
+    pub peer_first_down_ms: Option<f64>,
+    /// Both sides Up on the wire again, ms after the fault ended.
+    pub recovered_ms: Option<f64>,
+    /// Our longest gap between packets sent in Up, ms.
+    pub up_gap_max_ms: f64,
+    /// The peer's discriminator before the fault and after (peer restart).
+    pub peer_discr_before: Option<u32>,
+    pub peer_discr_after: Option<u32>,
+    /// The Your Discriminator of our last Up packet in the phase.
+    pub our_last_your_discr: Option<u32>,
+}
+
+/// Walks the capture's packets within [phase_start, phase_end) (state is
+/// tracked from the capture's start). `from_dut[flow]`: the flow is ours.
+pub fn walk(
+    rows: &[Row],
+    from_dut: &[bool],
+    phase: (i64, i64),
+    fault: (i64, i64),
+    detection_ms: f64,
+) -> FaultFigures {
+    let (start, end) = phase;
+    let mut f = FaultFigures {
+        start_ns: fault.0,
+        end_ns: fault.1,
+        ..FaultFigures::default()
+    };
+    let (mut ours, mut theirs): (Option<State>, Option<State>) = (None, None);
+    let (mut last_ours, mut last_theirs) = (i64::MIN, i64::MIN);
+    let mut last_our_up = None;
+    let mut ours_up_at_their_last = false;
+    let mut our_last_down = i64::MIN;
+    for r in rows {
+        let inside = (start..end).contains(&r.ts_ns);
+        if from_dut.get(r.flow).copied().unwrap_or(false) {
+            if inside && r.state == State::Down && ours == Some(State::Up) {
+                our_last_down = r.ts_ns;
+                // A detection times a peer that fell silent while Up; after
+                // the peer's own Down ours is a reaction, whatever its
+                // diagnostic (a stopped engine resumes to a stale event).
+                if r.diag == 1 && theirs == Some(State::Up) {
+                    f.detections_ms
+                        .push(ms(r.ts_ns.saturating_sub(last_theirs)));
+                }
+            }
+            if inside && r.state == State::Up {
+                if let Some(prev) = last_our_up.filter(|_| ours == Some(State::Up)) {
+                    f.up_gap_max_ms = f.up_gap_max_ms.max(ms(r.ts_ns - prev));
+                }
+                f.our_last_your_discr = Some(r.your_discr);
+            }
+            if r.state == State::Up {
+                last_our_up = Some(r.ts_ns);
+            }
+            ours = Some(r.state);
+            last_ours = r.ts_ns;
+        } else {
+            if inside {
+                f.peer_packets += 1;
+                if r.state != State::Up && theirs == Some(State::Up) {
+                    if r.diag == 1 {
+                        f.peer_detections_ms
+                            .push(ms(r.ts_ns.saturating_sub(last_ours)));
+                    }
+                    if r.ts_ns >= fault.0 && f.peer_first_down_ms.is_none() {
+                        f.peer_first_down_ms = Some(ms(r.ts_ns - fault.0));
+                    }
+                }
+                let silence = ms(r.ts_ns.saturating_sub(last_theirs));
+                if theirs == Some(State::Up)
+                    && ours_up_at_their_last
+                    && silence > detection_ms + DETECTION_SLACK_MS
+                    && our_last_down < last_theirs
+                {
+                    f.missed_ms.push(silence);
+                }
+                if r.state == State::Up {
+                    if r.ts_ns < fault.0 {
+                        f.peer_discr_before = Some(r.my_discr);
+                    } else {
+                        f.peer_discr_after = Some(r.my_discr);
+                    }
+                }
+            }
+            theirs = Some(r.state);
+            last_theirs = r.ts_ns;
+            ours_up_at_their_last = ours == Some(State::Up);
+        }
+        // Recovered: both sides' latest packets in Up, after the fault.
+        if inside
+            && r.ts_ns >= fault.1
+            && f.recovered_ms.is_none()
+            && ours == Some(State::Up)
+            && theirs == Some(State::Up)
+        {
+            f.recovered_ms = Some(ms(r.ts_ns - fault.1));
+        }
+    }
+    f
+}
+
+fn ms(ns: i64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// What the figures say about the DUT: `Err((invalid, why))` when the
+/// fault did not bite or the instrument disagrees with itself (invalid),
+/// or the DUT broke a rule (fail).
+pub fn judge(f: &FaultFigures, detection_ms: f64, interval_ms: f64) -> Result<(), (bool, String)> {
+    let Some(fault) = &f.fault else {
+        return Ok(());
+    };
+    let what = fault.describe();
+    let fail = |why: String| Err((false, format!("{what}: {why}")));
+    let invalid = |why: String| Err((true, format!("{what}: {why}")));
+    if let Some(&early_or_late) = f
+        .detections_ms
+        .iter()
+        .find(|&&ms| !(detection_ms - 1.0..=detection_ms + DETECTION_SLACK_MS).contains(&ms))
+    {
+        return fail(format!(
+            "our Down came {early_or_late:.2} ms after the peer's last packet (detection time {detection_ms} ms)"
+        ));
+    }
+    if let Some(ms) = f.missed_ms.first() {
+        return fail(format!(
+            "the peer was silent for {ms:.2} ms while both were Up and we never declared it Down"
+        ));
+    }
+    match fault {
+        Fault::Loss { percent, .. } => {
+            let (Some(seen), Some(dropped)) = (f.frames_seen, f.frames_dropped) else {
+                return invalid("the loss program's counters were not read".into());
+            };
+            if (seen - dropped).abs_diff(f.peer_packets) > 3 {
+                return invalid(format!(
+                    "{} of the peer's frames passed the loss program but the capture holds {}",
+                    seen - dropped,
+                    f.peer_packets
+                ));
+            }
+            if *percent >= 20.0 && f.detections_ms.is_empty() {
+                return invalid("no Down of ours: the loss did not bite".into());
+            }
+            // Only the peer's frames are lost: ours (our Down with them)
+            // all reach it, so it never has to time out on us, and our own
+            // clock covers every lost frame.
+            if let Some(ms) = f.peer_detections_ms.first() {
+                return fail(format!(
+                    "the peer timed out on us {ms:.2} ms after our last packet, though none of ours was lost"
+                ));
+            }
+            if f.up_gap_max_ms >= 2.0 * interval_ms {
+                return fail(format!(
+                    "our longest gap while Up was {:.2} ms",
+                    f.up_gap_max_ms
+                ));
+            }
+        }
+        Fault::LinkFlap { down_ms } => {
+            if (*down_ms as f64) > detection_ms + 10.0 && f.detections_ms.is_empty() {
+                return invalid("no Down of ours while the link was down".into());
+            }
+        }
+        Fault::PeerRestart => {
+            if f.detections_ms.is_empty() {
+                return invalid("no Down of ours for the killed peer".into());
+            }
+            if f.peer_discr_before.is_some() && f.peer_discr_before == f.peer_discr_after {
+                return invalid("the restarted peer kept its discriminator".into());
+            }
+            if f.our_last_your_discr != f.peer_discr_after {
+                return fail(format!(
+                    "our last Up packet names {:?}, the restarted peer is {:?}",
+                    f.our_last_your_discr, f.peer_discr_after
+                ));
+            }
+        }
+        Fault::EngineStop { .. } => {
+            let Some(&ms) = f.peer_detections_ms.first() else {
+                return fail("the peer never declared the stopped engine Down".into());
+            };
+            if !(detection_ms - 1.0..=detection_ms + DETECTION_SLACK_MS).contains(&ms) {
+                return invalid(format!(
+                    "the peer declared us Down {ms:.2} ms after our last packet"
+                ));
+            }
+        }
+    }
+    // A loss lasts its phase: the sessions flap and recover inside it.
+    if matches!(fault, Fault::Loss { .. }) {
+        return Ok(());
+    }
+    match f.recovered_ms {
+        Some(ms) if ms <= RECOVERY_MS => Ok(()),
+        Some(ms) => fail(format!("Up again only {ms:.0} ms after the fault ended")),
+        None => fail("never Up again after the fault".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+
+    fn row(ts_ms: i64, dut: bool, state: State, diag: u8) -> Row {
+        Row {
+            ts_ns: ts_ms * MS,
+            flow: usize::from(!dut),
+            state,
+            diag,
+            my_discr: if dut { 1 } else { 2 },
+            your_discr: if dut { 2 } else { 1 },
+        }
+    }
+
+    /// Both Up every 10 ms until `silent_from`, the peer silent for
+    /// `silence` ms, ours Down `down_after` ms after its last packet.
+    fn flap(silence: i64, down_after: Option<i64>) -> Vec<Row> {
+        let mut rows = Vec::new();
+        for t in (0..100).step_by(10) {
+            rows.push(row(t, false, State::Up, 0));
+            rows.push(row(t + 1, true, State::Up, 0));
+        }
+        if let Some(d) = down_after {
+            rows.push(row(90 + d, true, State::Down, 1));
+        }
+        rows.push(row(90 + silence, false, State::Up, 0));
+        rows
+    }
+
+    #[test]
+    fn a_down_on_time_is_a_detection_and_a_late_or_missing_one_is_judged() {
+        let from_dut = [true, false];
+        let loss = |rows: &[Row]| {
+            let mut f = walk(rows, &from_dut, (0, 1000 * MS), (0, 0), 30.0);
+            f.fault = Some(Fault::LinkFlap { down_ms: 100 });
+            f.recovered_ms = Some(1.0);
+            f
+        };
+        let on_time = loss(&flap(50, Some(30)));
+        assert_eq!(on_time.detections_ms, vec![30.0]);
+        assert!(on_time.missed_ms.is_empty());
+        assert_eq!(judge(&on_time, 30.0, 10.0), Ok(()));
+        let late = loss(&flap(50, Some(40)));
+        assert!(matches!(judge(&late, 30.0, 10.0), Err((false, why)) if why.contains("40.00 ms")));
+        let early = loss(&flap(50, Some(20)));
+        assert!(matches!(judge(&early, 30.0, 10.0), Err((false, _))));
+        let missed = loss(&flap(50, None));
+        assert_eq!(missed.missed_ms, vec![50.0]);
+        assert!(
+            matches!(judge(&missed, 30.0, 10.0), Err((false, why)) if why.contains("never declared"))
+        );
+        // A silence within the detection time needs no Down.
+        let short = loss(&flap(25, None));
+        assert!(short.missed_ms.is_empty() && short.detections_ms.is_empty());
+        // ...but then the link flap did not bite.
+        assert!(matches!(judge(&short, 30.0, 10.0), Err((true, _))));
+    }
+
+    #[test]
+    fn our_gaps_while_up_and_the_recovery_are_measured() {
+        let from_dut = [true, false];
+        let mut rows = flap(50, Some(30));
+        rows.push(row(200, true, State::Init, 0));
+        rows.push(row(300, false, State::Up, 0));
+        rows.push(row(301, true, State::Up, 0));
+        let f = walk(&rows, &from_dut, (0, 1000 * MS), (100 * MS, 150 * MS), 30.0);
+        assert_eq!(f.up_gap_max_ms, 10.0);
+        assert_eq!(f.recovered_ms, Some(151.0));
+    }
+}
