@@ -287,10 +287,21 @@ fn parse_fault(f: &RawFault, seconds: u64) -> Result<Fault, (String, String, Str
                 None => err("stop_ms", &"(none)", "fault engine_stop needs stop_ms"),
             }
         }
+        "engine_restart" => {
+            only("engine_restart", &[])?;
+            if seconds < 6 {
+                return err(
+                    "kind",
+                    &"engine_restart",
+                    "needs a phase of at least 6 s (kill 1 s in, restart, recover)",
+                );
+            }
+            Ok(Fault::EngineRestart)
+        }
         k => err(
             "kind",
             &k,
-            "must be loss, link_flap, peer_restart or engine_stop",
+            "must be loss, link_flap, peer_restart, engine_stop or engine_restart",
         ),
     }
 }
@@ -479,6 +490,22 @@ impl Scenario {
                 seconds: p.seconds as u64,
                 fault,
             });
+        }
+        if let Some(i) = phases
+            .iter()
+            .position(|p| p.fault == Some(Fault::EngineRestart))
+        {
+            if let Some(j) = raw
+                .dut
+                .iter()
+                .position(|d| d.implementation == "frr_dataplane")
+            {
+                return Err(invalid(
+                    &format!("phase[{i}].fault.kind"),
+                    &"engine_restart",
+                    &format!("dut[{j}] is frr_dataplane: its engine's restart under bfdd is hold mode's (--test frr_dataplane)"),
+                ));
+            }
         }
         if let Some(i) = phases.iter().position(|p| p.fault.is_some()) {
             if sessions.count != 1 {

@@ -446,6 +446,38 @@ fn the_faults_scenario_judges_each_fault_on_the_wire() {
         "{summary}"
     );
 
+    // Restarts, for xdp and rt: the new processes come Up under new
+    // discriminators.
+    let out = linecard(&[
+        "run",
+        repo().join("scenarios/restart.toml").to_str().unwrap(),
+        "--results",
+        results.to_str().unwrap(),
+    ]);
+    let restart_dir = run_dir(&results, "restart");
+    eprintln!(
+        "{}",
+        std::fs::read_to_string(restart_dir.join("summary.md")).unwrap()
+    );
+    assert_exit(&out, 0, "the restart scenario");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(restart_dir.join("manifest.json")).unwrap())
+            .unwrap();
+    for label in ["xdp", "rt"] {
+        let restarted = dut(&manifest, label)["evidence"]["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["fault"]["fault"]["kind"] == "engine_restart")
+            .map(|p| p["fault"].clone())
+            .unwrap();
+        assert!(
+            restarted["our_discr_before"].is_u64()
+                && restarted["our_discr_before"] != restarted["our_discr_after"],
+            "{label}: {restarted:#}"
+        );
+    }
+
     // The guard off: the same stop must fail the DUT.
     let unguarded = results.join("unguarded.toml");
     let text = std::fs::read_to_string(repo().join("scenarios/faults.toml")).unwrap();

@@ -785,6 +785,15 @@ impl Bfd {
         Some(check())
     }
 
+    /// SIGKILL: no farewell packet (a crash), its control plane too.
+    pub fn stop_hard(&mut self) -> Result<()> {
+        self.daemon.kill()?;
+        if let Some(control) = self.control_plane.as_mut() {
+            control.daemon.kill()?;
+        }
+        Ok(())
+    }
+
     /// Stops the daemon, then its control plane if it has one.
     pub fn stop(&mut self) -> Result<()> {
         self.daemon.stop()?;

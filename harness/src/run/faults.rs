@@ -27,6 +27,10 @@ pub enum Fault {
     /// the phase: the peer must declare it Down (linecardd's xdp backend
     /// after its dead-man limit), and it must come back.
     EngineStop { stop_ms: u64 },
+    /// The DUT's engine killed (SIGKILL) one second into the phase and
+    /// started again: the peer detects it, and the new engine comes Up
+    /// under a new discriminator.
+    EngineRestart,
 }
 
 /// When a fault's action starts within its phase.
@@ -44,6 +48,7 @@ impl Fault {
             Self::LinkFlap { down_ms } => format!("link down {down_ms} ms"),
             Self::PeerRestart => "peer restarted".into(),
             Self::EngineStop { stop_ms } => format!("engine stopped {stop_ms} ms"),
+            Self::EngineRestart => "engine restarted".into(),
         }
     }
 }
@@ -106,7 +111,7 @@ pub struct FaultFigures {
     /// with no Down of ours inside them, ms.
     pub missed_ms: Vec<f64>,
     /// Each Down of the peer's for an expired detection time: ms after our
-    /// last packet.
+    /// last packet that named its session (Your Discriminator not 0).
     pub peer_detections_ms: Vec<f64>,
     /// The peer's first Down after the fault started, ms after it.
     pub peer_first_down_ms: Option<f64>,
@@ -119,6 +124,11 @@ pub struct FaultFigures {
     pub peer_discr_after: Option<u32>,
     /// The Your Discriminator of our last Up packet in the phase.
     pub our_last_your_discr: Option<u32>,
+    /// Our discriminator before the fault and after (engine restart).
+    #[serde(default)]
+    pub our_discr_before: Option<u32>,
+    #[serde(default)]
+    pub our_discr_after: Option<u32>,
 }
 
 /// Walks the capture's packets within [phase_start, phase_end) (state is
@@ -159,12 +169,22 @@ pub fn walk(
                     f.up_gap_max_ms = f.up_gap_max_ms.max(ms(r.ts_ns - prev));
                 }
                 f.our_last_your_discr = Some(r.your_discr);
+                if r.ts_ns < fault.0 {
+                    f.our_discr_before = Some(r.my_discr);
+                } else if r.ts_ns >= fault.1 {
+                    f.our_discr_after = Some(r.my_discr);
+                }
             }
             if r.state == State::Up {
                 last_our_up = Some(r.ts_ns);
             }
             ours = Some(r.state);
-            last_ours = r.ts_ns;
+            // The peer's detection counts from our last packet it took as
+            // its session's: a bootstrap (Your Discriminator 0, from a
+            // restarted engine) is discarded by FRR while its session is Up.
+            if r.your_discr != 0 {
+                last_ours = r.ts_ns;
+            }
         } else {
             if inside {
                 f.peer_packets += 1;
@@ -287,10 +307,16 @@ pub fn judge(f: &FaultFigures, detection_ms: f64, interval_ms: f64) -> Result<()
                 ));
             }
         }
-        Fault::EngineStop { .. } => {
+        Fault::EngineStop { .. } | Fault::EngineRestart => {
             let Some(&ms) = f.peer_detections_ms.first() else {
                 return fail("the peer never declared the stopped engine Down".into());
             };
+            if matches!(fault, Fault::EngineRestart)
+                && f.our_discr_before.is_some()
+                && f.our_discr_before == f.our_discr_after
+            {
+                return fail("the restarted engine came back under its old discriminator".into());
+            }
             if !(detection_ms - 1.0..=detection_ms + DETECTION_SLACK_MS).contains(&ms) {
                 return invalid(format!(
                     "the peer declared us Down {ms:.2} ms after our last packet"

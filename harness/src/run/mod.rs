@@ -460,8 +460,9 @@ fn wait_up(
 fn act(
     fault: &faults::Fault,
     peer: &mut daemons::Bfd,
-    dut: &daemons::Bfd,
+    dut: &mut daemons::Bfd,
     restart_peer: &dyn Fn() -> Result<daemons::Bfd>,
+    restart_dut: &dyn Fn() -> Result<daemons::Bfd>,
 ) -> Result<(i64, i64)> {
     let start = unix_ns();
     match fault {
@@ -482,6 +483,10 @@ fn act(
             unsafe { libc::kill(pid, libc::SIGSTOP) };
             std::thread::sleep(Duration::from_millis(*stop_ms));
             unsafe { libc::kill(pid, libc::SIGCONT) };
+        }
+        faults::Fault::EngineRestart => {
+            dut.stop_hard()?;
+            *dut = restart_dut()?;
         }
     }
     Ok((start, unix_ns()))
@@ -615,6 +620,7 @@ fn run_dut(
                     faults::Fault::LinkFlap { .. }
                         | faults::Fault::PeerRestart
                         | faults::Fault::EngineStop { .. }
+                        | faults::Fault::EngineRestart
                 )
             );
             let start_ns = unix_ns();
@@ -649,16 +655,33 @@ fn run_dut(
                 if !acted && elapsed >= faults::LEAD_IN {
                     acted = true;
                     let restart = || {
+                        let dir = dir.join(format!("peer-restarted-{i}"));
+                        std::fs::create_dir_all(&dir)?;
                         daemons::start_peer(
                             scenario.peer,
                             scenario.peer_rt_priority,
                             &scenario.sessions,
                             &pairs,
-                            &dir.join(format!("peer-restarted-{i}")),
+                            &dir,
                         )
+                        .context("starting the peer again")
+                    };
+                    let restart_dut = || {
+                        let dir = dir.join(format!("restarted-{i}"));
+                        std::fs::create_dir_all(&dir)?;
+                        daemons::start_dut(
+                            &dut.implementation,
+                            &dut.engine,
+                            &scenario.sessions,
+                            &pairs,
+                            &dir,
+                            &host.dut_cpus,
+                        )
+                        .context("starting the DUT again")
                     };
                     let fault = phase.fault.as_ref().expect("acted only on a fault");
-                    let (start, end) = act(fault, &mut peer, &dut_daemon, &restart)?;
+                    let (start, end) =
+                        act(fault, &mut peer, &mut dut_daemon, &restart, &restart_dut)?;
                     if let Some(a) = applied.as_mut() {
                         (a.start_ns, a.end_ns) = (start, end);
                     }
