@@ -204,6 +204,29 @@ pub mod drop {
     /// naming a single-hop session: the GTSM relaxation of RFC 5883 is the
     /// multihop sessions' alone.
     pub const HOP_MISMATCH: u32 = 12;
+
+    /// Each reason's name, by index: the one list the engine's JSON, the
+    /// injection matrix and people read.
+    pub const NAMES: [&str; super::DROP_REASONS as usize] = [
+        "ip_options",
+        "bad_ttl",
+        "truncated",
+        "bad_version",
+        "bad_length",
+        "zero_multiplier",
+        "multipoint",
+        "zero_my_discriminator",
+        "zero_your_discriminator",
+        "no_session",
+        "address_mismatch",
+        "fragment",
+        "hop_mismatch",
+    ];
+
+    /// The reason's name, or `unknown` for an index past the list.
+    pub fn name(reason: u32) -> &'static str {
+        NAMES.get(reason as usize).copied().unwrap_or("unknown")
+    }
 }
 pub const DROP_REASONS: u32 = 13;
 
@@ -285,6 +308,10 @@ mod tests {
         assert_eq!(offset_of!(SlotConfig, tx_interval_ns), 24);
         assert_eq!(size_of::<SweepEvent>(), 32);
         assert_eq!(size_of::<DeadMan>(), 16);
+        assert_eq!(drop::name(drop::HOP_MISMATCH), "hop_mismatch");
+        assert_eq!(drop::name(drop::IP_OPTIONS), "ip_options");
+        assert_eq!(drop::name(drop::NO_SESSION), "no_session");
+        assert_eq!(drop::name(DROP_REASONS), "unknown");
         assert_eq!(offset_of!(DeadMan, limit_ns), 8);
         assert_eq!(offset_of!(SweepEvent, last_rx_ns), 8);
         assert_eq!(offset_of!(SweepEvent, discr), 16);

@@ -68,26 +68,6 @@ pub struct Matrix {
     pub pass: bool,
 }
 
-/// The names of `bfd::drop` indices, for tables.
-pub fn reason_name(reason: u32) -> &'static str {
-    match reason {
-        drop::IP_OPTIONS => "ip_options",
-        drop::BAD_TTL => "bad_ttl",
-        drop::TRUNCATED => "truncated",
-        drop::BAD_VERSION => "bad_version",
-        drop::BAD_LENGTH => "bad_length",
-        drop::ZERO_MULTIPLIER => "zero_multiplier",
-        drop::MULTIPOINT => "multipoint",
-        drop::ZERO_MY_DISCRIMINATOR => "zero_my_discriminator",
-        drop::ZERO_YOUR_DISCRIMINATOR => "zero_your_discriminator",
-        drop::NO_SESSION => "no_session",
-        drop::ADDRESS_MISMATCH => "address_mismatch",
-        drop::FRAGMENT => "fragment",
-        drop::HOP_MISMATCH => "hop_mismatch",
-        _ => "unknown",
-    }
-}
-
 /// Every case of the matrix, aimed at the live session (`peer_discr` is
 /// the peer's discriminator, `our_discr` ours), from the spare host's MAC
 /// with valid IPv4 checksums (the bridge's stack drops a bad one before
@@ -264,7 +244,7 @@ pub fn run(socket: &Path, copies: u64, flood: u64) -> Result<Matrix> {
         results.push(CaseResult {
             case: case.name.to_string(),
             reason: case.reason,
-            reason_name: reason_name(case.reason),
+            reason_name: drop::name(case.reason),
             sent: copies,
             counted,
             control_replies,

@@ -58,6 +58,8 @@ pub struct FastPath {
 pub struct FastPathCounters {
     /// Indexed by `linecard_common::bfd::drop::*`, summed over CPUs.
     pub drops: Vec<u64>,
+    /// The same, by the reason's name (`drop::NAMES`), for people.
+    pub drops_by_reason: std::collections::BTreeMap<&'static str, u64>,
     /// Per CPU, indexed by `linecard_common::bfd::verdict::*`.
     pub verdicts_per_cpu: Vec<[u64; VERDICTS as usize]>,
     /// How the responder thread is scheduled (None in its first instants).
@@ -222,6 +224,11 @@ impl FastPath {
             }
         }
         Ok(FastPathCounters {
+            drops_by_reason: drops
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| (linecard_common::bfd::drop::name(i as u32), n))
+                .collect(),
             drops,
             verdicts_per_cpu: per_cpu,
             responder: self.responder.policy(),
