@@ -100,6 +100,26 @@ pub struct Evidence {
     pub phases: Vec<PhaseFigures>,
 }
 
+impl Evidence {
+    /// Flaps in the phases the DUT's limits apply to (no fault).
+    fn plain_flaps(&self) -> u64 {
+        self.phases
+            .iter()
+            .filter(|p| p.plain())
+            .map(|p| p.flaps)
+            .sum()
+    }
+
+    /// The longest gap in the phases the DUT's limits apply to, ms.
+    fn plain_max_ms(&self) -> f64 {
+        self.phases
+            .iter()
+            .filter(|p| p.plain())
+            .map(|p| p.max_ms)
+            .fold(0.0, f64::max)
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "status", content = "why", rename_all = "snake_case")]
 pub enum Verdict {
@@ -193,13 +213,8 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
             }
         }
     }
-    let flaps: u64 = e.phases.iter().filter(|p| p.plain()).map(|p| p.flaps).sum();
-    let max = e
-        .phases
-        .iter()
-        .filter(|p| p.plain())
-        .map(|p| p.max_ms)
-        .fold(0.0, f64::max);
+    let flaps = e.plain_flaps();
+    let max = e.plain_max_ms();
     if !fault_failures.is_empty() {
         return Verdict::Fail(fault_failures.join("; "));
     }
@@ -270,7 +285,7 @@ pub fn spoiled(expect: &Expectation, e: &Evidence) -> bool {
 /// mirrored the peer's own silence: the longest such gap.
 fn peer_explains(expect: &Expectation, e: &Evidence) -> Option<f64> {
     let limit = expect.max_gap_ms?;
-    let flaps: u64 = e.phases.iter().filter(|p| p.plain()).map(|p| p.flaps).sum();
+    let flaps = e.plain_flaps();
     if expect.max_flaps.is_some_and(|n| flaps > n)
         || matches!(e.control_plane_uninterrupted, Some(Err(_)))
     {
@@ -296,12 +311,7 @@ fn steal_explains(expect: &Expectation, e: &Evidence) -> bool {
     if e.steal_ms <= 0.0 {
         return false;
     }
-    let max = e
-        .phases
-        .iter()
-        .filter(|p| p.plain())
-        .map(|p| p.max_ms)
-        .fold(0.0, f64::max);
+    let max = e.plain_max_ms();
     let bar = match expect.max_gap_ms {
         Some(limit) if max > limit => limit,
         _ => e.detection_ms,
@@ -310,13 +320,8 @@ fn steal_explains(expect: &Expectation, e: &Evidence) -> bool {
 }
 
 fn broken_limits(expect: &Expectation, e: &Evidence) -> Vec<String> {
-    let flaps: u64 = e.phases.iter().filter(|p| p.plain()).map(|p| p.flaps).sum();
-    let max = e
-        .phases
-        .iter()
-        .filter(|p| p.plain())
-        .map(|p| p.max_ms)
-        .fold(0.0, f64::max);
+    let flaps = e.plain_flaps();
+    let max = e.plain_max_ms();
     let mut broken = Vec::new();
     if let Some(limit) = expect.max_flaps {
         if flaps > limit {
