@@ -9,5 +9,9 @@ bash scripts/install-deps.sh
 export LINECARD_REQUIRE_EBPF=1 LINECARD_REQUIRE_PRIVILEGED=1
 # The privileged tests run the real binaries (linecardd among them).
 cargo build --locked --bins
+# The privileged tests share one lab and leave it up for the next; take it
+# down however they end (the project's own teardown: lc-* namespaces,
+# cpusets, the root cpuset's load balancing).
+trap 'target/debug/linecard lab down >/dev/null || echo "linecard lab down failed" >&2' EXIT
 # Every test binary runs even after a failure, so one run shows everything.
 cargo test --locked --no-fail-fast "$@"  # default members; xdp/ is built by bpf-objects

@@ -3,7 +3,7 @@
 
 use linecard_capture_analyzer::decode::State;
 use linecard_capture_analyzer::{analyze_files, Phase};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 const MS: i64 = 1_000_000;
 const T0: i64 = 1_764_480_000 * 1_000_000_000;
@@ -150,7 +150,9 @@ fn write_capture(name: &str, format: Format, frames: &[(i64, Vec<u8>)]) -> PathB
             }
         }
     }
-    let dir = std::env::temp_dir().join(format!("linecard-analyzer-tests-{}", std::process::id()));
+    // Cargo's scratch directory for integration tests, inside target/:
+    // nothing is left in /tmp.
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("analyzer-synthetic");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
     std::fs::write(&path, out).unwrap();

@@ -258,6 +258,7 @@ fn a_stopped_engine_goes_down_after_its_dead_man_and_a_killed_one_is_detected() 
             .any(|f| f.src == DUT.ipv4 && f.last_state == Some(State::Up)),
         "the restarted engine's session is not Up on the wire"
     );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Every control packet of the capture, and which flows are ours.
@@ -403,6 +404,7 @@ fn a_link_flap_and_a_restarted_peer_are_detected_and_recovered() {
         last_of_ours.your_discr, new_peer_discr,
         "our Up packets name the new discriminator on the wire"
     );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -553,5 +555,6 @@ fn loss_once() -> Result<(), String> {
             _ => {}
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

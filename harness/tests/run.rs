@@ -25,6 +25,40 @@ fn run_dir(results: &Path, scenario: &str) -> PathBuf {
     dirs.remove(0)
 }
 
+/// `linecard run SCENARIO --results RESULTS/<TAG><N> EXTRA...` for the
+/// scenario called `name`, repeated (at most three times, each attempt
+/// kept in its own directory) while the run comes out `invalid`: its
+/// environment spoiled it (a stalled peer host) beyond the runner's own
+/// one repeat. Returns the output and the judged run's directory. (Short
+/// names: the daemons' unix sockets live under the run directory.)
+fn judged_run(
+    scenario: &Path,
+    name: &str,
+    results: &Path,
+    tag: &str,
+    extra: &[&str],
+) -> (std::process::Output, PathBuf) {
+    const ATTEMPTS: usize = 3;
+    for attempt in 1..=ATTEMPTS {
+        let into = results.join(format!("{tag}{attempt}"));
+        let mut args = vec![
+            "run",
+            scenario.to_str().unwrap(),
+            "--results",
+            into.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let out = linecard(&args);
+        let dir = run_dir(&into, name);
+        let status = std::fs::read_to_string(dir.join("status")).unwrap();
+        if !status.starts_with("invalid:") || attempt == ATTEMPTS {
+            return (out, dir);
+        }
+        eprintln!("{name}: attempt {attempt} {status}; running again");
+    }
+    unreachable!()
+}
+
 fn phase<'a>(dut: &'a serde_json::Value, profile: &str) -> &'a serde_json::Value {
     dut["evidence"]["phases"]
         .as_array()
@@ -412,14 +446,15 @@ fn the_faults_scenario_judges_each_fault_on_the_wire() {
         return;
     }
     let _lock = lock_lab();
-    let results = scratch_dir("run-faults");
-    let out = linecard(&[
-        "run",
-        repo().join("scenarios/faults.toml").to_str().unwrap(),
-        "--results",
-        results.to_str().unwrap(),
-    ]);
-    let dir = run_dir(&results, "faults");
+    // Short: the daemons' unix sockets live under it (`sun_path`).
+    let results = scratch_dir("rf");
+    let (out, dir) = judged_run(
+        &repo().join("scenarios/faults.toml"),
+        "faults",
+        &results,
+        "f",
+        &[],
+    );
     let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
     eprintln!("{summary}");
     assert_exit(&out, 0, "the faults scenario");
@@ -458,13 +493,13 @@ fn the_faults_scenario_judges_each_fault_on_the_wire() {
 
     // Restarts, for xdp and rt: the new processes come Up under new
     // discriminators.
-    let out = linecard(&[
-        "run",
-        repo().join("scenarios/restart.toml").to_str().unwrap(),
-        "--results",
-        results.to_str().unwrap(),
-    ]);
-    let restart_dir = run_dir(&results, "restart");
+    let (out, restart_dir) = judged_run(
+        &repo().join("scenarios/restart.toml"),
+        "restart",
+        &results,
+        "r",
+        &[],
+    );
     eprintln!(
         "{}",
         std::fs::read_to_string(restart_dir.join("summary.md")).unwrap()
@@ -501,18 +536,18 @@ fn the_faults_scenario_judges_each_fault_on_the_wire() {
             "max_gap_ms = 15.0\nengine = { dead_man_ms = 0 }",
         );
     std::fs::write(&unguarded, engine_stop_only).unwrap();
-    let out = linecard(&[
-        "run",
-        unguarded.to_str().unwrap(),
-        "--profiles",
-        repo().join("stress-profiles").to_str().unwrap(),
-        "--results",
-        results.join("unguarded").to_str().unwrap(),
-    ]);
+    let (out, unguarded_dir) = judged_run(
+        &unguarded,
+        "faults",
+        &results,
+        "u",
+        &[
+            "--profiles",
+            repo().join("stress-profiles").to_str().unwrap(),
+        ],
+    );
     assert_exit(&out, 1, "the engine stop without the dead-man guard");
-    let status =
-        std::fs::read_to_string(run_dir(&results.join("unguarded"), "faults").join("status"))
-            .unwrap();
+    let status = std::fs::read_to_string(unguarded_dir.join("status")).unwrap();
     assert!(
         status.contains("the peer never declared the stopped engine Down"),
         "{status}"
@@ -555,6 +590,25 @@ fn a_bad_scenario_is_refused_before_anything_starts() {
     assert_exit(&missing, 2, "a scenario whose profiles are missing");
     assert!(String::from_utf8_lossy(&missing.stderr)
         .contains("phase[0].profile = idle: no such profile"));
+    // A results directory too deep for the daemons' unix sockets.
+    let deep = dir.join("d".repeat(80));
+    let too_deep = linecard(&[
+        "run",
+        repo().join("scenarios/smoke.toml").to_str().unwrap(),
+        "--results",
+        deep.to_str().unwrap(),
+    ]);
+    assert_exit(
+        &too_deep,
+        2,
+        "a results directory too deep for unix sockets",
+    );
+    assert!(
+        String::from_utf8_lossy(&too_deep.stderr).contains("a socket's path holds at most 107"),
+        "{}",
+        String::from_utf8_lossy(&too_deep.stderr)
+    );
+    assert!(!deep.exists());
     // Nothing was started: no run directory.
     assert!(!dir.join("smoke").exists());
     let _ = std::fs::remove_dir_all(&dir);

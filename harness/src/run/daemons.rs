@@ -263,6 +263,47 @@ pub fn start_peer(
     Ok(peer)
 }
 
+/// Room in `sun_path` for a unix socket's path, its terminating NUL
+/// aside (unix(7)). A longer path is cut short by FRR and BIRD, which then
+/// bind the wrong name or fail to bind at all.
+pub const SOCKET_PATH_MAX: usize = 107;
+
+/// Every unix socket a DUT's run may bind, relative to its directory:
+/// the peer's and the DUT's daemons as first started, and as the last of
+/// `phases` phases' faults restarts them (`peer-restarted-N/`,
+/// `restarted-N/`).
+pub fn socket_paths(
+    peer: PeerImplementation,
+    dut: &DutImplementation,
+    phases: usize,
+) -> Vec<PathBuf> {
+    let frr = |dir: &str| {
+        ["bfdd.sock", "bfdd.vty", "zserv.api"]
+            .map(|f| PathBuf::from(dir).join(f))
+            .to_vec()
+    };
+    let peers = match peer {
+        PeerImplementation::Frr => frr("peer-frr"),
+        PeerImplementation::Bird => vec!["peer-bird/bird.ctl".into()],
+        PeerImplementation::Linecardd => vec!["peer-linecardd.sock".into()],
+    };
+    let mut duts = vec![PathBuf::from("linecardd.sock")];
+    match dut {
+        DutImplementation::Frr => duts = frr("dut-frr"),
+        DutImplementation::FrrDataplane { .. } => duts.extend(frr("dut-frr-control")),
+        DutImplementation::Linecardd { .. } => {}
+    }
+    let last = phases.saturating_sub(1);
+    let restarted = |dir: String, paths: &[PathBuf]| -> Vec<PathBuf> {
+        paths.iter().map(|p| Path::new(&dir).join(p)).collect()
+    };
+    let mut all = restarted(format!("peer-restarted-{last}"), &peers);
+    all.extend(restarted(format!("restarted-{last}"), &duts));
+    all.extend(peers);
+    all.extend(duts);
+    all
+}
+
 fn start_peer_daemon(
     implementation: PeerImplementation,
     sessions: &Sessions,

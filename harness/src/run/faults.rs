@@ -42,6 +42,12 @@ pub const DETECTION_SLACK_MS: f64 = 3.0;
 pub const RECOVERY_MS: f64 = 5000.0;
 
 impl Fault {
+    /// Whether the DUT's port sees every packet of ours the peer received:
+    /// not while a link flap drops ours too, after the capture.
+    pub fn peer_hears_the_capture(&self) -> bool {
+        !matches!(self, Self::LinkFlap { .. })
+    }
+
     pub fn describe(&self) -> String {
         match self {
             Self::Loss { percent, seed } => format!("loss {percent} % (seed {seed})"),
@@ -92,6 +98,20 @@ impl PacketSink for Rows {
     }
 }
 
+/// A silence of the peer's while both sides were Up, ns since the epoch:
+/// from its last packet to its next.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Silence {
+    pub from_ns: i64,
+    pub to_ns: i64,
+}
+
+impl Silence {
+    pub fn ms(&self) -> f64 {
+        ms(self.to_ns - self.from_ns)
+    }
+}
+
 /// What the wire showed in a fault's window, and what the harness did.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FaultFigures {
@@ -110,6 +130,10 @@ pub struct FaultFigures {
     /// Peer silences beyond the detection time while both sides were Up
     /// with no Down of ours inside them, ms.
     pub missed_ms: Vec<f64>,
+    /// Every silence of the peer's of a detection time or more (1 ms of
+    /// tolerance) while both sides were Up, Down of ours or not.
+    #[serde(default)]
+    pub peer_silences: Vec<Silence>,
     /// Each Down of the peer's for an expired detection time: ms after our
     /// last packet that named its session (Your Discriminator not 0).
     pub peer_detections_ms: Vec<f64>,
@@ -198,8 +222,14 @@ pub fn walk(
                     }
                 }
                 let silence = ms(r.ts_ns.saturating_sub(last_theirs));
-                if theirs == Some(State::Up)
-                    && ours_up_at_their_last
+                let both_up = theirs == Some(State::Up) && ours_up_at_their_last;
+                if both_up && silence >= detection_ms - 1.0 {
+                    f.peer_silences.push(Silence {
+                        from_ns: last_theirs,
+                        to_ns: r.ts_ns,
+                    });
+                }
+                if both_up
                     && silence > detection_ms + DETECTION_SLACK_MS
                     && our_last_down < last_theirs
                 {
@@ -228,6 +258,43 @@ pub fn walk(
         }
     }
     f
+}
+
+impl FaultFigures {
+    /// The peer's first Down for an expired detection time that came
+    /// sooner than that time after our last packet on the wire (1 ms of
+    /// tolerance for the capture's timestamps): the peer's host stalled
+    /// with our packets in its socket, and the phase says nothing about
+    /// the DUT (RFC 5880 6.8.4). Not for a link flap, whose lost packets
+    /// of ours the capture still holds.
+    pub fn premature_peer_detection(&self, detection_ms: f64) -> Option<f64> {
+        if !self.fault.as_ref()?.peer_hears_the_capture() {
+            return None;
+        }
+        self.peer_detections_ms
+            .iter()
+            .copied()
+            .find(|&ms| ms < detection_ms - 1.0)
+    }
+}
+
+impl FaultFigures {
+    /// The first silence of the peer's, while both sides were Up, that its
+    /// fault does not explain: the peer sends on its own clock whatever
+    /// the DUT does (RFC 5880 6.8.7), so only a link flap's or a peer
+    /// restart's action, or a loss, can silence it. Any other silence of
+    /// a detection time is its host's stall, and the phase says nothing
+    /// about the DUT.
+    pub fn peer_host_stall(&self) -> Option<&Silence> {
+        let fault = self.fault.as_ref()?;
+        self.peer_silences.iter().find(|s| match fault {
+            Fault::Loss { .. } => false,
+            Fault::LinkFlap { .. } | Fault::PeerRestart => {
+                s.to_ns <= self.start_ns || s.from_ns >= self.end_ns
+            }
+            Fault::EngineStop { .. } | Fault::EngineRestart => true,
+        })
+    }
 }
 
 fn ms(ns: i64) -> f64 {
@@ -317,9 +384,12 @@ pub fn judge(f: &FaultFigures, detection_ms: f64, interval_ms: f64) -> Result<()
             {
                 return fail("the restarted engine came back under its old discriminator".into());
             }
+            // Sooner than the detection time is the peer host's stall,
+            // judged with the plain phases' (`Evidence`); later is its
+            // timer's lateness. Neither says anything about the DUT.
             if !(detection_ms - 1.0..=detection_ms + DETECTION_SLACK_MS).contains(&ms) {
                 return invalid(format!(
-                    "the peer declared us Down {ms:.2} ms after our last packet"
+                    "the peer declared us Down {ms:.2} ms after our last packet, not a detection time after it"
                 ));
             }
         }
@@ -394,6 +464,47 @@ mod tests {
         assert!(short.missed_ms.is_empty() && short.detections_ms.is_empty());
         // ...but then the link flap did not bite.
         assert!(matches!(judge(&short, 30.0, 10.0), Err((true, _))));
+    }
+
+    #[test]
+    fn a_peer_silence_its_fault_does_not_explain_is_the_peer_hosts_stall() {
+        let from_dut = [true, false];
+        // Both sides silent for 46 ms, ours Down only after the peer's
+        // next packet (seen in a lab run: the whole host stalled), 0.6 s
+        // before the fault's action.
+        let rows = flap(46, None);
+        let figures = |fault: Fault, window: (i64, i64)| {
+            let mut f = walk(&rows, &from_dut, (0, 1000 * MS), window, 30.0);
+            f.fault = Some(fault);
+            f
+        };
+        let before = (700 * MS, 800 * MS);
+        let restart = figures(Fault::EngineRestart, before);
+        assert_eq!(restart.peer_silences.len(), 1);
+        assert_eq!(restart.peer_host_stall().map(Silence::ms), Some(46.0));
+        assert_eq!(restart.missed_ms, vec![46.0]);
+        let peer_restart = figures(Fault::PeerRestart, before);
+        assert!(peer_restart.peer_host_stall().is_some());
+        // Within the action of a fault that silences the peer: its doing.
+        let during = (95 * MS, 120 * MS);
+        assert!(figures(Fault::PeerRestart, during)
+            .peer_host_stall()
+            .is_none());
+        assert!(figures(Fault::LinkFlap { down_ms: 25 }, during)
+            .peer_host_stall()
+            .is_none());
+        assert!(figures(
+            Fault::Loss {
+                percent: 30.0,
+                seed: 1
+            },
+            before
+        )
+        .peer_host_stall()
+        .is_none());
+        // A silence shorter than a detection time is no stall.
+        let short = walk(&flap(25, None), &from_dut, (0, 1000 * MS), before, 30.0);
+        assert!(short.peer_silences.is_empty());
     }
 
     #[test]

@@ -73,10 +73,12 @@ pub struct Evidence {
     /// Hypervisor steal on the other CPUs (peer, observer), ms.
     #[serde(default)]
     pub peer_steal_ms: f64,
-    /// The peer's Downs for an expired detection time that came sooner
-    /// than that time after the DUT's last packet on the wire (ms after
-    /// it): the peer host stalled, not the DUT (RFC 5880 6.8.4: a session
-    /// goes down only when no packet arrived within the detection time).
+    /// The peer's Downs for an expired detection time, in the plain
+    /// phases, that came sooner than that time after the DUT's last packet
+    /// on the wire (ms after it): the peer host stalled, not the DUT (RFC
+    /// 5880 6.8.4: a session goes down only when no packet arrived within
+    /// the detection time). A fault's phase holds its own
+    /// (`FaultFigures::premature_peer_detection`).
     #[serde(default)]
     pub premature_peer_detections_ms: Vec<f64>,
     /// The DUT's Downs for an expired detection time that came after the
@@ -101,7 +103,31 @@ pub struct Evidence {
 }
 
 impl Evidence {
+    /// The peer's first Down that came before its detection time after
+    /// our last packet on the wire, in a plain phase or a fault's: the
+    /// peer host stalled.
+    fn premature_peer_detection(&self) -> Option<f64> {
+        let in_faults = self.phases.iter().filter_map(|p| {
+            p.fault
+                .as_ref()?
+                .premature_peer_detection(self.detection_ms)
+        });
+        self.premature_peer_detections_ms
+            .iter()
+            .copied()
+            .chain(in_faults)
+            .next()
+    }
+
     /// Flaps in the phases the DUT's limits apply to (no fault).
+    /// A fault phase's silence of the peer that its fault does not
+    /// explain (`FaultFigures::peer_host_stall`).
+    fn fault_peer_host_stall(&self) -> Option<&super::faults::Silence> {
+        self.phases
+            .iter()
+            .find_map(|p| p.fault.as_ref()?.peer_host_stall())
+    }
+
     fn plain_flaps(&self) -> u64 {
         self.phases
             .iter()
@@ -178,9 +204,16 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
             ));
         }
     }
-    if let Some(ms) = e.premature_peer_detections_ms.first() {
+    if let Some(ms) = e.premature_peer_detection() {
         return Verdict::Invalid(format!(
             "the peer declared the DUT dead {ms:.2} ms after the DUT's last packet on the wire, before its detection time: the peer host stalled ({:.0} ms hypervisor steal on its CPUs)",
+            e.peer_steal_ms
+        ));
+    }
+    if let Some(silence) = e.fault_peer_host_stall() {
+        return Verdict::Invalid(format!(
+            "the peer sent nothing for {:.2} ms while both sides were Up, a detection time, and its phase's fault does not explain it: the peer host stalled ({:.0} ms hypervisor steal on its CPUs)",
+            silence.ms(),
             e.peer_steal_ms
         ));
     }
@@ -264,7 +297,8 @@ pub fn spoiled(expect: &Expectation, e: &Evidence) -> bool {
     if e.capture_died_early {
         return false;
     }
-    if !e.premature_peer_detections_ms.is_empty()
+    if e.premature_peer_detection().is_some()
+        || e.fault_peer_host_stall().is_some()
         || (!expect.positive_control && !e.silent_peer_detections_ms.is_empty())
     {
         return true;
@@ -496,6 +530,67 @@ mod tests {
             matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("25.32 ms") && w.contains("peer host stalled"))
         );
         assert!(spoiled(&hold(), &e));
+    }
+
+    #[test]
+    fn a_peer_that_stalls_in_a_fault_phase_invalidates_the_run_unless_the_link_was_down() {
+        use super::super::faults::{Fault, FaultFigures};
+        // The engine stopped with the dead-man guard off: the kernel went
+        // on answering, yet the peer declared us Down 4.65 ms after our
+        // last packet (seen in CI): its host stalled with ours queued.
+        let mut stopped = phase(1, 1000.0, 3.0);
+        stopped.canary_required_ms = None;
+        stopped.fault = Some(FaultFigures {
+            fault: Some(Fault::EngineStop { stop_ms: 2000 }),
+            peer_detections_ms: vec![4.65],
+            recovered_ms: Some(1.0),
+            ..FaultFigures::default()
+        });
+        let mut e = evidence(vec![phase(0, 10.0, 40.0), stopped]);
+        assert!(
+            matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("4.65 ms") && w.contains("peer host stalled"))
+        );
+        assert!(spoiled(&hold(), &e));
+        // On time, it is the fault's own outcome.
+        e.phases[1].fault.as_mut().unwrap().peer_detections_ms = vec![30.07];
+        assert_eq!(judge(&hold(), &e), Verdict::Pass);
+        assert!(!spoiled(&hold(), &e));
+        // A link flap loses our packets after the capture: the peer's Down
+        // soon after our last one on the DUT's port is no stall.
+        let flap = e.phases[1].fault.as_mut().unwrap();
+        flap.fault = Some(Fault::LinkFlap { down_ms: 500 });
+        flap.peer_detections_ms = vec![4.65];
+        flap.detections_ms = vec![30.2];
+        assert_eq!(judge(&hold(), &e), Verdict::Pass);
+    }
+
+    #[test]
+    fn a_peer_silent_in_a_fault_phase_outside_its_fault_invalidates_the_run() {
+        use super::super::faults::{Fault, FaultFigures, Silence};
+        let mut restarted = phase(2, 645.0, 39.9);
+        restarted.canary_required_ms = None;
+        restarted.fault = Some(FaultFigures {
+            fault: Some(Fault::EngineRestart),
+            start_ns: 975_210_000_000,
+            end_ns: 975_560_000_000,
+            missed_ms: vec![45.91],
+            peer_silences: vec![Silence {
+                from_ns: 974_563_512_000,
+                to_ns: 974_609_426_000,
+            }],
+            peer_detections_ms: vec![30.07],
+            recovered_ms: Some(7.0),
+            ..FaultFigures::default()
+        });
+        let mut e = evidence(vec![phase(0, 10.0, 40.0), restarted]);
+        assert!(
+            matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("45.91 ms") && w.contains("peer host stalled"))
+        );
+        assert!(spoiled(&hold(), &e));
+        // Without that silence the missed detection is the DUT's.
+        e.phases[1].fault.as_mut().unwrap().peer_silences.clear();
+        assert!(matches!(judge(&hold(), &e), Verdict::Fail(w) if w.contains("never declared")));
+        assert!(!spoiled(&hold(), &e));
     }
 
     #[test]

@@ -280,6 +280,7 @@ pub fn plan(scenario: &Scenario) -> String {
 
 pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunResult> {
     space::check(scenario, options)?;
+    check_socket_paths(scenario, options)?;
     let provider = provider::for_scenario(scenario);
     let host = provider.prepare().context("preparing the lab")?;
     let result = run_prepared(scenario, options, host);
@@ -289,6 +290,38 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunResult> {
     let result = result?;
     teardown.context("tearing the lab down")?;
     Ok(result)
+}
+
+/// Refuses, before anything starts, a results directory so deep that a
+/// daemon's unix socket in it would not fit `sun_path`.
+fn check_socket_paths(scenario: &Scenario, options: &RunOptions) -> Result<()> {
+    // Every run id has this length.
+    let run_dir = options
+        .results
+        .join(&scenario.name)
+        .join("YYYYMMDDTHHMMSSZ");
+    let deepest = scenario
+        .duts
+        .iter()
+        .flat_map(|dut| {
+            let dut_dir = run_dir.join(format!("{}-repeat", slug(&dut.label)));
+            daemons::socket_paths(scenario.peer, &dut.implementation, scenario.phases.len())
+                .into_iter()
+                .map(move |socket| dut_dir.join(socket))
+        })
+        .max_by_key(|path| path.as_os_str().len());
+    match deepest {
+        Some(path) if path.as_os_str().len() > daemons::SOCKET_PATH_MAX => anyhow::bail!(
+            "the results directory {} is too deep for this run's unix sockets: {} would be {} \
+             bytes, and a socket's path holds at most {}; pass a shorter --results (or use \
+             shorter DUT labels). Nothing was started.",
+            options.results.display(),
+            path.display(),
+            path.as_os_str().len(),
+            daemons::SOCKET_PATH_MAX
+        ),
+        _ => Ok(()),
+    }
 }
 
 fn run_prepared(
