@@ -20,6 +20,10 @@ struct RawProfile {
     stressors: BTreeMap<String, f64>,
     sched: Option<RawSched>,
     canary: Option<RawCanary>,
+    /// Other profiles of the same directory, each run beside this one as
+    /// its own stress-ng process (with its own scheduling).
+    #[serde(default)]
+    with: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -46,6 +50,11 @@ pub struct Profile {
     /// The stress bit when a normal-priority canary on the DUT's CPUs
     /// stalled at least this long in the phase.
     pub canary_min_stall_ms: Option<f64>,
+    /// Profiles run at the same time, each as a stress-ng process of its
+    /// own (`with = ["L3", "L4"]`: the timer storm and the real-time hogs
+    /// together, each scheduled as its level says).
+    #[serde(default)]
+    pub with: Vec<Profile>,
 }
 
 /// The header every versioned input shares: `schema_version = 1` and a
@@ -75,13 +84,46 @@ pub(crate) fn check_header(
 }
 
 impl Profile {
+    /// Reads a profile, and the ones its `with` names from the same
+    /// directory.
     pub fn load(path: &Path) -> Result<Self, InputError> {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| InputError::read(&file, e))?;
-        Self::parse(&file, &text)
+        let dir = path.parent().unwrap_or(Path::new("."));
+        Self::parse_with(&file, &text, &|name| {
+            // One level deep: an included profile's own `with` is refused.
+            let path = dir.join(format!("{name}.toml"));
+            let included_file = path.display().to_string();
+            let text =
+                std::fs::read_to_string(&path).map_err(|e| InputError::read(&included_file, e))?;
+            Self::parse_with(&included_file, &text, &|inner| {
+                Err(InputError::invalid(
+                    &included_file,
+                    "with",
+                    &inner,
+                    "an included profile includes profiles itself; name them all in one",
+                ))
+            })
+        })
     }
 
+    /// A profile without `with`.
     pub fn parse(file: &str, text: &str) -> Result<Self, InputError> {
+        Self::parse_with(file, text, &|name| {
+            Err(InputError::invalid(
+                file,
+                "with",
+                &name,
+                "profiles are included from a profile file's directory",
+            ))
+        })
+    }
+
+    fn parse_with(
+        file: &str,
+        text: &str,
+        include: &dyn Fn(&str) -> Result<Profile, InputError>,
+    ) -> Result<Self, InputError> {
         let raw: RawProfile = toml::from_str(text).map_err(|e| InputError::syntax(file, e))?;
         let invalid = |key: &str, value: &dyn std::fmt::Display, why: &str| {
             InputError::invalid(file, key, value, why)
@@ -140,6 +182,11 @@ impl Profile {
                 "a profile without stressors has nothing to schedule",
             ));
         }
+        let with = raw
+            .with
+            .iter()
+            .map(|name| include(name))
+            .collect::<Result<Vec<Profile>, _>>()?;
         let canary_min_stall_ms = match raw.canary {
             Some(c) if !(c.min_stall_ms.is_finite() && c.min_stall_ms > 0.0) => {
                 return Err(invalid(
@@ -148,6 +195,11 @@ impl Profile {
                     "must be above 0",
                 ))
             }
+            // Included levels bite together at least as hard as alone.
+            None => with
+                .iter()
+                .filter_map(|p| p.canary_min_stall_ms)
+                .reduce(f64::max),
             c => c.map(|c| c.min_stall_ms),
         };
         Ok(Self {
@@ -156,17 +208,31 @@ impl Profile {
             stressors: raw.stressors.into_iter().collect(),
             sched,
             canary_min_stall_ms,
+            with,
         })
     }
 
     /// Whether this profile loads the machine at all.
     pub fn is_idle(&self) -> bool {
-        self.stressors.is_empty()
+        self.stressors.is_empty() && self.with.is_empty()
+    }
+
+    /// The stress-ng processes of a phase: this profile's own stressors
+    /// (if any) and each included profile's, as argument lists.
+    pub fn stress_ng_processes(&self, dut_cpus: usize, seconds: u64) -> Vec<Vec<String>> {
+        let own = (!self.stressors.is_empty()).then(|| self.stress_ng_args(dut_cpus, seconds));
+        own.into_iter()
+            .chain(
+                self.with
+                    .iter()
+                    .flat_map(|p| p.stress_ng_processes(dut_cpus, seconds)),
+            )
+            .collect()
     }
 
     /// stress-ng's arguments for `seconds` on a DUT with `dut_cpus` CPUs:
     /// counts per CPU multiplied out and rounded up, at least one each.
-    pub fn stress_ng_args(&self, dut_cpus: usize, seconds: u64) -> Vec<String> {
+    fn stress_ng_args(&self, dut_cpus: usize, seconds: u64) -> Vec<String> {
         let mut args = Vec::new();
         for (stressor, per_cpu) in &self.stressors {
             let n = ((per_cpu * dut_cpus as f64).ceil() as u64).max(1);
@@ -218,6 +284,47 @@ mod tests {
         );
         assert!(shipped("soak").is_idle());
         assert_eq!(shipped("L4").canary_min_stall_ms, Some(30.0));
+    }
+
+    #[test]
+    fn levels_run_together_as_processes_of_their_own() {
+        let both = shipped("L3L4");
+        assert!(!both.is_idle());
+        assert_eq!(
+            both.stress_ng_processes(1, 20)
+                .iter()
+                .map(|p| p.join(" "))
+                .collect::<Vec<_>>(),
+            [
+                "--cpu 1 --hrtimers 1 --timer 2 --timerfd 1 --timeout 20s --quiet",
+                "--cpu 1 --sched fifo --sched-prio 50 --timeout 20s --quiet",
+            ]
+        );
+        // L4's bar for the canary, L3 having none.
+        assert_eq!(both.canary_min_stall_ms, Some(30.0));
+        assert_eq!(shipped("L4").stress_ng_processes(1, 20).len(), 1);
+        assert!(shipped("idle").stress_ng_processes(1, 20).is_empty());
+        // Included from a file's directory only, and one level deep.
+        let with = "schema_version = 1\nname = \"X\"\nwhat = \"x\"\nwith = [\"L3\"]\n";
+        assert!(Profile::parse("p.toml", with)
+            .unwrap_err()
+            .to_string()
+            .contains("with = L3"));
+        let dir = std::env::temp_dir().join(format!("linecard-profiles-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("a.toml"),
+            with.replace("X", "a").replace("L3", "b"),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("b.toml"),
+            with.replace("X", "b").replace("L3", "a"),
+        )
+        .unwrap();
+        let nested = Profile::load(&dir.join("a.toml")).unwrap_err().to_string();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(nested.contains("includes profiles itself"), "{nested}");
     }
 
     #[test]

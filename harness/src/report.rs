@@ -169,7 +169,7 @@ fn title(view: &RunView) -> String {
 fn setup_line(m: &Manifest) -> String {
     format!(
         "{} sessions {} x {} ms against {}; kernel {}, DUT CPUs {:?} of {:?}, sched_rt_runtime_us {}, git {}",
-        if m.scenario.sessions.ipv6 { "IPv6" } else { "IPv4" },
+        m.scenario.sessions.family_name(),
         m.scenario.sessions.multiplier,
         m.scenario.sessions.tx_interval_ms,
         format!("{:?}", m.scenario.peer).to_lowercase(),
@@ -232,6 +232,36 @@ fn scale_lines(view: &RunView) -> Vec<String> {
         }
     }
     lines
+}
+
+const FAMILY_HEADER: [&str; 8] = [
+    "DUT", "family", "path", "phase", "flaps", "p99 (ms)", "max (ms)", "verdict",
+];
+
+/// Dual-stack: one row per DUT, family and phase, each family judged alone.
+fn family_rows(view: &RunView) -> Vec<[String; 8]> {
+    let mut rows = Vec::new();
+    for d in &view.manifest.duts {
+        for f in &d.families {
+            for (i, p) in f.phases.iter().enumerate() {
+                rows.push([
+                    d.label.clone(),
+                    f.family.name().into(),
+                    if f.fast_path { "kernel" } else { "userspace" }.into(),
+                    p.profile.clone(),
+                    p.flaps.to_string(),
+                    format!("{:.2}", p.p99_ms),
+                    format!("{:.2}", p.max_ms),
+                    if i == 0 {
+                        verdict_text(&f.verdict, d.spec.expect_for(f.family).positive_control)
+                    } else {
+                        String::new()
+                    },
+                ]);
+            }
+        }
+    }
+    rows
 }
 
 struct Ladder {
@@ -318,6 +348,18 @@ pub fn markdown(views: &[RunView]) -> String {
             ));
             for (dut, cells) in rows {
                 out.push_str(&format!("| {dut} | {} |\n", cells.join(" | ")));
+            }
+            out.push('\n');
+        }
+        let families = family_rows(v);
+        if !families.is_empty() {
+            out.push_str(&format!(
+                "Per address family, each judged alone:\n\n| {} |\n|{}\n",
+                FAMILY_HEADER.join(" | "),
+                "---|".repeat(FAMILY_HEADER.len())
+            ));
+            for r in families {
+                out.push_str(&format!("| {} |\n", r.join(" | ")));
             }
             out.push('\n');
         }
@@ -429,6 +471,29 @@ pub fn html(views: &[RunView]) -> Result<String> {
                 out.push_str(&format!("<tr><td>{}</td>", esc(&dut)));
                 for c in cells {
                     out.push_str(&format!("<td>{}</td>", esc(&c)));
+                }
+                out.push_str("</tr>\n");
+            }
+            out.push_str("</table>\n");
+        }
+        let families = family_rows(v);
+        if !families.is_empty() {
+            out.push_str("<h3>Per address family, each judged alone</h3>\n<table><tr>");
+            for h in FAMILY_HEADER {
+                out.push_str(&format!("<th>{h}</th>"));
+            }
+            out.push_str("</tr>\n");
+            for r in families {
+                out.push_str("<tr>");
+                for (i, cell) in r.iter().enumerate() {
+                    match i {
+                        7 => out.push_str(&format!(
+                            "<td class=\"{}\">{}</td>",
+                            verdict_class(cell),
+                            esc(cell)
+                        )),
+                        _ => out.push_str(&format!("<td>{}</td>", esc(cell))),
+                    }
                 }
                 out.push_str("</tr>\n");
             }

@@ -72,6 +72,18 @@ struct RawDut {
     max_flaps: Option<i64>,
     max_gap_ms: Option<f64>,
     engine: Option<toml::Table>,
+    offload: Option<String>,
+    ipv4: Option<RawLimits>,
+    ipv6: Option<RawLimits>,
+}
+
+/// A DUT's limits for one address family's sessions (`family = "dual"`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    positive_control: Option<bool>,
+    max_flaps: Option<i64>,
+    max_gap_ms: Option<f64>,
 }
 
 /// Where the lab runs.
@@ -121,6 +133,34 @@ pub enum DutImplementation {
     },
 }
 
+/// An address family: a dual-stack scenario's sessions are judged and
+/// reported per family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    Ipv4,
+    Ipv6,
+}
+
+impl Family {
+    pub const BOTH: [Family; 2] = [Family::Ipv4, Family::Ipv6];
+
+    pub fn of(addr: std::net::IpAddr) -> Family {
+        if addr.is_ipv4() {
+            Family::Ipv4
+        } else {
+            Family::Ipv6
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Ipv4 => "IPv4",
+            Family::Ipv6 => "IPv6",
+        }
+    }
+}
+
 /// What must hold for a DUT, judged on the capture.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Expectation {
@@ -142,6 +182,26 @@ pub struct DutSpec {
     /// as TOML text.
     #[serde(default)]
     pub engine: String,
+    /// xdp only: the one family whose sessions go on the kernel's fast
+    /// path; the other's stay in userspace (`offload = false`). `None`:
+    /// every session where the engine can offload it.
+    #[serde(default)]
+    pub offload_only: Option<Family>,
+    /// Dual-stack: limits per family, judged on that family's sessions
+    /// alone, instead of `expect`.
+    #[serde(default)]
+    pub per_family: Vec<(Family, Expectation)>,
+}
+
+impl DutSpec {
+    /// The limits a family's sessions are judged by: its own, else the
+    /// DUT's.
+    pub fn expect_for(&self, family: Family) -> Expectation {
+        self.per_family
+            .iter()
+            .find(|(f, _)| *f == family)
+            .map_or_else(|| self.expect.clone(), |(_, e)| e.clone())
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -160,6 +220,10 @@ pub struct Sessions {
     #[serde(default = "one")]
     pub count: usize,
     pub ipv6: bool,
+    /// Each of the `count` address pairs in both families: an IPv4 session
+    /// and an IPv6 one (`family = "dual"`; `ipv6` is then false).
+    #[serde(default)]
+    pub dual_stack: bool,
     pub tx_interval_ms: u32,
     pub rx_interval_ms: u32,
     pub multiplier: u8,
@@ -198,6 +262,57 @@ pub struct Scenario {
 /// the benchmarking range (see `run::daemons::pairs`); the engine's fast
 /// path holds 4096.
 pub const MAX_SESSIONS: i64 = 4096;
+
+/// A DUT's limits, or (key, value, why): a positive control must flap and
+/// carries no limits.
+fn expectation(
+    positive_control: Option<bool>,
+    max_flaps: Option<i64>,
+    max_gap_ms: Option<f64>,
+) -> Result<Expectation, (&'static str, String, &'static str)> {
+    let max_flaps = match max_flaps {
+        Some(n) if n < 0 => return Err(("max_flaps", n.to_string(), "cannot be negative")),
+        n => n.map(|n| n as u64),
+    };
+    if let Some(ms) = max_gap_ms {
+        if !(ms.is_finite() && ms > 0.0) {
+            return Err(("max_gap_ms", ms.to_string(), "must be above 0"));
+        }
+    }
+    let positive_control = positive_control.unwrap_or(false);
+    if positive_control && (max_flaps.is_some() || max_gap_ms.is_some()) {
+        return Err((
+            "positive_control",
+            "true".into(),
+            "a positive control must flap; it cannot also carry limits",
+        ));
+    }
+    Ok(Expectation {
+        positive_control,
+        max_flaps,
+        max_gap_ms,
+    })
+}
+
+impl Sessions {
+    /// Sessions in all: `count` per family.
+    pub fn total(&self) -> usize {
+        if self.dual_stack {
+            2 * self.count
+        } else {
+            self.count
+        }
+    }
+
+    /// The sessions' address families, as tables say it.
+    pub fn family_name(&self) -> &'static str {
+        match (self.dual_stack, self.ipv6) {
+            (true, _) => "IPv4 and IPv6",
+            (false, true) => "IPv6",
+            (false, false) => "IPv4",
+        }
+    }
+}
 
 fn one() -> usize {
     1
@@ -405,10 +520,17 @@ impl Scenario {
             }
         };
         let s = raw.sessions.unwrap_or_default();
-        let ipv6 = match s.family.as_deref().unwrap_or("ipv4") {
-            "ipv4" => false,
-            "ipv6" => true,
-            f => return Err(invalid("sessions.family", &f, "must be ipv4 or ipv6")),
+        let (ipv6, dual_stack) = match s.family.as_deref().unwrap_or("ipv4") {
+            "ipv4" => (false, false),
+            "ipv6" => (true, false),
+            "dual" => (false, true),
+            f => {
+                return Err(invalid(
+                    "sessions.family",
+                    &f,
+                    "must be ipv4, ipv6 or dual (each pair in both)",
+                ))
+            }
         };
         let interval = |key: &str, v: Option<i64>| match v.unwrap_or(10) {
             ms @ 1..=60_000 => Ok(ms as u32),
@@ -416,16 +538,21 @@ impl Scenario {
         };
         let sessions = Sessions {
             count: match s.count.unwrap_or(1) {
-                n @ 1..=MAX_SESSIONS => n as usize,
+                n if (1..=MAX_SESSIONS).contains(&(n * if dual_stack { 2 } else { 1 })) => {
+                    n as usize
+                }
                 n => {
                     return Err(invalid(
                         "sessions.count",
                         &n,
-                        &format!("must be 1 to {MAX_SESSIONS} (one address pair each)"),
+                        &format!(
+                            "must be 1 to {MAX_SESSIONS} sessions in all (one address pair each; dual: two per count)"
+                        ),
                     ))
                 }
             },
             ipv6,
+            dual_stack,
             tx_interval_ms: interval("sessions.tx_interval_ms", s.tx_interval_ms)?,
             rx_interval_ms: interval("sessions.rx_interval_ms", s.rx_interval_ms)?,
             multiplier: match s.multiplier.unwrap_or(3) {
@@ -508,11 +635,11 @@ impl Scenario {
             }
         }
         if let Some(i) = phases.iter().position(|p| p.fault.is_some()) {
-            if sessions.count != 1 {
+            if sessions.total() != 1 {
                 return Err(invalid(
                     &format!("phase[{i}].fault"),
                     &"(set)",
-                    "faults are judged on one session: set sessions.count = 1",
+                    "faults are judged on one session: set sessions.count = 1 in one family",
                 ));
             }
         }
@@ -587,25 +714,56 @@ impl Scenario {
                 "off" => RtThrottling::Off,
                 t => return Err(invalid(&key("rt_throttling"), &t, "must be shipped or off")),
             };
-            let max_flaps = match d.max_flaps {
-                Some(n) if n < 0 => {
-                    return Err(invalid(&key("max_flaps"), &n, "cannot be negative"))
+            let expect = expectation(d.positive_control, d.max_flaps, d.max_gap_ms)
+                .map_err(|(k, v, why)| invalid(&key(k), &v, why))?;
+            let mut per_family = Vec::new();
+            for (family, limits) in [(Family::Ipv4, &d.ipv4), (Family::Ipv6, &d.ipv6)] {
+                let Some(l) = limits else { continue };
+                let name = format!("{family:?}").to_lowercase();
+                if !sessions.dual_stack {
+                    return Err(invalid(
+                        &key(&name),
+                        &"(table)",
+                        "limits per family need sessions.family = \"dual\"",
+                    ));
                 }
-                n => n.map(|n| n as u64),
-            };
-            if let Some(ms) = d.max_gap_ms {
-                if !(ms.is_finite() && ms > 0.0) {
-                    return Err(invalid(&key("max_gap_ms"), &ms, "must be above 0"));
-                }
+                let limits = expectation(l.positive_control, l.max_flaps, l.max_gap_ms)
+                    .map_err(|(k, v, why)| invalid(&key(&format!("{name}.{k}")), &v, why))?;
+                per_family.push((family, limits));
             }
-            let positive_control = d.positive_control.unwrap_or(false);
-            if positive_control && (max_flaps.is_some() || d.max_gap_ms.is_some()) {
+            if !per_family.is_empty() && expect != Expectation::default() {
                 return Err(invalid(
-                    &key("positive_control"),
-                    &true,
-                    "a positive control must flap; it cannot also carry limits",
+                    &key("max_flaps"),
+                    &"(set)",
+                    "with limits per family (ipv4, ipv6), put every limit in them",
                 ));
             }
+            let offload_only = match (d.offload.as_deref(), &implementation) {
+                (None | Some("all"), _) => None,
+                (Some(f @ ("ipv4" | "ipv6")), DutImplementation::Linecardd { backend })
+                    if backend == "xdp" =>
+                {
+                    Some(if f == "ipv4" {
+                        Family::Ipv4
+                    } else {
+                        Family::Ipv6
+                    })
+                }
+                (Some("ipv4" | "ipv6"), _) => {
+                    return Err(invalid(
+                        &key("offload"),
+                        &d.offload.as_deref().unwrap_or_default(),
+                        "only linecardd's xdp backend offloads sessions",
+                    ))
+                }
+                (Some(other), _) => {
+                    return Err(invalid(
+                        &key("offload"),
+                        &other,
+                        "must be all, ipv4 or ipv6 (the family kept on the kernel's fast path)",
+                    ))
+                }
+            };
             let engine = match (&d.engine, &implementation) {
                 (None, _) => String::new(),
                 (Some(_), DutImplementation::Frr) => {
@@ -631,11 +789,9 @@ impl Scenario {
                 implementation,
                 rt_throttling,
                 engine,
-                expect: Expectation {
-                    positive_control,
-                    max_flaps,
-                    max_gap_ms: d.max_gap_ms,
-                },
+                expect,
+                offload_only,
+                per_family,
             });
         }
         Ok(Self {
@@ -755,6 +911,49 @@ max_flaps = 0
             .contains("BIRD sends multihop packets at TTL 64"));
         assert!(error(&with("bird", "multihop = true\nmin_ttl = 100")).contains("= 100: BIRD"));
         assert!(error(&with("frr", "multihop = true\nmin_ttl = 0")).contains("must be 1 to 255"));
+    }
+
+    #[test]
+    fn dual_stack_keys_are_checked() {
+        let dual = |dut: &str| {
+            GOOD.replace("[[phase]]", "[sessions]\nfamily = \"dual\"\n[[phase]]")
+                .replace("max_flaps = 0\n", dut)
+        };
+        let parse = |text: &str| {
+            Scenario::parse("s.toml", text, &|_| {
+                Profile::parse("p", "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n")
+                    .map_err(|e| e.to_string())
+            })
+        };
+        let split = parse(&dual(
+            "offload = \"ipv4\"\nipv4 = { max_flaps = 0 }\nipv6 = { positive_control = true }\n",
+        ))
+        .unwrap();
+        assert!(split.sessions.dual_stack && !split.sessions.ipv6);
+        let d = &split.duts[0];
+        assert_eq!(d.offload_only, Some(Family::Ipv4));
+        assert_eq!(d.expect_for(Family::Ipv4).max_flaps, Some(0));
+        assert!(d.expect_for(Family::Ipv6).positive_control);
+        assert!(
+            error(&GOOD.replace("max_flaps = 0", "ipv4 = { max_flaps = 0 }")).contains(
+                "dut[0].ipv4 = (table): limits per family need sessions.family = \"dual\""
+            )
+        );
+        assert!(error(&dual("max_flaps = 0\nipv6 = { max_flaps = 1 }\n"))
+            .contains("put every limit in them"));
+        assert!(
+            error(&dual("ipv6 = { positive_control = true, max_flaps = 1 }\n"))
+                .contains("dut[0].ipv6.positive_control = true")
+        );
+        assert!(error(&dual("offload = \"ipv5\"\n")).contains("dut[0].offload = ipv5"));
+        assert!(
+            error(&dual("offload = \"ipv6\"\n").replace("\"xdp\"", "\"rt\""))
+                .contains("only linecardd's xdp backend offloads sessions")
+        );
+        assert!(
+            error(&GOOD.replace("[[phase]]", "[sessions]\nfamily = \"ip\"\n[[phase]]"))
+                .contains("sessions.family = ip: must be ipv4, ipv6 or dual")
+        );
     }
 
     #[test]

@@ -85,6 +85,7 @@ fn once() -> Result<(), String> {
     let sessions = Sessions {
         count: 1,
         ipv6: false,
+        dual_stack: false,
         tx_interval_ms: 10,
         rx_interval_ms: 10,
         multiplier: 3,

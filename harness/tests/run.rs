@@ -555,6 +555,102 @@ fn the_faults_scenario_judges_each_fault_on_the_wire() {
     let _ = std::fs::remove_dir_all(&results);
 }
 
+/// `scenarios/dual-stack.toml`: one engine with IPv4 on the kernel's
+/// fast path and IPv6 transmitted from userspace under L3+L4 (two stress-ng
+/// processes, each scheduled as its level says): the userspace family
+/// flaps (the positive control), the kernel's does not; with both on the
+/// kernel path neither flaps. Each family judged on its own sessions.
+#[test]
+fn dual_stack_separates_the_kernel_path_from_userspace_in_one_engine() {
+    if !privileged("dual_stack_separates_the_kernel_path") {
+        return;
+    }
+    let _lock = lock_lab();
+    let results = scratch_dir("ds");
+    let (out, dir) = judged_run(
+        &repo().join("scenarios/dual-stack.toml"),
+        "dual-stack",
+        &results,
+        "d",
+        &[],
+    );
+    let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    eprintln!("{summary}");
+    assert_exit(&out, 0, "the dual-stack scenario");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    let family = |label: &str, name: &str| {
+        dut(&manifest, label)["families"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["family"] == name)
+            .unwrap_or_else(|| panic!("{label}: no {name} in {manifest:#}"))
+            .clone()
+    };
+    let flaps = |f: &serde_json::Value| f["phases"][0]["flaps"].as_u64().unwrap();
+    let (v4, v6) = (family("xdp-split", "ipv4"), family("xdp-split", "ipv6"));
+    assert_eq!(
+        (v4["fast_path"].as_bool(), v6["fast_path"].as_bool()),
+        (Some(true), Some(false))
+    );
+    assert!(
+        flaps(&v6) > 0,
+        "the userspace IPv6 session did not flap: {v6:#}"
+    );
+    assert_eq!(
+        flaps(&v4),
+        0,
+        "the kernel's IPv4 session flapped beside it: {v4:#}"
+    );
+    for name in ["ipv4", "ipv6"] {
+        let f = family("xdp", name);
+        assert_eq!(f["fast_path"], true, "{f:#}");
+        assert_eq!(flaps(&f), 0, "both on the kernel path: {f:#}");
+        // One session per family, on the capture.
+        assert_eq!(f["phases"][0]["sessions"], 1, "{f:#}");
+    }
+    // The load: L3's timer storm and L4's real-time hog, each its own
+    // stress-ng process, and it bit.
+    let phase = &dut(&manifest, "xdp-split")["phases"][0];
+    let line = phase["stress_ng"].as_str().unwrap();
+    assert_eq!(line.matches("stress-ng ").count(), 2, "{line}");
+    assert!(
+        line.contains("--timer ") && line.contains("--sched fifo"),
+        "{line}"
+    );
+    // Both the run's summary and the report show each family alone.
+    assert!(
+        summary.contains("| xdp-split | IPv6 | userspace | L3L4 |"),
+        "{summary}"
+    );
+    let report = results.join("report");
+    assert_exit(
+        &linecard(&[
+            "report",
+            dir.to_str().unwrap(),
+            "--format",
+            "md",
+            "--out",
+            report.to_str().unwrap(),
+        ]),
+        0,
+        "the report of the dual-stack run",
+    );
+    let md = std::fs::read_dir(&report)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let md = std::fs::read_to_string(md).unwrap();
+    assert!(
+        md.contains("| xdp-split | IPv4 | kernel | L3L4 | 0 |"),
+        "{md}"
+    );
+    let _ = std::fs::remove_dir_all(&results);
+}
+
 #[test]
 fn a_bad_scenario_is_refused_before_anything_starts() {
     let dir = scratch_dir("run-bad-input");

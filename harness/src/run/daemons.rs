@@ -4,7 +4,7 @@
 
 use crate::lab::spec::{self, Host};
 use crate::procs::{self, Daemon, PeerSession};
-use crate::scenario::{DutImplementation, PeerImplementation, Sessions};
+use crate::scenario::{DutImplementation, DutSpec, Family, PeerImplementation, Sessions};
 use crate::sys;
 use anyhow::{bail, Context, Result};
 use std::net::IpAddr;
@@ -38,7 +38,18 @@ pub struct Pair {
 /// from the benchmarking range RFC 2544 reserves, on-link as one /15:
 /// 198.18.x.y on the DUT and 198.19.x.y on the peer (IPv6, inside the lab's
 /// /64: 2001:db8::1:x on the DUT and 2001:db8::2:x on the peer).
+/// A dual-stack scenario has both families' pairs, IPv4's first.
 pub fn pairs(sessions: &Sessions) -> Vec<Pair> {
+    if sessions.dual_stack {
+        let family = |ipv6| {
+            pairs(&Sessions {
+                ipv6,
+                dual_stack: false,
+                ..sessions.clone()
+            })
+        };
+        return [family(false), family(true)].concat();
+    }
     (0..sessions.count)
         .map(|i| {
             if i == 0 {
@@ -65,6 +76,16 @@ pub fn pairs(sessions: &Sessions) -> Vec<Pair> {
             }
         })
         .collect()
+}
+
+impl Pair {
+    /// The lab's own addresses (each family's first pair): already on the
+    /// interfaces, with neighbours the lab resolves.
+    fn is_the_labs_own(&self) -> bool {
+        [spec::DUT.ipv4, spec::DUT.ipv6]
+            .iter()
+            .any(|a| a.parse::<IpAddr>().ok() == Some(self.dut))
+    }
 }
 
 /// The extra addresses of a multi-session run, on the DUT's and the peer's
@@ -109,7 +130,7 @@ impl ExtraAddresses {
         ] {
             let cidrs: Vec<String> = pairs
                 .iter()
-                .skip(1)
+                .filter(|p| !p.is_the_labs_own())
                 .map(|p| match pick(p) {
                     IpAddr::V4(a) => format!("{a}/15"),
                     IpAddr::V6(a) => format!("{a}/64"),
@@ -144,7 +165,7 @@ impl ExtraAddresses {
         ] {
             let commands: Vec<String> = pairs
                 .iter()
-                .skip(1)
+                .filter(|p| !p.is_the_labs_own())
                 .map(|p| {
                     format!(
                         "neigh replace {} lladdr {} dev {} nud permanent",
@@ -224,8 +245,13 @@ enum Kind {
         peers: Vec<IpAddr>,
     },
     /// `offloads`: the engine hands steady sessions to its fast path
-    /// (the xdp backend, unless `xdp_replies = false`).
-    Linecardd { socket: PathBuf, offloads: bool },
+    /// (the xdp backend, unless `xdp_replies = false`), those of
+    /// `offload_only`'s family alone when it is set.
+    Linecardd {
+        socket: PathBuf,
+        offloads: bool,
+        offload_only: Option<Family>,
+    },
 }
 
 /// Puts every thread of `pid` at SCHED_FIFO `priority`.
@@ -343,19 +369,21 @@ fn start_peer_daemon(
                     name: "peer-linecardd",
                     namespace: spec::PEER.namespace,
                     cpuset: &rest,
+                    cpus: &cpus,
                 },
                 "rt",
                 "",
                 sessions,
                 &flipped,
+                None,
                 dir,
-                &cpus,
             )?;
             Bfd {
                 daemon,
                 kind: Kind::Linecardd {
                     socket,
                     offloads: false,
+                    offload_only: None,
                 },
                 control_plane: None,
             }
@@ -390,6 +418,7 @@ pub fn linecardd_config(
     engine: &str,
     sessions: &Sessions,
     pairs: &[Pair],
+    offload_only: Option<Family>,
     socket: &Path,
     dut_cpus: &[usize],
 ) -> String {
@@ -414,6 +443,9 @@ pub fn linecardd_config(
         if matches!(backend, "xdp" | "txtime") {
             config.push_str(&format!("interface = \"{}\"\n", spec::HOST_IFACE));
         }
+        if offload_only.is_some_and(|f| f != Family::of(pair.dut)) {
+            config.push_str("offload = false\n");
+        }
         if sessions.multihop {
             config.push_str("multihop = true\n");
             if let Some(ttl) = sessions.min_ttl {
@@ -425,15 +457,15 @@ pub fn linecardd_config(
 }
 
 pub fn start_dut(
-    implementation: &DutImplementation,
-    engine: &str,
+    dut: &DutSpec,
     sessions: &Sessions,
     pairs: &[Pair],
     dir: &Path,
     dut_cpus: &[usize],
 ) -> Result<Bfd> {
     let cpuset = spec::cpuset_dir(spec::DUT_CPUSET);
-    match implementation {
+    let engine = dut.engine.as_str();
+    match &dut.implementation {
         DutImplementation::Frr => {
             let configured = peer_sessions(pairs, sessions, false);
             Ok(Bfd {
@@ -482,13 +514,13 @@ pub fn start_dut(
             );
             // No sessions of its own: bfdd hands them over.
             let (daemon, socket) = spawn_linecardd(
-                &LinecarddHost::dut(&cpuset),
+                &LinecarddHost::dut(&cpuset, dut_cpus),
                 backend,
                 &engine_keys,
                 sessions,
                 &[],
+                None,
                 dir,
-                dut_cpus,
             )?;
             if in_config.is_empty() && !configured.is_empty() {
                 wait_dataplane_attached(&vty)?;
@@ -499,6 +531,7 @@ pub fn start_dut(
                 kind: Kind::Linecardd {
                     socket,
                     offloads: offloads(backend, engine),
+                    offload_only: None,
                 },
                 control_plane: Some(ControlPlane {
                     daemon: control,
@@ -508,19 +541,20 @@ pub fn start_dut(
         }
         DutImplementation::Linecardd { backend } => {
             let (daemon, socket) = spawn_linecardd(
-                &LinecarddHost::dut(&cpuset),
+                &LinecarddHost::dut(&cpuset, dut_cpus),
                 backend,
                 engine,
                 sessions,
                 pairs,
+                dut.offload_only,
                 dir,
-                dut_cpus,
             )?;
             Ok(Bfd {
                 daemon,
                 kind: Kind::Linecardd {
                     socket,
                     offloads: offloads(backend, engine),
+                    offload_only: dut.offload_only,
                 },
                 control_plane: None,
             })
@@ -534,35 +568,46 @@ struct LinecarddHost<'a> {
     name: &'static str,
     namespace: &'static str,
     cpuset: &'a Path,
+    /// The cpuset's CPUs; the engine is pinned to the first.
+    cpus: &'a [usize],
 }
 
 impl<'a> LinecarddHost<'a> {
-    fn dut(cpuset: &'a Path) -> Self {
+    fn dut(cpuset: &'a Path, cpus: &'a [usize]) -> Self {
         Self {
             name: "linecardd",
             namespace: spec::DUT.namespace,
             cpuset,
+            cpus,
         }
     }
 }
 
 /// Writes `dir/NAME.toml` and starts linecardd with it in the host's
-/// namespace and cpuset (sessions from `pair.dut` to `pair.peer`, pinned to
-/// the first of `cpus`); returns it and its control socket.
+/// namespace and cpuset (sessions from `pair.dut` to `pair.peer`); returns
+/// it and its control socket.
 fn spawn_linecardd(
     host: &LinecarddHost,
     backend: &str,
     engine: &str,
     sessions: &Sessions,
     pairs: &[Pair],
+    offload_only: Option<Family>,
     dir: &Path,
-    cpus: &[usize],
 ) -> Result<(Daemon, PathBuf)> {
     let socket = dir.join(format!("{}.sock", host.name));
     let config = dir.join(format!("{}.toml", host.name));
     std::fs::write(
         &config,
-        linecardd_config(backend, engine, sessions, pairs, &socket, cpus),
+        linecardd_config(
+            backend,
+            engine,
+            sessions,
+            pairs,
+            offload_only,
+            &socket,
+            host.cpus,
+        ),
     )?;
     let binary = linecardd_binary();
     let daemon = Daemon::spawn(
@@ -578,7 +623,7 @@ fn spawn_linecardd(
 
 /// Whether a linecardd on `backend` with these `[engine]` keys hands
 /// steady sessions to its fast path.
-fn offloads(backend: &str, engine: &str) -> bool {
+pub fn offloads(backend: &str, engine: &str) -> bool {
     backend == "xdp"
         && engine
             .parse::<toml::Table>()
@@ -707,15 +752,29 @@ impl Bfd {
                     Err(format!("BIRD lists {up} of {expected} sessions Up"))
                 }
             }
-            Kind::Linecardd { socket, offloads } => {
+            Kind::Linecardd {
+                socket,
+                offloads,
+                offload_only,
+            } => {
                 let list = linecardd_ctl(socket, &["list", "--json"]).map_err(|e| e.to_string())?;
                 let sessions = list["sessions"].as_array().cloned().unwrap_or_default();
+                // Where each session must be: on the fast path, or (the
+                // family kept out of it) in userspace.
+                let offloaded = |s: &serde_json::Value| {
+                    let family = s["peer"]
+                        .as_str()
+                        .and_then(|p| p.parse::<IpAddr>().ok())
+                        .map(Family::of);
+                    *offloads && offload_only.is_none_or(|f| family == Some(f))
+                };
                 let steady = sessions
                     .iter()
                     .filter(|s| {
                         s["state"] == "up"
                             && s["polling"] == false
-                            && (!offloads || s["offloaded"] == true)
+                            && (s["offloaded"] == true || !offloaded(s))
+                            && (s["offloaded"] == false || offload_only.is_none() || offloaded(s))
                     })
                     .count();
                 if sessions.len() == expected && steady == expected {

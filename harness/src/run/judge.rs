@@ -103,6 +103,14 @@ pub struct Evidence {
 }
 
 impl Evidence {
+    /// The same evidence over other phase figures (one family's sessions).
+    pub fn with_phases(&self, phases: Vec<PhaseFigures>) -> Evidence {
+        Evidence {
+            phases,
+            ..self.clone()
+        }
+    }
+
     /// The peer's first Down that came before its detection time after
     /// our last packet on the wire, in a plain phase or a fault's: the
     /// peer host stalled.

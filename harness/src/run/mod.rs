@@ -25,7 +25,7 @@ pub mod space;
 use crate::lab::spec;
 use crate::procs::{Capture, Daemon};
 use crate::rt_throttle;
-use crate::scenario::{DutImplementation, DutSpec, RtThrottling, Scenario};
+use crate::scenario::{DutImplementation, DutSpec, Family, PhaseSpec, RtThrottling, Scenario};
 use anyhow::{Context, Result};
 use judge::{Evidence, PhaseFigures, Verdict};
 use linecard_capture_analyzer::{Options, Phase};
@@ -71,6 +71,40 @@ pub struct DutOutcome {
     /// stalled, or the limits broke only while the hypervisor stole the
     /// DUT's CPUs): kept, and repeated once.
     pub spoiled_attempt: Option<Box<DutOutcome>>,
+    /// Dual-stack: each family's sessions, figured and judged alone.
+    #[serde(default)]
+    pub families: Vec<FamilyOutcome>,
+}
+
+/// One address family's sessions in a dual-stack run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FamilyOutcome {
+    pub family: Family,
+    /// Answered by the engine's kernel fast path (xdp), not userspace.
+    pub fast_path: bool,
+    /// By the DUT's limits for this family (`[[dut]] ipv4 = {...}`), or by
+    /// its limits for all sessions when it has none per family.
+    pub verdict: Verdict,
+    pub phases: Vec<PhaseFigures>,
+}
+
+impl DutOutcome {
+    /// Whether its environment spoiled the run (`judge::spoiled`), for
+    /// the DUT's sessions as a whole or any family's judged alone.
+    fn spoiled(&self) -> bool {
+        let Some(e) = &self.evidence else {
+            return false;
+        };
+        if self.spec.per_family.is_empty() {
+            return judge::spoiled(&self.spec.expect, e);
+        }
+        self.families.iter().any(|f| {
+            judge::spoiled(
+                &self.spec.expect_for(f.family),
+                &e.with_phases(f.phases.clone()),
+            )
+        })
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -216,29 +250,24 @@ pub fn install_interrupt_handler() {
 
 /// What `run` would do, for `linecard run --check`.
 pub fn plan(scenario: &Scenario) -> String {
+    let total = scenario.sessions.total();
     let mut out = format!(
-        "{}: {}\nprovider {:?}, peer {:?}, one session {} x {} ms ({})\n",
+        "{}: {}\nprovider {:?}, peer {:?}, {total} session{} {} x {} ms ({})\n",
         scenario.name,
         scenario.description,
         scenario.provider,
         scenario.peer,
+        if total == 1 { "" } else { "s" },
         scenario.sessions.multiplier,
         scenario.sessions.tx_interval_ms,
-        if scenario.sessions.ipv6 {
-            "IPv6"
-        } else {
-            "IPv4"
-        }
+        scenario.sessions.family_name()
     );
     out.push_str("phases (per DUT; counts for one DUT CPU):\n");
     for p in &scenario.phases {
         let cmd = if p.profile.is_idle() {
             "no load".to_string()
         } else {
-            format!(
-                "stress-ng {}",
-                p.profile.stress_ng_args(1, p.seconds).join(" ")
-            )
+            stress_ng_line(&p.profile.stress_ng_processes(1, p.seconds))
         };
         out.push_str(&format!(
             "  {:<6} {:>5} s  {cmd}\n",
@@ -254,14 +283,15 @@ pub fn plan(scenario: &Scenario) -> String {
                 format!("FRR bfdd driving linecardd (dataplane protocol), backend {backend}")
             }
         };
-        let expect = if d.expect.positive_control {
-            "positive control: must flap".to_string()
-        } else {
+        let describe = |expect: &crate::scenario::Expectation| {
+            if expect.positive_control {
+                return "positive control: must flap".to_string();
+            }
             let mut e = Vec::new();
-            if let Some(n) = d.expect.max_flaps {
+            if let Some(n) = expect.max_flaps {
                 e.push(format!("flaps <= {n}"));
             }
-            if let Some(ms) = d.expect.max_gap_ms {
+            if let Some(ms) = expect.max_gap_ms {
                 e.push(format!("max gap <= {ms} ms"));
             }
             if e.is_empty() {
@@ -270,8 +300,21 @@ pub fn plan(scenario: &Scenario) -> String {
                 e.join(", ")
             }
         };
+        let expect = if d.per_family.is_empty() {
+            describe(&d.expect)
+        } else {
+            Family::BOTH
+                .iter()
+                .map(|&f| format!("{}: {}", f.name(), describe(&d.expect_for(f))))
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        let offload = match d.offload_only {
+            Some(f) => format!("; only {} on the kernel's fast path", f.name()),
+            None => String::new(),
+        };
         out.push_str(&format!(
-            "  {:<30} {what}; RT throttling {:?}; {expect}\n",
+            "  {:<30} {what}{offload}; RT throttling {:?}; {expect}\n",
             d.label, d.rt_throttling
         ));
     }
@@ -366,10 +409,7 @@ fn run_prepared(
         }
         let (mut outcome, full) = attempt(scenario, dut, &dir, &manifest.host, &slug(&dut.label));
         disk_full = disk_full.or(full);
-        let spoiled = outcome
-            .evidence
-            .as_ref()
-            .is_some_and(|e| judge::spoiled(&dut.expect, e));
+        let spoiled = outcome.spoiled();
         if spoiled && !INTERRUPTED.load(Ordering::Relaxed) && disk_full.is_none() {
             eprintln!(
                 "  {:<30} {} (repeating once)",
@@ -437,6 +477,7 @@ fn attempt(
                 phases: Vec::new(),
                 sched_rt_runtime_us: rt_throttle::read().ok(),
                 spoiled_attempt: None,
+                families: Vec::new(),
             };
             (outcome, full)
         }
@@ -544,6 +585,7 @@ fn run_dut(
         phases: Vec::new(),
         sched_rt_runtime_us: None,
         spoiled_attempt: None,
+        families: Vec::new(),
     };
     if let DutImplementation::Linecardd { backend } | DutImplementation::FrrDataplane { backend } =
         &dut.implementation
@@ -581,14 +623,7 @@ fn run_dut(
         &pairs,
         &dir,
     )?;
-    let mut dut_daemon = daemons::start_dut(
-        &dut.implementation,
-        &dut.engine,
-        &scenario.sessions,
-        &pairs,
-        &dir,
-        &host.dut_cpus,
-    )?;
+    let mut dut_daemon = daemons::start_dut(dut, &scenario.sessions, &pairs, &dir, &host.dut_cpus)?;
     // Readiness in both daemons' own words, bounded, never a fixed sleep.
     let up = wait_up(
         &mut dut_daemon,
@@ -658,29 +693,28 @@ fn run_dut(
             );
             let start_ns = unix_ns();
             let started = Instant::now();
-            let args = (!phase.profile.is_idle()).then(|| {
-                phase
-                    .profile
-                    .stress_ng_args(host.dut_cpus.len(), phase.seconds)
-            });
-            let mut stress = match &args {
-                Some(args) => Some(Daemon::spawn(
+            let processes = phase
+                .profile
+                .stress_ng_processes(host.dut_cpus.len(), phase.seconds);
+            let mut stress = Vec::new();
+            for (k, args) in processes.iter().enumerate() {
+                stress.push(Daemon::spawn(
                     "stress-ng",
                     spec::DUT.namespace,
                     Some(&dut_cpuset),
                     "stress-ng",
                     args,
-                    &dir.join(format!("stress-{i}-{}.log", phase.profile.name)),
-                )?),
-                None => None,
-            };
+                    &dir.join(format!("stress-{i}-{}-{k}.log", phase.profile.name)),
+                )?);
+            }
             // Bounded: stress-ng has --timeout; we give it 10 s more.
             let limit = started + Duration::from_secs(phase.seconds + 10);
             loop {
                 let elapsed = started.elapsed();
-                let finished = match stress.as_mut() {
-                    Some(s) => !s.running(),
-                    None => elapsed >= Duration::from_secs(phase.seconds),
+                let finished = if stress.is_empty() {
+                    elapsed >= Duration::from_secs(phase.seconds)
+                } else {
+                    stress.iter_mut().all(|s| !s.running())
                 };
                 if finished || Instant::now() >= limit || INTERRUPTED.load(Ordering::Relaxed) {
                     break;
@@ -702,15 +736,8 @@ fn run_dut(
                     let restart_dut = || {
                         let dir = dir.join(format!("restarted-{i}"));
                         std::fs::create_dir_all(&dir)?;
-                        daemons::start_dut(
-                            &dut.implementation,
-                            &dut.engine,
-                            &scenario.sessions,
-                            &pairs,
-                            &dir,
-                            &host.dut_cpus,
-                        )
-                        .context("starting the DUT again")
+                        daemons::start_dut(dut, &scenario.sessions, &pairs, &dir, &host.dut_cpus)
+                            .context("starting the DUT again")
                     };
                     let fault = phase.fault.as_ref().expect("acted only on a fault");
                     let (start, end) =
@@ -733,7 +760,7 @@ fn run_dut(
                 );
                 std::thread::sleep(Duration::from_millis(100));
             }
-            if let Some(mut s) = stress {
+            for mut s in stress {
                 s.stop()?;
             }
             let end_ns = unix_ns();
@@ -749,7 +776,7 @@ fn run_dut(
                 profile: phase.profile.name.clone(),
                 start_ns,
                 end_ns,
-                stress_ng: args.map(|a| format!("stress-ng {}", a.join(" "))),
+                stress_ng: (!processes.is_empty()).then(|| stress_ng_line(&processes)),
                 fault: applied,
             });
             if INTERRUPTED.load(Ordering::Relaxed) || !capture_alive {
@@ -801,72 +828,35 @@ fn run_dut(
             ))
         }
     });
-    let mut figures = outcome
-        .phases
-        .iter()
-        .zip(&analysis.phases)
-        .zip(&scenario.phases)
-        .map(|((record, result), phase)| {
-            let flows = &result.result.flows;
-            let dut_flows: Vec<_> = flows
-                .iter()
-                .filter(|f| dut_addrs.contains(&f.src))
-                .collect();
-            // Per session: the flaps either side showed, and when.
-            let per_session: Vec<(u64, Vec<i64>)> = pairs
-                .iter()
-                .map(|p| {
-                    let of = |src: IpAddr, dst: IpAddr| {
-                        flows
-                            .iter()
-                            .find(|f| f.src == src.to_string() && f.dst == dst.to_string())
-                    };
-                    let both = [of(p.dut, p.peer), of(p.peer, p.dut)];
-                    let flaps = both.iter().flatten().map(|f| f.flaps).max().unwrap_or(0);
-                    let at = both
-                        .iter()
-                        .flatten()
-                        .flat_map(|f| f.flap_events.iter().map(|e| e.at_ns))
-                        .collect();
-                    (flaps, at)
-                })
-                .collect();
-            let fold = |pick: fn(&linecard_capture_analyzer::model::FlowResult) -> f64| {
-                dut_flows.iter().map(|f| pick(f)).fold(0.0, f64::max)
-            };
-            let mut p50s: Vec<f64> = dut_flows.iter().map(|f| f.gap_ms.p50).collect();
-            p50s.sort_by(f64::total_cmp);
-            PhaseFigures {
-                phase: record.name.clone(),
-                profile: record.profile.clone(),
-                packets: dut_flows.iter().map(|f| f.packets).sum(),
-                flaps: per_session.iter().map(|(n, _)| n).sum(),
-                // One session: its own figures. Several: the median
-                // session's p50 and the worst session's tail.
-                p50_ms: p50s.get(p50s.len() / 2).copied().unwrap_or(0.0),
-                p99_ms: fold(|f| f.gap_ms.p99),
-                p999_ms: fold(|f| f.gap_ms.p999),
-                max_ms: fold(|f| f.gap_ms.max),
-                over_budget: Some(dut_flows.iter().map(|f| f.over_budget).sum()),
-                sessions: pairs.len(),
-                sessions_flapped: per_session.iter().filter(|(n, _)| *n > 0).count(),
-                correlated_flaps: correlated(
-                    &per_session
-                        .iter()
-                        .map(|(_, at)| at.clone())
-                        .collect::<Vec<_>>(),
-                    CORRELATION_WINDOW_NS,
-                ),
-                canary_stall_ms: crate::canary::longest_stall_ms(
-                    &stalls,
-                    record.start_ns,
-                    record.end_ns,
-                ),
-                canary_required_ms: phase.profile.canary_min_stall_ms,
-                fault: None,
-            }
-        })
-        .collect::<Vec<PhaseFigures>>();
+    let phase_figures = |pairs: &[daemons::Pair]| -> Vec<PhaseFigures> {
+        outcome
+            .phases
+            .iter()
+            .zip(&analysis.phases)
+            .zip(&scenario.phases)
+            .map(|((record, result), phase)| {
+                figures_of(record, &result.result.flows, phase, pairs, &stalls)
+            })
+            .collect()
+    };
+    let mut figures = phase_figures(&pairs);
+    // Dual-stack: each family's sessions alone (faults need one session,
+    // so these carry no fault figures).
+    let family_figures: Vec<(Family, Vec<PhaseFigures>)> = if scenario.sessions.dual_stack {
+        Family::BOTH
+            .iter()
+            .map(|&family| {
+                let of_family: Vec<daemons::Pair> = pairs
+                    .iter()
+                    .filter(|p| Family::of(p.dut) == family)
+                    .cloned()
+                    .collect();
+                (family, phase_figures(&of_family))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     // The peer's Downs for an expired detection time, within the phases,
     // that came before the detection time had passed on the wire.
     let s = &scenario.sessions;
@@ -982,13 +972,126 @@ fn run_dut(
         long_gaps,
         phases: figures,
     };
+    let fast_path = |family: Family| match &dut.implementation {
+        DutImplementation::Linecardd { backend } | DutImplementation::FrrDataplane { backend } => {
+            daemons::offloads(backend, &dut.engine) && dut.offload_only.is_none_or(|f| f == family)
+        }
+        DutImplementation::Frr => false,
+    };
+    outcome.families = family_figures
+        .into_iter()
+        .map(|(family, phases)| FamilyOutcome {
+            family,
+            fast_path: fast_path(family),
+            verdict: judge::judge(
+                &dut.expect_for(family),
+                &evidence.with_phases(phases.clone()),
+            ),
+            phases,
+        })
+        .collect();
     outcome.verdict = if INTERRUPTED.load(Ordering::Relaxed) {
         Verdict::Fail("interrupted".into())
-    } else {
+    } else if dut.per_family.is_empty() {
         judge::judge(&dut.expect, &evidence)
+    } else {
+        worst_of_families(&outcome.families)
     };
     outcome.evidence = Some(evidence);
     Ok(outcome)
+}
+
+/// The stress-ng command lines of a phase, as the manifest records them
+/// (several processes run at once, joined by ` & `).
+fn stress_ng_line(processes: &[Vec<String>]) -> String {
+    processes
+        .iter()
+        .map(|args| format!("stress-ng {}", args.join(" ")))
+        .collect::<Vec<_>>()
+        .join(" & ")
+}
+
+/// The verdict of a DUT judged per family: the first family's invalid
+/// verdict, else its failure, else a pass.
+fn worst_of_families(families: &[FamilyOutcome]) -> Verdict {
+    let named = |f: &FamilyOutcome, why: &str| format!("{}: {why}", f.family.name());
+    families
+        .iter()
+        .find_map(|f| match &f.verdict {
+            Verdict::Invalid(why) => Some(Verdict::Invalid(named(f, why))),
+            _ => None,
+        })
+        .or_else(|| {
+            families.iter().find_map(|f| match &f.verdict {
+                Verdict::Fail(why) => Some(Verdict::Fail(named(f, why))),
+                _ => None,
+            })
+        })
+        .unwrap_or(Verdict::Pass)
+}
+
+/// One phase's figures over `pairs`' sessions, from its slice of the
+/// capture.
+fn figures_of(
+    record: &PhaseRecord,
+    flows: &[linecard_capture_analyzer::model::FlowResult],
+    phase: &PhaseSpec,
+    pairs: &[daemons::Pair],
+    stalls: &[crate::canary::Stall],
+) -> PhaseFigures {
+    let dut_flows: Vec<_> = flows
+        .iter()
+        .filter(|f| pairs.iter().any(|p| f.src == p.dut.to_string()))
+        .collect();
+    // Per session: the flaps either side showed, and when.
+    let per_session: Vec<(u64, Vec<i64>)> = pairs
+        .iter()
+        .map(|p| {
+            let of = |src: IpAddr, dst: IpAddr| {
+                flows
+                    .iter()
+                    .find(|f| f.src == src.to_string() && f.dst == dst.to_string())
+            };
+            let both = [of(p.dut, p.peer), of(p.peer, p.dut)];
+            let flaps = both.iter().flatten().map(|f| f.flaps).max().unwrap_or(0);
+            let at = both
+                .iter()
+                .flatten()
+                .flat_map(|f| f.flap_events.iter().map(|e| e.at_ns))
+                .collect();
+            (flaps, at)
+        })
+        .collect();
+    let fold = |pick: fn(&linecard_capture_analyzer::model::FlowResult) -> f64| {
+        dut_flows.iter().map(|f| pick(f)).fold(0.0, f64::max)
+    };
+    let mut p50s: Vec<f64> = dut_flows.iter().map(|f| f.gap_ms.p50).collect();
+    p50s.sort_by(f64::total_cmp);
+    PhaseFigures {
+        phase: record.name.clone(),
+        profile: record.profile.clone(),
+        packets: dut_flows.iter().map(|f| f.packets).sum(),
+        flaps: per_session.iter().map(|(n, _)| n).sum(),
+        // One session: its own figures. Several: the median
+        // session's p50 and the worst session's tail.
+        p50_ms: p50s.get(p50s.len() / 2).copied().unwrap_or(0.0),
+        p99_ms: fold(|f| f.gap_ms.p99),
+        p999_ms: fold(|f| f.gap_ms.p999),
+        max_ms: fold(|f| f.gap_ms.max),
+        over_budget: Some(dut_flows.iter().map(|f| f.over_budget).sum()),
+        sessions: pairs.len(),
+        sessions_flapped: per_session.iter().filter(|(n, _)| *n > 0).count(),
+        correlated_flaps: correlated(
+            &per_session
+                .iter()
+                .map(|(_, at)| at.clone())
+                .collect::<Vec<_>>(),
+            CORRELATION_WINDOW_NS,
+        ),
+        canary_stall_ms: crate::canary::longest_stall_ms(stalls, record.start_ns, record.end_ns),
+        canary_required_ms: phase.profile.canary_min_stall_ms,
+        fault: None,
+    }
 }
 
 /// Flaps of different sessions closer than this share a cause (a stall of
@@ -1023,7 +1126,8 @@ pub fn correlated(flaps_per_session: &[Vec<i64>], window: i64) -> usize {
 fn row_verdict(d: &DutOutcome) -> String {
     match d.verdict {
         Verdict::Pass if d.spec.expect.positive_control => "flapped (positive control)".into(),
-        ref v => v.describe(),
+        // One table row: a tool's multi-line error on one line.
+        ref v => v.describe().replace('\n', " "),
     }
 }
 
@@ -1072,6 +1176,43 @@ fn faults_markdown(m: &Manifest) -> String {
     )
 }
 
+/// Dual-stack: each family's sessions alone, with the path that answered
+/// them.
+fn families_markdown(m: &Manifest) -> String {
+    let mut rows = String::new();
+    for d in &m.duts {
+        for f in &d.families {
+            for (i, p) in f.phases.iter().enumerate() {
+                rows.push_str(&format!(
+                    "| {} | {} | {} | {} | {} | {:.2} | {:.2} | {} |\n",
+                    d.label,
+                    f.family.name(),
+                    if f.fast_path { "kernel" } else { "userspace" },
+                    p.profile,
+                    p.flaps,
+                    p.p99_ms,
+                    p.max_ms,
+                    if i > 0 {
+                        String::new()
+                    } else if matches!(f.verdict, Verdict::Pass)
+                        && d.spec.expect_for(f.family).positive_control
+                    {
+                        "flapped (positive control)".into()
+                    } else {
+                        f.verdict.describe()
+                    },
+                ));
+            }
+        }
+    }
+    if rows.is_empty() {
+        return rows;
+    }
+    format!(
+        "\nPer address family, each judged alone: the DUT's transmit gaps in ms and the flaps of its sessions of that family, and which path answered them.\n\n| DUT | family | path | phase | flaps | p99 | max | verdict |\n|---|---|---|---|---:|---:|---:|---|\n{rows}"
+    )
+}
+
 pub fn summary_markdown(m: &Manifest) -> String {
     let mut out = format!(
         "# {} ({})\n\n{}\n\nStatus: **{}**. Peer: {} ({}); sessions {} x {} ms ({}). Host: kernel {}, DUT CPUs {:?}, sched_rt_runtime_us as shipped {}.\n\n",
@@ -1086,7 +1227,7 @@ pub fn summary_markdown(m: &Manifest) -> String {
         },
         m.scenario.sessions.multiplier,
         m.scenario.sessions.tx_interval_ms,
-        if m.scenario.sessions.ipv6 { "IPv6" } else { "IPv4" },
+        m.scenario.sessions.family_name(),
         m.host.kernel,
         m.host.dut_cpus,
         m.host.sched_rt_runtime_us,
@@ -1139,6 +1280,7 @@ pub fn summary_markdown(m: &Manifest) -> String {
             }
         }
     }
+    out.push_str(&families_markdown(m));
     out.push_str(&faults_markdown(m));
     out.push_str("\nRT throttling per DUT (sched_rt_runtime_us during its run): ");
     let throttling: Vec<String> = m

@@ -23,7 +23,7 @@ const BALLAST: &str = ".ballast";
 /// every session at its interval, for its phases and bring-up.
 pub fn estimate_bytes(scenario: &Scenario, only: &[String]) -> u64 {
     let s = &scenario.sessions;
-    let packets_per_s = 2 * s.count as u64 * 1000 / u64::from(s.tx_interval_ms.max(1));
+    let packets_per_s = 2 * s.total() as u64 * 1000 / u64::from(s.tx_interval_ms.max(1));
     let duts = scenario
         .duts
         .iter()
