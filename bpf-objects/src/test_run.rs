@@ -71,3 +71,19 @@ pub fn run(program: &aya::programs::Xdp, frame: &[u8], repeat: u32) -> std::io::
         mean_ns: attr.duration,
     })
 }
+
+/// Whether this process may load programs and run them: root. Without
+/// root, a printed skip; under `LINECARD_REQUIRE_PRIVILEGED=1` (CI) a
+/// panic, since a skipped test is not a passed one.
+pub fn privileged(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    assert!(
+        std::env::var_os("LINECARD_REQUIRE_PRIVILEGED").is_none_or(|v| v != "1"),
+        "{test}: LINECARD_REQUIRE_PRIVILEGED=1 but not running as root"
+    );
+    eprintln!("skipped {test}: BPF_PROG_TEST_RUN needs root");
+    false
+}

@@ -21,19 +21,6 @@ use linecard_bpf_objects::craft::{
 };
 use linecard_common::bfd::drop;
 
-fn privileged() -> bool {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    assert!(
-        std::env::var_os("LINECARD_REQUIRE_PRIVILEGED").is_none(),
-        "root required"
-    );
-    eprintln!("skipped: BPF_PROG_TEST_RUN needs root");
-    false
-}
-
 fn checksum_ok(ip_header: &[u8]) -> bool {
     ones_complement_sum(ip_header) == 0xffff
 }
@@ -86,7 +73,7 @@ impl FastPath {
 
 #[test]
 fn an_up_packet_is_answered_in_the_kernel_byte_for_byte() {
-    if !privileged() {
+    if !test_run::privileged(module_path!()) {
         return;
     }
     let fast = FastPath::load(true);
@@ -130,7 +117,7 @@ fn an_up_packet_is_answered_in_the_kernel_byte_for_byte() {
 /// the frame is consumed) but not answered; a Poll is answered regardless.
 #[test]
 fn an_answer_to_our_answer_is_heard_not_answered() {
-    if !privileged() {
+    if !test_run::privileged(module_path!()) {
         return;
     }
     let fast = FastPath::load_with(SessionConfig {
@@ -162,7 +149,7 @@ fn an_answer_to_our_answer_is_heard_not_answered() {
 /// the RX-clocked replies (seen under L4: 30 ms of silence, a flap).
 #[test]
 fn only_a_sent_own_clock_packet_silences_the_reply() {
-    if !privileged() {
+    if !test_run::privileged(module_path!()) {
         return;
     }
     let mut fast = FastPath::load_with(SessionConfig {
@@ -207,7 +194,7 @@ fn only_a_sent_own_clock_packet_silences_the_reply() {
 /// answered again, and a limit of 0 switches the guard off.
 #[test]
 fn a_stale_heartbeat_hands_the_reply_back_to_userspace() {
-    if !privileged() {
+    if !test_run::privileged(module_path!()) {
         return;
     }
     let mut fast = FastPath::load(true);
@@ -259,7 +246,7 @@ fn monotonic_ns() -> u64 {
 
 #[test]
 fn a_poll_is_answered_with_final_and_padding_is_trimmed() {
-    if !privileged() {
+    if !test_run::privileged(module_path!()) {
         return;
     }
     let fast = FastPath::load(true);
@@ -274,7 +261,7 @@ fn a_poll_is_answered_with_final_and_padding_is_trimmed() {
 
 #[test]
 fn transitions_and_unoffloaded_sessions_go_to_userspace() {
-    if !privileged() {
+    if !test_run::privileged(module_path!()) {
         return;
     }
     let fast = FastPath::load(false);
@@ -309,7 +296,7 @@ fn transitions_and_unoffloaded_sessions_go_to_userspace() {
 
 #[test]
 fn every_drop_reason_is_counted_with_the_control_counter() {
-    if !privileged() {
+    if !test_run::privileged(module_path!()) {
         return;
     }
     let fast = FastPath::load(true);
@@ -340,7 +327,7 @@ fn every_drop_reason_is_counted_with_the_control_counter() {
 /// (no extension-header walking in the fast path).
 #[test]
 fn an_ipv6_peer_is_answered_with_a_valid_checksum_and_guarded_like_ipv4() {
-    if !privileged() {
+    if !test_run::privileged(module_path!()) {
         return;
     }
     let fast = FastPath::load_with(session6(true));
@@ -428,7 +415,7 @@ fn an_ipv6_peer_is_answered_with_a_valid_checksum_and_guarded_like_ipv4() {
 /// single-hop packet below 255 is still dropped before any lookup).
 #[test]
 fn a_multihop_session_is_answered_on_its_port_and_its_relaxation_is_its_own() {
-    if !privileged() {
+    if !test_run::privileged(module_path!()) {
         return;
     }
     let fast = FastPath::load_with(SessionConfig {

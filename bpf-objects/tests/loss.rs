@@ -14,19 +14,6 @@ use linecard_common::names;
 const XDP_DROP: u32 = 1;
 const XDP_PASS: u32 = 2;
 
-fn privileged() -> bool {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    assert!(
-        std::env::var_os("LINECARD_REQUIRE_PRIVILEGED").is_none(),
-        "root required"
-    );
-    eprintln!("skipped: BPF_PROG_TEST_RUN needs root");
-    false
-}
-
 struct Loss {
     bpf: aya::Ebpf,
 }
@@ -65,7 +52,7 @@ impl Loss {
 
 #[test]
 fn bfd_frames_are_dropped_at_the_seeds_draws_and_nothing_else_is() {
-    if !privileged() {
+    if !test_run::privileged(module_path!()) {
         return;
     }
     let up = bfd(3, 0, 1, 2);
