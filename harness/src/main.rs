@@ -322,11 +322,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
                 return Ok(ExitCode::SUCCESS);
             }
-            linecard_harness::sys::require_root("linecard run")?;
+            // An ssh scenario's lab runs on its host, as root there.
+            if scenario.ssh.is_none() {
+                linecard_harness::sys::require_root("linecard run")?;
+            }
             linecard_harness::run::install_interrupt_handler();
             let result = linecard_harness::run::run(
                 &scenario,
-                &linecard_harness::run::RunOptions { results, only },
+                &linecard_harness::run::RunOptions {
+                    results,
+                    only,
+                    profiles,
+                },
             )?;
             if output.json {
                 print_json(&result.manifest)?;

@@ -16,6 +16,7 @@ struct RawScenario {
     description: String,
     provider: Option<String>,
     proxmox: Option<crate::run::proxmox::ProxmoxSpec>,
+    ssh: Option<crate::run::ssh::SshSpec>,
     peer: RawPeer,
     sessions: Option<RawSessions>,
     #[serde(default)]
@@ -95,6 +96,8 @@ pub enum ProviderKind {
     /// VMs on a Proxmox VE host (`[proxmox]`); this build prints its plan
     /// (`--dry-run`) and does not execute it.
     Proxmox,
+    /// The local lab on a remote Linux host, driven over SSH (`[ssh]`).
+    Ssh,
 }
 
 /// A BFD implementation in the peer or DUT position.
@@ -244,6 +247,9 @@ pub struct Scenario {
     /// The Proxmox host and VM IDs, with `provider = "proxmox"`.
     #[serde(default)]
     pub proxmox: Option<crate::run::proxmox::ProxmoxSpec>,
+    /// The host, with `provider = "ssh"`.
+    #[serde(default)]
+    pub ssh: Option<crate::run::ssh::SshSpec>,
     pub peer: PeerImplementation,
     /// SCHED_FIFO priority of the peer daemon (0: normal priority). The
     /// peer is the measurement's reference clock: an RX-clocked DUT
@@ -466,22 +472,37 @@ impl Scenario {
         let provider = match raw.provider.as_deref().unwrap_or("local") {
             "local" => ProviderKind::Local,
             "proxmox" => ProviderKind::Proxmox,
-            p @ "ssh" => {
-                return Err(invalid(
-                    "provider",
-                    &p,
-                    "this provider is not in this build yet; use local",
-                ))
-            }
+            "ssh" => ProviderKind::Ssh,
             p => return Err(invalid("provider", &p, "must be local, ssh or proxmox")),
         };
+        match (&provider, &raw.ssh) {
+            (ProviderKind::Ssh, None) => {
+                return Err(invalid(
+                    "ssh",
+                    &"(missing)",
+                    "provider = \"ssh\" needs an [ssh] table (target = \"root@host\")",
+                ))
+            }
+            (ProviderKind::Ssh, Some(spec)) => {
+                spec.check()
+                    .map_err(|(key, value, why)| invalid(&format!("ssh.{key}"), &value, why))?;
+            }
+            (_, Some(_)) => {
+                return Err(invalid(
+                    "ssh",
+                    &"(table)",
+                    "only read with provider = \"ssh\"",
+                ))
+            }
+            (_, None) => {}
+        }
         match (&provider, &raw.proxmox) {
             (ProviderKind::Proxmox, None) => return Err(invalid(
                 "proxmox",
                 &"(missing)",
                 "provider = \"proxmox\" needs a [proxmox] table (host, template_vmid, first_vmid)",
             )),
-            (ProviderKind::Local, Some(_)) => {
+            (ProviderKind::Local | ProviderKind::Ssh, Some(_)) => {
                 return Err(invalid(
                     "proxmox",
                     &"(table)",
@@ -799,6 +820,7 @@ impl Scenario {
             description: raw.description,
             provider,
             proxmox: raw.proxmox,
+            ssh: raw.ssh,
             peer,
             peer_rt_priority,
             sessions,
@@ -1023,9 +1045,19 @@ max_flaps = 0
         );
         assert!(error(&GOOD.replace("name = \"t\"", "name = \"../etc\"")).contains("name = ../etc"));
         assert!(error(&format!("{GOOD}colour = 1\n")).starts_with("s.toml: "));
+        let ssh = |table: &str| {
+            GOOD.replace("name = \"t\"\n", "name = \"t\"\nprovider = \"ssh\"\n")
+                .replace("[peer]", &format!("{table}[peer]"))
+        };
         assert!(
-            error(&GOOD.replace("name = \"t\"\n", "name = \"t\"\nprovider = \"ssh\"\n"))
-                .contains("provider = ssh: this provider is not in this build yet")
+            error(&ssh("")).contains("ssh = (missing): provider = \"ssh\" needs an [ssh] table")
+        );
+        assert!(error(&ssh("[ssh]\ntarget = \"root@h; reboot\"\n"))
+            .contains("ssh.target = root@h; reboot: must be user@host"));
+        assert!(error(&ssh("[ssh]\ntarget = \"root@h\"\nhost = 1\n")).starts_with("s.toml: "));
+        assert!(
+            error(&GOOD.replace("[peer]", "[ssh]\ntarget = \"root@h\"\n[peer]"))
+                .contains("ssh = (table): only read with provider = \"ssh\"")
         );
     }
 }

@@ -295,13 +295,13 @@ pub fn start_peer(
 pub const SOCKET_PATH_MAX: usize = 107;
 
 /// Every unix socket a DUT's run may bind, relative to its directory:
-/// the peer's and the DUT's daemons as first started, and as the last of
-/// `phases` phases' faults restarts them (`peer-restarted-N/`,
-/// `restarted-N/`).
+/// the peer's and the DUT's daemons as first started, and as the fault of
+/// phase `last_restart` (the last that restarts one) starts them again
+/// (`peer-restarted-N/`, `restarted-N/`).
 pub fn socket_paths(
     peer: PeerImplementation,
     dut: &DutImplementation,
-    phases: usize,
+    last_restart: Option<usize>,
 ) -> Vec<PathBuf> {
     let frr = |dir: &str| {
         ["bfdd.sock", "bfdd.vty", "zserv.api"]
@@ -319,12 +319,14 @@ pub fn socket_paths(
         DutImplementation::FrrDataplane { .. } => duts.extend(frr("dut-frr-control")),
         DutImplementation::Linecardd { .. } => {}
     }
-    let last = phases.saturating_sub(1);
     let restarted = |dir: String, paths: &[PathBuf]| -> Vec<PathBuf> {
         paths.iter().map(|p| Path::new(&dir).join(p)).collect()
     };
-    let mut all = restarted(format!("peer-restarted-{last}"), &peers);
-    all.extend(restarted(format!("restarted-{last}"), &duts));
+    let mut all = Vec::new();
+    if let Some(last) = last_restart {
+        all.extend(restarted(format!("peer-restarted-{last}"), &peers));
+        all.extend(restarted(format!("restarted-{last}"), &duts));
+    }
     all.extend(peers);
     all.extend(duts);
     all

@@ -87,6 +87,12 @@ pub struct Evidence {
     /// host stalled, and the run says nothing about the DUT.
     #[serde(default)]
     pub silent_peer_detections_ms: Vec<f64>,
+    /// The peer's silences of a detection time or more while both sides
+    /// were Up, in the plain phases (ms): the peer sends on its own clock
+    /// whatever the DUT does, so its host stalled, and the window says
+    /// nothing about the DUT.
+    #[serde(default)]
+    pub peer_stalls_ms: Vec<f64>,
     /// The sessions' detection time, ms (multiplier x interval).
     #[serde(default = "default_detection_ms")]
     pub detection_ms: f64,
@@ -280,6 +286,15 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
     if broken.is_empty() {
         return Verdict::Pass;
     }
+    // Limits broken in a run whose peer fell silent for a detection time:
+    // the window says nothing about the DUT (repeated once).
+    if let Some(ms) = e.peer_stalls_ms.first() {
+        return Verdict::Invalid(format!(
+            "{}, and the peer sent nothing for {ms:.2} ms while both sides were Up, a detection time: the peer host stalled ({:.0} ms hypervisor steal on its CPUs)",
+            broken.join(", "),
+            e.peer_steal_ms
+        ));
+    }
     if let Some(peer_gap) = peer_explains(expect, e) {
         return Verdict::Invalid(format!(
             "{}: the peer sent nothing for {peer_gap:.2} ms and the DUT's replies followed it (the peer host stalled)",
@@ -311,7 +326,9 @@ pub fn spoiled(expect: &Expectation, e: &Evidence) -> bool {
     {
         return true;
     }
-    if !broken_limits(expect, e).is_empty() && peer_explains(expect, e).is_some() {
+    if !broken_limits(expect, e).is_empty()
+        && (peer_explains(expect, e).is_some() || !e.peer_stalls_ms.is_empty())
+    {
         return true;
     }
     let without_steal = Evidence {
@@ -416,6 +433,7 @@ mod tests {
             peer_steal_ms: 0.0,
             premature_peer_detections_ms: Vec::new(),
             silent_peer_detections_ms: Vec::new(),
+            peer_stalls_ms: Vec::new(),
             detection_ms: 30.0,
             control_plane_uninterrupted: None,
             long_gaps: Vec::new(),
@@ -616,6 +634,27 @@ mod tests {
         // A positive control flaps anyway: its verdict stands.
         assert_eq!(judge(&control(), &e), Verdict::Pass);
         assert!(!spoiled(&control(), &e));
+    }
+
+    #[test]
+    fn a_peer_silent_for_a_detection_time_in_a_plain_phase_invalidates_the_run() {
+        // Seen in CI under L4: both sides silent 109.96 ms at once (the
+        // machine stalled), the peer's Down after it, our gap a mirror.
+        let mut e = evidence(vec![phase(1, 109.96, 950.0)]);
+        assert!(matches!(judge(&hold(), &e), Verdict::Fail(_)));
+        e.peer_stalls_ms = vec![109.9];
+        assert!(
+            matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("109.90 ms") && w.contains("peer host stalled"))
+        );
+        assert!(spoiled(&hold(), &e));
+        // A positive control must flap anyway: its verdict stands.
+        assert_eq!(judge(&control(), &e), Verdict::Pass);
+        assert!(!spoiled(&control(), &e));
+        // Limits held: the stall changes nothing.
+        let mut held = evidence(vec![phase(0, 10.0, 950.0)]);
+        held.peer_stalls_ms = vec![29.5];
+        assert_eq!(judge(&hold(), &held), Verdict::Pass);
+        assert!(!spoiled(&hold(), &held));
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod mirror;
 pub mod provider;
 pub mod proxmox;
 pub mod space;
+pub mod ssh;
 
 use crate::lab::spec;
 use crate::procs::{Capture, Daemon};
@@ -52,6 +53,8 @@ pub struct RunOptions {
     pub results: PathBuf,
     /// Only the DUTs with these labels (all when empty).
     pub only: Vec<String>,
+    /// The stress profiles' directory (copied to an `ssh` host).
+    pub profiles: PathBuf,
 }
 
 /// One DUT's outcome.
@@ -322,6 +325,9 @@ pub fn plan(scenario: &Scenario) -> String {
 }
 
 pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunResult> {
+    if let Some(spec) = &scenario.ssh {
+        return ssh::run(scenario, spec, options);
+    }
     space::check(scenario, options)?;
     check_socket_paths(scenario, options)?;
     let provider = provider::for_scenario(scenario);
@@ -335,6 +341,12 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunResult> {
     Ok(result)
 }
 
+/// The directory of a DUT's repeated attempt (short: the daemons' unix
+/// sockets live under it).
+fn repeat_dir(label: &str) -> String {
+    format!("{}-2", slug(label))
+}
+
 /// Refuses, before anything starts, a results directory so deep that a
 /// daemon's unix socket in it would not fit `sun_path`.
 fn check_socket_paths(scenario: &Scenario, options: &RunOptions) -> Result<()> {
@@ -343,12 +355,18 @@ fn check_socket_paths(scenario: &Scenario, options: &RunOptions) -> Result<()> {
         .results
         .join(&scenario.name)
         .join("YYYYMMDDTHHMMSSZ");
+    let last_restart = scenario.phases.iter().rposition(|p| {
+        matches!(
+            p.fault,
+            Some(faults::Fault::PeerRestart | faults::Fault::EngineRestart)
+        )
+    });
     let deepest = scenario
         .duts
         .iter()
         .flat_map(|dut| {
-            let dut_dir = run_dir.join(format!("{}-repeat", slug(&dut.label)));
-            daemons::socket_paths(scenario.peer, &dut.implementation, scenario.phases.len())
+            let dut_dir = run_dir.join(repeat_dir(&dut.label));
+            daemons::socket_paths(scenario.peer, &dut.implementation, last_restart)
                 .into_iter()
                 .map(move |socket| dut_dir.join(socket))
         })
@@ -418,13 +436,7 @@ fn run_prepared(
             );
             let first = outcome;
             let full;
-            (outcome, full) = attempt(
-                scenario,
-                dut,
-                &dir,
-                &manifest.host,
-                &format!("{}-repeat", slug(&dut.label)),
-            );
+            (outcome, full) = attempt(scenario, dut, &dir, &manifest.host, &repeat_dir(&dut.label));
             disk_full = disk_full.or(full);
             outcome.spoiled_attempt = Some(Box::new(first));
         }
@@ -936,6 +948,24 @@ fn run_dut(
         .collect();
     // Each fault's phase, walked packet by packet.
     let from_dut: Vec<bool> = flows.iter().map(|f| dut_addrs.contains(&f.src)).collect();
+    // The peer's silences of a detection time while both sides were Up, in
+    // the plain phases: it sends on its own clock whatever the DUT does
+    // (RFC 5880 6.8.7), so each is its host's stall (seen in CI: both
+    // sides silent 110 ms at once, the machine itself stalled).
+    let peer_stalls_ms: Vec<f64> = plain
+        .iter()
+        .flat_map(|&(start, end)| {
+            faults::walk(
+                &rows.0,
+                &from_dut,
+                (start, end),
+                (start, start),
+                detection_ms,
+            )
+            .peer_silences
+        })
+        .map(|silence| silence.ms())
+        .collect();
     for ((record, spec), figures) in outcome
         .phases
         .iter()
@@ -967,6 +997,7 @@ fn run_dut(
         peer_steal_ms,
         premature_peer_detections_ms,
         silent_peer_detections_ms,
+        peer_stalls_ms,
         detection_ms,
         control_plane_uninterrupted,
         long_gaps,

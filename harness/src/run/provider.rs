@@ -2,9 +2,9 @@
 //! up, proves where the DUT's receive path runs, describes the host for the
 //! manifest, and tears down what it created.
 //!
-//! `local` (the network-namespace lab on this machine) is the one in this
-//! build; `ssh` and `proxmox` are refused by scenario validation until they
-//! land.
+//! `local` (the network-namespace lab on this machine) is the one the
+//! runner drives itself; `ssh` runs a scenario's local lab on a remote host
+//! (`ssh.rs`); `proxmox` prints its plan only (`proxmox.rs`).
 
 use crate::lab::{self, check};
 use crate::scenario::{ProviderKind, Scenario};
@@ -28,6 +28,10 @@ pub struct HostFacts {
     pub linecard_version: String,
     /// First line of each tool's version output.
     pub tools: Vec<(String, String)>,
+    /// The `ssh` provider's target (`user@host`) the run was driven
+    /// through; `None` for a run on this machine.
+    #[serde(default)]
+    pub via: Option<String>,
 }
 
 pub trait Provider {
@@ -44,6 +48,7 @@ pub fn for_scenario(scenario: &Scenario) -> Box<dyn Provider> {
             was_up: lab::status::read().map(|s| s.up).unwrap_or(false),
         }),
         ProviderKind::Proxmox => Box::new(Proxmox),
+        ProviderKind::Ssh => unreachable!("run::run hands ssh scenarios to run::ssh first"),
     }
 }
 
@@ -113,6 +118,7 @@ impl Provider for Local {
                 ("stress-ng".into(), first_line("stress-ng", &["--version"])),
                 ("tcpdump".into(), first_line("tcpdump", &["--version"])),
             ],
+            via: None,
         })
     }
 
