@@ -1,7 +1,7 @@
 //! The `ssh` provider against a real sshd (OpenSSH, listening on loopback
-//! only, key authentication, started and stopped by this test by PID): a
-//! scenario staged on the "host", run there, and its run directory brought
-//! back whole; then the connection lost mid-run, ridden out when it comes
+//! only, key authentication, started and stopped by this test by PID):
+//! CI's `smoke` staged on the "host", run there, and its run directory
+//! brought back whole; then the connection lost mid-run, ridden out when it comes
 //! back within `lost_after_s` and failing the run, with what came back
 //! kept and marked, when it does not. The host is this machine (sshd runs
 //! commands as root here), so the remote run's lab is the local lab: the
@@ -106,21 +106,37 @@ impl Sshd {
         std::fs::read_to_string(self.dir.join("sshd.log")).unwrap_or_default()
     }
 
-    /// A scenario of one xdp DUT, idle for `seconds`, staged in
-    /// `remote_dir` on this sshd's host.
-    fn scenario(&self, name: &str, seconds: u64, lost_after_s: u64, remote_dir: &Path) -> PathBuf {
+    /// The `[ssh]` table for this sshd, staging in `remote_dir`.
+    fn table(&self, lost_after_s: u64, remote_dir: &Path) -> String {
         let d = self.dir.display();
-        let text = format!(
-            "schema_version = 1\nname = \"{name}\"\ndescription = \"xdp idle over ssh\"\n\
-             provider = \"ssh\"\n\n[ssh]\ntarget = \"root@127.0.0.1\"\nport = {}\n\
+        format!(
+            "provider = \"ssh\"\n\n[ssh]\ntarget = \"root@127.0.0.1\"\nport = {}\n\
              identity = \"{d}/client_key\"\nremote_dir = \"{}\"\nlost_after_s = {lost_after_s}\n\
-             options = [\"StrictHostKeyChecking=no\", \"UserKnownHostsFile={d}/known_hosts\"]\n\n\
-             [peer]\nimplementation = \"frr\"\n\n[[phase]]\nprofile = \"idle\"\nseconds = {seconds}\n\n\
-             [[dut]]\nlabel = \"xdp\"\nimplementation = \"linecardd\"\nbackend = \"xdp\"\nmax_flaps = 0\n",
+             options = [\"StrictHostKeyChecking=no\", \"UserKnownHostsFile={d}/known_hosts\"]\n\n",
             self.port,
             remote_dir.display()
+        )
+    }
+
+    /// A scenario of one xdp DUT, idle for `seconds`, on this sshd's host.
+    fn scenario(&self, name: &str, seconds: u64, lost_after_s: u64, remote_dir: &Path) -> PathBuf {
+        let text = format!(
+            "schema_version = 1\nname = \"{name}\"\ndescription = \"xdp idle over ssh\"\n{}\
+             [peer]\nimplementation = \"frr\"\n\n[[phase]]\nprofile = \"idle\"\nseconds = {seconds}\n\n\
+             [[dut]]\nlabel = \"xdp\"\nimplementation = \"linecardd\"\nbackend = \"xdp\"\nmax_flaps = 0\n",
+            self.table(lost_after_s, remote_dir)
         );
         let path = self.dir.join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// The shipped `smoke` scenario, on this sshd's host.
+    fn smoke(&self, remote_dir: &Path) -> PathBuf {
+        let text = std::fs::read_to_string(repo().join("scenarios/smoke.toml"))
+            .unwrap()
+            .replace("[peer]", &format!("{}[peer]", self.table(30, remote_dir)));
+        let path = self.dir.join("smoke.toml");
         std::fs::write(&path, text).unwrap();
         path
     }
@@ -204,35 +220,44 @@ fn a_scenario_runs_on_an_ssh_host_and_a_lost_connection_is_ridden_out_or_marked(
     let results = dir.join("results");
     let mut sshd = Sshd::start(&dir);
 
-    // 1. The whole run over SSH, its directory brought back.
-    let scenario = sshd.scenario("sshok", 5, 30, &remote);
+    // 1. CI's smoke scenario over SSH, its directory brought back.
+    let scenario = sshd.smoke(&remote);
     let args = run_args(&scenario, &results);
     let out = linecard(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    assert_exit(&out, 0, "an idle run over ssh");
+    assert_exit(&out, 0, "smoke over ssh");
     assert!(
         sshd.log()
             .contains("Accepted publickey for root from 127.0.0.1"),
         "the run did not go through this sshd: {}",
         sshd.log()
     );
-    let run = run_dir(&results, "sshok");
+    let run = run_dir(&results, "smoke");
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["status"], "complete", "{manifest:#}");
     assert_eq!(manifest["host"]["provider"], "ssh");
     assert_eq!(manifest["host"]["via"], "root@127.0.0.1");
-    assert_eq!(
-        manifest["duts"][0]["verdict"]["status"], "pass",
-        "{manifest:#}"
-    );
-    // The capture and its analysis came back, and the host kept nothing.
-    assert!(
-        std::fs::metadata(run.join("xdp/capture.pcap"))
+    // The positive control flapped under L4, and xdp held.
+    let duts = manifest["duts"].as_array().unwrap();
+    let flaps = |label: &str| -> u64 {
+        let d = duts.iter().find(|d| d["label"] == label).unwrap();
+        assert_eq!(d["verdict"]["status"], "pass", "{d:#}");
+        d["evidence"]["phases"]
+            .as_array()
             .unwrap()
-            .len()
-            > 1000
-    );
-    assert!(run.join("xdp/analysis/analysis.json").exists());
+            .iter()
+            .map(|p| p["flaps"].as_u64().unwrap())
+            .sum()
+    };
+    assert!(flaps("naive") > 0);
+    assert_eq!(flaps("xdp"), 0);
+    // The capture and its analysis came back, and the host kept nothing.
+    for d in duts {
+        let capture = run.join(d["capture"].as_str().unwrap());
+        assert!(std::fs::metadata(&capture).unwrap().len() > 1000, "{d:#}");
+        let analysis = capture.with_file_name("analysis").join("analysis.json");
+        assert!(analysis.exists(), "{}", analysis.display());
+    }
     assert!(std::fs::read_to_string(run.join("remote-run.log"))
         .unwrap()
         .contains("results:"));
