@@ -1,5 +1,5 @@
 //! Any text as a stress profile: never a panic; an error names the file,
-//! and a profile that parses yields a stress-ng line for any CPU count.
+//! and a profile that parses yields its stress-ng lines for any CPU count.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use linecard_harness::profile::Profile;
@@ -11,7 +11,7 @@ fuzz_target!(|data: &[u8]| {
     match Profile::parse("fuzz.toml", text) {
         Ok(profile) => {
             for cpus in [1, 2, 12] {
-                let _ = profile.stress_ng_args(cpus, 60);
+                let _ = profile.stress_ng_processes(cpus, 60);
             }
         }
         Err(e) => assert!(e.to_string().contains("fuzz.toml"), "{e}"),
