@@ -277,7 +277,9 @@ fn a_scenario_runs_on_an_ssh_host_and_a_lost_connection_is_ridden_out_or_marked(
     assert!(out.1.contains("lost the connection"), "{}", out.1);
     assert!(out.1.contains("is back after"), "{}", out.1);
     assert_eq!(
-        std::fs::read_to_string(run_dir(&results, "sshblip").join("status")).unwrap(),
+        std::fs::read_to_string(run_dir(&results, "sshblip").join("status"))
+            .unwrap()
+            .trim(),
         "complete"
     );
 
@@ -302,7 +304,7 @@ fn a_scenario_runs_on_an_ssh_host_and_a_lost_connection_is_ridden_out_or_marked(
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(lost.join("manifest.json")).unwrap())
             .unwrap();
-    assert_eq!(manifest["status"].as_str(), Some(status.as_str()));
+    assert_eq!(manifest["status"].as_str(), Some(status.trim()));
     // The remote run went on: let it end (and take its lab down) here.
     wait_remote_runs(&remote);
     drop(sshd);

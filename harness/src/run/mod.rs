@@ -456,6 +456,11 @@ fn run_prepared(
         ),
         None => overall_status(&manifest.duts),
     };
+    finish(dir, manifest)
+}
+
+/// Writes a run's final records (manifest, status, summary) into `dir`.
+fn finish(dir: PathBuf, manifest: Manifest) -> Result<RunResult> {
     write_manifest(&dir, &manifest)?;
     std::fs::write(dir.join("status"), format!("{}\n", manifest.status))?;
     std::fs::write(dir.join("summary.md"), summary_markdown(&manifest))?;

@@ -447,13 +447,7 @@ fn fetch(
     manifest.host.provider = ProviderKind::Ssh;
     manifest.host.via = facts.via;
     manifest.scenario = scenario.clone();
-    super::write_manifest(dir, &manifest)?;
-    std::fs::write(dir.join("status"), &manifest.status)?;
-    std::fs::write(dir.join("summary.md"), super::summary_markdown(&manifest))?;
-    Ok(RunResult {
-        dir: dir.to_path_buf(),
-        manifest,
-    })
+    super::finish(dir.to_path_buf(), manifest)
 }
 
 /// A run whose results never came back: the manifest says why and what
@@ -473,13 +467,7 @@ fn unfinished(
         host: facts,
         duts: Vec::new(),
     };
-    super::write_manifest(dir, &manifest)?;
-    std::fs::write(dir.join("status"), &manifest.status)?;
-    std::fs::write(dir.join("summary.md"), super::summary_markdown(&manifest))?;
-    Ok(RunResult {
-        dir: dir.to_path_buf(),
-        manifest,
-    })
+    super::finish(dir.to_path_buf(), manifest)
 }
 
 #[cfg(test)]
