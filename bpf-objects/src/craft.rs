@@ -225,3 +225,32 @@ pub fn ones_complement_sum(bytes: &[u8]) -> u16 {
     }
     sum as u16
 }
+
+/// The lab's spare host (192.0.2.3), a stranger to every session.
+pub const STRANGER_IP: [u8; 4] = [192, 0, 2, 3];
+
+/// An echo packet (RFC 5881 section 4): Ethernet/IPv4/UDP 3785 -> 3785
+/// from the peer's MAC to the DUT's, addressed `src` -> `dst` (a peer's
+/// own echo is self-addressed), with a valid header checksum and `payload`
+/// the originator's own (it is opaque to a reflector).
+pub fn echo_frame(src: [u8; 4], dst: [u8; 4], ttl: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = frame_to(3785, ttl, payload);
+    f[26..30].copy_from_slice(&src);
+    f[30..34].copy_from_slice(&dst);
+    f[34..36].copy_from_slice(&3785u16.to_be_bytes());
+    fix_ipv4_checksum(&mut f);
+    f
+}
+
+/// [`echo_frame`] over IPv6, with its mandatory UDP checksum.
+pub fn echo_frame6(src: [u8; 16], dst: [u8; 16], hop_limit: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = frame6(hop_limit, 17, payload);
+    f[22..38].copy_from_slice(&src);
+    f[38..54].copy_from_slice(&dst);
+    f[54..56].copy_from_slice(&3785u16.to_be_bytes());
+    f[56..58].copy_from_slice(&3785u16.to_be_bytes());
+    f[60..62].fill(0);
+    let check = udp6_checksum(&src, &dst, &f[54..]);
+    f[60..62].copy_from_slice(&check.to_be_bytes());
+    f
+}

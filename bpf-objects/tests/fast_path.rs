@@ -7,7 +7,7 @@
 use aya::maps::{Array, HashMap, MapData, PerCpuArray};
 use aya::programs::Xdp;
 use linecard_bpf_objects::test_run;
-use linecard_common::bfd::{verdict, DeadMan, SessionConfig, SessionState};
+use linecard_common::bfd::{verdict, DeadMan, EchoPeer, SessionConfig, SessionState};
 use linecard_common::names;
 
 const XDP_DROP: u32 = 1;
@@ -15,9 +15,9 @@ const XDP_PASS: u32 = 2;
 const XDP_TX: u32 = 3;
 
 use linecard_bpf_objects::craft::{
-    bfd, drop_cases, frame, frame6, frame_to, ones_complement_sum, session, session6,
-    udp6_checksum, DUT_IP, DUT_IP6, DUT_MAC, OUR_DISCR, OUR_PORT, PEER_DISCR, PEER_IP, PEER_IP6,
-    PEER_MAC, SLOT,
+    bfd, drop_cases, echo_frame, echo_frame6, fix_ipv4_checksum, frame, frame6, frame_to, mapped,
+    ones_complement_sum, session, session6, udp6_checksum, DUT_IP, DUT_IP6, DUT_MAC, OUR_DISCR,
+    OUR_PORT, PEER_DISCR, PEER_IP, PEER_IP6, PEER_MAC, SLOT, STRANGER_IP,
 };
 use linecard_common::bfd::drop;
 
@@ -446,4 +446,128 @@ fn a_multihop_session_is_answered_on_its_port_and_its_relaxation_is_its_own() {
     );
     assert_eq!(fast.run(&frame_to(3784, 200, &up)).action, XDP_DROP);
     assert_eq!(count(drop::BAD_TTL), 2, "single-hop GTSM before any lookup");
+}
+
+impl FastPath {
+    /// Lists `peer` as an echo peer (`LC_ECHO_PEERS`), as the engine does
+    /// for a session with the echo function on.
+    fn echo_peer(&mut self, peer: [u8; 16]) {
+        let mut peers: HashMap<&mut MapData, [u8; 16], EchoPeer> =
+            HashMap::try_from(self.bpf.map_mut(names::ECHO_PEERS_MAP).unwrap()).unwrap();
+        peers
+            .insert(
+                peer,
+                EchoPeer {
+                    discr: OUR_DISCR,
+                    _reserved: 0,
+                },
+                0,
+            )
+            .unwrap();
+    }
+}
+
+/// The echo function's reflector (RFC 5880 6.4): a listed peer's
+/// self-addressed echo at TTL 255 goes back out with XDP_TX, MACs swapped,
+/// TTL or hop limit one lower, checksums valid, payload untouched; our own
+/// returning echoes at TTL 254 pass to the stack (a GTSM check before the
+/// echo branch would drop them); an unlisted peer's, a stranger's and a
+/// non-self-addressed echo pass untouched, never reflected.
+#[test]
+fn only_a_listed_peers_self_addressed_echo_is_reflected() {
+    if !test_run::privileged(module_path!()) {
+        return;
+    }
+    let mut fast = FastPath::load(true);
+    let payload = b"LCE1 opaque to the reflector, 32B";
+    // Not yet listed: the peer without the echo function is not reflected.
+    let peer_echo = echo_frame(PEER_IP, PEER_IP, 255, payload);
+    assert_eq!(fast.run(&peer_echo).action, XDP_PASS, "unlisted peer");
+    assert_eq!(fast_sum(&fast, verdict::ECHO_REFLECTED), 0);
+
+    fast.echo_peer(mapped(PEER_IP));
+    fast.echo_peer(PEER_IP6);
+    let out = fast.run(&peer_echo);
+    assert_eq!(out.action, XDP_TX, "listed peer's echo");
+    let f = &out.frame;
+    assert_eq!((&f[0..6], &f[6..12]), (&PEER_MAC[..], &DUT_MAC[..]), "MACs");
+    assert_eq!(f[22], 254, "TTL decremented");
+    assert!(
+        checksum_ok(&f[14..34]),
+        "IPv4 checksum after the TTL update"
+    );
+    assert_eq!(&f[26..34], &peer_echo[26..34], "addresses kept");
+    assert_eq!(
+        &f[34..],
+        &peer_echo[34..],
+        "UDP header and payload untouched"
+    );
+
+    let peer_echo6 = echo_frame6(PEER_IP6, PEER_IP6, 255, payload);
+    let out = fast.run(&peer_echo6);
+    assert_eq!(out.action, XDP_TX, "listed IPv6 peer's echo");
+    let f = &out.frame;
+    assert_eq!((&f[0..6], &f[6..12]), (&PEER_MAC[..], &DUT_MAC[..]));
+    assert_eq!(f[21], 254, "hop limit decremented");
+    assert_eq!(
+        &f[54..],
+        &peer_echo6[54..],
+        "UDP header and payload untouched"
+    );
+    assert_eq!(
+        udp6_checksum(&f[22..38], &f[38..54], &f[54..]),
+        u16::from_be_bytes([f[60], f[61]]),
+        "UDP checksum still valid"
+    );
+    assert_eq!(fast_sum(&fast, verdict::ECHO_REFLECTED), 2);
+
+    let passed = [
+        (
+            "our own echo back at TTL 254",
+            echo_frame(DUT_IP, DUT_IP, 254, payload),
+        ),
+        (
+            "our own IPv6 echo back at hop limit 254",
+            echo_frame6(DUT_IP6, DUT_IP6, 254, payload),
+        ),
+        (
+            "a stranger's self-addressed echo",
+            echo_frame(STRANGER_IP, STRANGER_IP, 255, payload),
+        ),
+        (
+            "to us, not self-addressed",
+            echo_frame(PEER_IP, DUT_IP, 255, payload),
+        ),
+        (
+            "the peer's echo off-link (TTL 64)",
+            echo_frame(PEER_IP, PEER_IP, 64, payload),
+        ),
+        ("the peer's echo with IP options", {
+            let mut f = echo_frame(PEER_IP, PEER_IP, 255, payload);
+            f[14] = 0x46;
+            f.splice(34..34, [1, 1, 1, 1]);
+            fix_ipv4_checksum(&mut f);
+            f
+        }),
+    ];
+    for (case, frame) in &passed {
+        let out = fast.run(frame);
+        assert_eq!(out.action, XDP_PASS, "{case}");
+        assert_eq!(&out.frame, frame, "{case}: untouched");
+    }
+    assert_eq!(
+        fast_sum(&fast, verdict::ECHO_REFLECTED),
+        2,
+        "nothing else reflected"
+    );
+    assert_eq!(
+        fast_sum(&fast, verdict::ECHO_PASSED),
+        1 + passed.len() as u64,
+        "every other echo counted as passed"
+    );
+    assert_eq!(fast_sum(&fast, verdict::DROPPED), 0, "none dropped");
+}
+
+fn fast_sum(fast: &FastPath, verdict: u32) -> u64 {
+    fast.per_cpu_sum(names::VERDICTS_MAP, verdict)
 }

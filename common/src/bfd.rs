@@ -19,6 +19,23 @@ pub const FLAG_MULTIHOP: u32 = 2;
 pub const PORT_SINGLE_HOP: u16 = 3784;
 /// UDP destination port of multihop control packets (RFC 5883).
 pub const PORT_MULTI_HOP: u16 = 4784;
+/// UDP destination port of echo packets (RFC 5881 section 4).
+pub const PORT_ECHO: u16 = 3785;
+
+/// Value of the `LC_ECHO_PEERS` hash map, keyed by a peer's address (IPv4
+/// as v4-mapped IPv6): the peer of a single-hop session with the echo
+/// function on, whose self-addressed echoes the fast path reflects.
+/// Written by userspace only. 4 + 4 = 8 bytes.
+///
+/// Only the peers listed here are reflected: a reflector that turns any
+/// self-addressed packet around is an amplification tool.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EchoPeer {
+    /// Our discriminator of the session (for people reading the map).
+    pub discr: u32,
+    pub _reserved: u32,
+}
 
 /// Value of the `LC_SESSIONS` hash map, keyed by our local discriminator
 /// (the Your Discriminator of the peer's packets). Written by userspace.
@@ -245,8 +262,14 @@ pub mod verdict {
     /// Valid and Up, not answered: the engine's heartbeat is older than
     /// its limit ([`super::DeadMan`]), so the frame went to userspace.
     pub const ORPHANED: u32 = 5;
+    /// A peer's self-addressed echo (RFC 5880 6.4), reflected with XDP_TX.
+    pub const ECHO_REFLECTED: u32 = 6;
+    /// A frame to the echo port not reflected (our own echoes coming back,
+    /// echoes of peers without the echo function, anything off-link or
+    /// malformed): passed to the stack untouched.
+    pub const ECHO_PASSED: u32 = 7;
 }
-pub const VERDICTS: u32 = 6;
+pub const VERDICTS: u32 = 8;
 
 #[cfg(feature = "user")]
 // SAFETY: repr(C), Copy, two u64: every bit pattern is a valid value.
@@ -262,6 +285,9 @@ unsafe impl aya::Pod for SessionState {}
 #[cfg(feature = "user")]
 // SAFETY: as above.
 unsafe impl aya::Pod for SlotConfig {}
+#[cfg(feature = "user")]
+// SAFETY: as above.
+unsafe impl aya::Pod for EchoPeer {}
 
 #[cfg(test)]
 mod tests {
@@ -308,6 +334,8 @@ mod tests {
         assert_eq!(offset_of!(SlotConfig, tx_interval_ns), 24);
         assert_eq!(size_of::<SweepEvent>(), 32);
         assert_eq!(size_of::<DeadMan>(), 16);
+        assert_eq!(size_of::<EchoPeer>(), 8);
+        assert_eq!(offset_of!(EchoPeer, _reserved), 4);
         assert_eq!(drop::name(drop::HOP_MISMATCH), "hop_mismatch");
         assert_eq!(drop::name(drop::IP_OPTIONS), "ip_options");
         assert_eq!(drop::name(drop::NO_SESSION), "no_session");

@@ -56,9 +56,12 @@ pub mod names {
     pub const LOSS_COUNTS_MAP: &str = "LC_LOSS_COUNTS";
     /// Array of one [`crate::bfd::DeadMan`]: the engine's heartbeat.
     pub const DEAD_MAN_MAP: &str = "LC_DEAD_MAN";
+    /// Hash map: peer address -> [`crate::bfd::EchoPeer`], the peers
+    /// whose echoes the fast path reflects.
+    pub const ECHO_PEERS_MAP: &str = "LC_ECHO_PEERS";
 }
 
 /// Bumped whenever a shared type changes layout. The object records the
 /// version it was built with, and the loader refuses a mismatch so that a
 /// stale object fails loudly instead of misreading maps.
-pub const LAYOUT_VERSION: u32 = 8;
+pub const LAYOUT_VERSION: u32 = 9;

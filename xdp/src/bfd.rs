@@ -13,6 +13,11 @@
 //! userspace (XDP_PASS), which keeps the state machine. A timer sweep
 //! detects silent peers and keeps each offloaded session's own clock for
 //! when the peer does not clock us (it stalls, or it is RX-clocked too).
+//!
+//! The echo port (3785) is judged before GTSM, because our own echoes come
+//! back at TTL 254 by definition: only a peer's self-addressed echo, at
+//! TTL 255, from a peer listed in `LC_ECHO_PEERS`, is reflected (TTL
+//! decremented, payload untouched); everything else on 3785 passes.
 
 use aya_ebpf::{
     bindings::{bpf_timer, xdp_action},
@@ -27,9 +32,9 @@ use aya_ebpf::{
 };
 use core::ffi::c_void;
 use linecard_common::bfd::{
-    drop, event, verdict, DeadMan, SessionConfig, SessionState, SlotConfig, SweepEvent,
-    DROP_REASONS, FLAG_MULTIHOP, FLAG_REPLY, MAX_SESSIONS, PORT_MULTI_HOP, PORT_SINGLE_HOP,
-    SWEEP_PERIOD_NS, SWEEP_SLOTS, VERDICTS,
+    drop, event, verdict, DeadMan, EchoPeer, SessionConfig, SessionState, SlotConfig, SweepEvent,
+    DROP_REASONS, FLAG_MULTIHOP, FLAG_REPLY, MAX_SESSIONS, PORT_ECHO, PORT_MULTI_HOP,
+    PORT_SINGLE_HOP, SWEEP_PERIOD_NS, SWEEP_SLOTS, VERDICTS,
 };
 
 #[map]
@@ -49,6 +54,9 @@ static LC_CLOCK_SENT: Array<u64> = Array::with_max_entries(SWEEP_SLOTS, 0);
 /// The engine's heartbeat and its limit (written by the responder only).
 #[map]
 static LC_DEAD_MAN: Array<DeadMan> = Array::with_max_entries(1, 0);
+/// The peers whose self-addressed echoes we reflect (written by userspace).
+#[map]
+static LC_ECHO_PEERS: HashMap<[u8; 16], EchoPeer> = HashMap::with_max_entries(MAX_SESSIONS, 0);
 /// Room for every slot's two events at once (40 bytes each with the record
 /// header): a burst of clock events must not crowd out a detection.
 #[map]
@@ -312,6 +320,10 @@ struct Network {
     hops: u8,
     /// Arrived on UDP 4784 (RFC 5883).
     multihop: bool,
+    /// Arrived on UDP 3785 (RFC 5881 section 4). An echo in an IPv4 header
+    /// with options, or a fragment, is reported with `hops` 0: never
+    /// reflected.
+    echo: bool,
     /// Source and destination, IPv4 as v4-mapped IPv6 (the maps' keys).
     src: [u8; 16],
     dst: [u8; 16],
@@ -342,8 +354,8 @@ fn v4_mapped(a: [u8; 4]) -> [u8; 16] {
     ]
 }
 
-/// The network layer of a single-hop BFD frame: `Ok(None)` when the frame
-/// is not one (passed untouched), `Err` for one refused before any lookup.
+/// The network layer of a BFD frame: `Ok(None)` when the frame is not one
+/// (passed untouched), `Err` for one refused before any lookup.
 #[inline(always)]
 fn network(ctx: &XdpContext) -> Result<Option<Network>, u32> {
     let Some(eth) = ptr_at::<Eth>(ctx, 0) else {
@@ -365,14 +377,15 @@ fn network(ctx: &XdpContext) -> Result<Option<Network>, u32> {
         let Some(udp) = ptr_at::<Udp>(ctx, ETH_LEN + IPV6_LEN) else {
             return Ok(None);
         };
-        let Some(multihop) = bfd_port(unsafe { (*udp).dest_be }) else {
+        let Some(port) = bfd_port(unsafe { (*udp).dest_be }) else {
             return Ok(None);
         };
         let (hops, src, dst) = unsafe { ((*ip).hop_limit, (*ip).src, (*ip).dst) };
         return Ok(Some(Network {
             udp,
             hops,
-            multihop,
+            multihop: port == PORT_MULTI_HOP,
+            echo: port == PORT_ECHO,
             src,
             dst,
             ip: Ip::V6(ip),
@@ -397,34 +410,37 @@ fn network(ctx: &XdpContext) -> Result<Option<Network>, u32> {
     let Some(udp) = ptr_at::<Udp>(ctx, ETH_LEN + ihl) else {
         return Ok(None);
     };
-    let Some(multihop) = bfd_port(unsafe { (*udp).dest_be }) else {
+    let Some(port) = bfd_port(unsafe { (*udp).dest_be }) else {
         return Ok(None);
     };
-    if ihl != IPV4_LEN {
-        return Err(drop::IP_OPTIONS);
+    let fragment = u16::from_be(unsafe { (*ip).frag_be }) & 0x3fff != 0;
+    if port != PORT_ECHO {
+        if ihl != IPV4_LEN {
+            return Err(drop::IP_OPTIONS);
+        }
+        if fragment {
+            return Err(drop::FRAGMENT);
+        }
     }
-    if u16::from_be(unsafe { (*ip).frag_be }) & 0x3fff != 0 {
-        return Err(drop::FRAGMENT);
-    }
-    let (hops, src, dst) = unsafe { ((*ip).ttl, (*ip).src, (*ip).dst) };
+    let (ttl, src, dst) = unsafe { ((*ip).ttl, (*ip).src, (*ip).dst) };
+    let irregular = ihl != IPV4_LEN || fragment;
     Ok(Some(Network {
         udp,
-        hops,
-        multihop,
+        hops: if irregular { 0 } else { ttl },
+        multihop: port == PORT_MULTI_HOP,
+        echo: port == PORT_ECHO,
         src: v4_mapped(src),
         dst: v4_mapped(dst),
         ip: Ip::V4(ip),
     }))
 }
 
-/// Whether a UDP destination port (network order) is single-hop BFD
-/// (`Some(false)`), multihop (`Some(true)`) or neither.
+/// The BFD port a UDP destination port (network order) names, if any.
 #[inline(always)]
-fn bfd_port(dest_be: u16) -> Option<bool> {
-    if dest_be == PORT_SINGLE_HOP.to_be() {
-        Some(false)
-    } else if dest_be == PORT_MULTI_HOP.to_be() {
-        Some(true)
+fn bfd_port(dest_be: u16) -> Option<u16> {
+    let port = u16::from_be(dest_be);
+    if port == PORT_SINGLE_HOP || port == PORT_MULTI_HOP || port == PORT_ECHO {
+        Some(port)
     } else {
         None
     }
@@ -456,10 +472,15 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
     let Some(net) = network(ctx)? else {
         return not_bfd();
     };
+    // Before GTSM: our own echoes return at TTL 254 by definition.
+    if net.echo {
+        return echo(ctx, net.hops, &net.src, &net.dst);
+    }
+    let multihop = net.multihop;
     // GTSM before any map lookup: an off-link sender costs no lookup
     // (RFC 5881 section 5: TTL or hop limit 255). A multihop packet is
     // judged against its session's minimum once the session is known.
-    if !net.multihop && net.hops != 255 {
+    if !multihop && net.hops != 255 {
         return Err(drop::BAD_TTL);
     }
     let udp = net.udp;
@@ -511,10 +532,10 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
     }
     // The GTSM relaxation belongs to multihop sessions: a packet on either
     // port must name a session of its own kind (RFC 5883 section 2).
-    if net.multihop != (config.flags & FLAG_MULTIHOP != 0) {
+    if multihop != (config.flags & FLAG_MULTIHOP != 0) {
         return Err(drop::HOP_MISMATCH);
     }
-    if net.multihop && net.hops < config.min_ttl {
+    if multihop && net.hops < config.min_ttl {
         return Err(drop::BAD_TTL);
     }
     let Some(session) = LC_STATE.get_ptr_mut(config.slot) else {
@@ -570,7 +591,7 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
         (*eth).src = config.local_mac;
         (*udp).source_be = config.local_port_be;
         // The port it came to: 3784 single-hop, 4784 multihop.
-        (*udp).dest_be = if net.multihop {
+        (*udp).dest_be = if multihop {
             PORT_MULTI_HOP.to_be()
         } else {
             PORT_SINGLE_HOP.to_be()
@@ -636,4 +657,68 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
         }
     }
     Ok(xdp_action::XDP_TX)
+}
+
+/// The echo port (RFC 5880 6.4, RFC 5881 section 4). A peer's echo is
+/// addressed to the peer itself and sent to our MAC: we turn it around as
+/// a router would forward it, TTL decremented and payload untouched, so
+/// that it tests our forwarding path without our host forwarding. Only a
+/// self-addressed packet, one hop away (TTL 255), from a peer listed in
+/// `LC_ECHO_PEERS`: anything wider reflects strangers' traffic at whoever
+/// they name. Everything else, our own echoes coming back at TTL 254
+/// included, goes to the stack untouched.
+#[inline(always)]
+fn echo(
+    ctx: &XdpContext,
+    hops: u8,
+    src: &[u8; 16],
+    dst: &[u8; 16],
+) -> Result<u32, u32> {
+    if hops != 255 || !same_address(src, dst) {
+        return echo_passed();
+    }
+    // The key in a local of its own: a reference into `Network` pinned
+    // that struct to the stack, where LLVM spilled a packet pointer in
+    // 4-byte halves, which the verifier refuses.
+    let key: [u8; 16] = *src;
+    // SAFETY: a hash map lookup; the value is not kept.
+    if unsafe { LC_ECHO_PEERS.get(&key) }.is_none() {
+        return echo_passed();
+    }
+    let Some(eth) = ptr_at::<Eth>(ctx, 0) else {
+        return echo_passed();
+    };
+    // SAFETY (all raw accesses below): each pointer comes from `ptr_at`.
+    if unsafe { (*eth).proto_be } == ETHERTYPE_IPV6.to_be() {
+        let Some(ip) = ptr_at::<Ipv6>(ctx, ETH_LEN) else {
+            return echo_passed();
+        };
+        // The hop limit is outside the UDP pseudo-header: no checksum
+        // changes.
+        unsafe { (*ip).hop_limit -= 1 };
+    } else {
+        let Some(ip) = ptr_at::<Ipv4>(ctx, ETH_LEN) else {
+            return echo_passed();
+        };
+        // RFC 1624 incremental update: TTL is the high byte of its 16-bit
+        // word, so the checksum gains 0x0100.
+        unsafe {
+            let sum = u32::from((*ip).check_be) + u32::from(0x0100u16.to_be());
+            (*ip).check_be = (sum + (sum >> 16)) as u16;
+            (*ip).ttl -= 1;
+        }
+    }
+    unsafe {
+        let peer_mac = (*eth).src;
+        (*eth).src = (*eth).dst;
+        (*eth).dst = peer_mac;
+    }
+    count(&LC_VERDICTS, verdict::ECHO_REFLECTED);
+    Ok(xdp_action::XDP_TX)
+}
+
+#[inline(always)]
+fn echo_passed() -> Result<u32, u32> {
+    count(&LC_VERDICTS, verdict::ECHO_PASSED);
+    Ok(xdp_action::XDP_PASS)
 }
