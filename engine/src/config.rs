@@ -48,6 +48,7 @@ pub struct RawSession {
     pub min_ttl: Option<i64>,
     pub offload: Option<bool>,
     pub echo: Option<bool>,
+    pub echo_interval_ms: Option<i64>,
     pub passive: Option<bool>,
 }
 
@@ -110,7 +111,18 @@ pub struct SessionSpec {
     /// run the same load through both paths at once (issue 6's controlled
     /// experiment).
     pub offload: bool,
+    /// The echo function (RFC 5880 6.4): our desired interval between
+    /// echoes we originate, µs; `None`: we originate none. The interval
+    /// used is the larger of this and the peer's Required Min Echo RX.
+    pub echo_interval_us: Option<u32>,
+    /// Required Min Echo RX we advertise, µs: non-zero only when we reflect
+    /// the peer's echoes (the xdp backend's fast path does), since a peer
+    /// may send echoes as soon as it sees it (RFC 5880 6.8.9).
+    pub echo_rx_us: u32,
 }
+
+/// Default echo interval: FRR's (`echo transmit-interval`, 50 ms).
+pub const DEFAULT_ECHO_INTERVAL_MS: i64 = 50;
 
 /// FRR bfdd's default minimum TTL for multihop peers.
 pub const DEFAULT_MULTIHOP_MIN_TTL: u8 = 254;
@@ -356,13 +368,34 @@ pub fn validate_session(
             "applies to the xdp backend only (the others never offload)",
         ));
     }
-    if s.echo == Some(true) {
+    let echo = s.echo.unwrap_or(false);
+    if echo && multihop {
         return Err(err(
             "echo",
             &true,
-            "the echo function is not in this build yet",
+            "single-hop sessions only (RFC 5883 section 3: no echo over multiple hops)",
         ));
     }
+    if echo && s.interface.is_none() {
+        return Err(err(
+            "echo",
+            &true,
+            "needs `interface`: echoes are sent to the peer's MAC on it",
+        ));
+    }
+    if s.echo_interval_ms.is_some() && !echo {
+        return Err(err(
+            "echo_interval_ms",
+            &s.echo_interval_ms.unwrap_or_default(),
+            "applies with echo = true only",
+        ));
+    }
+    let echo_interval_us = match s.echo_interval_ms {
+        _ if !echo => None,
+        None => Some(DEFAULT_ECHO_INTERVAL_MS as u32 * 1000),
+        Some(ms @ 1..=60_000) => Some(ms as u32 * 1000),
+        Some(ms) => return Err(err("echo_interval_ms", &ms, "must be 1 to 60000")),
+    };
     Ok(SessionSpec {
         peer,
         local,
@@ -375,6 +408,11 @@ pub fn validate_session(
         multihop,
         min_ttl,
         offload: s.offload.unwrap_or(true),
+        echo_interval_us,
+        echo_rx_us: match echo_interval_us {
+            Some(us) if backend == BackendKind::Xdp => us,
+            _ => 0,
+        },
     })
 }
 
@@ -453,9 +491,34 @@ interface = "eth0"
     }
 
     #[test]
-    fn features_not_built_yet_say_so() {
+    fn echo_is_single_hop_on_an_interface_and_reflected_only_by_xdp() {
+        let c = EngineConfig::parse(
+            "t.toml",
+            &GOOD.replace("multiplier = 3", "multiplier = 3\necho = true"),
+        )
+        .unwrap();
+        let s = &c.sessions[0];
+        assert_eq!(s.echo_interval_us, Some(50_000), "FRR's default");
+        let advertised = if s.backend == BackendKind::Xdp {
+            50_000
+        } else {
+            0
+        };
+        assert_eq!(s.echo_rx_us, advertised, "RMERx only where we reflect");
         let e = error_of(&GOOD.replace("interface = \"eth0\"", "echo = true"));
-        assert!(e.contains("not in this build yet"), "{e}");
+        assert!(e.contains("echo = true: needs `interface`"), "{e}");
+        let e = error_of(&GOOD.replace(
+            "multiplier = 3",
+            "multiplier = 3\necho = true\nmultihop = true",
+        ));
+        assert!(e.contains("single-hop sessions only"), "{e}");
+        let e = error_of(&GOOD.replace("multiplier = 3", "multiplier = 3\necho_interval_ms = 10"));
+        assert!(e.contains("applies with echo = true only"), "{e}");
+        let e = error_of(&GOOD.replace(
+            "multiplier = 3",
+            "multiplier = 3\necho = true\necho_interval_ms = 0",
+        ));
+        assert!(e.contains("must be 1 to 60000"), "{e}");
     }
 
     #[test]

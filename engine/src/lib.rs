@@ -8,6 +8,7 @@ pub mod backend;
 pub mod bfddp;
 pub mod config;
 pub mod daemon;
+pub mod echo;
 pub mod io;
 pub mod session;
 pub mod wire;

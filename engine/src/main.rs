@@ -194,6 +194,18 @@ fn print_sessions(reply: &serde_json::Value) {
             "\tPackets: in {} out {}; drops {}",
             s["counters"]["packets_in"], s["counters"]["packets_out"], s["drops"]
         );
+        let echo = &s["echo"];
+        if echo.is_object() {
+            println!(
+                "\tEcho (advisory): every {}; sent {} returned {} lost {}; RTT max {} us; longest gap between sends {} us",
+                ms(&echo["interval_us"]),
+                echo["sent"],
+                echo["returned"],
+                echo["lost"],
+                echo["rtt_max_us"],
+                echo["max_send_gap_us"]
+            );
+        }
         println!();
     }
 }
@@ -222,6 +234,7 @@ fn run_ctl(ctl: Ctl) -> Result<()> {
                 min_ttl: None,
                 offload: None,
                 echo: None,
+                echo_interval_ms: None,
                 passive: None,
             },
         },

@@ -668,12 +668,7 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
 /// they name. Everything else, our own echoes coming back at TTL 254
 /// included, goes to the stack untouched.
 #[inline(always)]
-fn echo(
-    ctx: &XdpContext,
-    hops: u8,
-    src: &[u8; 16],
-    dst: &[u8; 16],
-) -> Result<u32, u32> {
+fn echo(ctx: &XdpContext, hops: u8, src: &[u8; 16], dst: &[u8; 16]) -> Result<u32, u32> {
     if hops != 255 || !same_address(src, dst) {
         return echo_passed();
     }

@@ -12,7 +12,8 @@ use anyhow::{bail, Context, Result};
 use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::{Xdp, XdpMode};
 use linecard_common::bfd::{
-    SessionConfig, SessionState, SlotConfig, DROP_REASONS, FLAG_REPLY, SWEEP_SLOTS, VERDICTS,
+    EchoPeer, SessionConfig, SessionState, SlotConfig, DROP_REASONS, FLAG_REPLY, SWEEP_SLOTS,
+    VERDICTS,
 };
 use linecard_common::names;
 use std::net::IpAddr;
@@ -161,6 +162,41 @@ impl FastPath {
         match self.sessions()?.remove(&discr) {
             Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
             Err(e) => Err(e).context("removing the session from LC_SESSIONS"),
+        }
+    }
+
+    /// Lets the fast path reflect `peer`'s self-addressed echoes
+    /// (RFC 5880 6.4): the peer of session `discr`, which advertises a
+    /// Required Min Echo RX.
+    pub fn reflect_echoes_of(&mut self, peer: IpAddr, discr: u32) -> Result<()> {
+        let mut peers: HashMap<&mut MapData, [u8; 16], EchoPeer> = HashMap::try_from(
+            self.bpf
+                .map_mut(names::ECHO_PEERS_MAP)
+                .context("no echo peers map")?,
+        )?;
+        peers
+            .insert(
+                mapped(peer),
+                EchoPeer {
+                    discr,
+                    _reserved: 0,
+                },
+                0,
+            )
+            .context("writing the peer to LC_ECHO_PEERS")?;
+        Ok(())
+    }
+
+    /// Stops reflecting `peer`'s echoes.
+    pub fn stop_reflecting(&mut self, peer: IpAddr) -> Result<()> {
+        let mut peers: HashMap<&mut MapData, [u8; 16], EchoPeer> = HashMap::try_from(
+            self.bpf
+                .map_mut(names::ECHO_PEERS_MAP)
+                .context("no echo peers map")?,
+        )?;
+        match peers.remove(&mapped(peer)) {
+            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            Err(e) => Err(e).context("removing the peer from LC_ECHO_PEERS"),
         }
     }
 

@@ -76,6 +76,10 @@ pub struct SessionStatus {
     /// How often the kernel's sweep asked the responder for a packet of
     /// the session's own clock while offloaded.
     pub own_clock_requests: u64,
+    /// Required Min Echo RX we advertise, µs (non-zero: we reflect).
+    pub required_min_echo_rx_us: u32,
+    /// Our echoes (sessions with `echo = true`): advisory.
+    pub echo: Option<crate::echo::EchoStatus>,
 }
 
 fn nonzero(counts: &[u64]) -> Vec<(DropReason, u64)> {
@@ -140,6 +144,12 @@ impl Engine {
                     kernel_detection_unix_ns: peer.kernel_detection_unix_ns,
                     clock,
                     own_clock_requests,
+                    required_min_echo_rx_us: session.config().required_min_echo_rx_us,
+                    echo: peer.spec.echo_interval_us.and_then(|_| {
+                        self.echo
+                            .as_ref()
+                            .and_then(|e| e.status(session.config().local_discr))
+                    }),
                 }
             })
             .collect()

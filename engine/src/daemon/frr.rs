@@ -415,6 +415,17 @@ impl Engine {
                 (true, ttl) => ttl,
             },
             offload: true,
+            // SESSION_ECHO (`echo-mode`, single-hop only): originate at
+            // bfdd's configured interval; we negotiate it with the peer's
+            // RMERx ourselves (8.4.4 does not).
+            echo_interval_us: s.has(flags::ECHO).then_some(s.min_echo_tx_us),
+            // bfdd's `echo receive-interval` (50 ms by default even with
+            // echo-mode off) is advertised only where we reflect.
+            echo_rx_us: if self.loop_kind() == crate::backend::BackendKind::Xdp {
+                s.min_echo_rx_us
+            } else {
+                0
+            },
         };
         // bfdd's lid is our discriminator, so that `show bfd peers` and the
         // wire agree on the session's id.

@@ -62,6 +62,9 @@ pub struct Peer {
     due_next: Option<Nanos>,
     due_detection: Option<Nanos>,
     stale: bool,
+    /// The echo interval the originator runs for this session, ns (0:
+    /// none sent).
+    echo_interval_ns: u64,
 }
 
 pub struct Engine {
@@ -86,6 +89,10 @@ pub struct Engine {
     fast: Option<FastPath>,
     /// FRR bfdd, when it drives this engine.
     frr: Option<frr::FrrLink>,
+    /// The echo originator, once a session wants echoes; and those
+    /// sessions.
+    echo: Option<crate::echo::Originator>,
+    echo_sessions: Vec<SessionId>,
     seed: u64,
     port: u16,
     /// The next pass services every session (a control request or FRR
@@ -185,6 +192,8 @@ impl Engine {
             epoch_unix_ns,
             fast,
             frr,
+            echo: None,
+            echo_sessions: Vec::new(),
             seed: random_u64(),
             port,
             full_pass_wanted: true,
@@ -304,7 +313,7 @@ impl Engine {
             desired_min_tx_us: spec.tx_interval_us,
             required_min_rx_us: spec.rx_interval_us,
             detect_mult: spec.multiplier,
-            required_min_echo_rx_us: 0,
+            required_min_echo_rx_us: spec.echo_rx_us,
             passive: spec.passive,
         };
         self.seed = self
@@ -337,12 +346,25 @@ impl Engine {
                     due_next: None,
                     due_detection: None,
                     stale: true,
+                    echo_interval_ns: 0,
                 },
             )
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         if let Some(fast) = self.fast.as_mut() {
             let (path, _, peer) = self.table.get(id).expect("just inserted");
             fast.register(discr, registered_config(path, peer, id as u32))?;
+            if spec.echo_rx_us > 0 {
+                fast.reflect_echoes_of(spec.peer, discr)?;
+            }
+        }
+        if spec.echo_interval_us.is_some() {
+            if self.echo.is_none() {
+                self.echo = Some(
+                    crate::echo::Originator::start()
+                        .context("opening the echo originator's packet sockets")?,
+                );
+            }
+            self.echo_sessions.push(id);
         }
         log(&format!(
             "session {} -> {} added (discriminator {discr}, backend {})",
@@ -656,6 +678,7 @@ impl Engine {
             let now = self.now();
             self.serve_frr(now);
             let (next, detection) = self.service_sessions(now);
+            self.steer_echo();
             self.flush_frr(now);
             let until = |d: Nanos| d.saturating_sub(self.now()).max(0);
             let mut wait_ns = self
@@ -789,12 +812,80 @@ impl Engine {
         self.transmitter.forget(id);
         if let Some(fast) = self.fast.as_mut() {
             let _ = fast.forget(session.config().local_discr);
+            if peer.spec.echo_rx_us > 0 {
+                let _ = fast.stop_reflecting(path.peer);
+            }
+        }
+        self.echo_sessions.retain(|&e| e != id);
+        if let Some(echo) = self.echo.as_ref() {
+            echo.forget(session.config().local_discr);
         }
         session.set_admin_down(now, true);
         if let Some(packet) = session.poll_transmit(now) {
             let _ = peer.tx.send(&packet.to_bytes());
         }
         log(&format!("session {} -> {} removed", path.local, path.peer));
+    }
+
+    /// Starts, retimes or stops each echo session's echoes: they run while
+    /// the session is Up and the peer advertises a Required Min Echo RX,
+    /// at max(our interval, the peer's) (RFC 5880 6.8.9). Their outcome
+    /// is advisory and never moves the session's state.
+    fn steer_echo(&mut self) {
+        let Some(originator) = self.echo.as_ref() else {
+            return;
+        };
+        let mut neighbours: Option<fast_path::Neighbours> = None;
+        for &id in &self.echo_sessions {
+            let Some((path, session, peer)) = self.table.get_mut(id) else {
+                continue;
+            };
+            let local_us = peer.spec.echo_interval_us.unwrap_or(0);
+            let remote_us = session.remote().min_echo_rx_us;
+            let want_ns = if session.state() == State::Up && remote_us > 0 && local_us > 0 {
+                u64::from(local_us.max(remote_us)) * 1000
+            } else {
+                0
+            };
+            if want_ns == peer.echo_interval_ns {
+                continue;
+            }
+            let discr = session.config().local_discr;
+            if want_ns == 0 {
+                originator.steer(discr, None);
+                peer.echo_interval_ns = 0;
+                log(&format!("echo {} -> {} stopped", path.local, path.peer));
+                continue;
+            }
+            let interface = peer.spec.interface.as_deref().unwrap_or_default();
+            let neighbours = neighbours.get_or_insert_with(fast_path::Neighbours::read);
+            let (Some(ifindex), Some(peer_mac)) = (
+                crate::echo::ifindex(interface),
+                neighbours.mac(path.peer, interface),
+            ) else {
+                // No neighbour entry yet: the next pass tries again.
+                continue;
+            };
+            originator.steer(
+                discr,
+                Some(crate::echo::EchoPlan {
+                    local: path.local,
+                    ifindex,
+                    peer_mac,
+                    interval_ns: want_ns,
+                    lost_after_ns: want_ns * u64::from(session.config().detect_mult),
+                }),
+            );
+            peer.echo_interval_ns = want_ns;
+            log(&format!(
+                "echo {} -> {} every {:.3} ms (ours {:.3}, the peer's Required Min Echo RX {:.3})",
+                path.local,
+                path.peer,
+                want_ns as f64 / 1e6,
+                f64::from(local_us) / 1e3,
+                f64::from(remote_us) / 1e3
+            ));
+        }
     }
 
     pub fn session_count(&self) -> usize {
