@@ -76,6 +76,11 @@ struct EchoSender {
     returned: u64,
     lost: u64,
     rtt: GapStats,
+    /// When this sender's previous echo first passed, and the gaps between
+    /// its consecutive echoes: a stalled originator shows here even when
+    /// every echo it did send came back.
+    last_sent: Option<i64>,
+    send_gap: GapStats,
 }
 
 /// One control packet as the analysis saw it, for per-packet exports.
@@ -369,7 +374,11 @@ impl Analyzer {
                 s.rtt.record((ts - sent_at).max(0) as u64, ts);
             }
             None => {
-                self.echo_senders.entry(d.src).or_default().sent += 1;
+                let s = self.echo_senders.entry(d.src).or_default();
+                s.sent += 1;
+                if let Some(last) = s.last_sent.replace(ts) {
+                    s.send_gap.record((ts - last).max(0) as u64, ts);
+                }
                 self.echo_pending.insert(d.payload.to_vec(), (ts, d.src));
                 self.echo_order.push_back((ts, d.payload.to_vec()));
             }
@@ -458,14 +467,16 @@ impl Analyzer {
                 sender: decode::format_addr(addr),
                 sent: s.sent,
                 returned: s.returned,
-                // Still pending at the end of the window counts as lost too.
-                lost: s.lost
-                    + self
-                        .echo_pending
-                        .values()
-                        .filter(|(_, a)| a == addr)
-                        .count() as u64,
+                lost: s.lost,
+                // Sent less than the timeout before the window closed: its
+                // return may lie beyond it, so it is neither.
+                pending: self
+                    .echo_pending
+                    .values()
+                    .filter(|(_, a)| a == addr)
+                    .count() as u64,
                 rtt_ms: s.rtt.summary(),
+                send_gap_ms: s.send_gap.summary(),
             })
             .collect();
         echo.sort_by(|a, b| a.sender.cmp(&b.sender));

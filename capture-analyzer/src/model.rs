@@ -146,8 +146,14 @@ pub struct EchoResult {
     pub sender: String,
     pub sent: u64,
     pub returned: u64,
+    /// Not back within the timeout (1 s).
     pub lost: u64,
+    /// Still out when the window ended, less than the timeout after it
+    /// left: neither returned nor lost as far as this window can tell.
+    pub pending: u64,
     pub rtt_ms: GapSummary,
+    /// Gaps between this sender's consecutive echoes (first sightings).
+    pub send_gap_ms: GapSummary,
 }
 
 #[derive(Debug, Default, Serialize)]

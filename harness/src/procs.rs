@@ -250,6 +250,9 @@ pub struct PeerSession {
     pub multihop: bool,
     /// FRR's `minimum-ttl` for a multihop session (None: its default 254).
     pub min_ttl: Option<u8>,
+    /// FRR's `echo-mode` at the control intervals, on the lab's interface
+    /// (bfdd originates echoes only for an interface peer, and needs zebra).
+    pub echo: bool,
 }
 
 /// FRR bfdd's configuration for `sessions`.
@@ -257,14 +260,21 @@ pub fn frr_config(sessions: &[PeerSession]) -> String {
     let mut out = String::from("bfd\n");
     for s in sessions {
         out.push_str(&format!(
-            " peer {}{} local-address {}\n  transmit-interval {}\n  receive-interval {}\n  detect-multiplier {}\n",
+            " peer {}{} local-address {}{}\n  transmit-interval {}\n  receive-interval {}\n  detect-multiplier {}\n",
             s.peer,
             if s.multihop { " multihop" } else { "" },
             s.local,
+            if s.echo { " interface eth0" } else { "" },
             s.tx_ms,
             s.rx_ms,
             s.multiplier
         ));
+        if s.echo {
+            out.push_str(&format!(
+                "  echo-mode\n  echo transmit-interval {}\n  echo receive-interval {}\n",
+                s.tx_ms, s.rx_ms
+            ));
+        }
         if let (true, Some(ttl)) = (s.multihop, s.min_ttl) {
             out.push_str(&format!("  minimum-ttl {ttl}\n"));
         }
@@ -303,25 +313,11 @@ pub fn start_frr_bfdd_with(
     std::fs::write(&config, frr_config(sessions))?;
     // bfdd drops privileges to frr:frr, which must be able to write here.
     sys::run("chown", ["-R", "frr:frr", dir.to_str().unwrap()])?;
-    let s = |p: &Path| p.display().to_string();
-    let mut args: Vec<String> = vec![
-        "-f".into(),
-        s(&config),
-        "-i".into(),
-        s(&dir.join("bfdd.pid")),
-        "--vty_socket".into(),
-        s(&dir),
+    let mut args = frr_args("bfdd", &config, &dir);
+    args.extend([
         "--bfdctl".into(),
-        s(&dir.join("bfdd.sock")),
-        "-z".into(),
-        s(&dir.join("zserv.api")),
-        "-P".into(),
-        "0".into(),
-        "-u".into(),
-        "frr".into(),
-        "-g".into(),
-        "frr".into(),
-    ];
+        dir.join("bfdd.sock").display().to_string(),
+    ]);
     args.extend_from_slice(extra_args);
     Daemon::spawn(
         name,
@@ -331,6 +327,57 @@ pub fn start_frr_bfdd_with(
         &args,
         &dir.join("bfdd.out"),
     )
+}
+
+/// What every FRR daemon of the lab is started with: its config, pid
+/// file and vty socket under `dir`, zebra's socket there too (so daemons
+/// sharing `dir` find each other), no TCP vty, the frr user.
+fn frr_args(daemon: &str, config: &Path, dir: &Path) -> Vec<String> {
+    let s = |p: &Path| p.display().to_string();
+    vec![
+        "-f".into(),
+        s(config),
+        "-i".into(),
+        s(&dir.join(format!("{daemon}.pid"))),
+        "--vty_socket".into(),
+        s(dir),
+        "-z".into(),
+        s(&dir.join("zserv.api")),
+        "-P".into(),
+        "0".into(),
+        "-u".into(),
+        "frr".into(),
+        "-g".into(),
+        "frr".into(),
+    ]
+}
+
+/// Starts FRR's zebra in `ns` with its sockets under `dir`, where a bfdd
+/// started with the same `dir` finds it (`-z dir/zserv.api`). No kernel
+/// routes of its own (`-f /dev/null`): bfdd needs it only for interfaces
+/// and neighbours (frr-bfddp.md section 10).
+pub fn start_frr_zebra(name: &str, ns: &str, cpuset: Option<&Path>, dir: &Path) -> Result<Daemon> {
+    std::fs::create_dir_all(dir)?;
+    sys::run("chown", ["-R", "frr:frr", dir.to_str().unwrap()])?;
+    let args = frr_args("zebra", Path::new("/dev/null"), dir);
+    let daemon = Daemon::spawn(
+        name,
+        ns,
+        cpuset,
+        "/usr/lib/frr/zebra",
+        &args,
+        &dir.join("zebra.out"),
+    )?;
+    // bfdd connects to zebra's socket once it exists (bounded wait).
+    let socket = dir.join("zserv.api");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !socket.exists() {
+        if std::time::Instant::now() > deadline {
+            anyhow::bail!("zebra did not create {} within 10 s", socket.display());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Ok(daemon)
 }
 
 /// Runs vtysh against the bfdd whose socket directory is `vty` in `ns`,

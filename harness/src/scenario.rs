@@ -42,6 +42,7 @@ struct RawSessions {
     multiplier: Option<i64>,
     multihop: Option<bool>,
     min_ttl: Option<i64>,
+    echo: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -76,6 +77,8 @@ struct RawDut {
     offload: Option<String>,
     ipv4: Option<RawLimits>,
     ipv6: Option<RawLimits>,
+    peer_echo: Option<String>,
+    own_echo: Option<bool>,
 }
 
 /// A DUT's limits for one address family's sessions (`family = "dual"`).
@@ -172,6 +175,26 @@ pub struct Expectation {
     pub positive_control: bool,
     pub max_flaps: Option<u64>,
     pub max_gap_ms: Option<f64>,
+    /// What the wire must show of the peer's echoes in each phase
+    /// (`sessions.echo`).
+    #[serde(default)]
+    pub peer_echo: Option<PeerEcho>,
+    /// Our echoes must be on the wire in each phase and every one of them
+    /// come back (`sessions.echo`).
+    #[serde(default)]
+    pub own_echo: bool,
+}
+
+/// The peer's echoes, as the DUT's advertised Required Min Echo RX allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PeerEcho {
+    /// Sent, and every one reflected back (a DUT that advertises a
+    /// non-zero Required Min Echo RX).
+    Reflected,
+    /// None sent: the DUT advertises 0, and the peer must not send echoes
+    /// (RFC 5880 6.8.9).
+    Absent,
 }
 
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -237,6 +260,11 @@ pub struct Sessions {
     /// side; `None`: the implementation's default, 254).
     #[serde(default)]
     pub min_ttl: Option<u8>,
+    /// The echo function on both sides (RFC 5880 6.4): the peer (FRR,
+    /// `echo-mode`, with zebra) and linecardd (`echo = true`) originate
+    /// echoes at the control interval; the peer's host forwards ours back.
+    #[serde(default)]
+    pub echo: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -297,6 +325,7 @@ fn expectation(
         positive_control,
         max_flaps,
         max_gap_ms,
+        ..Expectation::default()
     })
 }
 
@@ -593,7 +622,22 @@ impl Scenario {
                 (true, Some(t @ 1..=255)) => Some(t as u8),
                 (true, Some(t)) => return Err(invalid("sessions.min_ttl", &t, "must be 1 to 255")),
             },
+            echo: s.echo.unwrap_or(false),
         };
+        if sessions.echo && (sessions.multihop || sessions.ipv6 || sessions.dual_stack) {
+            return Err(invalid(
+                "sessions.echo",
+                &true,
+                "single-hop IPv4 sessions only (no echo over multiple hops, RFC 5883; FRR's IPv6 echo works only between FRRs)",
+            ));
+        }
+        if sessions.echo && peer != PeerImplementation::Frr {
+            return Err(invalid(
+                "sessions.echo",
+                &true,
+                "needs peer.implementation = \"frr\" (echo-mode; BIRD has no echo function)",
+            ));
+        }
         // BIRD sends multihop packets at the system's default TTL (64):
         // the other side's default minimum (254) would never hear it.
         if peer == PeerImplementation::Bird
@@ -735,8 +779,32 @@ impl Scenario {
                 "off" => RtThrottling::Off,
                 t => return Err(invalid(&key("rt_throttling"), &t, "must be shipped or off")),
             };
-            let expect = expectation(d.positive_control, d.max_flaps, d.max_gap_ms)
+            let mut expect = expectation(d.positive_control, d.max_flaps, d.max_gap_ms)
                 .map_err(|(k, v, why)| invalid(&key(k), &v, why))?;
+            if (d.peer_echo.is_some() || d.own_echo.is_some()) && !sessions.echo {
+                return Err(invalid(
+                    &key(if d.peer_echo.is_some() {
+                        "peer_echo"
+                    } else {
+                        "own_echo"
+                    }),
+                    &"(set)",
+                    "echo expectations need sessions.echo = true",
+                ));
+            }
+            expect.peer_echo = match d.peer_echo.as_deref() {
+                None => None,
+                Some("reflected") => Some(PeerEcho::Reflected),
+                Some("absent") => Some(PeerEcho::Absent),
+                Some(other) => {
+                    return Err(invalid(
+                        &key("peer_echo"),
+                        &other,
+                        "must be reflected or absent",
+                    ))
+                }
+            };
+            expect.own_echo = d.own_echo.unwrap_or(false);
             let mut per_family = Vec::new();
             for (family, limits) in [(Family::Ipv4, &d.ipv4), (Family::Ipv6, &d.ipv6)] {
                 let Some(l) = limits else { continue };
@@ -915,6 +983,38 @@ implementation = "linecardd"
 backend = "xdp"
 max_flaps = 0
 "#;
+
+    #[test]
+    fn echo_needs_frr_single_hop_ipv4_and_its_expectations_need_echo() {
+        let with = |peer: &str, sessions: &str, dut: &str| {
+            GOOD.replace(
+                "implementation = \"frr\"\n",
+                &format!("implementation = \"{peer}\"\n"),
+            )
+            .replace(
+                "[[phase]]\n",
+                &format!("[sessions]\n{sessions}\n[[phase]]\n"),
+            )
+            .replace("max_flaps = 0\n", &format!("max_flaps = 0\n{dut}\n"))
+        };
+        let ok = with(
+            "frr",
+            "echo = true",
+            "peer_echo = \"reflected\"\nown_echo = true",
+        );
+        assert!(
+            error(&ok.replace("max_flaps = 0\n", "max_flaps = -1\n")).contains("max_flaps = -1"),
+            "echo keys accepted, the next error is the planted one"
+        );
+        assert!(
+            error(&with("bird", "echo = true", "")).contains("needs peer.implementation = \"frr\"")
+        );
+        assert!(error(&with("frr", "echo = true\nmultihop = true", ""))
+            .contains("single-hop IPv4 sessions only"));
+        assert!(error(&with("frr", "", "own_echo = true")).contains("need sessions.echo = true"));
+        assert!(error(&with("frr", "echo = true", "peer_echo = \"maybe\""))
+            .contains("must be reflected or absent"));
+    }
 
     #[test]
     fn multihop_keys_are_checked_against_the_peer() {

@@ -212,6 +212,7 @@ pub fn session_3x10(local: &str, peer: &str) -> linecard_harness::procs::PeerSes
         multiplier: 3,
         multihop: false,
         min_ttl: None,
+        echo: false,
     }
 }
 

@@ -87,6 +87,7 @@ fn scale_run() -> Result<(), String> {
             multiplier: 3,
             multihop: false,
             min_ttl: None,
+            echo: false,
         })
         .collect();
     let _frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &sessions).unwrap();

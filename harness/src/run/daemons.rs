@@ -206,6 +206,7 @@ fn peer_sessions(pairs: &[Pair], sessions: &Sessions, from_peer: bool) -> Vec<Pe
             multiplier: sessions.multiplier,
             multihop: sessions.multihop,
             min_ttl: sessions.min_ttl,
+            echo: sessions.echo,
         })
         .collect()
 }
@@ -216,6 +217,73 @@ pub struct Bfd {
     kind: Kind,
     /// FRR's bfdd when it is the control plane of a linecardd DUT.
     control_plane: Option<ControlPlane>,
+    /// What a peer FRR needs for the echo function (`sessions.echo`).
+    _echo: Option<PeerEchoSetup>,
+}
+
+/// A peer FRR's echo function: zebra (bfdd originates IPv4 echoes only on
+/// an interface zebra told it about, with the neighbour's MAC learned),
+/// and forwarding in the peer's namespace, which is what turns our
+/// echoes around (RFC 5880 6.4: the peer's forwarding plane, not its
+/// BFD). Redirects off: the echo leaves by the interface it came in on,
+/// which would otherwise earn us an ICMP redirect per echo. The sysctls
+/// go back to what they were when this is dropped.
+struct PeerEchoSetup {
+    _zebra: Daemon,
+    ns: &'static str,
+    restore: Vec<(String, String)>,
+}
+
+/// The peer namespace's sysctls the echo function needs.
+const PEER_ECHO_SYSCTLS: [(&str, &str); 3] = [
+    ("net.ipv4.ip_forward", "1"),
+    ("net.ipv4.conf.all.send_redirects", "0"),
+    ("net.ipv4.conf.eth0.send_redirects", "0"),
+];
+
+impl PeerEchoSetup {
+    fn start(ns: &'static str, cpuset: &Path, dir: &Path) -> Result<Self> {
+        let mut restore = Vec::new();
+        for (key, value) in PEER_ECHO_SYSCTLS {
+            let old = sys::run("ip", ["netns", "exec", ns, "sysctl", "-n", key])?;
+            restore.push((key.to_string(), old.trim().to_string()));
+            sys::run(
+                "ip",
+                [
+                    "netns",
+                    "exec",
+                    ns,
+                    "sysctl",
+                    "-qw",
+                    &format!("{key}={value}"),
+                ],
+            )?;
+        }
+        let zebra = procs::start_frr_zebra("peer-zebra", ns, Some(cpuset), &dir.join("peer-frr"))?;
+        Ok(Self {
+            _zebra: zebra,
+            ns,
+            restore,
+        })
+    }
+}
+
+impl Drop for PeerEchoSetup {
+    fn drop(&mut self) {
+        for (key, old) in &self.restore {
+            let _ = sys::run(
+                "ip",
+                [
+                    "netns",
+                    "exec",
+                    self.ns,
+                    "sysctl",
+                    "-qw",
+                    &format!("{key}={old}"),
+                ],
+            );
+        }
+    }
 }
 
 struct ControlPlane {
@@ -341,20 +409,28 @@ fn start_peer_daemon(
     let rest = spec::cpuset_dir(spec::REST_CPUSET);
     let configured = peer_sessions(pairs, sessions, true);
     Ok(match implementation {
-        PeerImplementation::Frr => Bfd {
-            daemon: procs::start_frr_bfdd(
-                "peer-frr",
-                spec::PEER.namespace,
-                Some(&rest),
-                dir,
-                &configured,
-            )?,
-            kind: Kind::Frr {
-                vty: dir.join("peer-frr"),
-                ns: spec::PEER.namespace,
-            },
-            control_plane: None,
-        },
+        PeerImplementation::Frr => {
+            // zebra first: bfdd finds its socket when it starts.
+            let echo = sessions
+                .echo
+                .then(|| PeerEchoSetup::start(spec::PEER.namespace, &rest, dir))
+                .transpose()?;
+            Bfd {
+                daemon: procs::start_frr_bfdd(
+                    "peer-frr",
+                    spec::PEER.namespace,
+                    Some(&rest),
+                    dir,
+                    &configured,
+                )?,
+                kind: Kind::Frr {
+                    vty: dir.join("peer-frr"),
+                    ns: spec::PEER.namespace,
+                },
+                control_plane: None,
+                _echo: echo,
+            }
+        }
         PeerImplementation::Linecardd => {
             // The same engine, facing the other way, on the peer's CPUs.
             let flipped: Vec<Pair> = pairs
@@ -388,6 +464,7 @@ fn start_peer_daemon(
                     offload_only: None,
                 },
                 control_plane: None,
+                _echo: None,
             }
         }
         PeerImplementation::Bird => {
@@ -407,6 +484,7 @@ fn start_peer_daemon(
                     peers: pairs.iter().map(|p| p.dut).collect(),
                 },
                 control_plane: None,
+                _echo: None,
             }
         }
     })
@@ -442,11 +520,20 @@ pub fn linecardd_config(
             sessions.rx_interval_ms,
             sessions.multiplier,
         ));
-        if matches!(backend, "xdp" | "txtime") {
+        // The fast path attaches to it; etf sits on it; echoes go out on it.
+        if matches!(backend, "xdp" | "txtime") || sessions.echo {
             config.push_str(&format!("interface = \"{}\"\n", spec::HOST_IFACE));
         }
         if offload_only.is_some_and(|f| f != Family::of(pair.dut)) {
             config.push_str("offload = false\n");
+        }
+        if sessions.echo {
+            // Our echoes at the control interval; the xdp backend also
+            // reflects the peer's (and so advertises Required Min Echo RX).
+            config.push_str(&format!(
+                "echo = true\necho_interval_ms = {}\n",
+                sessions.tx_interval_ms,
+            ));
         }
         if sessions.multihop {
             config.push_str("multihop = true\n");
@@ -483,6 +570,7 @@ pub fn start_dut(
                     ns: spec::DUT.namespace,
                 },
                 control_plane: None,
+                _echo: None,
             })
         }
         DutImplementation::FrrDataplane { backend } => {
@@ -539,6 +627,7 @@ pub fn start_dut(
                     daemon: control,
                     vty,
                 }),
+                _echo: None,
             })
         }
         DutImplementation::Linecardd { backend } => {
@@ -559,6 +648,7 @@ pub fn start_dut(
                     offload_only: dut.offload_only,
                 },
                 control_plane: None,
+                _echo: None,
             })
         }
     }

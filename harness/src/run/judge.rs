@@ -2,7 +2,7 @@
 //! matters: a run that cannot be trusted is `invalid` whatever its numbers
 //! say; only a trusted run can `pass` or `fail`.
 
-use crate::scenario::Expectation;
+use crate::scenario::{Expectation, PeerEcho};
 use serde::{Deserialize, Serialize};
 
 /// Figures of one phase, from the capture: the DUT's transmit gaps and the
@@ -40,6 +40,27 @@ pub struct PhaseFigures {
     /// judged by its fault's checks, not by the DUT's limits.
     #[serde(default)]
     pub fault: Option<super::faults::FaultFigures>,
+    /// Echo packets on the wire in the phase, by originator
+    /// (`sessions.echo`).
+    #[serde(default)]
+    pub echo: Vec<EchoFigures>,
+}
+
+/// One side's echoes in a phase, from the capture: each echo passes the
+/// observer twice, going and coming back.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct EchoFigures {
+    /// `dut` or `peer`.
+    pub originator: String,
+    pub sent: u64,
+    pub returned: u64,
+    /// Not back within 1 s.
+    pub lost: u64,
+    pub rtt_max_ms: f64,
+    /// The longest gap between two consecutive echoes of this side: its
+    /// originator's own lateness, whatever came back.
+    pub send_gap_max_ms: f64,
+    pub send_gap_p99_ms: f64,
 }
 
 impl PhaseFigures {
@@ -395,6 +416,41 @@ fn broken_limits(expect: &Expectation, e: &Evidence) -> Vec<String> {
     if let Some(Err(why)) = &e.control_plane_uninterrupted {
         broken.push(why.clone());
     }
+    broken.extend(broken_echo(expect, e));
+    broken
+}
+
+/// The echo expectations, phase by phase (RFC 5880 6.4, 6.8.9).
+fn broken_echo(expect: &Expectation, e: &Evidence) -> Vec<String> {
+    let mut broken = Vec::new();
+    for p in e.phases.iter().filter(|p| p.plain()) {
+        let of = |who: &str| {
+            p.echo
+                .iter()
+                .find(|x| x.originator == who)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let peer = of("peer");
+        match expect.peer_echo {
+            Some(PeerEcho::Reflected) if peer.sent == 0 || peer.lost > 0 => broken.push(format!(
+                "phase {}: the peer's echoes, {} sent, {} lost (each must come back)",
+                p.phase, peer.sent, peer.lost
+            )),
+            Some(PeerEcho::Absent) if peer.sent > 0 => broken.push(format!(
+                "phase {}: the peer sent {} echoes to a DUT that advertises Required Min Echo RX 0",
+                p.phase, peer.sent
+            )),
+            _ => {}
+        }
+        let own = of("dut");
+        if expect.own_echo && (own.sent == 0 || own.lost > 0) {
+            broken.push(format!(
+                "phase {}: the DUT's echoes, {} sent, {} lost (each must come back)",
+                p.phase, own.sent, own.lost
+            ));
+        }
+    }
     broken
 }
 
@@ -419,6 +475,7 @@ mod tests {
             canary_stall_ms: stall,
             canary_required_ms: Some(30.0),
             fault: None,
+            echo: Vec::new(),
         }
     }
 
@@ -482,6 +539,7 @@ mod tests {
             positive_control: false,
             max_flaps: Some(0),
             max_gap_ms: Some(15.0),
+            ..Default::default()
         }
     }
 
@@ -502,6 +560,61 @@ mod tests {
         assert_eq!(
             v,
             Verdict::Fail("2 flaps (limit 0), max gap 960.00 ms (limit 15 ms)".into())
+        );
+    }
+
+    #[test]
+    fn echo_expectations_are_judged_on_the_wire_per_phase() {
+        let echoes = |who: &str, sent: u64, lost: u64| EchoFigures {
+            originator: who.into(),
+            sent,
+            returned: sent - lost,
+            lost,
+            ..Default::default()
+        };
+        let with = |echo: Vec<EchoFigures>| {
+            let mut p = phase(0, 10.0, 900.0);
+            p.echo = echo;
+            evidence(vec![p])
+        };
+        let reflect = Expectation {
+            peer_echo: Some(PeerEcho::Reflected),
+            own_echo: true,
+            ..hold()
+        };
+        let good = with(vec![echoes("peer", 100, 0), echoes("dut", 100, 0)]);
+        assert_eq!(judge(&reflect, &good), Verdict::Pass);
+        let v = judge(
+            &reflect,
+            &with(vec![echoes("peer", 100, 3), echoes("dut", 100, 0)]),
+        );
+        assert!(
+            matches!(&v, Verdict::Fail(w) if w.contains("the peer's echoes, 100 sent, 3 lost")),
+            "{v:?}"
+        );
+        // No echo from the peer at all is no proof of reflection.
+        let v = judge(&reflect, &with(vec![echoes("dut", 100, 0)]));
+        assert!(
+            matches!(&v, Verdict::Fail(w) if w.contains("0 sent")),
+            "{v:?}"
+        );
+        let v = judge(&reflect, &with(vec![echoes("peer", 100, 0)]));
+        assert!(
+            matches!(&v, Verdict::Fail(w) if w.contains("the DUT's echoes, 0 sent")),
+            "{v:?}"
+        );
+        let absent = Expectation {
+            peer_echo: Some(PeerEcho::Absent),
+            ..hold()
+        };
+        assert_eq!(
+            judge(&absent, &with(vec![echoes("dut", 100, 0)])),
+            Verdict::Pass
+        );
+        let v = judge(&absent, &with(vec![echoes("peer", 7, 0)]));
+        assert!(
+            matches!(&v, Verdict::Fail(w) if w.contains("sent 7 echoes")),
+            "{v:?}"
         );
     }
 

@@ -852,7 +852,7 @@ fn run_dut(
             .zip(&analysis.phases)
             .zip(&scenario.phases)
             .map(|((record, result), phase)| {
-                figures_of(record, &result.result.flows, phase, pairs, &stalls)
+                figures_of(record, &result.result, phase, pairs, &stalls)
             })
             .collect()
     };
@@ -1070,11 +1070,34 @@ fn worst_of_families(families: &[FamilyOutcome]) -> Verdict {
 /// capture.
 fn figures_of(
     record: &PhaseRecord,
-    flows: &[linecard_capture_analyzer::model::FlowResult],
+    window: &linecard_capture_analyzer::model::WindowResult,
     phase: &PhaseSpec,
     pairs: &[daemons::Pair],
     stalls: &[crate::canary::Stall],
 ) -> PhaseFigures {
+    let flows = &window.flows;
+    let echo = window
+        .echo
+        .iter()
+        .filter_map(|e| {
+            let originator = if pairs.iter().any(|p| e.sender == p.dut.to_string()) {
+                "dut"
+            } else if pairs.iter().any(|p| e.sender == p.peer.to_string()) {
+                "peer"
+            } else {
+                return None;
+            };
+            Some(judge::EchoFigures {
+                originator: originator.into(),
+                sent: e.sent,
+                returned: e.returned,
+                lost: e.lost,
+                rtt_max_ms: e.rtt_ms.max,
+                send_gap_max_ms: e.send_gap_ms.max,
+                send_gap_p99_ms: e.send_gap_ms.p99,
+            })
+        })
+        .collect();
     let dut_flows: Vec<_> = flows
         .iter()
         .filter(|f| pairs.iter().any(|p| f.src == p.dut.to_string()))
@@ -1127,6 +1150,7 @@ fn figures_of(
         canary_stall_ms: crate::canary::longest_stall_ms(stalls, record.start_ns, record.end_ns),
         canary_required_ms: phase.profile.canary_min_stall_ms,
         fault: None,
+        echo,
     }
 }
 
@@ -1249,6 +1273,37 @@ fn families_markdown(m: &Manifest) -> String {
     )
 }
 
+/// The echo packets on the wire (`sessions.echo`), per DUT, phase and
+/// originator: each echo passes the observer going and coming back.
+fn echo_markdown(m: &Manifest) -> String {
+    let mut rows = String::new();
+    for d in &m.duts {
+        let Some(e) = &d.evidence else { continue };
+        for p in &e.phases {
+            for x in &p.echo {
+                rows.push_str(&format!(
+                    "| {} | {} | {} | {} | {} | {} | {:.3} | {:.2} | {:.2} |\n",
+                    d.label,
+                    p.profile,
+                    if x.originator == "dut" { "DUT" } else { "peer" },
+                    x.sent,
+                    x.returned,
+                    x.lost,
+                    x.rtt_max_ms,
+                    x.send_gap_p99_ms,
+                    x.send_gap_max_ms,
+                ));
+            }
+        }
+    }
+    if rows.is_empty() {
+        return rows;
+    }
+    format!(
+        "\nEcho packets on the capture, by originator (RFC 5880 6.4; advisory, never a session's state): sent, came back, lost (not back within 1 s), the round trip's max in ms, and the gaps between the originator's consecutive echoes in ms (p99, max: its own lateness). A peer with no row sent none.\n\n| DUT | phase | originator | sent | returned | lost | RTT max | send gap p99 | send gap max |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n{rows}"
+    )
+}
+
 pub fn summary_markdown(m: &Manifest) -> String {
     let mut out = format!(
         "# {} ({})\n\n{}\n\nStatus: **{}**. Peer: {} ({}); sessions {} x {} ms ({}). Host: kernel {}, DUT CPUs {:?}, sched_rt_runtime_us as shipped {}.\n\n",
@@ -1317,6 +1372,7 @@ pub fn summary_markdown(m: &Manifest) -> String {
         }
     }
     out.push_str(&families_markdown(m));
+    out.push_str(&echo_markdown(m));
     out.push_str(&faults_markdown(m));
     out.push_str("\nRT throttling per DUT (sched_rt_runtime_us during its run): ");
     let throttling: Vec<String> = m
