@@ -996,4 +996,5 @@ fn the_echo_scenario_reflects_in_the_kernel_negotiates_and_stays_advisory() {
         summary.contains("| xdp, reflecting | L4 | peer |"),
         "{summary}"
     );
+    let _ = std::fs::remove_dir_all(&results);
 }
