@@ -9,6 +9,13 @@
 //! the lab sustains while the session must not flap; whether it flapped is
 //! the capture's to say (the tests capture and check), the command reports
 //! the session's transitions as the engine saw them.
+//!
+//! The echo port's cases (RFC 5880 6.4) are judged on the fast path's
+//! echo verdicts instead of a drop reason: a stranger's self-addressed
+//! echo (an amplification attempt) and, when the live session has no echo
+//! function, the peer's own must pass untouched, never reflected; when it
+//! has, the peer's own echo is reflected, the control that shows the echo
+//! branch runs at all.
 
 use crate::lab::spec::{PEER, SPARE};
 use crate::run::daemons::linecardd_ctl;
@@ -21,10 +28,31 @@ use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// One crafted frame and the kernel drop reason it must be counted under.
+/// What the fast path must do with a case's frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expected {
+    /// Dropped and counted under this `bfd::drop` reason.
+    Dropped(u32),
+    /// An echo passed to the stack untouched, not reflected.
+    EchoPassed,
+    /// An echo reflected with XDP_TX (the echo branch's control).
+    EchoReflected,
+}
+
+impl Expected {
+    fn name(self) -> &'static str {
+        match self {
+            Expected::Dropped(reason) => drop::name(reason),
+            Expected::EchoPassed => "echo passed, not reflected",
+            Expected::EchoReflected => "echo reflected (control)",
+        }
+    }
+}
+
+/// One crafted frame and what the kernel must do with it.
 pub struct Case {
     pub name: &'static str,
-    pub reason: u32,
+    pub expected: Expected,
     pub frame: Vec<u8>,
 }
 
@@ -32,12 +60,15 @@ pub struct Case {
 #[derive(Debug, Serialize)]
 pub struct CaseResult {
     pub case: String,
-    /// `linecard_common::bfd::drop` index and its name.
-    pub reason: u32,
+    /// `linecard_common::bfd::drop` index (`None` for an echo case) and
+    /// the name of what was expected.
+    pub reason: Option<u32>,
     pub reason_name: &'static str,
     pub sent: u64,
-    /// How far the kernel's counter for the reason moved.
+    /// How far the kernel's counter for the expected outcome moved.
     pub counted: u64,
+    /// Echoes the fast path reflected in the window (0 unless expected).
+    pub reflected: u64,
     /// Kernel replies to the live session in the same window (the control).
     pub control_replies: u64,
     /// Frames userspace received in the window: the engine's own drops and
@@ -72,22 +103,45 @@ pub struct Matrix {
 /// the peer's discriminator, `our_discr` ours), from the spare host's MAC
 /// with valid IPv4 checksums (the bridge's stack drops a bad one before
 /// XDP would see it).
-pub fn cases(peer_discr: u32, our_discr: u32) -> Vec<Case> {
-    craft::drop_cases_for(peer_discr, our_discr)
+/// `echo_reflected`: the live session has the echo function on, and the
+/// DUT reflects its peer's echoes.
+pub fn cases(peer_discr: u32, our_discr: u32, echo_reflected: bool) -> Vec<Case> {
+    let mut cases: Vec<Case> = craft::drop_cases_for(peer_discr, our_discr)
         .into_iter()
-        .map(|(name, reason, mut frame)| {
-            frame[6..12].copy_from_slice(&spare_mac());
-            // A truncated frame has no complete IPv4 header to sum over.
-            if frame.len() >= 34 {
-                craft::fix_ipv4_checksum(&mut frame);
-            }
-            Case {
-                name,
-                reason,
-                frame,
-            }
+        .map(|(name, reason, frame)| Case {
+            name,
+            expected: Expected::Dropped(reason),
+            frame,
         })
-        .collect()
+        .collect();
+    let peer = craft::PEER_IP;
+    let payload = b"an echo payload, opaque to reflectors";
+    cases.push(if echo_reflected {
+        Case {
+            name: "the peer's self-addressed echo",
+            expected: Expected::EchoReflected,
+            frame: craft::echo_frame(peer, peer, 255, payload),
+        }
+    } else {
+        Case {
+            name: "a self-addressed echo of a peer without echo",
+            expected: Expected::EchoPassed,
+            frame: craft::echo_frame(peer, peer, 255, payload),
+        }
+    });
+    cases.push(Case {
+        name: "a stranger's self-addressed echo (amplification attempt)",
+        expected: Expected::EchoPassed,
+        frame: craft::echo_frame(craft::STRANGER_IP, craft::STRANGER_IP, 255, payload),
+    });
+    for case in &mut cases {
+        case.frame[6..12].copy_from_slice(&spare_mac());
+        // A truncated frame has no complete IPv4 header to sum over.
+        if case.frame.len() >= 34 {
+            craft::fix_ipv4_checksum(&mut case.frame);
+        }
+    }
+    cases
 }
 
 fn spare_mac() -> [u8; 6] {
@@ -159,6 +213,8 @@ pub fn send_from_spare(frames: &[Vec<u8>], copies: u64, gap: Duration) -> Result
 struct Counters {
     kernel_drops: Vec<u64>,
     replies: u64,
+    echo_passed: u64,
+    echo_reflected: u64,
     userspace: u64,
     transition: Value,
 }
@@ -174,12 +230,14 @@ fn read_counters(socket: &Path) -> Result<Counters> {
         .iter()
         .map(|v| v.as_u64().unwrap_or(0))
         .collect();
-    let replies = fast["verdicts_per_cpu"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|cpu| cpu[verdict::REPLIED as usize].as_u64().unwrap_or(0))
-        .sum();
+    let verdicts = |index: u32| -> u64 {
+        fast["verdicts_per_cpu"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|cpu| cpu[index as usize].as_u64().unwrap_or(0))
+            .sum()
+    };
     let engine_drops: u64 = drops["drops"]
         .as_array()
         .into_iter()
@@ -189,7 +247,9 @@ fn read_counters(socket: &Path) -> Result<Counters> {
     let packets_in = session["counters"]["packets_in"].as_u64().unwrap_or(0);
     Ok(Counters {
         kernel_drops,
-        replies,
+        replies: verdicts(verdict::REPLIED),
+        echo_passed: verdicts(verdict::ECHO_PASSED),
+        echo_reflected: verdicts(verdict::ECHO_REFLECTED),
         userspace: engine_drops + packets_in,
         transition: session["last_transition"].clone(),
     })
@@ -227,8 +287,9 @@ pub fn run(socket: &Path, copies: u64, flood: u64) -> Result<Matrix> {
     let peer_discr = session["remote"]["discr"]
         .as_u64()
         .context("no remote discr")? as u32;
+    let echo_reflected = session["required_min_echo_rx_us"].as_u64().unwrap_or(0) > 0;
     let mut results = Vec::new();
-    for case in cases(peer_discr, our_discr) {
+    for case in cases(peer_discr, our_discr, echo_reflected) {
         let before = read_counters(socket)?;
         let started = Instant::now();
         send_from_spare(
@@ -236,20 +297,31 @@ pub fn run(socket: &Path, copies: u64, flood: u64) -> Result<Matrix> {
             copies,
             Duration::from_micros(50),
         )?;
-        let after = settle(socket, &before, case.reason, copies, started)?;
-        let counted =
-            after.kernel_drops[case.reason as usize] - before.kernel_drops[case.reason as usize];
+        let after = settle(socket, &before, case.expected, copies, started)?;
+        let counted = outcome(&after, case.expected) - outcome(&before, case.expected);
+        let reflected = after.echo_reflected - before.echo_reflected;
         let control_replies = after.replies - before.replies;
         let reached_userspace = after.userspace - before.userspace;
+        let reflected_as_expected = match case.expected {
+            Expected::EchoReflected => reflected == copies,
+            _ => reflected == 0,
+        };
         results.push(CaseResult {
             case: case.name.to_string(),
-            reason: case.reason,
-            reason_name: drop::name(case.reason),
+            reason: match case.expected {
+                Expected::Dropped(reason) => Some(reason),
+                _ => None,
+            },
+            reason_name: case.expected.name(),
             sent: copies,
             counted,
+            reflected,
             control_replies,
             reached_userspace,
-            pass: counted == copies && control_replies > 0 && reached_userspace == 0,
+            pass: counted == copies
+                && reflected_as_expected
+                && control_replies > 0
+                && reached_userspace == 0,
         });
     }
     let flood = (flood > 0)
@@ -263,18 +335,28 @@ pub fn run(socket: &Path, copies: u64, flood: u64) -> Result<Matrix> {
     })
 }
 
-/// Reads the counters until the case's reason counted `sent` and a reply
-/// went out, at least [`MIN_WINDOW`] after `started`, at most [`WINDOW`].
+/// The kernel counter an expected outcome moves.
+fn outcome(c: &Counters, expected: Expected) -> u64 {
+    match expected {
+        Expected::Dropped(reason) => c.kernel_drops[reason as usize],
+        Expected::EchoPassed => c.echo_passed,
+        Expected::EchoReflected => c.echo_reflected,
+    }
+}
+
+/// Reads the counters until the expected outcome counted `sent` and a
+/// reply went out, at least [`MIN_WINDOW`] after `started`, at most
+/// [`WINDOW`].
 fn settle(
     socket: &Path,
     before: &Counters,
-    reason: u32,
+    expected: Expected,
     sent: u64,
     started: Instant,
 ) -> Result<Counters> {
     loop {
         let now = read_counters(socket)?;
-        let done = now.kernel_drops[reason as usize] - before.kernel_drops[reason as usize] >= sent
+        let done = outcome(&now, expected) - outcome(before, expected) >= sent
             && now.replies > before.replies;
         if (done && started.elapsed() >= MIN_WINDOW) || started.elapsed() >= WINDOW {
             return Ok(now);
@@ -286,9 +368,9 @@ fn settle(
 /// Frames with a wrong discriminator back to back, bounded by `count` and
 /// by 10 s.
 fn run_flood(socket: &Path, peer_discr: u32, count: u64) -> Result<FloodResult> {
-    let frame = cases(peer_discr, 0xdead_beef)
+    let frame = cases(peer_discr, 0xdead_beef, false)
         .into_iter()
-        .find(|c| c.reason == drop::NO_SESSION)
+        .find(|c| c.expected == Expected::Dropped(drop::NO_SESSION))
         .expect("the matrix has a wrong-discriminator case")
         .frame;
     let before = read_counters(socket)?;
@@ -302,7 +384,13 @@ fn run_flood(socket: &Path, peer_discr: u32, count: u64) -> Result<FloodResult> 
         sent += n;
     }
     let seconds = started.elapsed().as_secs_f64();
-    let after = settle(socket, &before, drop::NO_SESSION, sent, started)?;
+    let after = settle(
+        socket,
+        &before,
+        Expected::Dropped(drop::NO_SESSION),
+        sent,
+        started,
+    )?;
     let counted = after.kernel_drops[drop::NO_SESSION as usize]
         - before.kernel_drops[drop::NO_SESSION as usize];
     let control_replies = after.replies - before.replies;
@@ -326,15 +414,16 @@ fn run_flood(socket: &Path, peer_discr: u32, count: u64) -> Result<FloodResult> 
 /// The matrix as a table.
 pub fn render(m: &Matrix) -> String {
     let mut out = String::from(
-        "| case | kernel drop reason | sent | counted | control replies | reached userspace | verdict |\n|---|---|---:|---:|---:|---:|---|\n",
+        "| case | kernel drop reason or echo verdict | sent | counted | reflected | control replies | reached userspace | verdict |\n|---|---|---:|---:|---:|---:|---:|---|\n",
     );
     for r in &m.cases {
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.case,
             r.reason_name,
             r.sent,
             r.counted,
+            r.reflected,
             r.control_replies,
             r.reached_userspace,
             if r.pass { "pass" } else { "FAIL" }
@@ -342,7 +431,7 @@ pub fn render(m: &Matrix) -> String {
     }
     if let Some(f) = &m.flood {
         out.push_str(&format!(
-            "| flood, wrong discriminator ({:.0} frames/s for {:.1} s) | no_session | {} | {} | {} | {} | {}{} |\n",
+            "| flood, wrong discriminator ({:.0} frames/s for {:.1} s) | no_session | {} | {} | 0 | {} | {} | {}{} |\n",
             f.frames_per_second,
             f.seconds,
             f.sent,

@@ -69,10 +69,7 @@ fn every_crafted_frame_is_dropped_in_the_kernel_by_its_reason_and_a_flood_flaps_
 
     let cases = matrix["cases"].as_array().unwrap();
     // One case per kernel drop reason at least: the matrix covers them all.
-    let mut reasons: Vec<u64> = cases
-        .iter()
-        .map(|c| c["reason"].as_u64().unwrap())
-        .collect();
+    let mut reasons: Vec<u64> = cases.iter().filter_map(|c| c["reason"].as_u64()).collect();
     reasons.sort_unstable();
     reasons.dedup();
     assert_eq!(
@@ -84,7 +81,15 @@ fn every_crafted_frame_is_dropped_in_the_kernel_by_its_reason_and_a_flood_flaps_
         assert_eq!(case["counted"], COPIES, "{case}");
         assert!(case["control_replies"].as_u64().unwrap() > 0, "{case}");
         assert_eq!(case["reached_userspace"], 0, "{case}");
+        assert_eq!(case["reflected"], 0, "{case}");
     }
+    // The echo port: this session has no echo function, so neither the
+    // peer's self-addressed echo nor a stranger's is turned around.
+    let echo_cases: Vec<_> = cases.iter().filter(|c| c["reason"].is_null()).collect();
+    assert_eq!(echo_cases.len(), 2, "{echo_cases:?}");
+    assert!(echo_cases
+        .iter()
+        .any(|c| c["case"].as_str().unwrap().contains("peer without echo")));
     let flood = &matrix["flood"];
     assert_eq!(flood["sent"], FLOOD, "{flood}");
     assert_eq!(flood["counted"], FLOOD, "{flood}");
@@ -136,5 +141,50 @@ fn every_crafted_frame_is_dropped_in_the_kernel_by_its_reason_and_a_flood_flaps_
             f.src, f.dst, f.flap_events
         );
     }
+
+    // The same session with the echo function on: the peer's own echo is
+    // reflected (the control: the echo branch runs), a stranger's still
+    // is not (RFC 5880 6.4: reflect only the session's peer).
+    let mut dut = common::start_linecardd_toml(
+        &dir,
+        &format!(
+            "[engine]\ncontrol_socket = \"{}\"\n\n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\ntx_interval_ms = 10\nrx_interval_ms = 10\nmultiplier = 3\nbackend = \"xdp\"\ninterface = \"eth0\"\necho = true\n",
+            socket.display(),
+            PEER.ipv4,
+            DUT.ipv4
+        ),
+    );
+    wait_sessions(
+        &socket,
+        &mut dut,
+        Duration::from_secs(10),
+        "the echo session Up and offloaded",
+        |s| s[0]["state"] == "up" && s[0]["offloaded"] == true,
+    );
+    let out = linecard(&[
+        "inject",
+        "--socket",
+        socket.to_str().unwrap(),
+        "--copies",
+        &COPIES.to_string(),
+        "--json",
+    ]);
+    dut.stop().unwrap();
+    let matrix = stdout_json(&out);
+    assert_exit(&out, 0, "linecard inject against an echo session");
+    let case = |needle: &str| {
+        matrix["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["case"].as_str().unwrap().contains(needle))
+            .unwrap_or_else(|| panic!("no {needle} case: {matrix:#}"))
+            .clone()
+    };
+    let control = case("the peer's self-addressed echo");
+    assert_eq!(control["reflected"], COPIES, "{control}");
+    let stranger = case("stranger");
+    assert_eq!(stranger["counted"], COPIES, "{stranger}");
+    assert_eq!(stranger["reflected"], 0, "{stranger}");
     let _ = std::fs::remove_dir_all(&dir);
 }
