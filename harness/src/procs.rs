@@ -251,7 +251,9 @@ pub struct PeerSession {
     /// FRR's `minimum-ttl` for a multihop session (None: its default 254).
     pub min_ttl: Option<u8>,
     /// FRR's `echo-mode` at the control intervals, on the lab's interface
-    /// (bfdd originates echoes only for an interface peer, and needs zebra).
+    /// (bfdd originates echoes only for an interface peer, and needs
+    /// zebra); IPv4 only: FRR's IPv6 echo is addressed to the other side
+    /// and works only between FRRs.
     pub echo: bool,
 }
 
@@ -259,17 +261,18 @@ pub struct PeerSession {
 pub fn frr_config(sessions: &[PeerSession]) -> String {
     let mut out = String::from("bfd\n");
     for s in sessions {
+        let echo = s.echo && s.peer.is_ipv4();
         out.push_str(&format!(
             " peer {}{} local-address {}{}\n  transmit-interval {}\n  receive-interval {}\n  detect-multiplier {}\n",
             s.peer,
             if s.multihop { " multihop" } else { "" },
             s.local,
-            if s.echo { " interface eth0" } else { "" },
+            if echo { " interface eth0" } else { "" },
             s.tx_ms,
             s.rx_ms,
             s.multiplier
         ));
-        if s.echo {
+        if echo {
             out.push_str(&format!(
                 "  echo-mode\n  echo transmit-interval {}\n  echo receive-interval {}\n",
                 s.tx_ms, s.rx_ms

@@ -88,6 +88,8 @@ struct RawLimits {
     positive_control: Option<bool>,
     max_flaps: Option<i64>,
     max_gap_ms: Option<f64>,
+    peer_echo: Option<String>,
+    own_echo: Option<bool>,
 }
 
 /// Where the lab runs.
@@ -260,9 +262,12 @@ pub struct Sessions {
     /// side; `None`: the implementation's default, 254).
     #[serde(default)]
     pub min_ttl: Option<u8>,
-    /// The echo function on both sides (RFC 5880 6.4): the peer (FRR,
-    /// `echo-mode`, with zebra) and linecardd (`echo = true`) originate
-    /// echoes at the control interval; the peer's host forwards ours back.
+    /// The echo function on both sides (RFC 5880 6.4): the peer and
+    /// linecardd (`echo = true`) originate echoes at the control interval.
+    /// A peer FRR runs `echo-mode` (with zebra) on its IPv4 sessions only
+    /// (its IPv6 echo is addressed to the other side, not to itself: it
+    /// works only between FRRs) and its host forwards ours back; a peer
+    /// linecardd originates in both families and does not reflect.
     #[serde(default)]
     pub echo: bool,
 }
@@ -296,6 +301,32 @@ pub struct Scenario {
 /// the benchmarking range (see `run::daemons::pairs`); the engine's fast
 /// path holds 4096.
 pub const MAX_SESSIONS: i64 = 4096;
+
+/// A DUT's (or a family's) echo expectations, or (key, value, why).
+fn echo_expectation(
+    peer_echo: Option<&str>,
+    own_echo: Option<bool>,
+    echo: bool,
+) -> Result<(Option<PeerEcho>, bool), (&'static str, String, &'static str)> {
+    if (peer_echo.is_some() || own_echo.is_some()) && !echo {
+        return Err((
+            if peer_echo.is_some() {
+                "peer_echo"
+            } else {
+                "own_echo"
+            },
+            "(set)".into(),
+            "echo expectations need sessions.echo = true",
+        ));
+    }
+    let peer_echo = match peer_echo {
+        None => None,
+        Some("reflected") => Some(PeerEcho::Reflected),
+        Some("absent") => Some(PeerEcho::Absent),
+        Some(other) => return Err(("peer_echo", other.into(), "must be reflected or absent")),
+    };
+    Ok((peer_echo, own_echo.unwrap_or(false)))
+}
 
 /// A DUT's limits, or (key, value, why): a positive control must flap and
 /// carries no limits.
@@ -624,18 +655,18 @@ impl Scenario {
             },
             echo: s.echo.unwrap_or(false),
         };
-        if sessions.echo && (sessions.multihop || sessions.ipv6 || sessions.dual_stack) {
+        if sessions.echo && sessions.multihop {
             return Err(invalid(
                 "sessions.echo",
                 &true,
-                "single-hop IPv4 sessions only (no echo over multiple hops, RFC 5883; FRR's IPv6 echo works only between FRRs)",
+                "single-hop sessions only (no echo over multiple hops, RFC 5883)",
             ));
         }
-        if sessions.echo && peer != PeerImplementation::Frr {
+        if sessions.echo && peer == PeerImplementation::Bird {
             return Err(invalid(
                 "sessions.echo",
                 &true,
-                "needs peer.implementation = \"frr\" (echo-mode; BIRD has no echo function)",
+                "needs peer.implementation = \"frr\" or \"linecardd\" (BIRD has no echo function)",
             ));
         }
         // BIRD sends multihop packets at the system's default TTL (64):
@@ -781,30 +812,9 @@ impl Scenario {
             };
             let mut expect = expectation(d.positive_control, d.max_flaps, d.max_gap_ms)
                 .map_err(|(k, v, why)| invalid(&key(k), &v, why))?;
-            if (d.peer_echo.is_some() || d.own_echo.is_some()) && !sessions.echo {
-                return Err(invalid(
-                    &key(if d.peer_echo.is_some() {
-                        "peer_echo"
-                    } else {
-                        "own_echo"
-                    }),
-                    &"(set)",
-                    "echo expectations need sessions.echo = true",
-                ));
-            }
-            expect.peer_echo = match d.peer_echo.as_deref() {
-                None => None,
-                Some("reflected") => Some(PeerEcho::Reflected),
-                Some("absent") => Some(PeerEcho::Absent),
-                Some(other) => {
-                    return Err(invalid(
-                        &key("peer_echo"),
-                        &other,
-                        "must be reflected or absent",
-                    ))
-                }
-            };
-            expect.own_echo = d.own_echo.unwrap_or(false);
+            (expect.peer_echo, expect.own_echo) =
+                echo_expectation(d.peer_echo.as_deref(), d.own_echo, sessions.echo)
+                    .map_err(|(k, v, why)| invalid(&key(k), &v, why))?;
             let mut per_family = Vec::new();
             for (family, limits) in [(Family::Ipv4, &d.ipv4), (Family::Ipv6, &d.ipv6)] {
                 let Some(l) = limits else { continue };
@@ -816,8 +826,11 @@ impl Scenario {
                         "limits per family need sessions.family = \"dual\"",
                     ));
                 }
-                let limits = expectation(l.positive_control, l.max_flaps, l.max_gap_ms)
+                let mut limits = expectation(l.positive_control, l.max_flaps, l.max_gap_ms)
                     .map_err(|(k, v, why)| invalid(&key(&format!("{name}.{k}")), &v, why))?;
+                (limits.peer_echo, limits.own_echo) =
+                    echo_expectation(l.peer_echo.as_deref(), l.own_echo, sessions.echo)
+                        .map_err(|(k, v, why)| invalid(&key(&format!("{name}.{k}")), &v, why))?;
                 per_family.push((family, limits));
             }
             if !per_family.is_empty() && expect != Expectation::default() {
@@ -1006,11 +1019,9 @@ max_flaps = 0
             error(&ok.replace("max_flaps = 0\n", "max_flaps = -1\n")).contains("max_flaps = -1"),
             "echo keys accepted, the next error is the planted one"
         );
-        assert!(
-            error(&with("bird", "echo = true", "")).contains("needs peer.implementation = \"frr\"")
-        );
+        assert!(error(&with("bird", "echo = true", "")).contains("BIRD has no echo function"));
         assert!(error(&with("frr", "echo = true\nmultihop = true", ""))
-            .contains("single-hop IPv4 sessions only"));
+            .contains("single-hop sessions only"));
         assert!(error(&with("frr", "", "own_echo = true")).contains("need sessions.echo = true"));
         assert!(error(&with("frr", "echo = true", "peer_echo = \"maybe\""))
             .contains("must be reflected or absent"));

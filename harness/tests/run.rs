@@ -917,14 +917,15 @@ fn a_thousand_and_twenty_four_sessions_hold_on_the_fast_path_under_l4() {
     let _ = std::fs::remove_dir_all(&results);
 }
 
-/// The echo function against FRR bfdd in echo-mode (RFC 5880 6.4): the
-/// xdp DUT reflects every one of FRR's echoes in the kernel, idle and
-/// under L4; rt, which advertises Required Min Echo RX 0, gets none from
-/// the same FRR configuration (6.8.9), which the xdp run proves was
-/// sending; both DUTs' own echoes come back through the peer's forwarding.
-/// Under L4 the DUT's originator (a normal-priority thread) stalls for
-/// most of a second, visible on the capture as a send gap, and the
-/// session holds: echo is advisory, never the state machine's input.
+/// The echo function against FRR bfdd, an IPv4 and an IPv6 session (RFC
+/// 5880 6.4): the xdp DUT reflects every one of FRR's IPv4 echoes in the
+/// kernel, idle and under L4; rt, which advertises Required Min Echo RX 0,
+/// gets none from the same FRR configuration (6.8.9), which the xdp run
+/// proves was sending; FRR sends no IPv6 echo (its IPv6 echo is FRR-only);
+/// both DUTs' own echoes, IPv4 and IPv6, come back through the peer's
+/// forwarding. Under L4 the DUT's originator (a normal-priority thread)
+/// stalls for most of a second, visible on the capture as a send gap, and
+/// the sessions hold: echo is advisory, never the state machine's input.
 #[test]
 fn the_echo_scenario_reflects_in_the_kernel_negotiates_and_stays_advisory() {
     if !privileged("the_echo_scenario") {
@@ -944,19 +945,19 @@ fn the_echo_scenario_reflects_in_the_kernel_negotiates_and_stays_advisory() {
     assert_exit(&out, 0, "the echo scenario");
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
-    let echo = |label: &str, phase: usize, who: &str| {
+    let echo = |label: &str, phase: usize, who: &str, family: &str| {
         dut(&manifest, label)["evidence"]["phases"][phase]["echo"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|e| e["originator"] == who)
+            .find(|e| e["originator"] == who && e["family"] == family)
             .cloned()
             .unwrap_or(serde_json::json!({"sent": 0, "returned": 0, "lost": 0}))
     };
     let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0);
     let (xdp, rt) = ("xdp, reflecting", "rt, RT throttling off, not reflecting");
     for phase in [0, 1] {
-        let peer = echo(xdp, phase, "peer");
+        let peer = echo(xdp, phase, "peer", "IPv4");
         assert!(
             n(&peer, "sent") > 500,
             "FRR's echoes to xdp, phase {phase}: {peer}"
@@ -966,25 +967,32 @@ fn the_echo_scenario_reflects_in_the_kernel_negotiates_and_stays_advisory() {
             n(&peer, "sent"),
             "all reflected: {peer}"
         );
-        assert_eq!(n(&peer, "sent") > 0, true);
-        let none = echo(rt, phase, "peer");
+        let none = echo(rt, phase, "peer", "IPv4");
         assert_eq!(
             n(&none, "sent"),
             0,
             "FRR sent echoes to rt (RMERx 0): {none}"
         );
         for label in [xdp, rt] {
-            let own = echo(label, phase, "dut");
-            assert!(
-                n(&own, "sent") > 0,
-                "{label}'s own echoes, phase {phase}: {own}"
+            let v6 = echo(label, phase, "peer", "IPv6");
+            assert_eq!(
+                n(&v6, "sent"),
+                0,
+                "FRR's IPv6 echo is FRR-only: {label}: {v6}"
             );
-            assert_eq!(n(&own, "lost"), 0, "{label}: {own}");
+            for family in ["IPv4", "IPv6"] {
+                let own = echo(label, phase, "dut", family);
+                assert!(
+                    n(&own, "sent") > 0,
+                    "{label}'s own {family} echoes, phase {phase}: {own}"
+                );
+                assert_eq!(n(&own, "lost"), 0, "{label}: {own}");
+            }
         }
     }
     // Under L4 the originator stalled (its echoes' gaps on the wire), and
-    // the session did not flap: the stall did not feed the state machine.
-    let stalled = echo(xdp, 1, "dut");
+    // the sessions did not flap: the stall did not feed the state machine.
+    let stalled = echo(xdp, 1, "dut", "IPv4");
     assert!(
         stalled["send_gap_max_ms"].as_f64().unwrap() > 100.0,
         "the originator was not starved under L4: {stalled}"
@@ -993,7 +1001,7 @@ fn the_echo_scenario_reflects_in_the_kernel_negotiates_and_stays_advisory() {
     assert!(l4["canary_stall_ms"].as_f64().unwrap() > 500.0, "{l4}");
     assert_eq!(l4["flaps"], 0, "{l4}");
     assert!(
-        summary.contains("| xdp, reflecting | L4 | peer |"),
+        summary.contains("| xdp, reflecting | L4 | peer IPv4 |"),
         "{summary}"
     );
     let _ = std::fs::remove_dir_all(&results);

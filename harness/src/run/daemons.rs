@@ -235,8 +235,9 @@ struct PeerEchoSetup {
 }
 
 /// The peer namespace's sysctls the echo function needs.
-const PEER_ECHO_SYSCTLS: [(&str, &str); 3] = [
+const PEER_ECHO_SYSCTLS: [(&str, &str); 4] = [
     ("net.ipv4.ip_forward", "1"),
+    ("net.ipv6.conf.all.forwarding", "1"),
     ("net.ipv4.conf.all.send_redirects", "0"),
     ("net.ipv4.conf.eth0.send_redirects", "0"),
 ];

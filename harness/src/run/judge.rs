@@ -52,6 +52,9 @@ pub struct PhaseFigures {
 pub struct EchoFigures {
     /// `dut` or `peer`.
     pub originator: String,
+    /// `IPv4` or `IPv6`.
+    #[serde(default)]
+    pub family: String,
     pub sent: u64,
     pub returned: u64,
     /// Not back within 1 s.
@@ -424,12 +427,16 @@ fn broken_limits(expect: &Expectation, e: &Evidence) -> Vec<String> {
 fn broken_echo(expect: &Expectation, e: &Evidence) -> Vec<String> {
     let mut broken = Vec::new();
     for p in e.phases.iter().filter(|p| p.plain()) {
+        // One side's echoes in both families together.
         let of = |who: &str| {
             p.echo
                 .iter()
-                .find(|x| x.originator == who)
-                .cloned()
-                .unwrap_or_default()
+                .filter(|x| x.originator == who)
+                .fold(EchoFigures::default(), |a, x| EchoFigures {
+                    sent: a.sent + x.sent,
+                    lost: a.lost + x.lost,
+                    ..a
+                })
         };
         let peer = of("peer");
         match expect.peer_echo {

@@ -1076,19 +1076,24 @@ fn figures_of(
     stalls: &[crate::canary::Stall],
 ) -> PhaseFigures {
     let flows = &window.flows;
+    // One row per originator and family: each session's echoes come from
+    // its own address (the analyzer's sender).
     let echo = window
         .echo
         .iter()
         .filter_map(|e| {
-            let originator = if pairs.iter().any(|p| e.sender == p.dut.to_string()) {
-                "dut"
-            } else if pairs.iter().any(|p| e.sender == p.peer.to_string()) {
-                "peer"
-            } else {
-                return None;
-            };
+            let (originator, address) = pairs.iter().find_map(|p| {
+                if e.sender == p.dut.to_string() {
+                    Some(("dut", p.dut))
+                } else if e.sender == p.peer.to_string() {
+                    Some(("peer", p.peer))
+                } else {
+                    None
+                }
+            })?;
             Some(judge::EchoFigures {
                 originator: originator.into(),
+                family: Family::of(address).name().into(),
                 sent: e.sent,
                 returned: e.returned,
                 lost: e.lost,
@@ -1282,10 +1287,11 @@ fn echo_markdown(m: &Manifest) -> String {
         for p in &e.phases {
             for x in &p.echo {
                 rows.push_str(&format!(
-                    "| {} | {} | {} | {} | {} | {} | {:.3} | {:.2} | {:.2} |\n",
+                    "| {} | {} | {} {} | {} | {} | {} | {:.3} | {:.2} | {:.2} |\n",
                     d.label,
                     p.profile,
                     if x.originator == "dut" { "DUT" } else { "peer" },
+                    x.family,
                     x.sent,
                     x.returned,
                     x.lost,
