@@ -1006,3 +1006,49 @@ fn the_echo_scenario_reflects_in_the_kernel_negotiates_and_stays_advisory() {
     );
     let _ = std::fs::remove_dir_all(&results);
 }
+
+/// The fast path's echo reflection over IPv6 too, against linecardd's own
+/// self-addressed echoes (FRR sends none over IPv6): xdp reflects every
+/// one in both families, idle and under L4; rt, which advertises 0, gets
+/// none from the same peer.
+#[test]
+fn the_fast_path_reflects_self_addressed_echoes_in_both_families() {
+    if !privileged("the_fast_path_reflects_self_addressed_echoes") {
+        return;
+    }
+    let _lock = lock_lab();
+    let results = scratch_dir("el");
+    let (out, dir) = judged_run(
+        &repo().join("scenarios/echo-linecardd.toml"),
+        "echo-linecardd",
+        &results,
+        "l",
+        &[],
+    );
+    let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    eprintln!("{summary}");
+    assert_exit(&out, 0, "the echo-linecardd scenario");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    let peer_echo = |label: &str, phase: usize, family: &str| {
+        dut(&manifest, label)["evidence"]["phases"][phase]["echo"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["originator"] == "peer" && e["family"] == family)
+            .cloned()
+    };
+    for phase in [0, 1] {
+        for family in ["IPv4", "IPv6"] {
+            let e = peer_echo("xdp, reflecting", phase, family)
+                .unwrap_or_else(|| panic!("no {family} echoes to xdp in phase {phase}"));
+            assert!(e["sent"].as_u64().unwrap() > 200, "{e}");
+            assert_eq!(e["returned"], e["sent"], "every one reflected: {e}");
+            assert!(
+                peer_echo("rt, not reflecting", phase, family).is_none(),
+                "the peer sent echoes to rt, which advertises 0"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&results);
+}
