@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+/// The lab's DUT namespace.
+const DUT_NS: &str = linecard_harness::lab::spec::DUT.namespace;
+
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -932,6 +935,19 @@ fn the_echo_scenario_reflects_in_the_kernel_negotiates_and_stays_advisory() {
         return;
     }
     let _lock = lock_lab();
+    // The DUT's host does not forward: what turns the peer's echoes around
+    // is the fast path, not the kernel's routing.
+    assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
+    let forwarding = Command::new("ip")
+        .args(["netns", "exec", DUT_NS, "sysctl", "-n"])
+        .args(["net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&forwarding.stdout),
+        "0\n0\n",
+        "the DUT's namespace forwards"
+    );
     let results = scratch_dir("ec");
     let (out, dir) = judged_run(
         &repo().join("scenarios/echo.toml"),
