@@ -169,6 +169,12 @@ pub fn monotonic_ns() -> u64 {
 /// at the next due send or a return, at least every 100 ms (to see a plan
 /// change and the stop flag).
 fn run(table: &Table, stop: &AtomicBool, v4: &PacketSocket, v6: &PacketSocket) {
+    // Normal priority whoever started us: a thread inherits its creator's
+    // policy, and the loop that steers us may run at SCHED_FIFO (rt) by the
+    // time a session asks for echoes.
+    let normal = libc::sched_param { sched_priority: 0 };
+    // SAFETY: a valid sched_param for the calling thread.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &normal) };
     let mut buf = [0u8; 2048];
     while !stop.load(Ordering::Relaxed) {
         let now = monotonic_ns();
@@ -196,10 +202,16 @@ fn run(table: &Table, stop: &AtomicBool, v4: &PacketSocket, v6: &PacketSocket) {
                 next_due = next_due.min(entry.next_due_ns);
             }
         }
-        let timeout_ms = next_due.saturating_sub(monotonic_ns()).div_ceil(1_000_000);
+        // To the nanosecond: poll's milliseconds would make every echo up
+        // to a millisecond late.
+        let wait_ns = next_due.saturating_sub(monotonic_ns()).min(100_000_000);
+        let timeout = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: wait_ns as libc::c_long,
+        };
         let mut fds = [v4.pollfd(), v6.pollfd()];
-        // SAFETY: two valid pollfd entries.
-        unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout_ms.min(100) as i32) };
+        // SAFETY: two valid pollfd entries and a valid timespec.
+        unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &timeout, std::ptr::null()) };
         for socket in [v4, v6] {
             while let Some(len) = socket.recv_incoming(&mut buf) {
                 let at = monotonic_ns();

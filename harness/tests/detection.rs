@@ -91,6 +91,7 @@ fn once() -> Result<(), String> {
         multiplier: 3,
         multihop: false,
         min_ttl: None,
+        echo: false,
     };
     let pairs = pairs(&sessions);
     // The runner finds linecardd beside `linecard`; this test binary lives
