@@ -11,6 +11,11 @@
 //! - A return is ours when its payload carries our magic and a session's
 //!   discriminator; the sequence number and send time in the payload give
 //!   the round trip. The payload is opaque to reflectors (RFC 5880 6.4).
+//! - Round trips and losses are judged on the kernel's receive timestamp
+//!   (`SO_TIMESTAMPNS`, CLOCK_REALTIME like the send time in the payload),
+//!   and returns are read before anything is declared lost: a thread that
+//!   was itself starved would otherwise take its own lateness for lost
+//!   echoes. (Scheduling uses CLOCK_MONOTONIC.)
 //! - Advisory only: nothing here feeds the session's state machine. A
 //!   stalled host would otherwise take its own echoes' lateness for a path
 //!   failure. The gap between consecutive sends is measured when each send
@@ -25,14 +30,14 @@ use std::io;
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// UDP port of echo packets, source and destination.
 pub const PORT: u16 = crate::wire::PORT_ECHO;
 /// The first bytes of our echo payload.
 pub const MAGIC: [u8; 4] = *b"LCE1";
-/// Magic, discriminator, sequence number, send time (CLOCK_MONOTONIC ns).
+/// Magic, discriminator, sequence number, send time (CLOCK_REALTIME ns).
 pub const PAYLOAD_LEN: usize = 4 + 4 + 8 + 8;
 /// Echoes leave one hop away at TTL 255 and come back at 254: the
 /// reflector forwards them (RFC 5881 section 4 leaves the value to us; 255
@@ -83,19 +88,37 @@ struct Entry {
     plan: Option<EchoPlan>,
     status: EchoStatus,
     next_seq: u64,
+    /// CLOCK_MONOTONIC: when the next echo is due, and when the last left.
     next_due_ns: u64,
     last_sent_ns: u64,
+    /// CLOCK_REALTIME (the kernel's receive stamp) of the last return.
     last_return_ns: u64,
     rtt_sum_us: u64,
-    /// (sequence, sent at), oldest first.
+    /// (sequence, sent at on CLOCK_REALTIME), oldest first.
     outstanding: VecDeque<(u64, u64)>,
 }
 
-type Table = Arc<Mutex<HashMap<u32, Entry>>>;
+/// What the control loop asks of the originator thread.
+enum Command {
+    Steer(u32, Option<EchoPlan>),
+    Forget(u32),
+}
+
+/// The statuses the thread publishes for the control loop to read.
+type Published = Arc<Mutex<HashMap<u32, EchoStatus>>>;
 
 /// The originator thread and what it shares with the control loop.
+///
+/// The control loop may run at SCHED_FIFO and this thread does not, so the
+/// loop never waits on it: it hands commands over a channel and wakes the
+/// thread with an eventfd, and reads statuses with `try_lock` (a status
+/// the thread is publishing right then reads as absent). A lock shared
+/// both ways would let a starved normal-priority thread hold the control
+/// loop for as long as it is starved, up to a second under L4.
 pub struct Originator {
-    table: Table,
+    commands: mpsc::Sender<Command>,
+    wake: OwnedFd,
+    published: Published,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -105,16 +128,34 @@ impl Originator {
     pub fn start() -> io::Result<Self> {
         let v4 = PacketSocket::open(libc::ETH_P_IP as u16, &filter_v4())?;
         let v6 = PacketSocket::open(libc::ETH_P_IPV6 as u16, &filter_v6())?;
-        let table: Table = Arc::default();
+        // SAFETY: eventfd(2) with constant arguments; the result is checked.
+        let wake = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if wake < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor we own.
+        let wake = unsafe { OwnedFd::from_raw_fd(wake) };
+        let (commands, inbox) = mpsc::channel();
+        let published: Published = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
-            let (table, stop) = (table.clone(), stop.clone());
+            let thread = Thread {
+                inbox,
+                wake: wake.try_clone()?,
+                published: published.clone(),
+                stop: stop.clone(),
+                v4,
+                v6,
+                entries: HashMap::new(),
+            };
             std::thread::Builder::new()
                 .name("linecardd-echo".into())
-                .spawn(move || run(&table, &stop, &v4, &v6))?
+                .spawn(move || thread.run())?
         };
         Ok(Self {
-            table,
+            commands,
+            wake,
+            published,
             stop,
             thread: Some(thread),
         })
@@ -122,39 +163,34 @@ impl Originator {
 
     /// Sets or stops a session's echo; keeps its counters either way.
     pub fn steer(&self, discr: u32, plan: Option<EchoPlan>) {
-        let mut table = self.table.lock().expect("echo table");
-        let entry = table.entry(discr).or_default();
-        if entry.plan == plan {
-            return;
-        }
-        entry.status.interval_us = plan.as_ref().map_or(0, |p| p.interval_ns / 1000);
-        entry.next_due_ns = monotonic_ns();
-        // A restart is not a gap of the originator's making, and the
-        // longest gap is the current interval's.
-        entry.last_sent_ns = 0;
-        entry.status.max_send_gap_us = 0;
-        entry.outstanding.clear();
-        entry.plan = plan;
+        self.send(Command::Steer(discr, plan));
     }
 
     pub fn forget(&self, discr: u32) {
-        self.table.lock().expect("echo table").remove(&discr);
+        self.send(Command::Forget(discr));
     }
 
+    fn send(&self, command: Command) {
+        // Neither blocks: an unbounded channel, a non-blocking eventfd.
+        let _ = self.commands.send(command);
+        let one: u64 = 1;
+        // SAFETY: an 8-byte write from a valid buffer.
+        unsafe { libc::write(self.wake.as_raw_fd(), std::ptr::from_ref(&one).cast(), 8) };
+    }
+
+    /// The session's echo as last published; `None` also while the thread
+    /// is publishing (never waited for).
     pub fn status(&self, discr: u32) -> Option<EchoStatus> {
-        let table = self.table.lock().expect("echo table");
-        let entry = table.get(&discr)?;
-        let mut status = entry.status;
-        status.live = entry.plan.as_ref().is_some_and(|p| {
-            entry.last_return_ns != 0 && monotonic_ns() - entry.last_return_ns <= p.lost_after_ns
-        });
-        Some(status)
+        self.published.try_lock().ok()?.get(&discr).copied()
     }
 }
 
 impl Drop for Originator {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        let one: u64 = 1;
+        // SAFETY: an 8-byte write from a valid buffer.
+        unsafe { libc::write(self.wake.as_raw_fd(), std::ptr::from_ref(&one).cast(), 8) };
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -165,35 +201,64 @@ pub fn monotonic_ns() -> u64 {
     crate::io::clock_ns(libc::CLOCK_MONOTONIC)
 }
 
-/// The thread: sends what is due, reads returns, expires the lost; wakes
-/// at the next due send or a return, at least every 100 ms (to see a plan
-/// change and the stop flag).
-fn run(table: &Table, stop: &AtomicBool, v4: &PacketSocket, v6: &PacketSocket) {
-    // Normal priority whoever started us: a thread inherits its creator's
-    // policy, and the loop that steers us may run at SCHED_FIFO (rt) by the
-    // time a session asks for echoes.
-    let normal = libc::sched_param { sched_priority: 0 };
-    // SAFETY: a valid sched_param for the calling thread.
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &normal) };
-    let mut buf = [0u8; 2048];
-    while !stop.load(Ordering::Relaxed) {
-        let now = monotonic_ns();
-        let mut next_due = now + 100_000_000;
-        {
-            let mut table = table.lock().expect("echo table");
-            for (&discr, entry) in table.iter_mut() {
+fn realtime_ns() -> u64 {
+    crate::io::clock_ns(libc::CLOCK_REALTIME)
+}
+
+/// The originator thread's own state: nobody else touches `entries`.
+struct Thread {
+    inbox: mpsc::Receiver<Command>,
+    wake: OwnedFd,
+    published: Published,
+    stop: Arc<AtomicBool>,
+    v4: PacketSocket,
+    v6: PacketSocket,
+    entries: HashMap<u32, Entry>,
+}
+
+impl Thread {
+    /// Sends what is due, reads returns, expires the lost, publishes;
+    /// wakes at the next due send, a return or a command, at least every
+    /// 100 ms.
+    fn run(mut self) {
+        // Normal priority whoever started us: a thread inherits its
+        // creator's policy, and the loop that steers us may run at
+        // SCHED_FIFO (rt) by the time a session asks for echoes.
+        let normal = libc::sched_param { sched_priority: 0 };
+        // SAFETY: a valid sched_param for the calling thread.
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &normal) };
+        let mut buf = [0u8; 2048];
+        while !self.stop.load(Ordering::Relaxed) {
+            while let Ok(command) = self.inbox.try_recv() {
+                self.apply(command);
+            }
+            // Returns before any loss: after a stall of this thread they
+            // wait in the sockets, stamped by the kernel when they came.
+            for socket in [&self.v4, &self.v6] {
+                while let Some((len, at)) = socket.recv_incoming(&mut buf) {
+                    if let Some((discr, seq, sent)) = parse_return(&buf[..len]) {
+                        if let Some(entry) = self.entries.get_mut(&discr) {
+                            note_return(entry, seq, sent, at.unwrap_or_else(realtime_ns));
+                        }
+                    }
+                }
+            }
+            let now = monotonic_ns();
+            let wall = realtime_ns();
+            let mut next_due = now + 100_000_000;
+            for (&discr, entry) in &mut self.entries {
                 let Some(plan) = entry.plan.clone() else {
                     continue;
                 };
                 while let Some(&(_, sent)) = entry.outstanding.front() {
-                    if now.saturating_sub(sent) <= plan.lost_after_ns {
+                    if wall.saturating_sub(sent) <= plan.lost_after_ns {
                         break;
                     }
                     entry.outstanding.pop_front();
                     entry.status.lost += 1;
                 }
                 if entry.next_due_ns <= now {
-                    send(v4, v6, discr, &plan, entry);
+                    send(&self.v4, &self.v6, discr, &plan, entry);
                     // On schedule while we keep up; after a stall, one
                     // interval from now rather than a burst to catch up.
                     entry.next_due_ns = (entry.next_due_ns + plan.interval_ns)
@@ -201,27 +266,71 @@ fn run(table: &Table, stop: &AtomicBool, v4: &PacketSocket, v6: &PacketSocket) {
                 }
                 next_due = next_due.min(entry.next_due_ns);
             }
+            self.publish(wall);
+            // To the nanosecond: poll's milliseconds would make every echo
+            // up to a millisecond late.
+            let wait_ns = next_due.saturating_sub(monotonic_ns()).min(100_000_000);
+            let timeout = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: wait_ns as libc::c_long,
+            };
+            let mut fds = [
+                self.v4.pollfd(),
+                self.v6.pollfd(),
+                libc::pollfd {
+                    fd: self.wake.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            // SAFETY: three valid pollfd entries and a valid timespec.
+            unsafe { libc::ppoll(fds.as_mut_ptr(), 3, &timeout, std::ptr::null()) };
+            let mut count = 0u64;
+            // SAFETY: an 8-byte read into a valid buffer (resets the count).
+            unsafe {
+                libc::read(
+                    self.wake.as_raw_fd(),
+                    std::ptr::from_mut(&mut count).cast(),
+                    8,
+                )
+            };
         }
-        // To the nanosecond: poll's milliseconds would make every echo up
-        // to a millisecond late.
-        let wait_ns = next_due.saturating_sub(monotonic_ns()).min(100_000_000);
-        let timeout = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: wait_ns as libc::c_long,
-        };
-        let mut fds = [v4.pollfd(), v6.pollfd()];
-        // SAFETY: two valid pollfd entries and a valid timespec.
-        unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &timeout, std::ptr::null()) };
-        for socket in [v4, v6] {
-            while let Some(len) = socket.recv_incoming(&mut buf) {
-                let at = monotonic_ns();
-                if let Some((discr, seq, sent)) = parse_return(&buf[..len]) {
-                    let mut table = table.lock().expect("echo table");
-                    if let Some(entry) = table.get_mut(&discr) {
-                        note_return(entry, seq, sent, at);
-                    }
-                }
+    }
+
+    fn apply(&mut self, command: Command) {
+        match command {
+            Command::Forget(discr) => {
+                self.entries.remove(&discr);
             }
+            Command::Steer(discr, plan) => {
+                let entry = self.entries.entry(discr).or_default();
+                if entry.plan == plan {
+                    return;
+                }
+                entry.status.interval_us = plan.as_ref().map_or(0, |p| p.interval_ns / 1000);
+                entry.next_due_ns = monotonic_ns();
+                // A restart is not a gap of the originator's making, and
+                // the longest gap is the current interval's.
+                entry.last_sent_ns = 0;
+                entry.status.max_send_gap_us = 0;
+                entry.outstanding.clear();
+                entry.plan = plan;
+            }
+        }
+    }
+
+    fn publish(&self, wall: u64) {
+        let statuses = self.entries.iter().map(|(&discr, entry)| {
+            let mut status = entry.status;
+            status.live = entry.plan.as_ref().is_some_and(|p| {
+                entry.last_return_ns != 0
+                    && wall.saturating_sub(entry.last_return_ns) <= p.lost_after_ns
+            });
+            (discr, status)
+        });
+        if let Ok(mut published) = self.published.lock() {
+            published.clear();
+            published.extend(statuses);
         }
     }
 }
@@ -229,7 +338,7 @@ fn run(table: &Table, stop: &AtomicBool, v4: &PacketSocket, v6: &PacketSocket) {
 fn send(v4: &PacketSocket, v6: &PacketSocket, discr: u32, plan: &EchoPlan, entry: &mut Entry) {
     let seq = entry.next_seq;
     entry.next_seq += 1;
-    let sent_ns = monotonic_ns();
+    let sent_ns = realtime_ns();
     let mut payload = [0u8; PAYLOAD_LEN];
     payload[..4].copy_from_slice(&MAGIC);
     payload[4..8].copy_from_slice(&discr.to_be_bytes());
@@ -412,6 +521,20 @@ impl PacketSocket {
         }
         // SAFETY: a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let on: libc::c_int = 1;
+        // SAFETY: an int option for the call's duration.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_TIMESTAMPNS,
+                std::ptr::from_ref(&on).cast(),
+                std::mem::size_of::<libc::c_int>() as u32,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
         let program = libc::sock_fprog {
             len: filter.len() as u16,
             filter: filter.as_ptr().cast_mut(),
@@ -465,30 +588,50 @@ impl PacketSocket {
         Ok(())
     }
 
-    /// The next packet that arrived from the wire (our own outgoing ones
-    /// are seen by a packet socket too, and skipped), or `None`.
-    fn recv_incoming(&self, buf: &mut [u8]) -> Option<usize> {
+    /// The next packet that arrived from the wire, with the kernel's
+    /// receive stamp (CLOCK_REALTIME ns) when it gave one; our own outgoing
+    /// packets, which a packet socket sees too, are skipped.
+    fn recv_incoming(&self, buf: &mut [u8]) -> Option<(usize, Option<u64>)> {
         loop {
-            // SAFETY: all-zero is a valid sockaddr_ll.
+            // SAFETY: all-zero is a valid sockaddr_ll and msghdr.
             let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-            let mut from_len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
-            // SAFETY: the buffer and address are valid for the call.
-            let n = unsafe {
-                libc::recvfrom(
-                    self.fd.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                    0,
-                    std::ptr::from_mut(&mut from).cast(),
-                    &mut from_len,
-                )
+            let mut control = [0u64; 8];
+            let mut iov = libc::iovec {
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: buf.len(),
             };
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_name = std::ptr::from_mut(&mut from).cast();
+            msg.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen = std::mem::size_of_val(&control);
+            // SAFETY: every pointer in `msg` is valid for the call.
+            let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, 0) };
             if n < 0 {
                 return None;
             }
-            if from.sll_pkttype != libc::PACKET_OUTGOING as u8 {
-                return Some(n as usize);
+            if from.sll_pkttype == libc::PACKET_OUTGOING as u8 {
+                continue;
             }
+            let mut stamp = None;
+            // SAFETY: walking the control messages the kernel wrote into
+            // `control`, with the libc macros, within `msg_controllen`.
+            unsafe {
+                let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+                while !cmsg.is_null() {
+                    if (*cmsg).cmsg_level == libc::SOL_SOCKET
+                        && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
+                    {
+                        let ts: libc::timespec =
+                            std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
+                        stamp = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+                    }
+                    cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+                }
+            }
+            return Some((n as usize, stamp));
         }
     }
 }

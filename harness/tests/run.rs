@@ -1016,6 +1016,22 @@ fn the_echo_scenario_reflects_in_the_kernel_negotiates_and_stays_advisory() {
     let l4 = &dut(&manifest, xdp)["evidence"]["phases"][1];
     assert!(l4["canary_stall_ms"].as_f64().unwrap() > 500.0, "{l4}");
     assert_eq!(l4["flaps"], 0, "{l4}");
+    // The engine's own account agrees with the capture: a starved
+    // originator judges its returns by the kernel's receive stamps, so it
+    // does not take its own lateness for lost echoes.
+    let view: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("xdp-reflecting/engine-view.json")).unwrap(),
+    )
+    .unwrap();
+    for s in view["list"]["sessions"].as_array().unwrap() {
+        let e = &s["echo"];
+        assert!(e["sent"].as_u64().unwrap() > 0, "{s}");
+        assert_eq!(e["lost"], 0, "the engine counted echoes lost: {s}");
+        assert!(
+            e["max_send_gap_us"].as_u64().unwrap() > 100_000,
+            "the engine did not see its own stall: {s}"
+        );
+    }
     assert!(
         summary.contains("| xdp, reflecting | L4 | peer IPv4 |"),
         "{summary}"

@@ -1009,18 +1009,39 @@ impl Bfd {
     /// The BFD frames the fast path judged (passed, replied or dropped) on
     /// `dut_cpus` and in all, if this is a linecardd with one (placement
     /// evidence: it holds whether or not the engine offloads replies).
+    /// A linecardd's `ctl list` and `ctl drops` as it sees them now.
+    pub fn engine_view(&self) -> Option<serde_json::Value> {
+        let Kind::Linecardd { socket, .. } = &self.kind else {
+            return None;
+        };
+        Some(serde_json::json!({
+            "list": linecardd_ctl(socket, &["list", "--json"]).ok()?,
+            "drops": linecardd_ctl(socket, &["drops"]).ok()?,
+        }))
+    }
+
     pub fn fast_path_frames_on(&self, dut_cpus: &[usize]) -> Option<(u64, u64)> {
         let Kind::Linecardd { socket, .. } = &self.kind else {
             return None;
         };
         let reply = linecardd_ctl(socket, &["drops"]).ok()?;
         let per_cpu = reply["fast_path"]["verdicts_per_cpu"].as_array()?;
-        use linecard_common::bfd::verdict::{DROPPED, HEARD, ORPHANED, PASSED, REPLIED};
+        use linecard_common::bfd::verdict::{
+            DROPPED, ECHO_PASSED, ECHO_REFLECTED, HEARD, ORPHANED, PASSED, REPLIED,
+        };
         let judged = |v: &serde_json::Value| -> u64 {
-            [PASSED, REPLIED, DROPPED, HEARD, ORPHANED]
-                .iter()
-                .map(|&i| v[i as usize].as_u64().unwrap_or(0))
-                .sum()
+            [
+                PASSED,
+                REPLIED,
+                DROPPED,
+                HEARD,
+                ORPHANED,
+                ECHO_REFLECTED,
+                ECHO_PASSED,
+            ]
+            .iter()
+            .map(|&i| v[i as usize].as_u64().unwrap_or(0))
+            .sum()
         };
         let total = per_cpu.iter().map(judged).sum();
         let on_dut = per_cpu

@@ -808,6 +808,11 @@ fn run_dut(
     let responder = dut_daemon.fast_path_responder();
     let control_plane_uninterrupted = dut_daemon
         .control_plane_uninterrupted(pairs.len(), ((unix_ns() - up_at) / 1_000_000_000) as u64);
+    // The engine's own view at the end, kept beside the capture to compare
+    // with it; never a figure of the verdict.
+    if let Some(view) = dut_daemon.engine_view() {
+        std::fs::write(dir.join("engine-view.json"), format!("{view:#}\n"))?;
+    }
     dut_daemon.stop()?;
     peer.stop()?;
     canary.stop()?;
