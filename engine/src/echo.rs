@@ -612,7 +612,7 @@ impl PacketSocket {
             if n < 0 {
                 return None;
             }
-            if from.sll_pkttype == libc::PACKET_OUTGOING as u8 {
+            if from.sll_pkttype == libc::PACKET_OUTGOING {
                 continue;
             }
             let mut stamp = None;
