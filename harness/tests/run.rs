@@ -1006,6 +1006,20 @@ fn the_echo_scenario_reflects_in_the_kernel_negotiates_and_stays_advisory() {
             }
         }
     }
+    // bfdd's echo-mode over the dataplane: linecardd reflects FRR's echoes
+    // and originates its own at bfdd's interval.
+    let driven = "FRR bfdd driving xdp";
+    for phase in [0, 1] {
+        let peer = echo(driven, phase, "peer", "IPv4");
+        assert!(n(&peer, "sent") > 500, "{driven}, phase {phase}: {peer}");
+        assert_eq!(n(&peer, "returned"), n(&peer, "sent"), "{peer}");
+        let own = echo(driven, phase, "dut", "IPv4");
+        assert!(
+            n(&own, "sent") > 0,
+            "{driven}'s own echoes, phase {phase}: {own}"
+        );
+        assert_eq!(n(&own, "lost"), 0, "{own}");
+    }
     // Under L4 the originator stalled (its echoes' gaps on the wire), and
     // the sessions did not flap: the stall did not feed the state machine.
     let stalled = echo(xdp, 1, "dut", "IPv4");

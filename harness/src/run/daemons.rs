@@ -217,59 +217,64 @@ pub struct Bfd {
     kind: Kind,
     /// FRR's bfdd when it is the control plane of a linecardd DUT.
     control_plane: Option<ControlPlane>,
-    /// What a peer FRR needs for the echo function (`sessions.echo`).
-    _echo: Option<PeerEchoSetup>,
+    /// What FRR needs for the echo function (`sessions.echo`).
+    _echo: Option<FrrEcho>,
 }
 
-/// A peer FRR's echo function: zebra (bfdd originates IPv4 echoes only on
-/// an interface zebra told it about, with the neighbour's MAC learned),
-/// and forwarding in the peer's namespace, which is what turns our
-/// echoes around (RFC 5880 6.4: the peer's forwarding plane, not its
-/// BFD). Redirects off: the echo leaves by the interface it came in on,
-/// which would otherwise earn us an ICMP redirect per echo. The sysctls
-/// go back to what they were when this is dropped.
-struct PeerEchoSetup {
-    _zebra: Daemon,
+/// What FRR's echo function needs in a namespace (`sessions.echo`):
+/// zebra, since bfdd runs echo only for a peer on an interface zebra told
+/// it about (and originates IPv4 echoes only with the neighbour's MAC
+/// learned); and, where FRR is the reflector (a peer FRR, or an FRR DUT),
+/// forwarding, which is what turns the other side's echoes around (RFC
+/// 5880 6.4: the forwarding plane, not BFD, reflects). Redirects off: the
+/// echo leaves by the interface it came in on, which would otherwise earn
+/// an ICMP redirect per echo. Dropping it puts the sysctls back and stops
+/// zebra.
+struct FrrEcho {
+    _zebra: Option<Daemon>,
     ns: &'static str,
     restore: Vec<(String, String)>,
 }
 
-/// The peer namespace's sysctls the echo function needs.
-const PEER_ECHO_SYSCTLS: [(&str, &str); 4] = [
+/// The sysctls of a namespace whose FRR reflects echoes.
+const REFLECTOR_SYSCTLS: [(&str, &str); 4] = [
     ("net.ipv4.ip_forward", "1"),
     ("net.ipv6.conf.all.forwarding", "1"),
     ("net.ipv4.conf.all.send_redirects", "0"),
     ("net.ipv4.conf.eth0.send_redirects", "0"),
 ];
 
-impl PeerEchoSetup {
-    fn start(ns: &'static str, cpuset: &Path, dir: &Path) -> Result<Self> {
-        let mut restore = Vec::new();
-        for (key, value) in PEER_ECHO_SYSCTLS {
-            let old = sys::run("ip", ["netns", "exec", ns, "sysctl", "-n", key])?;
-            restore.push((key.to_string(), old.trim().to_string()));
-            sys::run(
-                "ip",
-                [
-                    "netns",
-                    "exec",
-                    ns,
-                    "sysctl",
-                    "-qw",
-                    &format!("{key}={value}"),
-                ],
-            )?;
-        }
-        let zebra = procs::start_frr_zebra("peer-zebra", ns, Some(cpuset), &dir.join("peer-frr"))?;
-        Ok(Self {
-            _zebra: zebra,
+impl FrrEcho {
+    /// `dir`: the bfdd instance's directory (zebra's socket goes there);
+    /// `reflect`: this host's forwarding turns echoes around.
+    fn start(
+        name: &str,
+        ns: &'static str,
+        cpuset: &Path,
+        dir: &Path,
+        reflect: bool,
+    ) -> Result<Self> {
+        // Built first, so that a failure half-way still restores what was
+        // set (on drop).
+        let mut setup = Self {
+            _zebra: None,
             ns,
-            restore,
-        })
+            restore: Vec::new(),
+        };
+        for (key, value) in REFLECTOR_SYSCTLS.iter().filter(|_| reflect) {
+            let old = sys::run("ip", ["netns", "exec", ns, "sysctl", "-n", key])?;
+            setup
+                .restore
+                .push((key.to_string(), old.trim().to_string()));
+            let set = format!("{key}={value}");
+            sys::run("ip", ["netns", "exec", ns, "sysctl", "-qw", set.as_str()])?;
+        }
+        setup._zebra = Some(procs::start_frr_zebra(name, ns, Some(cpuset), dir)?);
+        Ok(setup)
     }
 }
 
-impl Drop for PeerEchoSetup {
+impl Drop for FrrEcho {
     fn drop(&mut self) {
         for (key, old) in &self.restore {
             let _ = sys::run(
@@ -414,7 +419,15 @@ fn start_peer_daemon(
             // zebra first: bfdd finds its socket when it starts.
             let echo = sessions
                 .echo
-                .then(|| PeerEchoSetup::start(spec::PEER.namespace, &rest, dir))
+                .then(|| {
+                    FrrEcho::start(
+                        "peer-zebra",
+                        spec::PEER.namespace,
+                        &rest,
+                        &dir.join("peer-frr"),
+                        true,
+                    )
+                })
                 .transpose()?;
             Bfd {
                 daemon: procs::start_frr_bfdd(
@@ -558,6 +571,19 @@ pub fn start_dut(
     match &dut.implementation {
         DutImplementation::Frr => {
             let configured = peer_sessions(pairs, sessions, false);
+            // FRR reflects by forwarding, and runs echo with zebra.
+            let echo = sessions
+                .echo
+                .then(|| {
+                    FrrEcho::start(
+                        "dut-zebra",
+                        spec::DUT.namespace,
+                        &cpuset,
+                        &dir.join("dut-frr"),
+                        true,
+                    )
+                })
+                .transpose()?;
             Ok(Bfd {
                 daemon: procs::start_frr_bfdd(
                     "dut-frr",
@@ -571,7 +597,7 @@ pub fn start_dut(
                     ns: spec::DUT.namespace,
                 },
                 control_plane: None,
-                _echo: None,
+                _echo: echo,
             })
         }
         DutImplementation::FrrDataplane { backend } => {
@@ -591,6 +617,20 @@ pub fn start_dut(
             } else {
                 &[]
             };
+            // bfdd needs zebra for its echo-mode (interface) peers; the
+            // reflector is linecardd's fast path, not forwarding.
+            let echo = sessions
+                .echo
+                .then(|| {
+                    FrrEcho::start(
+                        "dut-zebra",
+                        spec::DUT.namespace,
+                        &cpuset,
+                        &dir.join("dut-frr-control"),
+                        false,
+                    )
+                })
+                .transpose()?;
             let control = procs::start_frr_bfdd_with(
                 "dut-frr-control",
                 spec::DUT.namespace,
@@ -628,7 +668,7 @@ pub fn start_dut(
                     daemon: control,
                     vty,
                 }),
-                _echo: None,
+                _echo: echo,
             })
         }
         DutImplementation::Linecardd { backend } => {
