@@ -297,6 +297,16 @@ pub fn plan(scenario: &Scenario) -> String {
             if let Some(ms) = expect.max_gap_ms {
                 e.push(format!("max gap <= {ms} ms"));
             }
+            match expect.peer_echo {
+                Some(crate::scenario::PeerEcho::Reflected) => {
+                    e.push("the peer's echoes all reflected".into())
+                }
+                Some(crate::scenario::PeerEcho::Absent) => e.push("no echo from the peer".into()),
+                None => {}
+            }
+            if expect.own_echo {
+                e.push("own echoes all back".into());
+            }
             if e.is_empty() {
                 "measured only".into()
             } else {
