@@ -213,18 +213,7 @@ pub fn fix_ipv4_checksum(frame: &mut [u8]) {
     frame[24..26].copy_from_slice(&(!sum).to_be_bytes());
 }
 
-/// The RFC 1071 one's-complement sum of `bytes` (an odd tail padded with
-/// zero), folded: 0xffff over data that carries its own valid checksum.
-pub fn ones_complement_sum(bytes: &[u8]) -> u16 {
-    let mut sum: u32 = bytes
-        .chunks(2)
-        .map(|w| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
-}
+pub use linecard_common::checksum::ones_complement_sum;
 
 /// The lab's spare host (192.0.2.3), a stranger to every session.
 pub const STRANGER_IP: [u8; 4] = [192, 0, 2, 3];

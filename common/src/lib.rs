@@ -6,9 +6,11 @@
 //! start reading different offsets from the same bytes. Every type here is
 //! `#[repr(C)]`, has no implicit padding (fields are ordered and sized so that
 //! none is needed), and has its size and offsets pinned by a test below.
+//! `checksum` is the Internet checksum userspace's frame builders share.
 #![no_std]
 
 pub mod bfd;
+pub mod checksum;
 pub mod loss;
 pub mod placement;
 

@@ -24,6 +24,7 @@
 //! - Runs in a thread of its own at normal priority, so that echo never
 //!   holds the control loop.
 
+use linecard_common::checksum::ones_complement_sum;
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -429,17 +430,6 @@ pub fn ipv6_echo(local: [u8; 16], payload: &[u8]) -> Vec<u8> {
     udp[6..8].copy_from_slice(&check.to_be_bytes());
     p.extend_from_slice(&udp);
     p
-}
-
-fn ones_complement_sum(bytes: &[u8]) -> u16 {
-    let mut sum: u32 = bytes
-        .chunks(2)
-        .map(|w| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
 }
 
 /// One of our echoes come back: self-addressed UDP 3785 with our magic.

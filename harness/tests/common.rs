@@ -119,6 +119,18 @@ pub fn start_linecardd(
     engine_extra: &str,
     sessions: &[DutSession],
 ) -> linecard_harness::procs::Daemon {
+    start_linecardd_with(dir, socket, engine_extra, sessions, "")
+}
+
+/// [`start_linecardd`] with more keys for every session (e.g. `echo =
+/// true`).
+pub fn start_linecardd_with(
+    dir: &std::path::Path,
+    socket: &std::path::Path,
+    engine_extra: &str,
+    sessions: &[DutSession],
+    session_extra: &str,
+) -> linecard_harness::procs::Daemon {
     let mut config = format!(
         "[engine]\ncontrol_socket = \"{}\"\n{engine_extra}",
         socket.display()
@@ -131,6 +143,7 @@ pub fn start_linecardd(
         if let Some(interface) = s.interface {
             config.push_str(&format!("interface = \"{interface}\"\n"));
         }
+        config.push_str(session_extra);
     }
     start_linecardd_toml(dir, &config)
 }

@@ -145,14 +145,17 @@ fn every_crafted_frame_is_dropped_in_the_kernel_by_its_reason_and_a_flood_flaps_
     // The same session with the echo function on: the peer's own echo is
     // reflected (the control: the echo branch runs), a stranger's still
     // is not (RFC 5880 6.4: reflect only the session's peer).
-    let mut dut = common::start_linecardd_toml(
+    let mut dut = start_linecardd_with(
         &dir,
-        &format!(
-            "[engine]\ncontrol_socket = \"{}\"\n\n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\ntx_interval_ms = 10\nrx_interval_ms = 10\nmultiplier = 3\nbackend = \"xdp\"\ninterface = \"eth0\"\necho = true\n",
-            socket.display(),
-            PEER.ipv4,
-            DUT.ipv4
-        ),
+        &socket,
+        "",
+        &[DutSession {
+            peer: PEER.ipv4.to_string(),
+            local: DUT.ipv4.to_string(),
+            backend: "xdp",
+            interface: Some("eth0"),
+        }],
+        "echo = true\n",
     );
     wait_sessions(
         &socket,

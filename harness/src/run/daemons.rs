@@ -245,6 +245,21 @@ const REFLECTOR_SYSCTLS: [(&str, &str); 4] = [
 ];
 
 impl FrrEcho {
+    /// [`FrrEcho::start`] when the sessions run the echo function.
+    fn if_echo(
+        sessions: &Sessions,
+        name: &str,
+        ns: &'static str,
+        cpuset: &Path,
+        dir: &Path,
+        reflect: bool,
+    ) -> Result<Option<Self>> {
+        sessions
+            .echo
+            .then(|| Self::start(name, ns, cpuset, dir, reflect))
+            .transpose()
+    }
+
     /// `dir`: the bfdd instance's directory (zebra's socket goes there);
     /// `reflect`: this host's forwarding turns echoes around.
     fn start(
@@ -417,18 +432,14 @@ fn start_peer_daemon(
     Ok(match implementation {
         PeerImplementation::Frr => {
             // zebra first: bfdd finds its socket when it starts.
-            let echo = sessions
-                .echo
-                .then(|| {
-                    FrrEcho::start(
-                        "peer-zebra",
-                        spec::PEER.namespace,
-                        &rest,
-                        &dir.join("peer-frr"),
-                        true,
-                    )
-                })
-                .transpose()?;
+            let echo = FrrEcho::if_echo(
+                sessions,
+                "peer-zebra",
+                spec::PEER.namespace,
+                &rest,
+                &dir.join("peer-frr"),
+                true,
+            )?;
             Bfd {
                 daemon: procs::start_frr_bfdd(
                     "peer-frr",
@@ -572,18 +583,14 @@ pub fn start_dut(
         DutImplementation::Frr => {
             let configured = peer_sessions(pairs, sessions, false);
             // FRR reflects by forwarding, and runs echo with zebra.
-            let echo = sessions
-                .echo
-                .then(|| {
-                    FrrEcho::start(
-                        "dut-zebra",
-                        spec::DUT.namespace,
-                        &cpuset,
-                        &dir.join("dut-frr"),
-                        true,
-                    )
-                })
-                .transpose()?;
+            let echo = FrrEcho::if_echo(
+                sessions,
+                "dut-zebra",
+                spec::DUT.namespace,
+                &cpuset,
+                &dir.join("dut-frr"),
+                true,
+            )?;
             Ok(Bfd {
                 daemon: procs::start_frr_bfdd(
                     "dut-frr",
@@ -619,18 +626,14 @@ pub fn start_dut(
             };
             // bfdd needs zebra for its echo-mode (interface) peers; the
             // reflector is linecardd's fast path, not forwarding.
-            let echo = sessions
-                .echo
-                .then(|| {
-                    FrrEcho::start(
-                        "dut-zebra",
-                        spec::DUT.namespace,
-                        &cpuset,
-                        &dir.join("dut-frr-control"),
-                        false,
-                    )
-                })
-                .transpose()?;
+            let echo = FrrEcho::if_echo(
+                sessions,
+                "dut-zebra",
+                spec::DUT.namespace,
+                &cpuset,
+                &dir.join("dut-frr-control"),
+                false,
+            )?;
             let control = procs::start_frr_bfdd_with(
                 "dut-frr-control",
                 spec::DUT.namespace,
