@@ -2,6 +2,8 @@
 //! into typed configuration with errors that name the file, key and value.
 
 use crate::backend::BackendKind;
+use crate::session::auth::{AuthConfig, AuthKey};
+use crate::wire::AuthType;
 use serde::Deserialize;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -50,6 +52,25 @@ pub struct RawSession {
     pub echo: Option<bool>,
     pub echo_interval_ms: Option<i64>,
     pub passive: Option<bool>,
+    pub auth: Option<RawAuth>,
+}
+
+/// `auth = { type = "keyed_sha1", keys = [{ id = 1, secret = "..." }] }`.
+#[derive(Debug, Deserialize, Clone, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAuth {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub keys: Vec<RawAuthKey>,
+    /// Default: the first key.
+    pub send_key: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, Clone, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAuthKey {
+    pub id: i64,
+    pub secret: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -119,6 +140,8 @@ pub struct SessionSpec {
     /// the peer's echoes (the xdp backend's fast path does), since a peer
     /// may send echoes as soon as it sees it (RFC 5880 6.8.9).
     pub echo_rx_us: u32,
+    /// Authentication (RFC 5880 section 6.7); `None`: none.
+    pub auth: Option<AuthConfig>,
 }
 
 /// Default echo interval: FRR's (`echo transmit-interval`, 50 ms).
@@ -413,7 +436,65 @@ pub fn validate_session(
             Some(us) if backend == BackendKind::Xdp => us,
             _ => 0,
         },
+        auth: s
+            .auth
+            .as_ref()
+            .map(validate_auth)
+            .transpose()
+            .map_err(|(key, value, why)| err(&format!("auth.{key}"), &value, &why))?,
     })
+}
+
+/// The names of the authentication types (RFC 5880 section 4.1), as
+/// `auth.type` takes them and `ctl list` shows them.
+pub const AUTH_TYPES: [(&str, AuthType); 5] = [
+    ("simple_password", AuthType::SimplePassword),
+    ("keyed_md5", AuthType::KeyedMd5),
+    ("meticulous_keyed_md5", AuthType::MeticulousKeyedMd5),
+    ("keyed_sha1", AuthType::KeyedSha1),
+    ("meticulous_keyed_sha1", AuthType::MeticulousKeyedSha1),
+];
+
+/// Validates `auth`; the error is (key under `auth`, value, why).
+fn validate_auth(raw: &RawAuth) -> Result<AuthConfig, (String, String, String)> {
+    let err = |key: &str, value: &dyn std::fmt::Display, why: &str| {
+        (key.to_string(), value.to_string(), why.to_string())
+    };
+    let auth_type = AUTH_TYPES
+        .iter()
+        .find(|(name, _)| *name == raw.kind)
+        .map(|&(_, t)| t)
+        .ok_or_else(|| {
+            let names: Vec<&str> = AUTH_TYPES.iter().map(|(n, _)| *n).collect();
+            err(
+                "type",
+                &raw.kind,
+                &format!("must be one of {}", names.join(", ")),
+            )
+        })?;
+    let mut keys = Vec::new();
+    for (i, key) in raw.keys.iter().enumerate() {
+        let id = u8::try_from(key.id)
+            .map_err(|_| err(&format!("keys[{i}].id"), &key.id, "must be 0 to 255"))?;
+        keys.push(AuthKey {
+            id,
+            secret: key.secret.as_bytes().to_vec(),
+        });
+    }
+    let send_key = match raw.send_key {
+        None => keys.first().map_or(0, |k| k.id),
+        Some(id) => u8::try_from(id).map_err(|_| err("send_key", &id, "must be 0 to 255"))?,
+    };
+    let config = AuthConfig {
+        auth_type,
+        keys,
+        send_key,
+    };
+    // The secret itself never goes into an error message.
+    config
+        .check()
+        .map_err(|why| err("keys", &format!("({} keys)", raw.keys.len()), &why))?;
+    Ok(config)
 }
 
 #[cfg(test)]
@@ -552,6 +633,62 @@ interface = "eth0"
             "multiplier = 3\nmultihop = true\nmin_ttl = 0",
         ));
         assert!(e.contains("must be 1 to 255"), "{e}");
+    }
+
+    #[test]
+    fn authentication_takes_a_type_and_keys_and_never_echoes_a_secret() {
+        let with = |auth: &str| {
+            GOOD.replace(
+                "interface = \"eth0\"",
+                &format!("interface = \"eth0\"\n{auth}"),
+            )
+        };
+        let file = with(
+            r#"auth = { type = "meticulous_keyed_sha1", send_key = 2, keys = [{ id = 1, secret = "old" }, { id = 2, secret = "new" }] }"#,
+        );
+        let auth = EngineConfig::parse("t.toml", &file).unwrap().sessions[0]
+            .auth
+            .clone()
+            .unwrap();
+        assert_eq!(
+            (auth.auth_type, auth.send_key, auth.keys.len()),
+            (AuthType::MeticulousKeyedSha1, 2, 2)
+        );
+        assert_eq!(auth.keys[1].secret, b"new");
+        // The first key sends unless told otherwise.
+        let one =
+            with(r#"auth = { type = "simple_password", keys = [{ id = 7, secret = "pw" }] }"#);
+        assert_eq!(
+            EngineConfig::parse("t.toml", &one).unwrap().sessions[0]
+                .auth
+                .as_ref()
+                .unwrap()
+                .send_key,
+            7
+        );
+        let e = error_of(&with(
+            r#"auth = { type = "md5", keys = [{ id = 1, secret = "x" }] }"#,
+        ));
+        assert!(
+            e.contains("session[0].auth.type = md5: must be one of simple_password, keyed_md5"),
+            "{e}"
+        );
+        let e = error_of(&with(
+            r#"auth = { type = "keyed_md5", keys = [{ id = 1, secret = "seventeen-bytes!!" }] }"#,
+        ));
+        assert!(
+            e.contains("session[0].auth.keys = (1 keys): key 1: 17 bytes"),
+            "{e}"
+        );
+        assert!(!e.contains("seventeen"), "the secret leaked: {e}");
+        let e = error_of(&with(
+            r#"auth = { type = "keyed_sha1", send_key = 3, keys = [{ id = 1, secret = "x" }] }"#,
+        ));
+        assert!(e.contains("send_key 3 is not among the keys"), "{e}");
+        let e = error_of(&with(
+            r#"auth = { type = "keyed_sha1", keys = [{ id = 256, secret = "x" }] }"#,
+        ));
+        assert!(e.contains("session[0].auth.keys[0].id = 256"), "{e}");
     }
 
     #[test]

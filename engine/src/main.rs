@@ -236,6 +236,7 @@ fn run_ctl(ctl: Ctl) -> Result<()> {
                 echo: None,
                 echo_interval_ms: None,
                 passive: None,
+                auth: None,
             },
         },
         CtlOp::Remove { pair } => Request::Remove {

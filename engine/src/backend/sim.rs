@@ -4,7 +4,7 @@
 //! in milliseconds and replay identically.
 
 use crate::session::{Nanos, Session, SessionConfig, Transition};
-use crate::wire::Repr;
+use crate::wire::{Encoded, Repr};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -36,7 +36,7 @@ pub enum SimEvent {
 
 /// A packet on the simulated link: (arrival time, sequence for a stable
 /// order, receiver, bytes), earliest first.
-type InFlight = BinaryHeap<Reverse<(Nanos, u64, Side, [u8; 24])>>;
+type InFlight = BinaryHeap<Reverse<(Nanos, u64, Side, Encoded)>>;
 
 /// An active 3 x 10 ms session with discriminator `discr`: the shape every
 /// simulation and the lab use.
@@ -124,7 +124,7 @@ impl SimPair {
                 }
                 // Through the codec, as on the wire.
                 let packet = Repr::parse_bytes(&bytes).expect("sessions emit valid packets");
-                if let Ok(Some(t)) = self.sessions[to.index()].receive(now, &packet) {
+                if let Ok(Some(t)) = self.sessions[to.index()].receive(now, &packet, &bytes) {
                     self.events.push(SimEvent::Transition {
                         side: to,
                         transition: t,

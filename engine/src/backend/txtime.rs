@@ -393,7 +393,7 @@ mod tests {
         poll.my_discr = session.remote().discr;
         poll.your_discr = session.config().local_discr;
         poll.poll = true;
-        session.receive(now + MS, &poll).unwrap();
+        session.receive(now + MS, &poll, &poll.to_bytes()).unwrap();
         let sent = run(&mut t, now + MS, &mut session);
         assert_eq!(sent.len(), 1, "{sent:?}");
         assert!(sent[0].0.final_);

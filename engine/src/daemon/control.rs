@@ -80,6 +80,8 @@ pub struct SessionStatus {
     pub required_min_echo_rx_us: u32,
     /// Our echoes (sessions with `echo = true`): advisory.
     pub echo: Option<crate::echo::EchoStatus>,
+    /// Authentication (6.7): type, key in use, both sequence numbers.
+    pub auth: Option<crate::session::auth::AuthStatus>,
 }
 
 fn nonzero(counts: &[u64]) -> Vec<(DropReason, u64)> {
@@ -150,6 +152,7 @@ impl Engine {
                             .as_ref()
                             .and_then(|e| e.status(session.config().local_discr))
                     }),
+                    auth: session.auth().map(|a| a.status()),
                 }
             })
             .collect()

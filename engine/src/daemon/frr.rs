@@ -426,6 +426,9 @@ impl Engine {
             } else {
                 0
             },
+            // The dataplane protocol carries no keys: bfdd 8.4.4 has no
+            // authentication to hand over.
+            auth: None,
         };
         // bfdd's lid is our discriminator, so that `show bfd peers` and the
         // wire agree on the session's id.

@@ -15,6 +15,7 @@ use crate::backend::xdp::{self as fast_path, FastPath};
 use crate::backend::{self, txtime, Availability, BackendKind, Departure, Transmitter};
 use crate::config::{EngineConfig, SessionSpec};
 use crate::io::{Received, RxSocket, TxSocket};
+use crate::session::auth::Auth;
 use crate::session::table::{PathKey, SessionId, SessionTable};
 use crate::session::{Nanos, Session, SessionConfig, Transition};
 use crate::wire::{DropReason, Repr, State, PORT_MULTI_HOP, PORT_SINGLE_HOP};
@@ -320,7 +321,11 @@ impl Engine {
             .seed
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
-        let session = Session::new(config, self.now(), self.seed);
+        let mut session = Session::new(config, self.now(), self.seed);
+        if let Some(auth) = &spec.auth {
+            // bfd.XmitAuthSeq starts at a random value (6.8.1).
+            session = session.with_auth(Auth::new(auth.clone(), random_u64() as u32));
+        }
         let path = PathKey {
             local: spec.local,
             peer: spec.peer,
@@ -422,7 +427,7 @@ impl Engine {
             return;
         }
         peer.stale = true;
-        match session.receive(now, &repr) {
+        match session.receive(now, &repr, bytes) {
             Ok(Some(t)) => {
                 peer.last_transition = Some(t);
                 log_transition(&peer.spec, &t);
@@ -530,7 +535,12 @@ impl Engine {
                 log_transition(&peer.spec, &t);
             }
             if let Some(fast) = self.fast.as_mut() {
-                let want = session.is_steady() && self.config.xdp_replies && peer.spec.offload;
+                // An authenticated session stays in userspace: the fast
+                // path neither verifies digests nor signs its replies.
+                let want = session.is_steady()
+                    && session.auth().is_none()
+                    && self.config.xdp_replies
+                    && peer.spec.offload;
                 if want && !peer.offloaded {
                     let neighbours = neighbours.get_or_insert_with(fast_path::Neighbours::read);
                     if let Some(config) =
@@ -550,8 +560,8 @@ impl Engine {
                                             peer: peer_addr,
                                             down: session
                                                 .down_on_detection()
-                                                .map(|down| down.to_bytes().to_vec()),
-                                            steady: session.steady_packet().to_bytes().to_vec(),
+                                                .map(|down| down.header_bytes().to_vec()),
+                                            steady: session.steady_packet().header_bytes().to_vec(),
                                         },
                                     ),
                                     Err(e) => log(&format!(
@@ -964,7 +974,7 @@ fn fast_path_config(
         local_port_be: peer.tx.source_port.to_be(),
         min_ttl: peer.spec.min_ttl,
         _reserved: 0,
-        reply: session.steady_packet().to_bytes(),
+        reply: session.steady_packet().header_bytes(),
         flags: linecard_common::bfd::FLAG_REPLY | hop_flags(&peer.spec),
         slot,
         detect_ns: session.detection_time_ns().unwrap_or(0) as u64,

@@ -5,11 +5,13 @@
 //! [`Repr`], and packets to send and the next deadline go out. That makes
 //! every rule of the RFC a fast, deterministic test (`tests.rs`).
 
+pub mod auth;
 pub mod table;
 #[cfg(test)]
 mod tests;
 
 use crate::wire::{Diagnostic, DropReason, Repr, State};
+use auth::Auth;
 use serde::Serialize;
 
 /// Nanoseconds on the caller's monotonic clock.
@@ -90,6 +92,8 @@ pub struct Session {
     /// After a detection: when bfd.RemoteDiscr is cleared (see `on_timer`).
     remote_discr_until: Option<Nanos>,
     admin_down: bool,
+    /// Section 6.7: `None` sends and accepts packets without it.
+    auth: Option<Auth>,
     rng: u64,
     counters: Counters,
 }
@@ -124,13 +128,27 @@ impl Session {
             last_rx_ns: None,
             remote_discr_until: None,
             admin_down: false,
+            auth: None,
             rng: seed | 1,
             counters: Counters::default(),
         }
     }
 
+    /// The session authenticates what it sends and requires it of what
+    /// it receives (6.7).
+    pub fn with_auth(mut self, auth: Auth) -> Self {
+        self.auth = Some(auth);
+        self
+    }
+
     pub fn config(&self) -> &SessionConfig {
         &self.config
+    }
+    pub fn auth(&self) -> Option<&Auth> {
+        self.auth.as_ref()
+    }
+    pub fn auth_mut(&mut self) -> Option<&mut Auth> {
+        self.auth.as_mut()
     }
     pub fn state(&self) -> State {
         self.state
@@ -273,12 +291,26 @@ impl Session {
     }
 
     /// Handles a packet that passed the codec's checks and was demultiplexed
-    /// to this session (6.8.6, the session-dependent part).
-    pub fn receive(&mut self, now: Nanos, packet: &Repr) -> Result<Option<Transition>, DropReason> {
-        // No authentication is configured on this engine yet: a packet that
-        // carries it is refused rather than accepted unverified.
-        if packet.auth.is_some() {
-            return Err(DropReason::AuthMismatch);
+    /// to this session (6.8.6, the session-dependent part). `wire` is the
+    /// packet as received: an authenticated session's digest covers it.
+    pub fn receive(
+        &mut self,
+        now: Nanos,
+        packet: &Repr,
+        wire: &[u8],
+    ) -> Result<Option<Transition>, DropReason> {
+        // 6.8.6: the A bit must match the session's configuration, and a
+        // packet that carries authentication must pass it (6.7).
+        match &mut self.auth {
+            None if packet.auth.is_some() => return Err(DropReason::AuthMismatch),
+            None => {}
+            Some(auth) => {
+                // The detection time this packet implies (6.8.4): what
+                // bfd.AuthSeqKnown outlives twice (6.8.1).
+                let interval = self.rx_in_force_us.max(packet.desired_min_tx_us);
+                let detection = i64::from(packet.detect_mult) * i64::from(interval) * 1_000;
+                auth.verify(now, packet, wire, detection)?;
+            }
         }
         if self.state == State::AdminDown {
             return Err(DropReason::AdminDown);
@@ -446,7 +478,7 @@ impl Session {
             desired_min_tx_us: self.desired_min_tx_us,
             required_min_rx_us: self.required_min_rx_us,
             required_min_echo_rx_us: self.config.required_min_echo_rx_us,
-            auth: None,
+            auth: self.auth.as_ref().map(Auth::section),
         }
     }
 
@@ -458,7 +490,7 @@ impl Session {
             self.counters.packets_out += 1;
             self.counters.finals_sent += 1;
             // P and F are never set together (4.1); P rides the next packet.
-            return Some(self.packet(false, true));
+            return Some(self.sent(self.packet(false, true)));
         }
         let due = self.next_tx_ns?;
         if now - due < 0 || !self.may_transmit() {
@@ -467,7 +499,15 @@ impl Session {
         let interval = self.tx_interval_ns();
         self.next_tx_ns = Some(now + self.jittered(interval));
         self.counters.packets_out += 1;
-        Some(self.packet(self.polling, false))
+        Some(self.sent(self.packet(self.polling, false)))
+    }
+
+    /// A packet leaves: the next one carries the next sequence number.
+    fn sent(&mut self, packet: Repr) -> Repr {
+        if let Some(auth) = &mut self.auth {
+            auth.sent();
+        }
+        packet
     }
 
     /// When the next periodic packet is due, if transmission is allowed.

@@ -4,6 +4,18 @@ use super::table::{PathKey, SessionTable};
 use super::*;
 use crate::wire::Diagnostic as D;
 
+impl Session {
+    /// A packet as it arrives: emitted, so that authentication covers the
+    /// bytes a peer would send.
+    fn receive_repr(
+        &mut self,
+        now: Nanos,
+        packet: &Repr,
+    ) -> Result<Option<Transition>, DropReason> {
+        self.receive(now, packet, &packet.to_bytes())
+    }
+}
+
 const MS: Nanos = 1_000_000;
 const S: Nanos = 1_000_000_000;
 
@@ -41,13 +53,13 @@ fn remote(state: State, your: u32) -> Repr {
 /// completes the Poll that leaving slow start starts.
 fn up_session() -> Session {
     let mut s = Session::new(config(), 0, 7);
-    s.receive(MS, &remote(State::Down, 0)).unwrap();
-    s.receive(2 * MS, &remote(State::Up, 0x1111)).unwrap();
+    s.receive_repr(MS, &remote(State::Down, 0)).unwrap();
+    s.receive_repr(2 * MS, &remote(State::Up, 0x1111)).unwrap();
     assert_eq!(s.state(), State::Up);
     while s.poll_transmit(2 * MS).is_some() {}
     let mut fin = remote(State::Up, 0x1111);
     fin.final_ = true;
-    s.receive(3 * MS, &fin).unwrap();
+    s.receive_repr(3 * MS, &fin).unwrap();
     assert!(!s.polling());
     s
 }
@@ -68,11 +80,14 @@ fn starts_down_and_sends_a_bootstrap_packet_at_once() {
 #[test]
 fn three_way_handshake_down_init_up() {
     let mut s = Session::new(config(), 0, 1);
-    let t = s.receive(MS, &remote(State::Down, 0)).unwrap().unwrap();
+    let t = s
+        .receive_repr(MS, &remote(State::Down, 0))
+        .unwrap()
+        .unwrap();
     assert_eq!((t.from, t.to), (State::Down, State::Init));
     assert_eq!(s.remote().discr, 0x2222);
     let t = s
-        .receive(2 * MS, &remote(State::Up, 0x1111))
+        .receive_repr(2 * MS, &remote(State::Up, 0x1111))
         .unwrap()
         .unwrap();
     assert_eq!(
@@ -85,7 +100,7 @@ fn three_way_handshake_down_init_up() {
 fn down_goes_straight_up_on_remote_init() {
     let mut s = Session::new(config(), 0, 1);
     let t = s
-        .receive(MS, &remote(State::Init, 0x1111))
+        .receive_repr(MS, &remote(State::Init, 0x1111))
         .unwrap()
         .unwrap();
     assert_eq!((t.from, t.to), (State::Down, State::Up));
@@ -94,7 +109,7 @@ fn down_goes_straight_up_on_remote_init() {
 #[test]
 fn leaving_slow_start_polls_and_the_final_ends_it() {
     let mut s = Session::new(config(), 0, 1);
-    s.receive(MS, &remote(State::Init, 0x1111)).unwrap();
+    s.receive_repr(MS, &remote(State::Init, 0x1111)).unwrap();
     // 6.8.3: the change of Desired Min TX on Up is announced with P, at once
     // (not after the 1 s slow-start interval: the stale-schedule bug).
     let p = s.poll_transmit(MS).unwrap();
@@ -102,7 +117,7 @@ fn leaving_slow_start_polls_and_the_final_ends_it() {
     assert_eq!((p.state, p.desired_min_tx_us), (State::Up, 10_000));
     let mut fin = remote(State::Up, 0x1111);
     fin.final_ = true;
-    s.receive(5 * MS, &fin).unwrap();
+    s.receive_repr(5 * MS, &fin).unwrap();
     assert!(!s.polling());
     let next = s.next_deadline().unwrap();
     assert!(
@@ -136,10 +151,10 @@ fn jitter_is_75_to_100_percent_and_75_to_90_with_multiplier_1() {
         let mut cfg = config();
         cfg.detect_mult = mult;
         let mut s = Session::new(cfg, 0, 99);
-        s.receive(0, &remote(State::Init, 0x1111)).unwrap();
+        s.receive_repr(0, &remote(State::Init, 0x1111)).unwrap();
         let mut fin = remote(State::Up, 0x1111);
         fin.final_ = true;
-        s.receive(0, &fin).unwrap();
+        s.receive_repr(0, &fin).unwrap();
         s.poll_transmit(0);
         let (mut min, mut max, mut last) = (Nanos::MAX, 0, 0);
         for _ in 0..2000 {
@@ -165,7 +180,7 @@ fn a_poll_is_answered_with_final_at_once_and_p_clear() {
     let mut s = up_session();
     let mut poll = remote(State::Up, 0x1111);
     poll.poll = true;
-    s.receive(4 * MS, &poll).unwrap();
+    s.receive_repr(4 * MS, &poll).unwrap();
     assert_eq!(s.next_deadline(), Some(Nanos::MIN));
     let answer = s.poll_transmit(4 * MS).unwrap();
     assert!(answer.final_ && !answer.poll);
@@ -226,7 +241,7 @@ fn detection_uses_the_slower_of_our_rx_and_their_tx() {
     let mut slow = remote(State::Up, 0x1111);
     slow.desired_min_tx_us = 50_000;
     slow.detect_mult = 5;
-    s.receive(10 * MS, &slow).unwrap();
+    s.receive_repr(10 * MS, &slow).unwrap();
     assert_eq!(s.detection_time_ns(), Some(250 * MS));
 }
 
@@ -234,7 +249,8 @@ fn detection_uses_the_slower_of_our_rx_and_their_tx() {
 fn a_racing_packet_is_not_an_enormous_silence() {
     let mut s = up_session();
     // The packet's timestamp is later than the timer's "now".
-    s.receive(100 * MS, &remote(State::Up, 0x1111)).unwrap();
+    s.receive_repr(100 * MS, &remote(State::Up, 0x1111))
+        .unwrap();
     assert_eq!(s.on_timer(50 * MS), None);
     assert_eq!(s.state(), State::Up);
 }
@@ -243,7 +259,7 @@ fn a_racing_packet_is_not_an_enormous_silence() {
 fn remote_down_takes_us_down_with_diag_3() {
     let mut s = up_session();
     let t = s
-        .receive(5 * MS, &remote(State::Down, 0x1111))
+        .receive_repr(5 * MS, &remote(State::Down, 0x1111))
         .unwrap()
         .unwrap();
     assert_eq!(
@@ -256,7 +272,7 @@ fn remote_down_takes_us_down_with_diag_3() {
 fn remote_admin_down_takes_us_down_with_diag_3() {
     let mut s = up_session();
     let t = s
-        .receive(5 * MS, &remote(State::AdminDown, 0x1111))
+        .receive_repr(5 * MS, &remote(State::AdminDown, 0x1111))
         .unwrap()
         .unwrap();
     assert_eq!(
@@ -265,7 +281,7 @@ fn remote_admin_down_takes_us_down_with_diag_3() {
     );
     // Already Down: no further transition.
     assert_eq!(
-        s.receive(6 * MS, &remote(State::AdminDown, 0x1111))
+        s.receive_repr(6 * MS, &remote(State::AdminDown, 0x1111))
             .unwrap(),
         None
     );
@@ -282,7 +298,7 @@ fn local_admin_down_sends_diag_7_and_ignores_packets() {
         (State::AdminDown, D::AdministrativelyDown)
     );
     assert_eq!(
-        s.receive(6 * MS, &remote(State::Up, 0x1111)),
+        s.receive_repr(6 * MS, &remote(State::Up, 0x1111)),
         Err(DropReason::AdminDown)
     );
     let t = s.set_admin_down(7 * MS, false).unwrap();
@@ -302,7 +318,7 @@ fn increasing_tx_waits_for_the_final() {
     assert!(next - 10 * MS <= 10 * MS, "interval {}", next - 10 * MS);
     let mut fin = remote(State::Up, 0x1111);
     fin.final_ = true;
-    s.receive(12 * MS, &fin).unwrap();
+    s.receive_repr(12 * MS, &fin).unwrap();
     s.poll_transmit(next).unwrap();
     assert!(
         s.next_transmit_ns().unwrap() - next >= 37 * MS,
@@ -315,15 +331,15 @@ fn decreasing_rx_keeps_the_old_detection_time_until_the_final() {
     let mut cfg = config();
     cfg.required_min_rx_us = 50_000;
     let mut s = Session::new(cfg, 0, 5);
-    s.receive(0, &remote(State::Init, 0x1111)).unwrap();
+    s.receive_repr(0, &remote(State::Init, 0x1111)).unwrap();
     let mut fin = remote(State::Up, 0x1111);
     fin.final_ = true;
-    s.receive(MS, &fin).unwrap();
+    s.receive_repr(MS, &fin).unwrap();
     assert_eq!(s.detection_time_ns(), Some(150 * MS));
     s.set_timers(2 * MS, 10_000, 10_000, 3);
     // 6.8.3: the previous Required Min RX applies to detection until Final.
     assert_eq!(s.detection_time_ns(), Some(150 * MS));
-    s.receive(3 * MS, &fin).unwrap();
+    s.receive_repr(3 * MS, &fin).unwrap();
     assert_eq!(s.detection_time_ns(), Some(30 * MS));
 }
 
@@ -335,7 +351,7 @@ fn a_timer_change_in_either_direction_keeps_the_session_up() {
         assert!(s.poll_transmit(10 * MS).unwrap().poll);
         let mut fin = remote(State::Up, 0x1111);
         fin.final_ = true;
-        assert_eq!(s.receive(11 * MS, &fin).unwrap(), None);
+        assert_eq!(s.receive_repr(11 * MS, &fin).unwrap(), None);
         assert_eq!(s.state(), State::Up);
     }
 }
@@ -347,7 +363,7 @@ fn passive_side_waits_for_the_remote() {
     let mut s = Session::new(cfg, 0, 1);
     assert_eq!(s.poll_transmit(0), None);
     assert_eq!(s.poll_transmit(5 * S), None);
-    s.receive(5 * S, &remote(State::Down, 0)).unwrap();
+    s.receive_repr(5 * S, &remote(State::Down, 0)).unwrap();
     assert!(s.poll_transmit(5 * S).is_some());
 }
 
@@ -356,7 +372,7 @@ fn remote_min_rx_zero_stops_periodic_transmission() {
     let mut s = up_session();
     let mut quiet = remote(State::Up, 0x1111);
     quiet.required_min_rx_us = 0;
-    s.receive(4 * MS, &quiet).unwrap();
+    s.receive_repr(4 * MS, &quiet).unwrap();
     assert_eq!(s.poll_transmit(S), None);
 }
 
@@ -365,7 +381,7 @@ fn a_faster_remote_receiver_shortens_the_schedule_at_once() {
     let mut s = Session::new(config(), 0, 1);
     let mut slow = remote(State::Down, 0);
     slow.required_min_rx_us = 2_000_000;
-    s.receive(0, &slow).unwrap();
+    s.receive_repr(0, &slow).unwrap();
     s.poll_transmit(0).unwrap();
     assert!(
         s.next_transmit_ns().unwrap() >= 1_500 * MS,
@@ -375,7 +391,7 @@ fn a_faster_remote_receiver_shortens_the_schedule_at_once() {
     // accepts 10 ms: our slow-start 1 s applies from now, not after 2 s.
     let mut faster = remote(State::Down, 0x1111);
     faster.required_min_rx_us = 10_000;
-    assert_eq!(s.receive(10 * MS, &faster).unwrap(), None);
+    assert_eq!(s.receive_repr(10 * MS, &faster).unwrap(), None);
     assert!(s.next_transmit_ns().unwrap() <= 10 * MS + S);
 }
 
@@ -390,7 +406,7 @@ fn authentication_is_refused_until_configured() {
         bytes: [0; 20],
         len: 4,
     });
-    assert_eq!(s.receive(4 * MS, &p), Err(DropReason::AuthMismatch));
+    assert_eq!(s.receive_repr(4 * MS, &p), Err(DropReason::AuthMismatch));
 }
 
 #[test]
@@ -464,15 +480,287 @@ fn fast_path_liveness_keeps_detection_quiet_and_stale_news_is_ignored() {
 fn only_a_steady_up_session_is_offloaded() {
     let mut s = Session::new(config(), 0, 1);
     assert!(!s.is_steady());
-    s.receive(MS, &remote(State::Init, 0x1111)).unwrap();
+    s.receive_repr(MS, &remote(State::Init, 0x1111)).unwrap();
     assert!(!s.is_steady(), "Up but polling after slow start");
     let mut fin = remote(State::Up, 0x1111);
     fin.final_ = true;
-    s.receive(2 * MS, &fin).unwrap();
+    s.receive_repr(2 * MS, &fin).unwrap();
     assert!(s.is_steady());
     let p = s.steady_packet();
     assert_eq!(
         (p.state, p.poll, p.final_, p.your_discr),
         (State::Up, false, false, 0x2222)
     );
+}
+
+mod authentication {
+    //! RFC 5880 section 6.7, through the bytes a peer sends.
+    use super::*;
+    use crate::session::auth::{Auth, AuthConfig, AuthKey};
+    use crate::wire::AuthType;
+
+    const TYPES: [AuthType; 5] = [
+        AuthType::SimplePassword,
+        AuthType::KeyedMd5,
+        AuthType::MeticulousKeyedMd5,
+        AuthType::KeyedSha1,
+        AuthType::MeticulousKeyedSha1,
+    ];
+
+    fn key(id: u8, secret: &str) -> AuthKey {
+        AuthKey {
+            id,
+            secret: secret.as_bytes().to_vec(),
+        }
+    }
+
+    fn session(
+        discr: u32,
+        auth_type: AuthType,
+        keys: Vec<AuthKey>,
+        send_key: u8,
+        seq: u32,
+    ) -> Session {
+        let config = AuthConfig {
+            auth_type,
+            keys,
+            send_key,
+        };
+        config.check().unwrap();
+        Session::new(
+            SessionConfig {
+                local_discr: discr,
+                ..super::config()
+            },
+            0,
+            u64::from(discr),
+        )
+        .with_auth(Auth::new(config, seq))
+    }
+
+    /// `packet` as a peer sends it (signed) and we parse it.
+    fn hear(to: &mut Session, now: Nanos, packet: &Repr) -> Result<(), DropReason> {
+        let wire = packet.to_bytes();
+        to.receive(now, &Repr::parse_bytes(&wire).unwrap(), &wire)
+            .map(|_| ())
+    }
+
+    /// Delivers everything `from` sends at `now` to `to`, as bytes.
+    fn deliver(from: &mut Session, to: &mut Session, now: Nanos) -> Vec<Result<(), DropReason>> {
+        let mut results = Vec::new();
+        while let Some(packet) = from.poll_transmit(now) {
+            let wire = packet.to_bytes();
+            results.push(
+                to.receive(now, &Repr::parse_bytes(&wire).unwrap(), &wire)
+                    .map(|_| ()),
+            );
+        }
+        results
+    }
+
+    /// Two sessions of `auth_type` brought Up and steady by exchanging
+    /// packets every 5 ms.
+    fn up_pair(auth_type: AuthType) -> (Session, Session, Nanos) {
+        let mut a = session(0x1111, auth_type, vec![key(1, "linecard")], 1, 100);
+        let mut b = session(0x2222, auth_type, vec![key(1, "linecard")], 1, u32::MAX - 2);
+        let mut now = 0;
+        while now < 100 * MS {
+            for result in deliver(&mut a, &mut b, now)
+                .into_iter()
+                .chain(deliver(&mut b, &mut a, now))
+            {
+                assert_eq!(result, Ok(()), "{auth_type:?} at {now}");
+            }
+            a.on_timer(now);
+            b.on_timer(now);
+            now += 5 * MS;
+        }
+        assert_eq!(
+            (a.state(), b.state()),
+            (State::Up, State::Up),
+            "{auth_type:?}"
+        );
+        (a, b, now)
+    }
+
+    #[test]
+    fn every_type_brings_a_session_up_and_keyed_sequences_advance() {
+        for auth_type in TYPES {
+            let (a, b, _) = up_pair(auth_type);
+            let status = a.auth().unwrap().status();
+            if auth_type.digest_len().is_some() {
+                // b started 2 below the wrap: its sequence crossed zero.
+                let heard = status.receive_sequence.expect("keyed: sequence known");
+                assert!(heard < 1000, "{auth_type:?}: {heard}");
+                assert_eq!(
+                    b.auth().unwrap().status().transmit_sequence,
+                    heard.wrapping_add(1)
+                );
+            } else {
+                assert_eq!(status.receive_sequence, None);
+            }
+        }
+    }
+
+    #[test]
+    fn a_forged_or_mismatched_packet_changes_nothing() {
+        for auth_type in TYPES {
+            let (mut a, b, now) = up_pair(auth_type);
+            let packet = b.steady_packet();
+            let before = (
+                a.state(),
+                a.detection_deadline(),
+                a.auth().unwrap().status(),
+            );
+            let mut refuse = |wire: &[u8], why: DropReason, what: &str| {
+                let repr = Repr::parse_bytes(wire).unwrap();
+                assert_eq!(
+                    a.receive(now, &repr, wire),
+                    Err(why),
+                    "{auth_type:?}: {what}"
+                );
+                assert_eq!(
+                    (
+                        a.state(),
+                        a.detection_deadline(),
+                        a.auth().unwrap().status()
+                    ),
+                    before,
+                    "{auth_type:?}: {what} changed the session"
+                );
+            };
+            // No authentication at all (6.8.6).
+            let mut bare = packet;
+            bare.auth = None;
+            refuse(&bare.to_bytes(), DropReason::AuthMismatch, "no A bit");
+            // Signed with the wrong secret, or an unknown Key ID.
+            let mut forged = packet;
+            forged.auth.as_mut().unwrap().bytes[..8].copy_from_slice(b"linecarD");
+            refuse(&forged.to_bytes(), DropReason::AuthFailed, "wrong secret");
+            let mut unknown = packet;
+            unknown.auth.as_mut().unwrap().key_id = 9;
+            refuse(&unknown.to_bytes(), DropReason::AuthFailed, "unknown key");
+            // Another type than configured.
+            let mut other = packet;
+            let section = other.auth.as_mut().unwrap();
+            section.auth_type = if auth_type == AuthType::KeyedSha1 {
+                AuthType::MeticulousKeyedSha1
+            } else {
+                AuthType::KeyedSha1
+            };
+            section.sequence = Some(0);
+            section.len = 20;
+            refuse(&other.to_bytes(), DropReason::AuthMismatch, "other type");
+            if auth_type.digest_len().is_some() {
+                // One byte changed after signing: Your Discriminator.
+                let mut tampered = packet.to_bytes().to_vec();
+                tampered[11] ^= 1;
+                refuse(&tampered, DropReason::AuthFailed, "tampered");
+            }
+        }
+    }
+
+    #[test]
+    fn sequence_numbers_refuse_replays_and_leaps() {
+        for auth_type in TYPES.into_iter().filter(|t| t.digest_len().is_some()) {
+            let (mut a, mut b, now) = up_pair(auth_type);
+            let last = a.auth().unwrap().status().receive_sequence.unwrap();
+            // The packet b sends next carries last + 1; its predecessor
+            // is a replay.
+            let next = b.poll_transmit(now + S).or_else(|| {
+                b.on_timer(now);
+                b.poll_transmit(now + 10 * MS)
+            });
+            let next = next.expect("b transmits");
+            assert_eq!(next.auth.unwrap().sequence, Some(last.wrapping_add(1)));
+            let mut replay = next;
+            replay.auth.as_mut().unwrap().sequence = Some(last);
+            let verdict = hear(&mut a, now, &replay);
+            if auth_type.meticulous() {
+                assert_eq!(
+                    verdict,
+                    Err(DropReason::AuthSequence),
+                    "{auth_type:?}: replay"
+                );
+            } else {
+                // Keyed: the same number is within bfd.RcvAuthSeq .. +3M.
+                assert_eq!(verdict, Ok(()), "{auth_type:?}: same number");
+            }
+            // 3 x Detect Mult ahead is the edge; one more is refused.
+            for (ahead, accepted) in [(3 * 3 + 1, false), (3 * 3, true)] {
+                let mut leap = next;
+                leap.auth.as_mut().unwrap().sequence = Some(last.wrapping_add(ahead));
+                let verdict = hear(&mut a, now, &leap);
+                let expected = if accepted {
+                    Ok(())
+                } else {
+                    Err(DropReason::AuthSequence)
+                };
+                assert_eq!(verdict, expected, "{auth_type:?}: {ahead} ahead");
+            }
+            // Silent for twice the detection time (6.8.1): the number is
+            // forgotten and any is accepted once.
+            let mut late = next;
+            late.auth.as_mut().unwrap().sequence = Some(last.wrapping_add(1000));
+            assert_eq!(
+                hear(&mut a, now + 59 * MS, &late),
+                Err(DropReason::AuthSequence)
+            );
+            assert_eq!(hear(&mut a, now + 61 * MS, &late), Ok(()), "{auth_type:?}");
+        }
+    }
+
+    #[test]
+    fn key_rollover_accepts_both_keys_while_the_sender_switches() {
+        for auth_type in TYPES {
+            let keys = || vec![key(1, "old-secret"), key(2, "new-secret")];
+            let mut a = session(0x1111, auth_type, keys(), 1, 5);
+            let mut b = session(0x2222, auth_type, keys(), 1, 5);
+            let mut only_new = session(0x3333, auth_type, vec![key(2, "new-secret")], 2, 5);
+            assert_eq!(deliver(&mut a, &mut b, 0), vec![Ok(())]);
+            assert_eq!(
+                deliver(&mut a, &mut only_new, 2 * S),
+                vec![Err(DropReason::AuthFailed)],
+                "{auth_type:?}: key 1 where only 2 is known"
+            );
+            a.auth_mut().unwrap().set_send_key(2).unwrap();
+            assert_eq!(
+                deliver(&mut a, &mut b, 4 * S),
+                vec![Ok(())],
+                "{auth_type:?}"
+            );
+            assert_eq!(
+                deliver(&mut a, &mut only_new, 6 * S),
+                vec![Ok(())],
+                "{auth_type:?}"
+            );
+            assert!(a.auth_mut().unwrap().set_send_key(3).is_err());
+        }
+    }
+
+    #[test]
+    fn keys_are_checked_against_their_type() {
+        let check = |auth_type, secret: &str| {
+            AuthConfig {
+                auth_type,
+                keys: vec![key(1, secret)],
+                send_key: 1,
+            }
+            .check()
+        };
+        assert!(check(AuthType::SimplePassword, "").is_err());
+        assert!(check(AuthType::SimplePassword, &"x".repeat(16)).is_ok());
+        assert!(check(AuthType::SimplePassword, &"x".repeat(17)).is_err());
+        assert!(check(AuthType::KeyedMd5, &"x".repeat(17)).is_err());
+        assert!(check(AuthType::KeyedSha1, &"x".repeat(20)).is_ok());
+        assert!(check(AuthType::KeyedSha1, &"x".repeat(21)).is_err());
+        let twice = AuthConfig {
+            auth_type: AuthType::KeyedSha1,
+            keys: vec![key(1, "a"), key(1, "b")],
+            send_key: 1,
+        };
+        assert!(twice.check().is_err());
+        // Secrets never reach a log line.
+        assert!(!format!("{twice:?}").contains("\"a\"") && !format!("{twice:?}").contains("[97]"));
+    }
 }

@@ -75,10 +75,16 @@ pub enum DropReason {
     /// IPv6 with extension headers: single-hop BFD carries none (RFC 5881),
     /// and the fast path, which does not walk them, passes such packets up.
     ExtensionHeader,
+    /// Authentication of the configured type that does not verify: an
+    /// unknown Key ID, a wrong password, digest or hash (6.7.2-6.7.4).
+    AuthFailed,
+    /// A keyed packet whose Sequence Number lies outside the window after
+    /// the last one accepted: a replay, or a peer too far ahead (6.7.3).
+    AuthSequence,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 13] = [
+    pub const ALL: [DropReason; 15] = [
         Self::Truncated,
         Self::BadVersion,
         Self::BadLength,
@@ -92,6 +98,8 @@ impl DropReason {
         Self::BadTtl,
         Self::AdminDown,
         Self::ExtensionHeader,
+        Self::AuthFailed,
+        Self::AuthSequence,
     ];
 
     pub fn index(self) -> usize {
@@ -180,20 +188,84 @@ pub enum AuthType {
     MeticulousKeyedSha1,
 }
 
-/// The authentication section, parsed but not verified (verification is
-/// the session's, with its keys).
+impl AuthType {
+    /// The Auth Type field (section 4.1).
+    pub const fn code(self) -> u8 {
+        match self {
+            Self::SimplePassword => 1,
+            Self::KeyedMd5 => 2,
+            Self::MeticulousKeyedMd5 => 3,
+            Self::KeyedSha1 => 4,
+            Self::MeticulousKeyedSha1 => 5,
+        }
+    }
+
+    /// Bytes of the Auth Key/Digest field of the keyed types (16 for MD5,
+    /// 20 for SHA1; sections 4.3 and 4.4); `None` for a simple password.
+    pub const fn digest_len(self) -> Option<usize> {
+        match self {
+            Self::SimplePassword => None,
+            Self::KeyedMd5 | Self::MeticulousKeyedMd5 => Some(16),
+            Self::KeyedSha1 | Self::MeticulousKeyedSha1 => Some(20),
+        }
+    }
+
+    /// Meticulous: every packet carries the next Sequence Number (6.7.3).
+    pub const fn meticulous(self) -> bool {
+        matches!(self, Self::MeticulousKeyedMd5 | Self::MeticulousKeyedSha1)
+    }
+}
+
+/// Longest control packet this codec emits: the mandatory section and the
+/// longest authentication section (keyed SHA1, 28 bytes).
+pub const MAX_LEN: usize = HEADER_LEN + 28;
+/// Where the Auth Key/Digest field starts in a keyed packet: after Auth
+/// Type, Auth Len, Auth Key ID, Reserved and Sequence Number (4.3, 4.4).
+pub const KEYED_DIGEST_AT: usize = field::AUTH + 8;
+
+/// The authentication section.
+///
+/// Parsed from the wire, `bytes` holds what was received (password, digest
+/// or hash), unverified: verification is the session's, with its keys. To
+/// emit, `bytes` holds the password or the key, zero-padded, which is
+/// exactly what the keyed types' digest is computed over (6.7.3, 6.7.4):
+/// [`Repr::emit`] then overwrites it with the digest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AuthSection {
     pub auth_type: AuthType,
     pub key_id: u8,
     /// Sequence number (all types but simple password).
     pub sequence: Option<u32>,
-    /// Password, digest or hash, `len` bytes of `bytes`.
+    /// Password, key, digest or hash: `len` bytes of `bytes`.
     pub bytes: [u8; 20],
     pub len: u8,
 }
 
 impl AuthSection {
+    /// The Auth Len field: the whole section's length.
+    pub const fn wire_len(&self) -> usize {
+        match self.auth_type.digest_len() {
+            None => 3 + self.len as usize,
+            Some(digest) => 8 + digest,
+        }
+    }
+
+    /// Writes the section into `out` (at least [`AuthSection::wire_len`]
+    /// bytes): the key in the digest field, as the digest is computed.
+    fn emit(&self, out: &mut [u8]) {
+        out[0] = self.auth_type.code();
+        out[1] = self.wire_len() as u8;
+        out[2] = self.key_id;
+        match self.auth_type.digest_len() {
+            None => out[3..3 + self.len as usize].copy_from_slice(&self.bytes[..self.len as usize]),
+            Some(digest) => {
+                out[3] = 0;
+                out[4..8].copy_from_slice(&self.sequence.unwrap_or(0).to_be_bytes());
+                out[8..8 + digest].copy_from_slice(&self.bytes[..digest]);
+            }
+        }
+    }
+
     /// Parses the section at `bytes` (starting at Auth Type).
     fn parse(bytes: &[u8]) -> Result<Self, DropReason> {
         let (&kind, rest) = bytes.split_first().ok_or(DropReason::BadAuth)?;
@@ -452,17 +524,22 @@ impl Repr {
         Self::parse(&Packet::new_checked(bytes)?)
     }
 
-    /// Bytes `emit` writes. Authentication is emitted by the session that
-    /// holds the keys; this codec emits the mandatory section only.
+    /// Bytes `emit` writes: the Length field.
     pub const fn buffer_len(&self) -> usize {
-        HEADER_LEN
+        match &self.auth {
+            Some(auth) => HEADER_LEN + auth.wire_len(),
+            None => HEADER_LEN,
+        }
     }
 
-    /// Writes the mandatory section into `packet` (at least
-    /// [`Repr::buffer_len`] bytes).
+    /// Writes the packet into `packet` (at least [`Repr::buffer_len`]
+    /// bytes): the mandatory section, and the authentication section with
+    /// the A bit, a keyed type's digest computed over the whole packet with
+    /// the key in its place (6.7.3, 6.7.4).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
         packet.set_version_diag(VERSION, self.diag);
         let flags = (if self.poll { FLAG_POLL } else { 0 })
+            | (if self.auth.is_some() { FLAG_AUTH } else { 0 })
             | (if self.final_ { FLAG_FINAL } else { 0 })
             | (if self.control_plane_independent {
                 FLAG_CPI
@@ -472,18 +549,71 @@ impl Repr {
             | (if self.demand { FLAG_DEMAND } else { 0 });
         packet.set_state_flags(self.state, flags);
         packet.set_detect_mult(self.detect_mult);
-        packet.set_length(HEADER_LEN as u8);
+        packet.set_length(self.buffer_len() as u8);
         packet.set_my_discr(self.my_discr);
         packet.set_your_discr(self.your_discr);
         packet.set_desired_min_tx(self.desired_min_tx_us);
         packet.set_required_min_rx(self.required_min_rx_us);
         packet.set_required_min_echo_rx(self.required_min_echo_rx_us);
+        if let Some(auth) = &self.auth {
+            let len = self.buffer_len();
+            let bytes = &mut packet.buffer.as_mut()[..len];
+            auth.emit(&mut bytes[field::AUTH..]);
+            if let Some(digest_len) = auth.auth_type.digest_len() {
+                let digest = keyed_digest(auth.auth_type, bytes);
+                bytes[KEYED_DIGEST_AT..KEYED_DIGEST_AT + digest_len]
+                    .copy_from_slice(&digest[..digest_len]);
+            }
+        }
     }
 
-    /// Emits into a fresh array.
-    pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
+    /// Emits into a fresh buffer.
+    pub fn to_bytes(&self) -> Encoded {
+        let mut encoded = Encoded {
+            bytes: [0u8; MAX_LEN],
+            len: self.buffer_len(),
+        };
+        self.emit(&mut Packet::new_unchecked(&mut encoded.bytes[..]));
+        encoded
+    }
+
+    /// The mandatory section alone, for a packet without authentication
+    /// (the fast path's reply template).
+    pub fn header_bytes(&self) -> [u8; HEADER_LEN] {
+        debug_assert!(
+            self.auth.is_none(),
+            "an authenticated packet has no fixed header"
+        );
         let mut bytes = [0u8; HEADER_LEN];
-        self.emit(&mut Packet::new_unchecked(&mut bytes[..]));
+        bytes.copy_from_slice(&self.to_bytes()[..HEADER_LEN]);
         bytes
     }
+}
+
+/// An emitted packet: `len` bytes (the Length field) of a fixed buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Encoded {
+    bytes: [u8; MAX_LEN],
+    len: usize,
+}
+
+impl core::ops::Deref for Encoded {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+/// The MD5 or SHA1 digest of `packet` (whole, the key in the digest
+/// field), in the first 16 or 20 bytes: what a keyed type's Auth
+/// Key/Digest field carries (6.7.3, 6.7.4).
+pub fn keyed_digest(auth_type: AuthType, packet: &[u8]) -> [u8; 20] {
+    use md5::Digest as _;
+    let mut out = [0u8; 20];
+    match auth_type.digest_len() {
+        Some(16) => out[..16].copy_from_slice(&md5::Md5::digest(packet)),
+        Some(_) => out.copy_from_slice(&sha1::Sha1::digest(packet)),
+        None => {}
+    }
+    out
 }

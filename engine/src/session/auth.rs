@@ -1,0 +1,229 @@
+//! Authentication of one session (RFC 5880 section 6.7): the keys, the
+//! sequence numbers both ways, and the verification of what arrives.
+//!
+//! Sans-IO like the session: time comes in as an argument. The wire codec
+//! parses and emits the section ([`AuthSection`]); this module decides
+//! what to put in it and whether a received one is genuine.
+
+use super::Nanos;
+use crate::wire::{keyed_digest, AuthSection, AuthType, DropReason, Packet, Repr, KEYED_DIGEST_AT};
+use serde::Serialize;
+
+/// One key: its Auth Key ID and its secret (a simple password of 1 to 16
+/// bytes, an MD5 key of up to 16, a SHA1 key of up to 20; sections 4.2-4.4).
+#[derive(Clone, PartialEq, Eq, Serialize)]
+pub struct AuthKey {
+    pub id: u8,
+    /// Never serialized: configurations and `ctl list` show key IDs only.
+    #[serde(skip)]
+    pub secret: Vec<u8>,
+}
+
+impl std::fmt::Debug for AuthKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Secrets stay out of logs and panics.
+        write!(
+            f,
+            "AuthKey {{ id: {}, secret: <{} bytes> }}",
+            self.id,
+            self.secret.len()
+        )
+    }
+}
+
+/// What the operator configured: the type, every key the session accepts
+/// and the one it sends with. Key rollover (6.7.1) is a change of
+/// `send_key` while both keys are accepted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AuthConfig {
+    pub auth_type: AuthType,
+    pub keys: Vec<AuthKey>,
+    /// Auth Key ID of the key we send with; one of `keys`.
+    pub send_key: u8,
+}
+
+impl AuthConfig {
+    /// Problems with the configuration, as (what, why).
+    pub fn check(&self) -> Result<(), String> {
+        let longest = self.auth_type.digest_len().unwrap_or(16);
+        if self.keys.is_empty() {
+            return Err("no key: authentication needs at least one".into());
+        }
+        for key in &self.keys {
+            let shortest = usize::from(self.auth_type == AuthType::SimplePassword);
+            if key.secret.len() < shortest || key.secret.len() > longest {
+                return Err(format!(
+                    "key {}: {} bytes; {:?} takes {} to {longest} (RFC 5880 section 4)",
+                    key.id,
+                    key.secret.len(),
+                    self.auth_type,
+                    shortest.max(1)
+                ));
+            }
+            if self.keys.iter().filter(|k| k.id == key.id).count() > 1 {
+                return Err(format!("key {} is listed twice", key.id));
+            }
+        }
+        if !self.keys.iter().any(|k| k.id == self.send_key) {
+            return Err(format!("send_key {} is not among the keys", self.send_key));
+        }
+        Ok(())
+    }
+
+    fn key(&self, id: u8) -> Option<&AuthKey> {
+        self.keys.iter().find(|k| k.id == id)
+    }
+}
+
+/// What `ctl list` shows of a session's authentication (never a secret).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct AuthStatus {
+    pub auth_type: AuthType,
+    pub send_key: u8,
+    /// bfd.AuthSeqKnown and bfd.RcvAuthSeq.
+    pub receive_sequence: Option<u32>,
+    /// bfd.XmitAuthSeq.
+    pub transmit_sequence: u32,
+}
+
+/// A session's authentication state (the bfd.*Auth* variables of 6.8.1).
+#[derive(Clone, Debug)]
+pub struct Auth {
+    config: AuthConfig,
+    /// bfd.XmitAuthSeq: starts random (6.8.1).
+    xmit_seq: u32,
+    /// bfd.RcvAuthSeq, while bfd.AuthSeqKnown.
+    rcv_seq: Option<u32>,
+    /// bfd.AuthSeqKnown lapses once nothing has been accepted for twice
+    /// the detection time (6.8.1).
+    known_until: Nanos,
+}
+
+impl Auth {
+    pub fn new(config: AuthConfig, initial_seq: u32) -> Self {
+        Self {
+            config,
+            xmit_seq: initial_seq,
+            rcv_seq: None,
+            known_until: 0,
+        }
+    }
+
+    pub fn config(&self) -> &AuthConfig {
+        &self.config
+    }
+
+    pub fn status(&self) -> AuthStatus {
+        AuthStatus {
+            auth_type: self.config.auth_type,
+            send_key: self.config.send_key,
+            receive_sequence: self.rcv_seq,
+            transmit_sequence: self.xmit_seq,
+        }
+    }
+
+    /// Key rollover: send with `id` from now on (it must be configured).
+    pub fn set_send_key(&mut self, id: u8) -> Result<(), String> {
+        if self.config.key(id).is_none() {
+            return Err(format!("key {id} is not configured"));
+        }
+        self.config.send_key = id;
+        Ok(())
+    }
+
+    /// The section of our next packet: the password, or the key with
+    /// bfd.XmitAuthSeq (the codec computes the digest over it).
+    pub fn section(&self) -> AuthSection {
+        let key = self
+            .config
+            .key(self.config.send_key)
+            .expect("AuthConfig::check keeps send_key among the keys");
+        let mut bytes = [0u8; 20];
+        bytes[..key.secret.len()].copy_from_slice(&key.secret);
+        let auth_type = self.config.auth_type;
+        AuthSection {
+            auth_type,
+            key_id: key.id,
+            sequence: auth_type.digest_len().map(|_| self.xmit_seq),
+            // A keyed type's field is the whole key, zero-padded (6.7.3).
+            len: auth_type.digest_len().unwrap_or(key.secret.len()) as u8,
+            bytes,
+        }
+    }
+
+    /// A packet left with [`Auth::section`]. Keyed types advance
+    /// bfd.XmitAuthSeq with every packet: the meticulous ones must (6.7.3),
+    /// and for the others it costs nothing and narrows replay.
+    pub fn sent(&mut self) {
+        self.xmit_seq = self.xmit_seq.wrapping_add(1);
+    }
+
+    /// Verifies a received packet (6.7.1-6.7.4): `wire` is the packet as
+    /// received (its Length field says how much of it is the packet); `detection_ns` the detection
+    /// time the packet implies, for the lapse of bfd.AuthSeqKnown. A
+    /// packet that fails changes nothing.
+    pub fn verify(
+        &mut self,
+        now: Nanos,
+        packet: &Repr,
+        wire: &[u8],
+        detection_ns: Nanos,
+    ) -> Result<(), DropReason> {
+        // 6.7.1: A bit and Auth Type must match what is configured.
+        let Some(section) = packet.auth else {
+            return Err(DropReason::AuthMismatch);
+        };
+        if section.auth_type != self.config.auth_type {
+            return Err(DropReason::AuthMismatch);
+        }
+        let key = self
+            .config
+            .key(section.key_id)
+            .ok_or(DropReason::AuthFailed)?;
+        let Some(digest_len) = section.auth_type.digest_len() else {
+            // 6.7.2: the password, with its length (Auth Len = length + 3).
+            return if &section.bytes[..usize::from(section.len)] == key.secret.as_slice() {
+                Ok(())
+            } else {
+                Err(DropReason::AuthFailed)
+            };
+        };
+        let sequence = section.sequence.ok_or(DropReason::BadAuth)?;
+        if now - self.known_until > 0 {
+            self.rcv_seq = None;
+        }
+        if let Some(last) = self.rcv_seq {
+            // 6.7.3: within bfd.RcvAuthSeq (+1 when meticulous) to
+            // bfd.RcvAuthSeq + 3 x Detect Mult, in circular space.
+            let ahead = sequence.wrapping_sub(last);
+            let first = u32::from(section.auth_type.meticulous());
+            if ahead < first || ahead > 3 * u32::from(packet.detect_mult) {
+                return Err(DropReason::AuthSequence);
+            }
+        }
+        // The digest over the whole packet (its Length bytes) with the key
+        // in the digest field.
+        let length = usize::from(Packet::new_unchecked(wire).length()).min(wire.len());
+        if length < KEYED_DIGEST_AT + digest_len {
+            return Err(DropReason::BadAuth);
+        }
+        let mut copy = [0u8; u8::MAX as usize];
+        copy[..length].copy_from_slice(&wire[..length]);
+        let field = &mut copy[KEYED_DIGEST_AT..KEYED_DIGEST_AT + digest_len];
+        field.fill(0);
+        field[..key.secret.len()].copy_from_slice(&key.secret);
+        let expected = keyed_digest(section.auth_type, &copy[..length]);
+        if !constant_time_eq(&expected[..digest_len], &section.bytes[..digest_len]) {
+            return Err(DropReason::AuthFailed);
+        }
+        // Accepted: bfd.AuthSeqKnown = 1, bfd.RcvAuthSeq = the received one.
+        self.rcv_seq = Some(sequence);
+        self.known_until = now + 2 * detection_ns;
+        Ok(())
+    }
+}
+
+/// Equality whose time does not depend on where the inputs first differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
