@@ -59,6 +59,36 @@ struct Flow {
     detection: GapStats,
     out_of_order: u64,
     timeline: Option<Timeline>,
+    auth: Option<FlowAuth>,
+    last_auth_sequence: Option<u32>,
+}
+
+impl Flow {
+    /// Counts a packet's authentication; sequence steps in capture order.
+    fn note_auth(&mut self, seen: decode::AuthSeen) {
+        let auth = self.auth.get_or_insert_with(FlowAuth::default);
+        auth.packets += 1;
+        for (list, value) in [
+            (&mut auth.types, seen.auth_type),
+            (&mut auth.key_ids, seen.key_id),
+        ] {
+            if let Err(at) = list.binary_search(&value) {
+                list.insert(at, value);
+            }
+        }
+        if let Some(sequence) = seen.sequence {
+            match self
+                .last_auth_sequence
+                .map(|last| sequence.wrapping_sub(last))
+            {
+                None => {}
+                Some(1) => auth.sequence_next += 1,
+                Some(0) => auth.sequence_same += 1,
+                Some(_) => auth.sequence_other += 1,
+            }
+            self.last_auth_sequence = Some(sequence);
+        }
+    }
 }
 
 #[derive(Default)]
@@ -247,6 +277,9 @@ impl Analyzer {
         };
 
         let flow = &mut self.flows[f];
+        if let Some(seen) = c.auth {
+            flow.note_auth(seen);
+        }
         let mut gap_closed = None;
         let first = flow.packets == 0;
         (flow.ttl_min, flow.ttl_max) = if first {
@@ -429,6 +462,7 @@ impl Analyzer {
                     detect_mult: last.map(|l| l.detect_mult),
                     desired_min_tx_ms: last.map(|l| f64::from(l.desired_min_tx_us) / 1e3),
                     required_min_rx_ms: last.map(|l| f64::from(l.required_min_rx_us) / 1e3),
+                    auth: f.auth.clone(),
                 }
             })
             .collect();

@@ -51,6 +51,20 @@ pub struct Control {
     pub your_discr: u32,
     pub desired_min_tx_us: u32,
     pub required_min_rx_us: u32,
+    /// The authentication section's header, as sent (never verified here:
+    /// the analyzer holds no keys).
+    pub auth: Option<AuthSeen>,
+}
+
+/// What the wire shows of a packet's authentication (RFC 5880 4.1-4.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AuthSeen {
+    /// Auth Type: 1 simple password, 2/3 (meticulous) keyed MD5, 4/5
+    /// (meticulous) keyed SHA1.
+    pub auth_type: u8,
+    pub key_id: u8,
+    /// The keyed types' Sequence Number.
+    pub sequence: Option<u32>,
 }
 
 /// A UDP datagram on a BFD port, with its addresses (IPv4 as v4-mapped).
@@ -242,6 +256,21 @@ pub fn control(payload: &[u8]) -> Result<Control, Malformed> {
         your_discr: u32_at(payload, 8),
         desired_min_tx_us: u32_at(payload, 12),
         required_min_rx_us: u32_at(payload, 16),
+        auth: auth_seen(&payload[..length], payload[1] & 0x04 != 0),
+    })
+}
+
+/// The authentication section's header, when the A bit is set and the
+/// packet's Length holds it.
+fn auth_seen(packet: &[u8], a_bit: bool) -> Option<AuthSeen> {
+    if !a_bit || packet.len() < 27 {
+        return None;
+    }
+    let auth_type = packet[24];
+    Some(AuthSeen {
+        auth_type,
+        key_id: packet[26],
+        sequence: ((2..=5).contains(&auth_type) && packet.len() >= 32).then(|| u32_at(packet, 28)),
     })
 }
 

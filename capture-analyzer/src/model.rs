@@ -106,6 +106,28 @@ pub struct FlowResult {
     pub detect_mult: Option<u8>,
     pub desired_min_tx_ms: Option<f64>,
     pub required_min_rx_ms: Option<f64>,
+    /// What the wire shows of the flow's authentication; `None` when no
+    /// packet carried the A bit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<FlowAuth>,
+}
+
+/// A flow's authentication as seen on the wire (RFC 5880 6.7): which
+/// types and keys, and how the keyed types' sequence numbers moved.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FlowAuth {
+    /// Control packets with the A bit (the flow's `packets` counts all).
+    pub packets: u64,
+    /// Auth Type codes seen, ascending (1 simple password, 2/3 keyed MD5,
+    /// 4/5 keyed SHA1; the odd ones meticulous).
+    pub types: Vec<u8>,
+    pub key_ids: Vec<u8>,
+    /// Between consecutive keyed packets: the Sequence Number went up by
+    /// exactly one, stayed, or did anything else (a leap, a step back).
+    /// A meticulous sender shows `sequence_next` only (6.7.3).
+    pub sequence_next: u64,
+    pub sequence_same: u64,
+    pub sequence_other: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]

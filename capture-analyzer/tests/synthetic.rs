@@ -443,3 +443,76 @@ fn two_files_merge_by_timestamp() {
         1000
     );
 }
+
+/// `b` with a keyed authentication section (type, key ID, sequence; the
+/// digest bytes are arbitrary: the analyzer holds no keys).
+fn keyed_bytes(b: &Bfd, auth_type: u8, key_id: u8, sequence: u32) -> Vec<u8> {
+    let digest = if auth_type >= 4 { 20 } else { 16 };
+    let mut p = bfd_bytes(b);
+    p[1] |= 0x04;
+    p.extend_from_slice(&[auth_type, 8 + digest, key_id, 0]);
+    p.extend_from_slice(&sequence.to_be_bytes());
+    p.extend(std::iter::repeat_n(0xa5, usize::from(digest)));
+    p[3] = p.len() as u8;
+    p
+}
+
+#[test]
+fn authentication_types_keys_and_sequence_steps_per_flow() {
+    let (a, b) = ("192.0.2.1", "192.0.2.2");
+    let mut frames = Vec::new();
+    // a: meticulous keyed SHA1, +1 each packet across the 32-bit wrap,
+    // then a key rollover (ID 1 -> 2). b: keyed MD5 that repeats each
+    // number twice, then one step back (a replay on the wire).
+    for i in 0..100u32 {
+        let t = T0 + i64::from(i) * 10 * MS;
+        let key = if i < 50 { 1 } else { 2 };
+        let seq = (u32::MAX - 10).wrapping_add(i);
+        frames.push((
+            t,
+            frame(a, b, 49152, 3784, &keyed_bytes(&up(1, 2), 5, key, seq)),
+        ));
+        let back = if i == 99 { 90 } else { i / 2 };
+        frames.push((
+            t + MS,
+            frame(b, a, 49153, 3784, &keyed_bytes(&up(2, 1), 2, 7, back)),
+        ));
+    }
+    // And one flow without authentication.
+    for i in 0..10 {
+        frames.push((
+            T0 + i * 10 * MS,
+            frame(a, "192.0.2.3", 49154, 3784, &bfd_bytes(&up(3, 4))),
+        ));
+    }
+    frames.sort_by_key(|(t, _)| *t);
+    let path = write_capture("auth.pcap", Format::PcapNanos, &frames);
+    let r = analyze_files(&[path], &[]).unwrap();
+    let flow = |src: &str, dst: &str| {
+        r.all
+            .flows
+            .iter()
+            .find(|f| f.src == src && f.dst == dst)
+            .unwrap()
+    };
+    let sha = flow(a, b).auth.clone().unwrap();
+    assert_eq!(
+        (sha.packets, &sha.types[..], &sha.key_ids[..]),
+        (100, &[5][..], &[1, 2][..])
+    );
+    assert_eq!(
+        (sha.sequence_next, sha.sequence_same, sha.sequence_other),
+        (99, 0, 0)
+    );
+    let md5 = flow(b, a).auth.clone().unwrap();
+    assert_eq!(
+        (md5.packets, &md5.types[..], &md5.key_ids[..]),
+        (100, &[2][..], &[7][..])
+    );
+    // 0,0,1,1,...,49,49 then 90: 49 steps up, 50 repeats, and the leap.
+    assert_eq!(
+        (md5.sequence_next, md5.sequence_same, md5.sequence_other),
+        (49, 49, 1)
+    );
+    assert!(flow(a, "192.0.2.3").auth.is_none());
+}

@@ -238,7 +238,7 @@ fn dropped_by_kernel(log: &str) -> Option<u64> {
 }
 
 /// One BFD session as a peer daemon's configuration sees it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct PeerSession {
     pub local: IpAddr,
     pub peer: IpAddr,
@@ -255,6 +255,20 @@ pub struct PeerSession {
     /// zebra); IPv4 only: FRR's IPv6 echo is addressed to the other side
     /// and works only between FRRs.
     pub echo: bool,
+    /// RFC 5880 6.7, one key (BIRD; FRR bfdd 8.4.4 has none).
+    pub auth: Option<crate::scenario::SessionAuth>,
+}
+
+/// BIRD's name of an authentication type (its `authentication` option).
+fn bird_auth_type(auth_type: linecard_engine::wire::AuthType) -> &'static str {
+    use linecard_engine::wire::AuthType::*;
+    match auth_type {
+        SimplePassword => "simple",
+        KeyedMd5 => "keyed md5",
+        MeticulousKeyedMd5 => "meticulous keyed md5",
+        KeyedSha1 => "keyed sha1",
+        MeticulousKeyedSha1 => "meticulous keyed sha1",
+    }
 }
 
 /// FRR bfdd's configuration for `sessions`.
@@ -403,8 +417,16 @@ pub fn bird_config(router_id: IpAddr, sessions: &[PeerSession]) -> String {
     let first = sessions.first();
     let mut out = format!("router id {router_id};\nprotocol device {{}}\nprotocol bfd {{\n");
     if let Some(s) = first {
+        let auth = s.auth.as_ref().map_or(String::new(), |a| {
+            format!(
+                "    authentication {};\n    password \"{}\" {{ id {}; }};\n",
+                bird_auth_type(a.auth_type()),
+                a.secret,
+                a.key_id
+            )
+        });
         let timers = format!(
-            "{{\n    min rx interval {} ms;\n    min tx interval {} ms;\n    idle tx interval 1000 ms;\n    multiplier {};\n  }};\n",
+            "{{\n    min rx interval {} ms;\n    min tx interval {} ms;\n    idle tx interval 1000 ms;\n    multiplier {};\n{auth}  }};\n",
             s.rx_ms, s.tx_ms, s.multiplier
         );
         out.push_str(&format!("  interface \"*\" {timers}"));

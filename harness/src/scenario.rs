@@ -43,6 +43,17 @@ struct RawSessions {
     multihop: Option<bool>,
     min_ttl: Option<i64>,
     echo: Option<bool>,
+    auth: Option<RawAuth>,
+}
+
+/// `sessions.auth = { type = "meticulous_keyed_sha1", key_id = 1, secret = "..." }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAuth {
+    #[serde(rename = "type")]
+    kind: String,
+    key_id: Option<i64>,
+    secret: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -185,6 +196,31 @@ pub struct Expectation {
     /// come back (`sessions.echo`).
     #[serde(default)]
     pub own_echo: bool,
+    /// What every control packet of both sides must carry, in each phase
+    /// (`sessions.auth`).
+    #[serde(default)]
+    pub auth: Option<WireAuth>,
+}
+
+/// Authentication as the wire must show it: this Auth Type and Key ID on
+/// every control packet, and for a meticulous type each sender's Sequence
+/// Number one up from its last (RFC 5880 6.7.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WireAuth {
+    pub auth_type: u8,
+    pub key_id: u8,
+    pub meticulous: bool,
+}
+
+impl WireAuth {
+    pub fn of(auth: &SessionAuth) -> Self {
+        let auth_type = auth.auth_type();
+        Self {
+            auth_type: auth_type.code(),
+            key_id: auth.key_id,
+            meticulous: auth_type.meticulous(),
+        }
+    }
 }
 
 /// The peer's echoes, as the DUT's advertised Required Min Echo RX allows.
@@ -270,6 +306,44 @@ pub struct Sessions {
     /// linecardd originates in both families and does not reflect.
     #[serde(default)]
     pub echo: bool,
+    /// Authentication on both sides (RFC 5880 6.7): one key, for every
+    /// session of the peer and of each DUT.
+    #[serde(default)]
+    pub auth: Option<SessionAuth>,
+}
+
+/// A scenario's authentication: the type by the engine's name
+/// (`linecard_engine::config::AUTH_TYPES`), one key.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SessionAuth {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub key_id: u8,
+    /// Kept out of manifests and summaries: only its length is recorded.
+    #[serde(skip_serializing, default)]
+    pub secret: String,
+}
+
+impl SessionAuth {
+    pub fn auth_type(&self) -> linecard_engine::wire::AuthType {
+        linecard_engine::config::AUTH_TYPES
+            .iter()
+            .find(|(name, _)| *name == self.kind)
+            .map(|&(_, t)| t)
+            .expect("validated against AUTH_TYPES")
+    }
+
+    /// The engine's configuration for it: this one key, sending with it.
+    pub fn engine_config(&self) -> linecard_engine::session::auth::AuthConfig {
+        linecard_engine::session::auth::AuthConfig {
+            auth_type: self.auth_type(),
+            keys: vec![linecard_engine::session::auth::AuthKey {
+                id: self.key_id,
+                secret: self.secret.as_bytes().to_vec(),
+            }],
+            send_key: self.key_id,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -301,6 +375,58 @@ pub struct Scenario {
 /// the benchmarking range (see `run::daemons::pairs`); the engine's fast
 /// path holds 4096.
 pub const MAX_SESSIONS: i64 = 4096;
+
+/// Validates `sessions.auth`, or (key, value, why). The secret is never
+/// part of an error.
+fn session_auth(
+    raw: &RawAuth,
+    peer: PeerImplementation,
+) -> Result<SessionAuth, (&'static str, String, String)> {
+    let names: Vec<&str> = linecard_engine::config::AUTH_TYPES
+        .iter()
+        .map(|(n, _)| *n)
+        .collect();
+    if !names.contains(&raw.kind.as_str()) {
+        return Err((
+            "type",
+            raw.kind.clone(),
+            format!("must be one of {}", names.join(", ")),
+        ));
+    }
+    if peer == PeerImplementation::Frr {
+        return Err((
+            "type",
+            raw.kind.clone(),
+            "needs peer.implementation = \"bird\" or \"linecardd\": FRR bfdd 8.4.4 has no BFD authentication"
+                .into(),
+        ));
+    }
+    let key_id = match raw.key_id.unwrap_or(1) {
+        id @ 0..=255 => id as u8,
+        id => return Err(("key_id", id.to_string(), "must be 0 to 255".into())),
+    };
+    // BIRD's configuration quotes the secret: keep it printable and plain.
+    if !raw
+        .secret
+        .chars()
+        .all(|c| c.is_ascii_graphic() && c != '"' && c != '\\')
+    {
+        return Err((
+            "secret",
+            format!("({} bytes)", raw.secret.len()),
+            "printable ASCII without quotes or backslashes".into(),
+        ));
+    }
+    let auth = SessionAuth {
+        kind: raw.kind.clone(),
+        key_id,
+        secret: raw.secret.clone(),
+    };
+    auth.engine_config()
+        .check()
+        .map_err(|why| ("secret", format!("({} bytes)", raw.secret.len()), why))?;
+    Ok(auth)
+}
 
 /// A DUT's (or a family's) echo expectations, or (key, value, why).
 fn echo_expectation(
@@ -654,6 +780,12 @@ impl Scenario {
                 (true, Some(t)) => return Err(invalid("sessions.min_ttl", &t, "must be 1 to 255")),
             },
             echo: s.echo.unwrap_or(false),
+            auth: match &s.auth {
+                None => None,
+                Some(a) => Some(session_auth(a, peer).map_err(|(k, v, why)| {
+                    invalid(&format!("sessions.auth.{k}"), &v, &why)
+                })?),
+            },
         };
         if sessions.echo && sessions.multihop {
             return Err(invalid(
@@ -805,6 +937,15 @@ impl Scenario {
                     ))
                 }
             };
+            if sessions.auth.is_some()
+                && !matches!(implementation, DutImplementation::Linecardd { .. })
+            {
+                return Err(invalid(
+                    &key("implementation"),
+                    &d.implementation,
+                    "sessions.auth needs linecardd: FRR bfdd 8.4.4 has no BFD authentication, and its dataplane protocol carries no keys",
+                ));
+            }
             let rt_throttling = match d.rt_throttling.as_deref().unwrap_or("shipped") {
                 "shipped" => RtThrottling::Shipped,
                 "off" => RtThrottling::Off,
@@ -886,6 +1027,12 @@ impl Scenario {
                     t.to_string()
                 }
             };
+            // Authentication is the sessions', and judged on every DUT.
+            let wire_auth = sessions.auth.as_ref().map(WireAuth::of);
+            expect.auth = wire_auth;
+            for (_, limits) in &mut per_family {
+                limits.auth = wire_auth;
+            }
             duts.push(DutSpec {
                 label: d.label.clone(),
                 implementation,

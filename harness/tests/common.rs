@@ -226,6 +226,7 @@ pub fn session_3x10(local: &str, peer: &str) -> linecard_harness::procs::PeerSes
         multihop: false,
         min_ttl: None,
         echo: false,
+        auth: None,
     }
 }
 

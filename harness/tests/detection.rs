@@ -92,6 +92,7 @@ fn once() -> Result<(), String> {
         multihop: false,
         min_ttl: None,
         echo: false,
+        auth: None,
     };
     let pairs = pairs(&sessions);
     // The runner finds linecardd beside `linecard`; this test binary lives

@@ -88,6 +88,7 @@ fn scale_run() -> Result<(), String> {
             multihop: false,
             min_ttl: None,
             echo: false,
+            auth: None,
         })
         .collect();
     let _frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &sessions).unwrap();

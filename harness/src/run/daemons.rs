@@ -207,6 +207,7 @@ fn peer_sessions(pairs: &[Pair], sessions: &Sessions, from_peer: bool) -> Vec<Pe
             multihop: sessions.multihop,
             min_ttl: sessions.min_ttl,
             echo: sessions.echo,
+            auth: sessions.auth.clone(),
         })
         .collect()
 }
@@ -565,6 +566,13 @@ pub fn linecardd_config(
             if let Some(ttl) = sessions.min_ttl {
                 config.push_str(&format!("min_ttl = {ttl}\n"));
             }
+        }
+        if let Some(auth) = &sessions.auth {
+            // Validated printable, without quotes or backslashes.
+            config.push_str(&format!(
+                "auth = {{ type = \"{}\", keys = [{{ id = {}, secret = \"{}\" }}] }}\n",
+                auth.kind, auth.key_id, auth.secret
+            ));
         }
     }
     config

@@ -44,6 +44,27 @@ pub struct PhaseFigures {
     /// (`sessions.echo`).
     #[serde(default)]
     pub echo: Vec<EchoFigures>,
+    /// Authentication on the wire in the phase, per side (`dut`, `peer`),
+    /// over every session's control packets (`sessions.auth`).
+    #[serde(default)]
+    pub auth: Vec<AuthFigures>,
+}
+
+/// One side's control packets in a phase and what their authentication
+/// sections showed (the capture analyzer's `FlowAuth`, summed).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AuthFigures {
+    /// `dut` or `peer`.
+    pub side: String,
+    pub packets: u64,
+    /// With the A bit.
+    pub authenticated: u64,
+    pub types: Vec<u8>,
+    pub key_ids: Vec<u8>,
+    /// Consecutive keyed packets of one sender: up by one, the same, other.
+    pub sequence_next: u64,
+    pub sequence_same: u64,
+    pub sequence_other: u64,
 }
 
 /// One side's echoes in a phase, from the capture: each echo passes the
@@ -420,6 +441,49 @@ fn broken_limits(expect: &Expectation, e: &Evidence) -> Vec<String> {
         broken.push(why.clone());
     }
     broken.extend(broken_echo(expect, e));
+    broken.extend(broken_auth(expect, e));
+    broken
+}
+
+/// The authentication expectation, phase by phase and side by side: no
+/// control packet without the configured type and key, and a meticulous
+/// sender's numbers one up each time (RFC 5880 6.7.3).
+fn broken_auth(expect: &Expectation, e: &Evidence) -> Vec<String> {
+    let Some(want) = expect.auth else {
+        return Vec::new();
+    };
+    let mut broken = Vec::new();
+    for p in e.phases.iter().filter(|p| p.plain()) {
+        for side in ["dut", "peer"] {
+            let Some(a) = p.auth.iter().find(|a| a.side == side) else {
+                broken.push(format!(
+                    "phase {}: no control packet of the {side} on the wire",
+                    p.phase
+                ));
+                continue;
+            };
+            if a.authenticated != a.packets {
+                broken.push(format!(
+                    "phase {}: {} of the {side}'s {} control packets without authentication",
+                    p.phase,
+                    a.packets - a.authenticated,
+                    a.packets
+                ));
+            }
+            if a.types != [want.auth_type] || a.key_ids != [want.key_id] {
+                broken.push(format!(
+                    "phase {}: the {side} sent Auth Types {:?} and Key IDs {:?} (configured {} and {})",
+                    p.phase, a.types, a.key_ids, want.auth_type, want.key_id
+                ));
+            }
+            if want.meticulous && a.sequence_same + a.sequence_other > 0 {
+                broken.push(format!(
+                    "phase {}: the {side}'s meticulous sequence numbers repeated {} times and jumped {} times",
+                    p.phase, a.sequence_same, a.sequence_other
+                ));
+            }
+        }
+    }
     broken
 }
 
@@ -483,6 +547,7 @@ mod tests {
             canary_required_ms: Some(30.0),
             fault: None,
             echo: Vec::new(),
+            auth: Vec::new(),
         }
     }
 
@@ -623,6 +688,85 @@ mod tests {
             matches!(&v, Verdict::Fail(w) if w.contains("sent 7 echoes")),
             "{v:?}"
         );
+    }
+
+    #[test]
+    fn authentication_is_judged_on_every_packet_of_both_sides() {
+        let side = |who: &str, types: Vec<u8>, unauthenticated: u64, same: u64| AuthFigures {
+            side: who.into(),
+            packets: 1000,
+            authenticated: 1000 - unauthenticated,
+            types,
+            key_ids: vec![1],
+            sequence_next: 999 - same,
+            sequence_same: same,
+            sequence_other: 0,
+        };
+        let with = |auth: Vec<AuthFigures>| {
+            let mut p = phase(0, 10.0, 50.0);
+            p.auth = auth;
+            evidence(vec![p])
+        };
+        let meticulous = Expectation {
+            auth: Some(crate::scenario::WireAuth {
+                auth_type: 5,
+                key_id: 1,
+                meticulous: true,
+            }),
+            ..hold()
+        };
+        let good = with(vec![
+            side("dut", vec![5], 0, 0),
+            side("peer", vec![5], 0, 0),
+        ]);
+        assert_eq!(judge(&meticulous, &good), Verdict::Pass);
+        for (bad, why) in [
+            (
+                with(vec![
+                    side("dut", vec![5], 3, 0),
+                    side("peer", vec![5], 0, 0),
+                ]),
+                "3 of the dut's 1000 control packets without",
+            ),
+            (
+                with(vec![
+                    side("dut", vec![5], 0, 0),
+                    side("peer", vec![4, 5], 0, 0),
+                ]),
+                "the peer sent Auth Types [4, 5]",
+            ),
+            (
+                with(vec![
+                    side("dut", vec![5], 0, 2),
+                    side("peer", vec![5], 0, 0),
+                ]),
+                "the dut's meticulous sequence numbers repeated 2 times",
+            ),
+            (
+                with(vec![side("dut", vec![5], 0, 0)]),
+                "no control packet of the peer",
+            ),
+        ] {
+            let v = judge(&meticulous, &bad);
+            assert!(
+                matches!(&v, Verdict::Fail(w) if w.contains(why)),
+                "{why}: {v:?}"
+            );
+        }
+        // Keyed, not meticulous: a repeated number is allowed (6.7.3).
+        let keyed = Expectation {
+            auth: Some(crate::scenario::WireAuth {
+                auth_type: 4,
+                key_id: 1,
+                meticulous: false,
+            }),
+            ..hold()
+        };
+        let repeats = with(vec![
+            side("dut", vec![4], 0, 5),
+            side("peer", vec![4], 0, 9),
+        ]);
+        assert_eq!(judge(&keyed, &repeats), Verdict::Pass);
     }
 
     #[test]

@@ -94,6 +94,7 @@ mod tests {
                 your_discr: 2,
                 desired_min_tx_us: 10_000,
                 required_min_rx_us: 10_000,
+                auth: None,
             },
             gap_ns,
         }

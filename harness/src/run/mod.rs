@@ -1122,6 +1122,7 @@ fn figures_of(
         .iter()
         .filter(|f| pairs.iter().any(|p| f.src == p.dut.to_string()))
         .collect();
+    let auth = auth_figures(flows, pairs);
     // Per session: the flaps either side showed, and when.
     let per_session: Vec<(u64, Vec<i64>)> = pairs
         .iter()
@@ -1171,7 +1172,60 @@ fn figures_of(
         canary_required_ms: phase.profile.canary_min_stall_ms,
         fault: None,
         echo,
+        auth,
     }
+}
+
+/// Each side's control packets over `pairs`' sessions and their
+/// authentication, from the capture's flows.
+fn auth_figures(
+    flows: &[linecard_capture_analyzer::model::FlowResult],
+    pairs: &[daemons::Pair],
+) -> Vec<judge::AuthFigures> {
+    use linecard_capture_analyzer::decode::Service;
+    let mut sides = [
+        ("dut", judge::AuthFigures::default()),
+        ("peer", judge::AuthFigures::default()),
+    ];
+    for (side, figures) in &mut sides {
+        let mine = |f: &&linecard_capture_analyzer::model::FlowResult| {
+            f.service != Service::Echo
+                && pairs.iter().any(|p| {
+                    let (from, to) = if *side == "dut" {
+                        (p.dut, p.peer)
+                    } else {
+                        (p.peer, p.dut)
+                    };
+                    f.src == from.to_string() && f.dst == to.to_string()
+                })
+        };
+        figures.side = side.to_string();
+        for flow in flows.iter().filter(mine) {
+            figures.packets += flow.packets;
+            let Some(a) = &flow.auth else { continue };
+            figures.authenticated += a.packets;
+            for (all, some) in [
+                (&mut figures.types, &a.types),
+                (&mut figures.key_ids, &a.key_ids),
+            ] {
+                all.extend(
+                    some.iter()
+                        .filter(|v| !all.contains(v))
+                        .copied()
+                        .collect::<Vec<_>>(),
+                );
+                all.sort_unstable();
+            }
+            figures.sequence_next += a.sequence_next;
+            figures.sequence_same += a.sequence_same;
+            figures.sequence_other += a.sequence_other;
+        }
+    }
+    sides
+        .into_iter()
+        .filter(|(_, f)| f.packets > 0)
+        .map(|(_, f)| f)
+        .collect()
 }
 
 /// Flaps of different sessions closer than this share a cause (a stall of
