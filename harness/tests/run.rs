@@ -1098,3 +1098,67 @@ fn the_fast_path_reflects_self_addressed_echoes_in_both_families() {
     }
     let _ = std::fs::remove_dir_all(&results);
 }
+
+#[test]
+fn the_auth_scenario_authenticates_every_packet_of_both_sides() {
+    if !privileged("the_auth_scenario") {
+        return;
+    }
+    let _lock = lock_lab();
+    let results = scratch_dir("au");
+    let (out, dir) = judged_run(
+        &repo().join("scenarios/auth.toml"),
+        "auth",
+        &results,
+        "a",
+        &[],
+    );
+    let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    eprintln!("{summary}");
+    assert_exit(&out, 0, "the auth scenario");
+    assert!(
+        summary.contains("Authentication on the capture"),
+        "{summary}"
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    for label in ["rt, RT throttling off", "xdp, served from userspace"] {
+        for (phase, profile) in [(0, "idle"), (1, "L4")] {
+            let figures = &dut(&manifest, label)["evidence"]["phases"][phase]["auth"];
+            for side in ["dut", "peer"] {
+                let a = figures
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|a| a["side"] == side)
+                    .unwrap_or_else(|| panic!("{label} {profile}: no {side} packets"));
+                let packets = a["packets"].as_u64().unwrap();
+                assert!(packets > 50, "{label} {profile} {side}: {a}");
+                assert_eq!(a["authenticated"], packets, "{label} {profile} {side}: {a}");
+                assert_eq!(
+                    a["types"],
+                    serde_json::json!([5]),
+                    "{label} {profile} {side}"
+                );
+                assert_eq!(
+                    a["key_ids"],
+                    serde_json::json!([1]),
+                    "{label} {profile} {side}"
+                );
+                assert_eq!(
+                    (a["sequence_same"].as_u64(), a["sequence_other"].as_u64()),
+                    (Some(0), Some(0)),
+                    "{label} {profile} {side}: meticulous numbers go up by one: {a}"
+                );
+            }
+        }
+    }
+    // The positive control: authenticated sessions on xdp run from its
+    // normal-priority loop, and L4 starved it.
+    let xdp = dut(&manifest, "xdp, served from userspace");
+    assert!(
+        xdp["evidence"]["phases"][1]["flaps"].as_u64().unwrap() > 0,
+        "{xdp}"
+    );
+    let _ = std::fs::remove_dir_all(&results);
+}

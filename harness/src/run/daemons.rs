@@ -904,13 +904,16 @@ impl Bfd {
                 let list = linecardd_ctl(socket, &["list", "--json"]).map_err(|e| e.to_string())?;
                 let sessions = list["sessions"].as_array().cloned().unwrap_or_default();
                 // Where each session must be: on the fast path, or (the
-                // family kept out of it) in userspace.
+                // family kept out of it, or authenticated: the fast path
+                // neither verifies nor signs) in userspace.
                 let offloaded = |s: &serde_json::Value| {
                     let family = s["peer"]
                         .as_str()
                         .and_then(|p| p.parse::<IpAddr>().ok())
                         .map(Family::of);
-                    *offloads && offload_only.is_none_or(|f| family == Some(f))
+                    *offloads
+                        && s["auth"].is_null()
+                        && offload_only.is_none_or(|f| family == Some(f))
                 };
                 let steady = sessions
                     .iter()
