@@ -107,6 +107,14 @@ enum CtlOp {
     },
     /// Engine-wide drop counters by reason (packets that reached no session)
     Drops,
+    /// Key rollover: send with another configured key (all stay accepted)
+    Key {
+        #[command(flatten)]
+        pair: Pair,
+        /// Auth Key ID to send with; one of the session's `auth.keys`
+        #[arg(long)]
+        send: u8,
+    },
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -259,6 +267,11 @@ fn run_ctl(ctl: Ctl) -> Result<()> {
             local: pair.local,
             peer: pair.peer,
             down: *down,
+        },
+        CtlOp::Key { pair, send } => Request::SendKey {
+            local: pair.local,
+            peer: pair.peer,
+            key_id: *send,
         },
     };
     let reply = call(&ctl.socket, &request)?;

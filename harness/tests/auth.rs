@@ -338,3 +338,111 @@ fn a_dead_peer_is_declared_down_whatever_forgeries_arrive() {
     assert!(drops_of(v4, "auth_sequence") >= 1, "{v4:#}");
     assert_exit(&linecard(&["lab", "down"]), 0, "lab down");
 }
+
+#[test]
+fn a_key_rollover_at_run_time_keeps_the_session_up() {
+    if !privileged("auth_key_rollover") {
+        return;
+    }
+    let _lock = lock_lab();
+    assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
+    let dir = scratch_dir("auth-rollover");
+    // BIRD accepts both keys (RFC 5880 6.7.1's rollover: the receiver
+    // takes either while the sender switches).
+    let old = SessionAuth {
+        kind: "keyed_sha1".into(),
+        key_id: 1,
+        secret: "old-secret".into(),
+    };
+    let session = |local: &str, peer: &str| PeerSession {
+        auth: Some(old.clone()),
+        ..session_3x10(local, peer)
+    };
+    let config = linecard_harness::procs::bird_config(
+        PEER.ipv4.parse().unwrap(),
+        &[session(PEER.ipv4, DUT.ipv4)],
+    );
+    let both = config.replace(
+        "password \"old-secret\" { id 1; };",
+        "password \"old-secret\" { id 1; };\n    password \"new-secret\" { id 2; };",
+    );
+    assert_ne!(both, config, "BIRD's password line moved:\n{config}");
+    let bird_dir = dir.join("bird");
+    std::fs::create_dir_all(&bird_dir).unwrap();
+    std::fs::write(bird_dir.join("bird.conf"), &both).unwrap();
+    let s = |p: &Path| p.display().to_string();
+    let mut bird = Daemon::spawn(
+        "bird",
+        PEER.namespace,
+        Some(&spec::cpuset_dir(spec::REST_CPUSET)),
+        "bird",
+        &[
+            "-f".into(),
+            "-c".into(),
+            s(&bird_dir.join("bird.conf")),
+            "-s".into(),
+            s(&bird_dir.join("bird.ctl")),
+            "-P".into(),
+            s(&bird_dir.join("bird.pid")),
+        ],
+        &bird_dir.join("bird.out"),
+    )
+    .unwrap();
+    let capture = capture_dut_port(&dir);
+    let socket = dir.join("dut.sock");
+    let config = format!(
+        "[engine]\ncontrol_socket = \"{}\"\ncpu = {}\n\n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\n\
+         tx_interval_ms = 10\nrx_interval_ms = 10\nmultiplier = 3\nbackend = \"rt\"\n\
+         auth = {{ type = \"keyed_sha1\", send_key = 1, keys = [{{ id = 1, secret = \"old-secret\" }}, {{ id = 2, secret = \"new-secret\" }}] }}\n",
+        socket.display(),
+        dut_cpu(),
+        PEER.ipv4,
+        DUT.ipv4
+    );
+    let mut dut = start_linecardd_toml(&dir, &config);
+    let one_up =
+        |s: &[serde_json::Value]| s.len() == 1 && s[0]["state"] == "up" && s[0]["polling"] == false;
+    wait_sessions(&socket, &mut dut, Duration::from_secs(10), "Up", one_up);
+    let start = epoch_ns();
+    std::thread::sleep(Duration::from_secs(1));
+    let pair = ["--local", DUT.ipv4, "--peer", PEER.ipv4];
+    let mut args = vec!["key"];
+    args.extend(pair);
+    args.extend(["--send", "2"]);
+    ctl(&socket, &args);
+    std::thread::sleep(Duration::from_secs(1));
+    // A key the session does not hold is refused, and changes nothing.
+    let mut bad = vec!["key"];
+    bad.extend(pair);
+    bad.extend(["--send", "9"]);
+    assert!(try_ctl(&socket, &bad).is_none(), "key 9 was accepted");
+    let view = ctl(&socket, &["list", "--json"]);
+    let end = epoch_ns();
+    dut.stop().unwrap();
+    bird.stop().unwrap();
+    let analysis = analyze_window(capture.finish().unwrap(), "rollover", start, end);
+    assert_eq!(view["sessions"][0]["auth"]["send_key"], 2, "{view:#}");
+    let ours = flow(&analysis, DUT.ipv4, PEER.ipv4);
+    let theirs = flow(&analysis, PEER.ipv4, DUT.ipv4);
+    for f in [ours, theirs] {
+        assert_eq!(
+            (f.flaps, f.last_state),
+            (0, Some(State::Up)),
+            "{} -> {}",
+            f.src,
+            f.dst
+        );
+        assert_eq!(f.auth.as_ref().map(|a| a.packets), Some(f.packets));
+    }
+    // Our packets switched keys on the wire, the session never noticed.
+    assert_eq!(ours.auth.as_ref().unwrap().key_ids, [1, 2], "{ours:?}");
+    assert_eq!(drops_of(&view["sessions"][0], "auth_failed"), 0, "{view:#}");
+    eprintln!(
+        "rollover: our Key IDs {:?}, BIRD's {:?}, 0 flaps, {} and {} packets",
+        ours.auth.as_ref().unwrap().key_ids,
+        theirs.auth.as_ref().unwrap().key_ids,
+        ours.packets,
+        theirs.packets
+    );
+    assert_exit(&linecard(&["lab", "down"]), 0, "lab down");
+}

@@ -39,6 +39,13 @@ pub enum Request {
         peer: IpAddr,
         down: bool,
     },
+    /// Key rollover (RFC 5880 6.7.1): send with another of the session's
+    /// configured keys from the next packet on; all stay accepted.
+    SendKey {
+        local: IpAddr,
+        peer: IpAddr,
+        key_id: u8,
+    },
 }
 
 /// One session as `linecardd ctl list` shows it.
@@ -211,6 +218,31 @@ impl Engine {
                     }
                 }
             }
+            Request::SendKey {
+                local,
+                peer,
+                key_id,
+            } => match self.find(local, peer) {
+                None => missing(local, peer),
+                Some(id) => {
+                    let (_, session, p) = self.table.get_mut(id).unwrap();
+                    let Some(auth) = session.auth_mut() else {
+                        return serde_json::json!({ "error": "the session has no authentication" });
+                    };
+                    match auth.set_send_key(key_id) {
+                        Ok(()) => {
+                            if let Some(config) = p.spec.auth.as_mut() {
+                                config.send_key = key_id;
+                            }
+                            super::log(&format!(
+                                "session {local} -> {peer}: sending with key {key_id}"
+                            ));
+                            serde_json::json!({ "ok": true })
+                        }
+                        Err(why) => serde_json::json!({ "error": why }),
+                    }
+                }
+            },
             Request::Admin { local, peer, down } => match self.find(local, peer) {
                 None => missing(local, peer),
                 Some(id) => {
