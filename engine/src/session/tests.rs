@@ -760,7 +760,14 @@ mod authentication {
             send_key: 1,
         };
         assert!(twice.check().is_err());
-        // Secrets never reach a log line.
+        // Secrets never reach a log line: not the configuration's, not an
+        // outgoing packet's (whose section holds the password or key).
         assert!(!format!("{twice:?}").contains("\"a\"") && !format!("{twice:?}").contains("[97]"));
+        let s = session(1, AuthType::SimplePassword, vec![key(1, "hunter2")], 1, 0);
+        let shown = format!("{:?}", s.steady_packet());
+        assert!(
+            shown.contains("SimplePassword") && !shown.contains("104, 117, 110"),
+            "{shown}"
+        );
     }
 }

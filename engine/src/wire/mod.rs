@@ -230,7 +230,7 @@ pub const KEYED_DIGEST_AT: usize = field::AUTH + 8;
 /// emit, `bytes` holds the password or the key, zero-padded, which is
 /// exactly what the keyed types' digest is computed over (6.7.3, 6.7.4):
 /// [`Repr::emit`] then overwrites it with the digest.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct AuthSection {
     pub auth_type: AuthType,
     pub key_id: u8,
@@ -239,6 +239,18 @@ pub struct AuthSection {
     /// Password, key, digest or hash: `len` bytes of `bytes`.
     pub bytes: [u8; 20],
     pub len: u8,
+}
+
+impl core::fmt::Debug for AuthSection {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // An outgoing section holds the password or key: never printed.
+        f.debug_struct("AuthSection")
+            .field("auth_type", &self.auth_type)
+            .field("key_id", &self.key_id)
+            .field("sequence", &self.sequence)
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
 }
 
 impl AuthSection {
