@@ -98,67 +98,94 @@ fn every_type_interoperates_with_bird_on_the_wire() {
     let _lock = lock_lab();
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
     for &(kind, auth_type) in &AUTH_TYPES {
-        let dir = scratch_dir(&format!("auth-{kind}"));
-        let secret = format!("lc-{}", kind.len());
-        let a = auth(kind, &secret);
-        let mut bird = start_peer(&dir, &a);
-        let capture = capture_dut_port(&dir);
-        let socket = dir.join("dut.sock");
-        let mut dut = start_dut(&dir, &socket, &a, &a);
-        wait_sessions(
-            &socket,
-            &mut dut,
-            Duration::from_secs(10),
-            "both sessions Up",
-            up,
-        );
-        let start = epoch_ns();
-        std::thread::sleep(Duration::from_secs(2));
-        let end = epoch_ns();
-        let view = ctl(&socket, &["list", "--json"]);
-        dut.stop().unwrap();
-        bird.stop().unwrap();
-        let analysis = analyze_window(capture.finish().unwrap(), "up", start, end);
-
-        for (dut_ip, peer_ip) in [(DUT.ipv4, PEER.ipv4), (DUT.ipv6, PEER.ipv6)] {
-            for (side, f) in [
-                ("linecardd", flow(&analysis, dut_ip, peer_ip)),
-                ("BIRD", flow(&analysis, peer_ip, dut_ip)),
-            ] {
-                let what = format!("{kind}: {side} {} -> {}", f.src, f.dst);
-                // Precondition: the window held a session's worth of traffic.
-                assert!(f.packets >= 150, "{what}: {} packets in 2 s", f.packets);
-                assert_eq!((f.flaps, f.last_state), (0, Some(State::Up)), "{what}");
-                let seen = f.auth.clone().unwrap_or_else(|| panic!("{what}: no A bit"));
-                assert_eq!(seen.packets, f.packets, "{what}: unauthenticated packets");
-                assert_eq!(seen.types, [auth_type.code()], "{what}");
-                assert_eq!(seen.key_ids, [KEY_ID], "{what}");
-                if auth_type.meticulous() {
-                    // 6.7.3: one up with every packet.
-                    assert_eq!(
-                        (seen.sequence_next, seen.sequence_same, seen.sequence_other),
-                        (f.packets - 1, 0, 0),
-                        "{what}"
-                    );
-                }
-                if side == "linecardd" && auth_type.digest_len().is_some() {
-                    // Ours advances with every packet, meticulous or not.
-                    assert_eq!(seen.sequence_next, f.packets - 1, "{what}");
-                }
-            }
-        }
-        // And the engine's own account: nothing it refused.
-        for s in view["sessions"].as_array().unwrap() {
-            for reason in ["auth_mismatch", "auth_failed", "auth_sequence", "bad_auth"] {
-                assert_eq!(drops_of(s, reason), 0, "{kind}: {reason}: {s:#}");
-            }
-            assert_eq!(s["auth"]["auth_type"], kind, "{s:#}");
-        }
-        eprintln!(
-            "{kind}: both families Up, every packet of both sides authenticated as configured"
-        );
+        retrying_invalid(kind, || every_type_once(kind, auth_type));
     }
     assert_exit(&linecard(&["lab", "down"]), 0, "lab down");
+}
+
+/// A flap or a late Down is this test's failure unless the witness saw the
+/// DUT's CPU stalled 10 ms or more in the window (then `Err`: invalid, run
+/// again; authentication is the subject here, the VM's pauses are not).
+fn explained(
+    stalls: &[linecard_harness::canary::Stall],
+    start: i64,
+    end: i64,
+    what: &str,
+) -> Result<(), String> {
+    let stall = linecard_harness::canary::longest_stall_ms(stalls, start, end);
+    if stall >= 10.0 {
+        Err(format!(
+            "{what}, and the witness saw the DUT's CPU stalled {stall:.2} ms"
+        ))
+    } else {
+        panic!("{what}, with the DUT's CPU free (longest stall {stall:.2} ms)");
+    }
+}
+
+fn every_type_once(kind: &str, auth_type: AuthType) -> Result<(), String> {
+    let dir = scratch_dir(&format!("auth-{kind}"));
+    let secret = format!("lc-{}", kind.len());
+    let a = auth(kind, &secret);
+    let mut bird = start_peer(&dir, &a);
+    let capture = capture_dut_port(&dir);
+    let socket = dir.join("dut.sock");
+    let mut dut = start_dut(&dir, &socket, &a, &a);
+    wait_sessions(
+        &socket,
+        &mut dut,
+        Duration::from_secs(10),
+        "both sessions Up",
+        up,
+    );
+    let witness = CpuWitness::start(&dir, 10);
+    let start = epoch_ns();
+    std::thread::sleep(Duration::from_secs(2));
+    let end = epoch_ns();
+    let stalls = witness.finish();
+    let view = ctl(&socket, &["list", "--json"]);
+    dut.stop().unwrap();
+    bird.stop().unwrap();
+    let analysis = analyze_window(capture.finish().unwrap(), "up", start, end);
+
+    for (dut_ip, peer_ip) in [(DUT.ipv4, PEER.ipv4), (DUT.ipv6, PEER.ipv6)] {
+        for (side, f) in [
+            ("linecardd", flow(&analysis, dut_ip, peer_ip)),
+            ("BIRD", flow(&analysis, peer_ip, dut_ip)),
+        ] {
+            let what = format!("{kind}: {side} {} -> {}", f.src, f.dst);
+            if f.flaps > 0 {
+                explained(&stalls, start, end, &format!("{what}: {} flaps", f.flaps))?;
+            }
+            // Precondition: the window held a session's worth of traffic.
+            assert!(f.packets >= 150, "{what}: {} packets in 2 s", f.packets);
+            assert_eq!(f.last_state, Some(State::Up), "{what}");
+            let seen = f.auth.clone().unwrap_or_else(|| panic!("{what}: no A bit"));
+            assert_eq!(seen.packets, f.packets, "{what}: unauthenticated packets");
+            assert_eq!(seen.types, [auth_type.code()], "{what}");
+            assert_eq!(seen.key_ids, [KEY_ID], "{what}");
+            if auth_type.meticulous() {
+                // 6.7.3: one up with every packet.
+                assert_eq!(
+                    (seen.sequence_next, seen.sequence_same, seen.sequence_other),
+                    (f.packets - 1, 0, 0),
+                    "{what}"
+                );
+            }
+            if side == "linecardd" && auth_type.digest_len().is_some() {
+                // Ours advances with every packet, meticulous or not.
+                assert_eq!(seen.sequence_next, f.packets - 1, "{what}");
+            }
+        }
+    }
+    // And the engine's own account: nothing it refused.
+    for s in view["sessions"].as_array().unwrap() {
+        for reason in ["auth_mismatch", "auth_failed", "auth_sequence", "bad_auth"] {
+            assert_eq!(drops_of(s, reason), 0, "{kind}: {reason}: {s:#}");
+        }
+        assert_eq!(s["auth"]["auth_type"], kind, "{s:#}");
+    }
+    eprintln!("{kind}: both families Up, every packet of both sides authenticated as configured");
+    Ok(())
 }
 
 #[test]
@@ -262,6 +289,11 @@ fn a_dead_peer_is_declared_down_whatever_forgeries_arrive() {
     }
     let _lock = lock_lab();
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
+    retrying_invalid("forgeries", forgeries_once);
+    assert_exit(&linecard(&["lab", "down"]), 0, "lab down");
+}
+
+fn forgeries_once() -> Result<(), String> {
     let dir = scratch_dir("auth-forgeries");
     let secret = "meticulous-1";
     let a = auth("meticulous_keyed_sha1", secret);
@@ -277,6 +309,7 @@ fn a_dead_peer_is_declared_down_whatever_forgeries_arrive() {
     let frames = forgeries(our, theirs, last, secret);
 
     // BIRD dies; forgeries arrive every 2 ms for 200 ms from then on.
+    let witness = CpuWitness::start(&dir, 10);
     let start = epoch_ns();
     bird.kill().unwrap();
     for _ in 0..100 {
@@ -285,6 +318,7 @@ fn a_dead_peer_is_declared_down_whatever_forgeries_arrive() {
     }
     let view = ctl(&socket, &["list", "--json"]);
     let end = epoch_ns();
+    let stalls = witness.finish();
     dut.stop().unwrap();
     let analysis = analyze_window(capture.finish().unwrap(), "kill", start - 500_000_000, end);
 
@@ -323,10 +357,14 @@ fn a_dead_peer_is_declared_down_whatever_forgeries_arrive() {
         "IPv4: Down {latency_ms:.2} ms after BIRD's last packet, {} forged packets on the wire",
         forged.packets
     );
-    assert!(
-        latency_ms <= 30.0 + 10.0,
-        "Down {latency_ms:.2} ms after BIRD's last packet (detection time 30 ms)"
-    );
+    if latency_ms > 30.0 + 10.0 {
+        explained(
+            &stalls,
+            bird_last,
+            down.at_ns,
+            &format!("Down {latency_ms:.2} ms after BIRD's last packet (detection time 30 ms)"),
+        )?;
+    }
     // The engine's account of why: guessed digests and the replay.
     let v4 = view["sessions"]
         .as_array()
@@ -336,7 +374,7 @@ fn a_dead_peer_is_declared_down_whatever_forgeries_arrive() {
         .unwrap();
     assert!(drops_of(v4, "auth_failed") >= 50, "{v4:#}");
     assert!(drops_of(v4, "auth_sequence") >= 1, "{v4:#}");
-    assert_exit(&linecard(&["lab", "down"]), 0, "lab down");
+    Ok(())
 }
 
 #[test]
@@ -346,6 +384,11 @@ fn a_key_rollover_at_run_time_keeps_the_session_up() {
     }
     let _lock = lock_lab();
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
+    retrying_invalid("rollover", rollover_once);
+    assert_exit(&linecard(&["lab", "down"]), 0, "lab down");
+}
+
+fn rollover_once() -> Result<(), String> {
     let dir = scratch_dir("auth-rollover");
     // BIRD accepts both keys (RFC 5880 6.7.1's rollover: the receiver
     // takes either while the sender switches).
@@ -403,6 +446,7 @@ fn a_key_rollover_at_run_time_keeps_the_session_up() {
     let one_up =
         |s: &[serde_json::Value]| s.len() == 1 && s[0]["state"] == "up" && s[0]["polling"] == false;
     wait_sessions(&socket, &mut dut, Duration::from_secs(10), "Up", one_up);
+    let witness = CpuWitness::start(&dir, 10);
     let start = epoch_ns();
     std::thread::sleep(Duration::from_secs(1));
     let pair = ["--local", DUT.ipv4, "--peer", PEER.ipv4];
@@ -418,6 +462,7 @@ fn a_key_rollover_at_run_time_keeps_the_session_up() {
     assert!(try_ctl(&socket, &bad).is_none(), "key 9 was accepted");
     let view = ctl(&socket, &["list", "--json"]);
     let end = epoch_ns();
+    let stalls = witness.finish();
     dut.stop().unwrap();
     bird.stop().unwrap();
     let analysis = analyze_window(capture.finish().unwrap(), "rollover", start, end);
@@ -425,13 +470,11 @@ fn a_key_rollover_at_run_time_keeps_the_session_up() {
     let ours = flow(&analysis, DUT.ipv4, PEER.ipv4);
     let theirs = flow(&analysis, PEER.ipv4, DUT.ipv4);
     for f in [ours, theirs] {
-        assert_eq!(
-            (f.flaps, f.last_state),
-            (0, Some(State::Up)),
-            "{} -> {}",
-            f.src,
-            f.dst
-        );
+        if f.flaps > 0 {
+            let what = format!("{} -> {}: {} flaps", f.src, f.dst, f.flaps);
+            explained(&stalls, start, end, &what)?;
+        }
+        assert_eq!(f.last_state, Some(State::Up), "{} -> {}", f.src, f.dst);
         assert_eq!(f.auth.as_ref().map(|a| a.packets), Some(f.packets));
     }
     // Our packets switched keys on the wire, the session never noticed.
@@ -444,5 +487,5 @@ fn a_key_rollover_at_run_time_keeps_the_session_up() {
         ours.packets,
         theirs.packets
     );
-    assert_exit(&linecard(&["lab", "down"]), 0, "lab down");
+    Ok(())
 }
