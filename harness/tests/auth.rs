@@ -185,6 +185,7 @@ fn every_type_once(kind: &str, auth_type: AuthType) -> Result<(), String> {
         assert_eq!(s["auth"]["auth_type"], kind, "{s:#}");
     }
     eprintln!("{kind}: both families Up, every packet of both sides authenticated as configured");
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 
@@ -239,6 +240,7 @@ fn a_wrong_key_never_brings_a_session_up() {
         flow(&analysis, PEER.ipv6, DUT.ipv6).last_state,
         Some(State::Up)
     );
+    let _ = std::fs::remove_dir_all(&dir);
     assert_exit(&linecard(&["lab", "down"]), 0, "lab down");
 }
 
@@ -374,6 +376,7 @@ fn forgeries_once() -> Result<(), String> {
         .unwrap();
     assert!(drops_of(v4, "auth_failed") >= 50, "{v4:#}");
     assert!(drops_of(v4, "auth_sequence") >= 1, "{v4:#}");
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 
@@ -487,5 +490,6 @@ fn rollover_once() -> Result<(), String> {
         ours.packets,
         theirs.packets
     );
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
