@@ -350,8 +350,13 @@ fn l4_xdp_against_frr_in_the_dut_position() {
     };
     let (mut xdp, mut steal) = xdp_run();
     // A run whose window held hypervisor steal on the DUT's CPU cannot
-    // blame the engine for a late packet: it is invalid, and repeated once.
-    if (xdp.flaps > 0 || xdp.max > MAX_GAP_MS) && steal > 0.0 {
+    // blame the engine for a late packet: it is invalid, and repeated, at
+    // most three runs in all (CI once saw 20 ms of steal in the first run
+    // and 1500 ms in the second, with 2 flaps).
+    for _ in 0..2 {
+        if !((xdp.flaps > 0 || xdp.max > MAX_GAP_MS) && steal > 0.0) {
+            break;
+        }
         eprintln!("invalid run: max {:.2} ms, {} flaps while the hypervisor stole {steal} ms from the DUT's CPU; running again", xdp.max, xdp.flaps);
         (xdp, steal) = xdp_run();
     }
