@@ -455,23 +455,25 @@ pub const AUTH_TYPES: [(&str, AuthType); 5] = [
     ("meticulous_keyed_sha1", AuthType::MeticulousKeyedSha1),
 ];
 
+/// The authentication type `name` stands for in [`AUTH_TYPES`], or the
+/// reason, naming every type.
+pub fn auth_type_named(name: &str) -> Result<AuthType, String> {
+    AUTH_TYPES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, t)| t)
+        .ok_or_else(|| {
+            let names: Vec<&str> = AUTH_TYPES.iter().map(|(n, _)| *n).collect();
+            format!("must be one of {}", names.join(", "))
+        })
+}
+
 /// Validates `auth`; the error is (key under `auth`, value, why).
 fn validate_auth(raw: &RawAuth) -> Result<AuthConfig, (String, String, String)> {
     let err = |key: &str, value: &dyn std::fmt::Display, why: &str| {
         (key.to_string(), value.to_string(), why.to_string())
     };
-    let auth_type = AUTH_TYPES
-        .iter()
-        .find(|(name, _)| *name == raw.kind)
-        .map(|&(_, t)| t)
-        .ok_or_else(|| {
-            let names: Vec<&str> = AUTH_TYPES.iter().map(|(n, _)| *n).collect();
-            err(
-                "type",
-                &raw.kind,
-                &format!("must be one of {}", names.join(", ")),
-            )
-        })?;
+    let auth_type = auth_type_named(&raw.kind).map_err(|why| err("type", &raw.kind, &why))?;
     let mut keys = Vec::new();
     for (i, key) in raw.keys.iter().enumerate() {
         let id = u8::try_from(key.id)

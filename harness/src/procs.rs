@@ -453,15 +453,27 @@ pub fn start_bird(
     router_id: IpAddr,
     sessions: &[PeerSession],
 ) -> Result<Daemon> {
+    start_bird_config(name, ns, cpuset, dir, &bird_config(router_id, sessions))
+}
+
+/// Starts BIRD in the foreground in `ns` with `config` as its
+/// configuration (`dir/name/bird.conf`), its socket and logs beside it.
+pub fn start_bird_config(
+    name: &str,
+    ns: &str,
+    cpuset: Option<&Path>,
+    dir: &Path,
+    config: &str,
+) -> Result<Daemon> {
     let dir = dir.join(name);
     std::fs::create_dir_all(&dir)?;
-    let config = dir.join("bird.conf");
-    std::fs::write(&config, bird_config(router_id, sessions))?;
+    let file = dir.join("bird.conf");
+    std::fs::write(&file, config)?;
     let s = |p: &Path| p.display().to_string();
     let args = vec![
         "-f".into(),
         "-c".into(),
-        s(&config),
+        s(&file),
         "-s".into(),
         s(&dir.join("bird.ctl")),
         "-P".into(),

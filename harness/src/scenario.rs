@@ -326,11 +326,7 @@ pub struct SessionAuth {
 
 impl SessionAuth {
     pub fn auth_type(&self) -> linecard_engine::wire::AuthType {
-        linecard_engine::config::AUTH_TYPES
-            .iter()
-            .find(|(name, _)| *name == self.kind)
-            .map(|&(_, t)| t)
-            .expect("validated against AUTH_TYPES")
+        linecard_engine::config::auth_type_named(&self.kind).expect("validated when loaded")
     }
 
     /// The engine's configuration for it: this one key, sending with it.
@@ -382,17 +378,8 @@ fn session_auth(
     raw: &RawAuth,
     peer: PeerImplementation,
 ) -> Result<SessionAuth, (&'static str, String, String)> {
-    let names: Vec<&str> = linecard_engine::config::AUTH_TYPES
-        .iter()
-        .map(|(n, _)| *n)
-        .collect();
-    if !names.contains(&raw.kind.as_str()) {
-        return Err((
-            "type",
-            raw.kind.clone(),
-            format!("must be one of {}", names.join(", ")),
-        ));
-    }
+    linecard_engine::config::auth_type_named(&raw.kind)
+        .map_err(|why| ("type", raw.kind.clone(), why))?;
     if peer == PeerImplementation::Frr {
         return Err((
             "type",

@@ -92,14 +92,22 @@ fn up(sessions: &[serde_json::Value]) -> bool {
 
 #[test]
 fn every_type_interoperates_with_bird_on_the_wire() {
-    if !privileged("auth_every_type") {
+    in_the_lab("auth_every_type", || {
+        for &(kind, auth_type) in &AUTH_TYPES {
+            retrying_invalid(kind, || every_type_once(kind, auth_type));
+        }
+    });
+}
+
+/// Runs `test` (root only) with the lab up and to itself, then takes the
+/// lab down.
+fn in_the_lab(name: &str, test: impl FnOnce()) {
+    if !privileged(name) {
         return;
     }
     let _lock = lock_lab();
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
-    for &(kind, auth_type) in &AUTH_TYPES {
-        retrying_invalid(kind, || every_type_once(kind, auth_type));
-    }
+    test();
     assert_exit(&linecard(&["lab", "down"]), 0, "lab down");
 }
 
@@ -286,13 +294,9 @@ fn forgeries(our_discr: u32, peer_discr: u32, last_sequence: u32, secret: &str) 
 
 #[test]
 fn a_dead_peer_is_declared_down_whatever_forgeries_arrive() {
-    if !privileged("auth_forgeries") {
-        return;
-    }
-    let _lock = lock_lab();
-    assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
-    retrying_invalid("forgeries", forgeries_once);
-    assert_exit(&linecard(&["lab", "down"]), 0, "lab down");
+    in_the_lab("auth_forgeries", || {
+        retrying_invalid("forgeries", forgeries_once)
+    });
 }
 
 fn forgeries_once() -> Result<(), String> {
@@ -382,13 +386,9 @@ fn forgeries_once() -> Result<(), String> {
 
 #[test]
 fn a_key_rollover_at_run_time_keeps_the_session_up() {
-    if !privileged("auth_key_rollover") {
-        return;
-    }
-    let _lock = lock_lab();
-    assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
-    retrying_invalid("rollover", rollover_once);
-    assert_exit(&linecard(&["lab", "down"]), 0, "lab down");
+    in_the_lab("auth_key_rollover", || {
+        retrying_invalid("rollover", rollover_once)
+    });
 }
 
 fn rollover_once() -> Result<(), String> {
@@ -413,25 +413,12 @@ fn rollover_once() -> Result<(), String> {
         "password \"old-secret\" { id 1; };\n    password \"new-secret\" { id 2; };",
     );
     assert_ne!(both, config, "BIRD's password line moved:\n{config}");
-    let bird_dir = dir.join("bird");
-    std::fs::create_dir_all(&bird_dir).unwrap();
-    std::fs::write(bird_dir.join("bird.conf"), &both).unwrap();
-    let s = |p: &Path| p.display().to_string();
-    let mut bird = Daemon::spawn(
+    let mut bird = linecard_harness::procs::start_bird_config(
         "bird",
         PEER.namespace,
         Some(&spec::cpuset_dir(spec::REST_CPUSET)),
-        "bird",
-        &[
-            "-f".into(),
-            "-c".into(),
-            s(&bird_dir.join("bird.conf")),
-            "-s".into(),
-            s(&bird_dir.join("bird.ctl")),
-            "-P".into(),
-            s(&bird_dir.join("bird.pid")),
-        ],
-        &bird_dir.join("bird.out"),
+        &dir,
+        &both,
     )
     .unwrap();
     let capture = capture_dut_port(&dir);
