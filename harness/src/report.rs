@@ -37,10 +37,13 @@ pub fn load(run_dir: &Path) -> Result<RunView> {
             Verdict::Fail(why) => warnings.push(format!("{}: failed: {why}", d.label)),
             _ => {}
         }
-        if let Some(first) = &d.spoiled_attempt {
+        for (i, spoiled) in d.spoiled_attempts.iter().enumerate() {
             warnings.push(format!(
-                "{}: repeated; the first attempt was spoiled by its environment ({:?})",
-                d.label, first.verdict
+                "{}: attempt {} of {} was spoiled by its environment ({:?})",
+                d.label,
+                i + 1,
+                d.spoiled_attempts.len() + 1,
+                spoiled.verdict
             ));
         }
         let Some(e) = &d.evidence else { continue };

@@ -63,7 +63,7 @@ fn hand_built_run(dir: &Path) -> PathBuf {
                 {"name": "L3#1", "profile": "L3", "start_ns": L3_START, "end_ns": L3_END, "stress_ng": "stress-ng --cpu 1 --timer 1"}
             ],
             "sched_rt_runtime_us": 950000,
-            "spoiled_attempt": null
+            "spoiled_attempts": []
         }]
     });
     std::fs::write(
