@@ -61,6 +61,17 @@ struct Flow {
     timeline: Option<Timeline>,
     auth: Option<FlowAuth>,
     last_auth_sequence: Option<u32>,
+    /// Packets sent with D (asking the reverse flow for Demand mode).
+    demand_packets: u64,
+    /// Since when this flow has asked for Demand mode: the first of its
+    /// run of packets sent in Up with D. `None` while it does not ask.
+    demand_since: Option<i64>,
+    /// The last time it stopped asking (a packet without D, or not Up,
+    /// after packets with D).
+    demand_ended_at: Option<i64>,
+    /// This flow's silences that the reverse flow asked for (Demand mode):
+    /// kept out of the gap distributions and the budget.
+    demand_silences: GapStats,
 }
 
 impl Flow {
@@ -122,6 +133,9 @@ pub struct PacketRecord {
     pub control: Control,
     /// Gap since the flow's previous packet; `None` for its first.
     pub gap_ns: Option<u64>,
+    /// The receiver asked for Demand mode during that gap (RFC 5880 6.6):
+    /// the sender's silence was asked for, not a late packet.
+    pub demand_silence: bool,
 }
 
 /// Receives every control packet of the whole-capture analysis.
@@ -203,13 +217,14 @@ impl Analyzer {
         }
         match decode::control(d.payload) {
             Ok(control) => {
-                let (flow, gap_ns) = self.control(ts, d, control);
+                let (flow, gap_ns, demand_silence) = self.control(ts, d, control);
                 if let Some(sink) = sink {
                     sink.control(&PacketRecord {
                         ts_ns: ts,
                         flow,
                         control,
                         gap_ns,
+                        demand_silence,
                     });
                 }
             }
@@ -256,24 +271,26 @@ impl Analyzer {
         id
     }
 
-    /// Returns the flow index and the gap this packet closed.
-    fn control(&mut self, ts: i64, d: &Datagram<'_>, c: Control) -> (usize, Option<u64>) {
+    /// Returns the flow index, the gap this packet closed, and whether
+    /// the receiver had asked for that silence (Demand mode).
+    fn control(&mut self, ts: i64, d: &Datagram<'_>, c: Control) -> (usize, Option<u64>, bool) {
         self.integrity.control_packets += 1;
         let f = self.flow_id(d);
         let (s, direction) = (self.flows[f].session, self.flows[f].direction);
         let session = &mut self.sessions[s];
         session.flows[direction] = Some(f);
         let reverse = session.flows[1 - direction];
-        let (rev_last_ts, rev_required_rx, rev_answered) = match reverse {
+        let (rev_last_ts, rev_required_rx, rev_answered, rev_demand) = match reverse {
             Some(r) => {
                 let rf = &self.flows[r];
                 (
                     Some(rf.last_ts),
                     rf.last.map(|l| l.required_min_rx_us),
                     rf.last_answered,
+                    (rf.demand_since, rf.demand_ended_at),
                 )
             }
-            None => (None, None, true),
+            None => (None, None, true, (None, None)),
         };
 
         let flow = &mut self.flows[f];
@@ -281,6 +298,7 @@ impl Analyzer {
             flow.note_auth(seen);
         }
         let mut gap_closed = None;
+        let mut demand_silence = false;
         let first = flow.packets == 0;
         (flow.ttl_min, flow.ttl_max) = if first {
             (d.ttl, d.ttl)
@@ -294,7 +312,7 @@ impl Analyzer {
             flow.out_of_order += 1;
             self.integrity.out_of_order += 1;
             flow.packets += 1;
-            return (f, None);
+            return (f, None, false);
         } else {
             let gap = (ts - flow.last_ts) as u64;
             gap_closed = Some(gap);
@@ -302,17 +320,40 @@ impl Analyzer {
                 t.record(ts, gap);
             }
             let prev = flow.last.expect("a flow with packets has a last packet");
-            if prev.state == State::Up && c.state == State::Up {
-                flow.up_gaps.record(gap, ts);
-            } else {
-                flow.other_gaps.record(gap, ts);
+            // Demand mode (RFC 5880 6.6, 6.8.7): a sender in Up whose
+            // receiver asked for it during the gap (asks still, or stopped
+            // after the gap began) sends nothing periodically. The silence
+            // goes into its own distribution; if the receiver stopped
+            // asking, the time from then on is an ordinary gap: periodic
+            // packets were due again.
+            let (rev_since, rev_ended) = rev_demand;
+            let asked = prev.state == State::Up
+                && (rev_since.is_some_and(|since| since <= ts)
+                    || rev_ended.is_some_and(|end| end > flow.last_ts));
+            let judged = match (asked, rev_since, rev_ended) {
+                (false, ..) => Some(gap),
+                (true, Some(_), _) => None,
+                (true, None, Some(end)) => Some((ts - end.max(flow.last_ts)) as u64),
+                (true, None, None) => unreachable!("asked implies a start or an end"),
+            };
+            demand_silence = asked;
+            if asked {
+                flow.demand_silences.record(gap, ts);
             }
-            // The budget in force while this gap elapsed was set when the
-            // gap began (the receiver may advertise slow timers once it has
-            // declared us down, which must not excuse the gap that did it).
-            if let Some(budget) = flow.budget_ns {
-                if gap > budget {
-                    flow.over_budget += 1;
+            if let Some(gap) = judged {
+                if prev.state == State::Up && c.state == State::Up {
+                    flow.up_gaps.record(gap, ts);
+                } else {
+                    flow.other_gaps.record(gap, ts);
+                }
+                // The budget in force while this gap elapsed was set when
+                // the gap began (the receiver may advertise slow timers once
+                // it has declared us down, which must not excuse the gap
+                // that did it).
+                if let Some(budget) = flow.budget_ns {
+                    if gap > budget {
+                        flow.over_budget += 1;
+                    }
                 }
             }
             if prev.state == State::Up && c.state != State::Up {
@@ -344,6 +385,20 @@ impl Analyzer {
         flow.budget_ns = rev_required_rx
             .map(|rx| u64::from(c.detect_mult) * u64::from(rx.max(c.desired_min_tx_us)) * 1_000);
         let prev_state = flow.last.map(|l| l.state);
+        // 6.8.7: D only while both sides are Up; a D in any other state is
+        // not a request anyone may honour.
+        let asks = c.demand && c.state == State::Up;
+        if c.demand {
+            flow.demand_packets += 1;
+        }
+        match (asks, flow.demand_since) {
+            (true, None) => flow.demand_since = Some(ts),
+            (false, Some(_)) => {
+                flow.demand_since = None;
+                flow.demand_ended_at = Some(ts);
+            }
+            _ => {}
+        }
         flow.last = Some(c);
         flow.last_ts = ts;
         flow.last_answered = false;
@@ -384,7 +439,7 @@ impl Analyzer {
                 session.down_since = None;
             }
         }
-        (f, gap_closed)
+        (f, gap_closed, demand_silence)
     }
 
     /// Echo packets are self-addressed: the same bytes pass the observer on
@@ -463,6 +518,8 @@ impl Analyzer {
                     desired_min_tx_ms: last.map(|l| f64::from(l.desired_min_tx_us) / 1e3),
                     required_min_rx_ms: last.map(|l| f64::from(l.required_min_rx_us) / 1e3),
                     auth: f.auth.clone(),
+                    demand_packets: f.demand_packets,
+                    demand_silence_ms: f.demand_silences.summary(),
                 }
             })
             .collect();

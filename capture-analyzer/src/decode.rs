@@ -46,6 +46,9 @@ pub struct Control {
     pub state: State,
     pub poll: bool,
     pub final_: bool,
+    /// D: the sender asks the other side to stop its periodic packets
+    /// (Demand mode, RFC 5880 6.6).
+    pub demand: bool,
     pub detect_mult: u8,
     pub my_discr: u32,
     pub your_discr: u32,
@@ -251,6 +254,7 @@ pub fn control(payload: &[u8]) -> Result<Control, Malformed> {
         state: State::from_bits(payload[1] >> 6),
         poll: payload[1] & 0x20 != 0,
         final_: payload[1] & 0x10 != 0,
+        demand: payload[1] & 0x02 != 0,
         detect_mult: payload[2],
         my_discr,
         your_discr: u32_at(payload, 8),

@@ -110,6 +110,14 @@ pub struct FlowResult {
     /// packet carried the A bit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auth: Option<FlowAuth>,
+    /// Packets this sender sent with D: it asked the other side for Demand
+    /// mode (RFC 5880 6.6).
+    pub demand_packets: u64,
+    /// This sender's silences while the other side asked for Demand mode:
+    /// the gaps it was excused from (kept out of `gap_ms`, `up_gap_ms` and
+    /// `over_budget`; once the request ends, the rest of a gap counts
+    /// there). `count` 0: none.
+    pub demand_silence_ms: GapSummary,
 }
 
 /// A flow's authentication as seen on the wire (RFC 5880 6.7): which

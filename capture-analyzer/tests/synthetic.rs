@@ -14,6 +14,7 @@ struct Bfd {
     diag: u8,
     poll: bool,
     final_: bool,
+    demand: bool,
     mult: u8,
     my: u32,
     your: u32,
@@ -27,6 +28,7 @@ fn up(my: u32, your: u32) -> Bfd {
         diag: 0,
         poll: false,
         final_: false,
+        demand: false,
         mult: 3,
         my,
         your,
@@ -38,7 +40,10 @@ fn up(my: u32, your: u32) -> Bfd {
 fn bfd_bytes(b: &Bfd) -> Vec<u8> {
     let mut p = vec![0u8; 24];
     p[0] = (1 << 5) | b.diag;
-    p[1] = (b.state << 6) | if b.poll { 0x20 } else { 0 } | if b.final_ { 0x10 } else { 0 };
+    p[1] = (b.state << 6)
+        | if b.poll { 0x20 } else { 0 }
+        | if b.final_ { 0x10 } else { 0 }
+        | if b.demand { 0x02 } else { 0 };
     p[2] = b.mult;
     p[3] = 24;
     p[4..8].copy_from_slice(&b.my.to_be_bytes());
@@ -233,6 +238,86 @@ fn gaps_flaps_and_budget_exact_in_every_format() {
         assert_eq!(s.max_gap_ms, 50.0);
         assert!(a.warnings.is_empty(), "{:?}", a.warnings);
     }
+}
+
+/// RFC 5880 6.6: A asks for Demand mode from 1 s to 4 s (D on its packets
+/// every 10 ms), and polls once a second; B goes quiet 2 ms after A's first
+/// D, answers each Poll with a Final 1 ms later, and resumes its periodic
+/// packets 15 ms after A's first packet without D.
+fn demand_frames() -> Vec<(i64, Vec<u8>)> {
+    let (a, b) = ("192.0.2.1", "192.0.2.2");
+    let mut frames = Vec::new();
+    let asks = |t: i64| (T0 + 1000 * MS..T0 + 4000 * MS).contains(&t);
+    let mut t = T0;
+    while t < T0 + 5000 * MS {
+        let mut pa = up(1, 2);
+        pa.demand = asks(t);
+        // A's verification Polls: at 2 s and 3 s, answered at once.
+        pa.poll = t == T0 + 2000 * MS || t == T0 + 3000 * MS;
+        frames.push((t, frame(a, "192.0.2.2", 50001, 3784, &bfd_bytes(&pa))));
+        if pa.poll {
+            let mut fin = up(2, 1);
+            fin.final_ = true;
+            frames.push((t + MS, frame(b, a, 50002, 3784, &bfd_bytes(&fin))));
+        }
+        t += 10 * MS;
+    }
+    // B's periodic packets: until A's first D (plus 2 ms), and again from
+    // 15 ms after A stopped asking.
+    let mut t = T0 + 5 * MS;
+    while t < T0 + 5000 * MS {
+        if t <= T0 + 1002 * MS || t >= T0 + 4015 * MS {
+            frames.push((t, frame(b, a, 50002, 3784, &bfd_bytes(&up(2, 1)))));
+        }
+        t += 10 * MS;
+    }
+    frames.sort_by_key(|(ts, _)| *ts);
+    frames
+}
+
+#[test]
+fn demand_mode_silences_are_asked_for_and_kept_apart_from_the_gaps() {
+    let path = write_capture("demand.pcap", Format::PcapNanos, &demand_frames());
+    let a = analyze_files(&[path], &[]).unwrap();
+    let fa = a.all.flows.iter().find(|f| f.src == "192.0.2.1").unwrap();
+    let fb = a.all.flows.iter().find(|f| f.src == "192.0.2.2").unwrap();
+    assert_eq!(fa.demand_packets, 300, "A asked for 3 s at 10 ms");
+    assert_eq!(fb.demand_packets, 0);
+    assert_eq!(fa.demand_silence_ms.count, 0, "nobody asked A to stop");
+    // B's silences: from its last packet (0.995 s) to the first Final
+    // (2.001 s), to the second (3.001 s), and to its first packet after A
+    // stopped asking (4.015 s).
+    assert_eq!(fb.demand_silence_ms.count, 3);
+    assert_eq!(fb.demand_silence_ms.max, 1014.0);
+    assert!(close(fb.demand_silence_ms.p50, 1006.0));
+    // What is judged of that last one: 15 ms since A's first packet
+    // without D. Nothing else is over 10 ms, and nothing over budget.
+    assert!(close(fb.gap_ms.max, 15.0), "{}", fb.gap_ms.max);
+    assert_eq!(fb.over_budget, 0);
+    assert_eq!((fa.flaps, fb.flaps), (0, 0));
+    // The Polls and their Finals, as ever.
+    assert_eq!(fa.polls, 2);
+    assert_eq!(fb.poll_final_ms.count, 2);
+    assert!(close(fa.gap_ms.max, 10.0));
+
+    // The same capture without D: B's silences are a 1 s hole each.
+    let plain: Vec<(i64, Vec<u8>)> = demand_frames()
+        .into_iter()
+        .map(|(t, mut f)| {
+            let at = f.len() - 24 + 1;
+            f[at] &= !0x02;
+            (t, f)
+        })
+        .collect();
+    let path = write_capture("no-demand.pcap", Format::PcapNanos, &plain);
+    let a = analyze_files(&[path], &[]).unwrap();
+    let fb = a.all.flows.iter().find(|f| f.src == "192.0.2.2").unwrap();
+    assert_eq!(fb.demand_silence_ms.count, 0);
+    assert!(
+        fb.gap_ms.max > 990.0 && fb.over_budget == 3,
+        "{:?}",
+        fb.gap_ms
+    );
 }
 
 #[test]

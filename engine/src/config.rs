@@ -52,6 +52,8 @@ pub struct RawSession {
     pub echo: Option<bool>,
     pub echo_interval_ms: Option<i64>,
     pub passive: Option<bool>,
+    pub demand: Option<bool>,
+    pub demand_verify_ms: Option<i64>,
     pub auth: Option<RawAuth>,
 }
 
@@ -142,7 +144,19 @@ pub struct SessionSpec {
     pub echo_rx_us: u32,
     /// Authentication (RFC 5880 section 6.7); `None`: none.
     pub auth: Option<AuthConfig>,
+    /// Demand mode (RFC 5880 6.6): once both sides are Up we ask the peer
+    /// to stop its periodic packets, and verify the path with a Poll
+    /// Sequence every `demand_verify_us`. Served from userspace on every
+    /// backend (the fast path answers RX-clocked, which Demand mode rules
+    /// out).
+    pub demand: bool,
+    /// Between the end of one verification Poll and the start of the
+    /// next, µs (default 1 s); 0: never, and nothing detects a dead peer.
+    pub demand_verify_us: u32,
 }
+
+/// Default interval between Demand mode's verification Polls.
+pub const DEFAULT_DEMAND_VERIFY_MS: i64 = 1000;
 
 /// Default echo interval: FRR's (`echo transmit-interval`, 50 ms).
 pub const DEFAULT_ECHO_INTERVAL_MS: i64 = 50;
@@ -419,6 +433,25 @@ pub fn validate_session(
         Some(ms @ 1..=60_000) => Some(ms as u32 * 1000),
         Some(ms) => return Err(err("echo_interval_ms", &ms, "must be 1 to 60000")),
     };
+    let demand = s.demand.unwrap_or(false);
+    let demand_verify_us = match s.demand_verify_ms {
+        Some(ms) if !demand => {
+            return Err(err(
+                "demand_verify_ms",
+                &ms,
+                "applies with demand = true only",
+            ))
+        }
+        None => DEFAULT_DEMAND_VERIFY_MS as u32 * 1000,
+        Some(ms @ 0..=3_600_000) => ms as u32 * 1000,
+        Some(ms) => {
+            return Err(err(
+                "demand_verify_ms",
+                &ms,
+                "must be 0 (never verify) to 3600000",
+            ))
+        }
+    };
     Ok(SessionSpec {
         peer,
         local,
@@ -442,6 +475,8 @@ pub fn validate_session(
             .map(validate_auth)
             .transpose()
             .map_err(|(key, value, why)| err(&format!("auth.{key}"), &value, &why))?,
+        demand,
+        demand_verify_us: if demand { demand_verify_us } else { 0 },
     })
 }
 
@@ -565,6 +600,27 @@ interface = "eth0"
             e.contains("engine.dead_man_ms = 5: must be 0 (off) or 20-60000"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn demand_mode_verifies_every_second_unless_told_otherwise() {
+        let with =
+            |extra: &str| GOOD.replace("multiplier = 3", &format!("multiplier = 3\n{extra}"));
+        let c = EngineConfig::parse("t.toml", &with("demand = true")).unwrap();
+        assert!(c.sessions[0].demand);
+        assert_eq!(c.sessions[0].demand_verify_us, 1_000_000);
+        let c =
+            EngineConfig::parse("t.toml", &with("demand = true\ndemand_verify_ms = 0")).unwrap();
+        assert_eq!(c.sessions[0].demand_verify_us, 0);
+        let plain = EngineConfig::parse("t.toml", GOOD).unwrap();
+        assert!(!plain.sessions[0].demand);
+        let e = error_of(&with("demand_verify_ms = 500"));
+        assert!(
+            e.contains("demand_verify_ms = 500: applies with demand = true only"),
+            "{e}"
+        );
+        let e = error_of(&with("demand = true\ndemand_verify_ms = -1"));
+        assert!(e.contains("must be 0 (never verify) to 3600000"), "{e}");
     }
 
     #[test]

@@ -198,6 +198,16 @@ fn print_sessions(reply: &serde_json::Value) {
             "\t\tTransmission interval: {}",
             ms(&s["remote"]["desired_min_tx_us"])
         );
+        let demand = &s["demand"];
+        if demand["configured"] == true || demand["active_at_peer"] == true {
+            println!(
+                "\tDemand mode: asked here {} (verify every {}), active here {}, active at the peer {}",
+                demand["configured"],
+                ms(&demand["verify_interval_us"]),
+                demand["active_here"],
+                demand["active_at_peer"]
+            );
+        }
         println!(
             "\tPackets: in {} out {}; drops {}",
             s["counters"]["packets_in"], s["counters"]["packets_out"], s["drops"]
@@ -230,7 +240,7 @@ fn run_ctl(ctl: Ctl) -> Result<()> {
             backend,
             interface,
         } => Request::Add {
-            session: RawSession {
+            session: Box::new(RawSession {
                 peer: pair.peer.to_string(),
                 local: pair.local.to_string(),
                 tx_interval_ms: Some(*tx_ms),
@@ -244,8 +254,10 @@ fn run_ctl(ctl: Ctl) -> Result<()> {
                 echo: None,
                 echo_interval_ms: None,
                 passive: None,
+                demand: None,
+                demand_verify_ms: None,
                 auth: None,
-            },
+            }),
         },
         CtlOp::Remove { pair } => Request::Remove {
             local: pair.local,

@@ -48,6 +48,8 @@ pub fn config_3x10(discr: u32) -> SessionConfig {
         detect_mult: 3,
         required_min_echo_rx_us: 0,
         passive: false,
+        demand: false,
+        demand_verify_us: 0,
     }
 }
 

@@ -21,7 +21,8 @@ pub enum Request {
     List,
     Drops,
     Add {
-        session: RawSession,
+        /// Boxed: a session's table is far larger than any other request.
+        session: Box<RawSession>,
     },
     Remove {
         local: IpAddr,
@@ -63,6 +64,9 @@ pub struct SessionStatus {
     pub desired_min_tx_us: u32,
     pub required_min_rx_us: u32,
     pub polling: bool,
+    /// Demand mode (RFC 5880 6.6): asked for here, and active on either
+    /// side now.
+    pub demand: DemandStatus,
     pub detection_time_us: Option<i64>,
     pub remote: Remote,
     pub counters: Counters,
@@ -89,6 +93,18 @@ pub struct SessionStatus {
     pub echo: Option<crate::echo::EchoStatus>,
     /// Authentication (6.7): type, key in use, both sequence numbers.
     pub auth: Option<crate::session::auth::AuthStatus>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DemandStatus {
+    /// `demand = true` for this session (bfd.DemandMode).
+    pub configured: bool,
+    /// Between verification Polls, µs (0: never).
+    pub verify_interval_us: u32,
+    /// We set D and the peer sends nothing periodically.
+    pub active_here: bool,
+    /// The peer set D and we send nothing periodically outside a Poll.
+    pub active_at_peer: bool,
 }
 
 fn nonzero(counts: &[u64]) -> Vec<(DropReason, u64)> {
@@ -143,6 +159,12 @@ impl Engine {
                     desired_min_tx_us: desired,
                     required_min_rx_us: required,
                     polling: session.polling(),
+                    demand: DemandStatus {
+                        configured: session.config().demand,
+                        verify_interval_us: session.config().demand_verify_us,
+                        active_here: session.local_demand_active(),
+                        active_at_peer: session.remote_demand_active(),
+                    },
                     detection_time_us: session.detection_time_ns().map(|n| n / 1000),
                     remote: *session.remote(),
                     counters: session.counters(),

@@ -132,7 +132,8 @@ fn state_change(lid: u32, session: &Session) -> StateChange {
     StateChange {
         lid,
         rid: remote.discr,
-        remote_flags: 0,
+        // RBIT_DEMAND (1 << 1): the remote asks for Demand mode.
+        remote_flags: if remote.demand { 1 << 1 } else { 0 },
         desired_tx_us: remote.desired_min_tx_us,
         required_rx_us: remote.min_rx_us,
         required_echo_rx_us: remote.min_echo_rx_us,
@@ -429,6 +430,10 @@ impl Engine {
             // The dataplane protocol carries no keys: bfdd 8.4.4 has no
             // authentication to hand over.
             auth: None,
+            // SESSION_DEMAND: never set by bfdd 8.4.4 (it has no Demand
+            // mode); honoured should a later bfdd send it.
+            demand: s.has(flags::DEMAND),
+            demand_verify_us: crate::config::DEFAULT_DEMAND_VERIFY_MS as u32 * 1000,
         };
         // bfdd's lid is our discriminator, so that `show bfd peers` and the
         // wire agree on the session's id.

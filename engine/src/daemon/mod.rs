@@ -316,6 +316,8 @@ impl Engine {
             detect_mult: spec.multiplier,
             required_min_echo_rx_us: spec.echo_rx_us,
             passive: spec.passive,
+            demand: spec.demand,
+            demand_verify_us: spec.demand_verify_us,
         };
         self.seed = self
             .seed

@@ -6,6 +6,8 @@
 //! every rule of the RFC a fast, deterministic test (`tests.rs`).
 
 pub mod auth;
+#[cfg(test)]
+mod demand_tests;
 pub mod table;
 #[cfg(test)]
 mod tests;
@@ -32,6 +34,14 @@ pub struct SessionConfig {
     pub required_min_echo_rx_us: u32,
     /// Section 6.1: a passive side sends nothing until it hears the peer.
     pub passive: bool,
+    /// bfd.DemandMode (6.6): once both sides are Up we set D and the
+    /// remote stops its periodic packets; liveness is then verified by a
+    /// Poll Sequence every `demand_verify_us`.
+    pub demand: bool,
+    /// In Demand mode, how long after a Poll Sequence ends the next one
+    /// starts, µs; 0: never (some other mechanism vouches for the path,
+    /// 6.6, and nothing here declares the remote down).
+    pub demand_verify_us: u32,
 }
 
 /// A state change, with the diagnostic that explains it.
@@ -87,6 +97,11 @@ pub struct Session {
     polling: bool,
     /// The remote polled: the next packet, sent at once, carries F (6.8.6).
     final_owed: bool,
+    /// When the first packet with P of the current Poll Sequence left: in
+    /// Demand mode the detection time runs from it (6.8.4).
+    poll_sent_ns: Option<Nanos>,
+    /// Demand mode active here: when the next verification Poll starts.
+    next_verify_ns: Option<Nanos>,
     next_tx_ns: Option<Nanos>,
     last_rx_ns: Option<Nanos>,
     /// After a detection: when bfd.RemoteDiscr is cleared (see `on_timer`).
@@ -124,6 +139,8 @@ impl Session {
             rx_in_force_us: config.required_min_rx_us,
             polling: false,
             final_owed: false,
+            poll_sent_ns: None,
+            next_verify_ns: None,
             next_tx_ns: Some(now),
             last_rx_ns: None,
             remote_discr_until: None,
@@ -162,6 +179,20 @@ impl Session {
     pub fn polling(&self) -> bool {
         self.polling
     }
+
+    /// Demand mode is active on the local system: we asked for it, and
+    /// both sides are Up, the only time D may be set (6.6, 6.8.7). The
+    /// remote then sends nothing periodically.
+    pub fn local_demand_active(&self) -> bool {
+        self.config.demand && self.state == State::Up && self.remote.state == State::Up
+    }
+
+    /// Demand mode is active on the remote system (6.8.6): bfd.RemoteDemandMode
+    /// and both sides Up. We then send nothing periodically outside a Poll
+    /// Sequence (6.8.7), and Finals as ever.
+    pub fn remote_demand_active(&self) -> bool {
+        self.remote.demand && self.state == State::Up && self.remote.state == State::Up
+    }
     pub fn counters(&self) -> Counters {
         self.counters
     }
@@ -196,7 +227,8 @@ impl Session {
             self.tx_in_force_us = slow;
             self.required_min_rx_us = self.config.required_min_rx_us;
             self.rx_in_force_us = self.config.required_min_rx_us;
-            self.polling = false;
+            self.end_poll();
+            self.next_verify_ns = None;
         }
         // Tell the peer now rather than at the next (possibly 1 s) tick.
         self.next_tx_ns = Some(now);
@@ -229,11 +261,24 @@ impl Session {
         }
         self.desired_min_tx_us = desired_tx_us;
         self.required_min_rx_us = required_rx_us;
-        self.polling = true;
-        self.counters.polls_started += 1;
-        // The first packet of the sequence goes out now (a stale schedule
-        // computed from the old interval must not delay it).
+        self.start_poll(now);
+    }
+
+    /// Starts a Poll Sequence (6.5): periodic packets carry P until a
+    /// Final arrives, and the first goes out now (a stale schedule computed
+    /// from an old interval must not delay it). A sequence in progress
+    /// goes on: one Final answers it whatever started it.
+    fn start_poll(&mut self, now: Nanos) {
+        if !self.polling {
+            self.polling = true;
+            self.counters.polls_started += 1;
+        }
         self.next_tx_ns = Some(self.next_tx_ns.map_or(now, |t| t.min(now)));
+    }
+
+    fn end_poll(&mut self) {
+        self.polling = false;
+        self.poll_sent_ns = None;
     }
 
     /// Operator changes timers or multiplier at run time: while Up, a Poll
@@ -250,14 +295,12 @@ impl Session {
         self.config.required_min_rx_us = required_rx_us;
         self.config.detect_mult = detect_mult;
         self.change_timers(now, desired_tx_us, required_rx_us);
-        if self.state == State::Up && mult_changed && !self.polling {
-            self.polling = true;
-            self.counters.polls_started += 1;
-            self.next_tx_ns = Some(now);
+        if self.state == State::Up && mult_changed {
+            self.start_poll(now);
         }
         if self.state != State::Up {
             // Not Up: nothing to negotiate with a remote that ignores it.
-            self.polling = false;
+            self.end_poll();
         }
     }
 
@@ -274,19 +317,30 @@ impl Session {
         })
     }
 
-    /// The detection time (6.8.4, asynchronous mode): the remote's Detect
+    /// The detection time (6.8.4). Asynchronous mode: the remote's Detect
     /// Mult times the larger of our Required Min RX (in force) and the
-    /// remote's Desired Min TX. `None` before the remote is heard.
+    /// remote's Desired Min TX. Demand mode active here: our own Detect
+    /// Mult times our transmit interval, since it bounds the Poll we send,
+    /// not packets the remote no longer sends. `None` before the remote is
+    /// heard.
     pub fn detection_time_ns(&self) -> Option<Nanos> {
         if self.remote.detect_mult == 0 {
             return None;
+        }
+        if self.local_demand_active() {
+            return Some(i64::from(self.config.detect_mult) * self.tx_interval_ns());
         }
         let interval = self.rx_in_force_us.max(self.remote.desired_min_tx_us);
         Some(i64::from(self.remote.detect_mult) * i64::from(interval) * 1_000)
     }
 
-    /// When the remote is declared down unless a packet arrives first.
+    /// When the remote is declared down unless a packet arrives first. In
+    /// Demand mode only a Poll Sequence is timed, from its first packet
+    /// (6.8.4): between Polls the remote's silence is what we asked for.
     pub fn detection_deadline(&self) -> Option<Nanos> {
+        if self.local_demand_active() {
+            return Some(self.poll_sent_ns? + self.detection_time_ns()?);
+        }
         Some(self.last_rx_ns? + self.detection_time_ns()?)
     }
 
@@ -331,9 +385,10 @@ impl Session {
         self.remote_discr_until = None;
         if packet.final_ && self.polling {
             // The Poll Sequence ends: transitional values give way (6.8.3).
-            self.polling = false;
+            self.end_poll();
             self.tx_in_force_us = self.desired_min_tx_us;
             self.rx_in_force_us = self.required_min_rx_us;
+            self.next_verify_ns = None;
         }
         // A faster remote receiver shortens our interval now, not at the
         // next tick of the old schedule.
@@ -362,8 +417,17 @@ impl Session {
             _ => None,
         };
         if packet.poll {
-            // Answer with F as soon as practicable, whatever the timer (6.8.6).
+            // Answer with F as soon as practicable, whatever the timer, the
+            // state or Demand mode on either side (6.8.6).
             self.final_owed = true;
+        }
+        // Demand mode here: the next verification is due an interval after
+        // it became active or after the last one ended.
+        if !self.local_demand_active() {
+            self.next_verify_ns = None;
+        } else if !self.polling && self.next_verify_ns.is_none() && self.config.demand_verify_us > 0
+        {
+            self.next_verify_ns = Some(now + i64::from(self.config.demand_verify_us) * 1_000);
         }
         Ok(transition)
     }
@@ -391,9 +455,17 @@ impl Session {
     }
 
     /// Steady state: Up with no Poll in progress and no Final owed. Only
-    /// then may the fast path answer for us.
+    /// then may the fast path answer for us. Never in Demand mode, asked
+    /// by either side: an RX-clocked reply to each packet of a remote in
+    /// Demand mode is the periodic transmission 6.8.7 forbids, and a
+    /// remote we asked to stop gives the fast path nothing to answer.
     pub fn is_steady(&self) -> bool {
-        self.state == State::Up && !self.polling && !self.final_owed && !self.admin_down
+        self.state == State::Up
+            && !self.polling
+            && !self.final_owed
+            && !self.admin_down
+            && !self.config.demand
+            && !self.remote.demand
     }
 
     /// The packet the fast path sends on our behalf in steady state.
@@ -410,6 +482,13 @@ impl Session {
         {
             self.remote.discr = 0;
             self.remote_discr_until = None;
+        }
+        // Demand mode: verify the path with a Poll Sequence (6.6).
+        if self.next_verify_ns.is_some_and(|due| now - due >= 0) {
+            self.next_verify_ns = None;
+            if self.local_demand_active() {
+                self.start_poll(now);
+            }
         }
         let deadline = self.detection_deadline()?;
         // Signed comparison: a packet stamped after `now` (a racing reader)
@@ -442,9 +521,14 @@ impl Session {
         after.poll_transmit(deadline)
     }
 
-    /// Whether periodic transmission is allowed (6.8.7).
+    /// Whether periodic transmission is allowed (6.8.7): not by a passive
+    /// side before it heard the remote, not to a remote that wants none
+    /// (Required Min RX 0), and not to a remote in Demand mode unless a
+    /// Poll Sequence is being transmitted.
     fn may_transmit(&self) -> bool {
-        !(self.config.passive && self.remote.discr == 0) && self.remote.min_rx_us != 0
+        !(self.config.passive && self.remote.discr == 0)
+            && self.remote.min_rx_us != 0
+            && (self.polling || !self.remote_demand_active())
     }
 
     /// The transmit interval in force (6.8.7, before jitter): the larger
@@ -471,7 +555,8 @@ impl Session {
             poll,
             final_,
             control_plane_independent: false,
-            demand: false,
+            // 6.8.7: D is bfd.DemandMode while both sides are Up, else 0.
+            demand: self.local_demand_active(),
             detect_mult: self.config.detect_mult,
             my_discr: self.config.local_discr,
             your_discr: self.remote.discr,
@@ -499,6 +584,9 @@ impl Session {
         let interval = self.tx_interval_ns();
         self.next_tx_ns = Some(now + self.jittered(interval));
         self.counters.packets_out += 1;
+        if self.polling && self.poll_sent_ns.is_none() {
+            self.poll_sent_ns = Some(now);
+        }
         Some(self.sent(self.packet(self.polling, false)))
     }
 
@@ -523,9 +611,9 @@ impl Session {
             return Some(Nanos::MIN);
         }
         let tx = self.next_tx_ns.filter(|_| self.may_transmit());
-        match (tx, self.detection_deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [tx, self.detection_deadline(), self.next_verify_ns]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }

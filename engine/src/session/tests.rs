@@ -7,7 +7,7 @@ use crate::wire::Diagnostic as D;
 impl Session {
     /// A packet as it arrives: emitted, so that authentication covers the
     /// bytes a peer would send.
-    fn receive_repr(
+    pub(super) fn receive_repr(
         &mut self,
         now: Nanos,
         packet: &Repr,
@@ -16,10 +16,10 @@ impl Session {
     }
 }
 
-const MS: Nanos = 1_000_000;
-const S: Nanos = 1_000_000_000;
+pub(super) const MS: Nanos = 1_000_000;
+pub(super) const S: Nanos = 1_000_000_000;
 
-fn config() -> SessionConfig {
+pub(super) fn config() -> SessionConfig {
     SessionConfig {
         local_discr: 0x1111,
         desired_min_tx_us: 10_000,
@@ -27,11 +27,13 @@ fn config() -> SessionConfig {
         detect_mult: 3,
         required_min_echo_rx_us: 0,
         passive: false,
+        demand: false,
+        demand_verify_us: 0,
     }
 }
 
 /// A packet from the remote (discriminator 0x2222) in `state`.
-fn remote(state: State, your: u32) -> Repr {
+pub(super) fn remote(state: State, your: u32) -> Repr {
     Repr {
         diag: D::NoDiagnostic,
         state,
@@ -51,8 +53,13 @@ fn remote(state: State, your: u32) -> Repr {
 
 /// Brings a session Up through the three-way handshake at t = 0..2 ms and
 /// completes the Poll that leaving slow start starts.
-fn up_session() -> Session {
-    let mut s = Session::new(config(), 0, 7);
+pub(super) fn up_session() -> Session {
+    up_with(config())
+}
+
+/// [`up_session`] with another configuration.
+pub(super) fn up_with(config: SessionConfig) -> Session {
+    let mut s = Session::new(config, 0, 7);
     s.receive_repr(MS, &remote(State::Down, 0)).unwrap();
     s.receive_repr(2 * MS, &remote(State::Up, 0x1111)).unwrap();
     assert_eq!(s.state(), State::Up);

@@ -79,6 +79,9 @@ pub struct Row {
     pub diag: u8,
     pub my_discr: u32,
     pub your_discr: u32,
+    /// The receiver had asked for the silence this packet ended (Demand
+    /// mode, RFC 5880 6.6): not a stall of the sender's host.
+    pub demand_silence: bool,
 }
 
 /// Collects every control packet of a whole-capture analysis.
@@ -94,6 +97,7 @@ impl PacketSink for Rows {
             diag: r.control.diag,
             my_discr: r.control.my_discr,
             your_discr: r.control.your_discr,
+            demand_silence: r.demand_silence,
         });
     }
 }
@@ -222,7 +226,8 @@ pub fn walk(
                     }
                 }
                 let silence = ms(r.ts_ns.saturating_sub(last_theirs));
-                let both_up = theirs == Some(State::Up) && ours_up_at_their_last;
+                let both_up =
+                    theirs == Some(State::Up) && ours_up_at_their_last && !r.demand_silence;
                 if both_up && silence >= detection_ms - 1.0 {
                     f.peer_silences.push(Silence {
                         from_ns: last_theirs,
@@ -419,6 +424,7 @@ mod tests {
             diag,
             my_discr: if dut { 1 } else { 2 },
             your_discr: if dut { 2 } else { 1 },
+            demand_silence: false,
         }
     }
 

@@ -33,6 +33,10 @@ impl LongGaps {
 
 impl PacketSink for LongGaps {
     fn control(&mut self, record: &PacketRecord) {
+        // A silence the receiver asked for (Demand mode) is no late packet.
+        if record.demand_silence {
+            return;
+        }
         if let Some(gap) = record.gap_ns.filter(|&g| g >= self.threshold_ns) {
             self.gaps.push((record.flow, record.ts_ns, gap));
         }
@@ -89,6 +93,7 @@ mod tests {
                 state: linecard_capture_analyzer::decode::State::Up,
                 poll: false,
                 final_: false,
+                demand: false,
                 detect_mult: 3,
                 my_discr: 1,
                 your_discr: 2,
@@ -97,6 +102,7 @@ mod tests {
                 auth: None,
             },
             gap_ns,
+            demand_silence: false,
         }
     }
 
