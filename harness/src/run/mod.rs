@@ -467,7 +467,13 @@ fn run_prepared(
         if INTERRUPTED.load(Ordering::Relaxed) || disk_full.is_some() {
             break;
         }
-        let (mut outcome, full) = attempt(scenario, dut, &dir, &manifest.host, &attempt_dir(&dut.label, 1));
+        let (mut outcome, full) = attempt(
+            scenario,
+            dut,
+            &dir,
+            &manifest.host,
+            &attempt_dir(&dut.label, 1),
+        );
         disk_full = disk_full.or(full);
         let mut spoiled = Vec::new();
         while outcome.spoiled()
@@ -482,7 +488,13 @@ fn run_prepared(
                 spoiled.len() + 1
             );
             let n = spoiled.len() + 2;
-            let (next, full) = attempt(scenario, dut, &dir, &manifest.host, &attempt_dir(&dut.label, n));
+            let (next, full) = attempt(
+                scenario,
+                dut,
+                &dir,
+                &manifest.host,
+                &attempt_dir(&dut.label, n),
+            );
             disk_full = disk_full.or(full);
             spoiled.push(std::mem::replace(&mut outcome, next));
         }
