@@ -277,13 +277,17 @@ fn transitions_and_unoffloaded_sessions_go_to_userspace() {
         ("Down", bfd(1, 0, PEER_DISCR, OUR_DISCR)),
         ("Final for our Poll", bfd(3, 0x10, PEER_DISCR, OUR_DISCR)),
         (
+            "Demand mode asked for (D)",
+            bfd(3, 0x02, PEER_DISCR, OUR_DISCR),
+        ),
+        (
             "bootstrap Down, your discriminator 0",
             bfd(1, 0, PEER_DISCR, 0),
         ),
     ] {
         assert_eq!(fast.run(&frame(255, &payload)).action, XDP_PASS, "{what}");
     }
-    assert_eq!(fast.per_cpu_sum(names::VERDICTS_MAP, verdict::PASSED), 4);
+    assert_eq!(fast.per_cpu_sum(names::VERDICTS_MAP, verdict::PASSED), 5);
     // Not BFD at all: ARP and DNS pass untouched.
     let mut arp = frame(255, &[0; 24]);
     arp[12..14].copy_from_slice(&[0x08, 0x06]);

@@ -44,6 +44,7 @@ struct RawSessions {
     min_ttl: Option<i64>,
     echo: Option<bool>,
     auth: Option<RawAuth>,
+    demand: Option<String>,
 }
 
 /// `sessions.auth = { type = "meticulous_keyed_sha1", key_id = 1, secret = "..." }`.
@@ -200,6 +201,11 @@ pub struct Expectation {
     /// (`sessions.auth`).
     #[serde(default)]
     pub auth: Option<WireAuth>,
+    /// Demand mode must show on the wire in each phase: the asker's D, the
+    /// other side's silence, and the asker's verification Polls answered
+    /// (`sessions.demand`).
+    #[serde(default)]
+    pub demand: Option<DemandAsker>,
 }
 
 /// Authentication as the wire must show it: this Auth Type and Key ID on
@@ -310,6 +316,29 @@ pub struct Sessions {
     /// session of the peer and of each DUT.
     #[serde(default)]
     pub auth: Option<SessionAuth>,
+    /// Who asks for Demand mode (RFC 5880 6.6) once the sessions are Up;
+    /// `None`: asynchronous mode throughout.
+    #[serde(default)]
+    pub demand: Option<DemandAsker>,
+}
+
+/// `sessions.demand`: the side(s) that set D, asking the other to stop its
+/// periodic packets and verifying the path with a Poll every second.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DemandAsker {
+    Dut,
+    Peer,
+    Both,
+}
+
+impl DemandAsker {
+    pub fn dut_asks(self) -> bool {
+        matches!(self, Self::Dut | Self::Both)
+    }
+    pub fn peer_asks(self) -> bool {
+        matches!(self, Self::Peer | Self::Both)
+    }
 }
 
 /// A scenario's authentication: the type by the engine's name
@@ -767,6 +796,19 @@ impl Scenario {
                 (true, Some(t)) => return Err(invalid("sessions.min_ttl", &t, "must be 1 to 255")),
             },
             echo: s.echo.unwrap_or(false),
+            demand: match s.demand.as_deref() {
+                None => None,
+                Some("dut") => Some(DemandAsker::Dut),
+                Some("peer") => Some(DemandAsker::Peer),
+                Some("both") => Some(DemandAsker::Both),
+                Some(other) => {
+                    return Err(invalid(
+                        "sessions.demand",
+                        &other,
+                        "must be \"dut\", \"peer\" or \"both\": who asks for Demand mode",
+                    ))
+                }
+            },
             auth: match &s.auth {
                 None => None,
                 Some(a) => Some(session_auth(a, peer).map_err(|(k, v, why)| {
@@ -774,6 +816,15 @@ impl Scenario {
                 })?),
             },
         };
+        if sessions.demand.is_some_and(DemandAsker::peer_asks)
+            && peer != PeerImplementation::Linecardd
+        {
+            return Err(invalid(
+                "sessions.demand",
+                &"peer",
+                "a peer that asks for Demand mode needs peer.implementation = \"linecardd\": FRR bfdd 8.4.4 and BIRD 2.0.12 have no Demand mode",
+            ));
+        }
         if sessions.echo && sessions.multihop {
             return Err(invalid(
                 "sessions.echo",
@@ -933,6 +984,15 @@ impl Scenario {
                     "sessions.auth needs linecardd: FRR bfdd 8.4.4 has no BFD authentication, and its dataplane protocol carries no keys",
                 ));
             }
+            if sessions.demand.is_some()
+                && !matches!(implementation, DutImplementation::Linecardd { .. })
+            {
+                return Err(invalid(
+                    &key("implementation"),
+                    &d.implementation,
+                    "sessions.demand needs linecardd: FRR bfdd 8.4.4 has no Demand mode (its dataplane protocol's flag is never set)",
+                ));
+            }
             let rt_throttling = match d.rt_throttling.as_deref().unwrap_or("shipped") {
                 "shipped" => RtThrottling::Shipped,
                 "off" => RtThrottling::Off,
@@ -1017,8 +1077,10 @@ impl Scenario {
             // Authentication is the sessions', and judged on every DUT.
             let wire_auth = sessions.auth.as_ref().map(WireAuth::of);
             expect.auth = wire_auth;
+            expect.demand = sessions.demand;
             for (_, limits) in &mut per_family {
                 limits.auth = wire_auth;
+                limits.demand = sessions.demand;
             }
             duts.push(DutSpec {
                 label: d.label.clone(),

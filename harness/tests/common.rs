@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use std::fs::File;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Whether privileged tests can run here. Not root: a printed skip, unless
@@ -433,4 +434,72 @@ pub fn analyze_window(
         None,
     )
     .unwrap()
+}
+
+/// The repository's root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The one run directory under `results/<scenario>/`.
+pub fn run_dir(results: &Path, scenario: &str) -> PathBuf {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(results.join(scenario))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs.remove(0)
+}
+
+/// `linecard run SCENARIO --results RESULTS/<TAG><N> EXTRA...` for the
+/// scenario called `name`, repeated (at most twice, each attempt
+/// kept in its own directory) while the run comes out `invalid`: its
+/// environment spoiled it (a stalled peer host) beyond the runner's own
+/// repeats of each DUT. Returns the output and the judged run's directory. (Short
+/// names: the daemons' unix sockets live under the run directory.)
+pub fn judged_run(
+    scenario: &Path,
+    name: &str,
+    results: &Path,
+    tag: &str,
+    extra: &[&str],
+) -> (std::process::Output, PathBuf) {
+    const ATTEMPTS: usize = 2;
+    for attempt in 1..=ATTEMPTS {
+        let into = results.join(format!("{tag}{attempt}"));
+        let mut args = vec![
+            "run",
+            scenario.to_str().unwrap(),
+            "--results",
+            into.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let out = linecard(&args);
+        let dir = run_dir(&into, name);
+        let status = std::fs::read_to_string(dir.join("status")).unwrap();
+        if !status.starts_with("invalid:") || attempt == ATTEMPTS {
+            return (out, dir);
+        }
+        eprintln!("{name}: attempt {attempt} {status}; running again");
+    }
+    unreachable!()
+}
+
+pub fn phase<'a>(dut: &'a serde_json::Value, profile: &str) -> &'a serde_json::Value {
+    dut["evidence"]["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["profile"] == profile)
+        .unwrap_or_else(|| panic!("no {profile} phase in {dut:#}"))
+}
+
+/// The DUT labelled `label` in a run manifest.
+pub fn dut<'a>(manifest: &'a serde_json::Value, label: &str) -> &'a serde_json::Value {
+    manifest["duts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["label"] == label)
+        .unwrap_or_else(|| panic!("no DUT {label}"))
 }

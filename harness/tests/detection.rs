@@ -93,6 +93,7 @@ fn once() -> Result<(), String> {
         min_ttl: None,
         echo: false,
         auth: None,
+        demand: None,
     };
     let pairs = pairs(&sessions);
     // The runner finds linecardd beside `linecard`; this test binary lives

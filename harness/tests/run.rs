@@ -14,63 +14,6 @@ use std::time::{Duration, Instant};
 /// The lab's DUT namespace.
 const DUT_NS: &str = linecard_harness::lab::spec::DUT.namespace;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The one run directory under `results/<scenario>/`.
-fn run_dir(results: &Path, scenario: &str) -> PathBuf {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(results.join(scenario))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(dirs.len(), 1, "{dirs:?}");
-    dirs.remove(0)
-}
-
-/// `linecard run SCENARIO --results RESULTS/<TAG><N> EXTRA...` for the
-/// scenario called `name`, repeated (at most three times, each attempt
-/// kept in its own directory) while the run comes out `invalid`: its
-/// environment spoiled it (a stalled peer host) beyond the runner's own
-/// one repeat. Returns the output and the judged run's directory. (Short
-/// names: the daemons' unix sockets live under the run directory.)
-fn judged_run(
-    scenario: &Path,
-    name: &str,
-    results: &Path,
-    tag: &str,
-    extra: &[&str],
-) -> (std::process::Output, PathBuf) {
-    const ATTEMPTS: usize = 3;
-    for attempt in 1..=ATTEMPTS {
-        let into = results.join(format!("{tag}{attempt}"));
-        let mut args = vec![
-            "run",
-            scenario.to_str().unwrap(),
-            "--results",
-            into.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        let out = linecard(&args);
-        let dir = run_dir(&into, name);
-        let status = std::fs::read_to_string(dir.join("status")).unwrap();
-        if !status.starts_with("invalid:") || attempt == ATTEMPTS {
-            return (out, dir);
-        }
-        eprintln!("{name}: attempt {attempt} {status}; running again");
-    }
-    unreachable!()
-}
-
-fn phase<'a>(dut: &'a serde_json::Value, profile: &str) -> &'a serde_json::Value {
-    dut["evidence"]["phases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["profile"] == profile)
-        .unwrap_or_else(|| panic!("no {profile} phase in {dut:#}"))
-}
-
 #[test]
 fn the_bakeoff_reproduces_the_reference_table_with_this_kernels_physics() {
     if !privileged("the_bakeoff_reproduces_the_reference_table") {
@@ -832,16 +775,6 @@ fn run_shortened(scenario: &str, results: &Path) -> serde_json::Value {
         &format!("linecard run {scenario} ({})", dir.display()),
     );
     stdout_json(&out)
-}
-
-/// The DUT labelled `label` in a manifest.
-fn dut<'a>(manifest: &'a serde_json::Value, label: &str) -> &'a serde_json::Value {
-    manifest["duts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["label"] == label)
-        .unwrap_or_else(|| panic!("no DUT {label}"))
 }
 
 /// IPv6 on the kernel path (issue 6): the xdp backend answers an IPv6 FRR

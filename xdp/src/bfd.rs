@@ -224,6 +224,7 @@ const STATE_UP: u8 = 3;
 const FLAG_POLL: u8 = 0x20;
 const FLAG_FINAL: u8 = 0x10;
 const FLAG_AUTH: u8 = 0x04;
+const FLAG_DEMAND: u8 = 0x02;
 const FLAG_MULTIPOINT: u8 = 0x01;
 
 #[repr(C)]
@@ -550,8 +551,12 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
     session.remote_required_min_rx_us = u32::from_be_bytes([b[16], b[17], b[18], b[19]]);
     session.remote_detect_mult = u32::from(b[2]);
     // Userspace keeps everything but the steady state: transitions, the
-    // peer's Final (the end of our Poll), authentication.
-    if config.flags & FLAG_REPLY == 0 || state != STATE_UP || flags & (FLAG_FINAL | FLAG_AUTH) != 0
+    // peer's Final (the end of our Poll), authentication, and a peer in
+    // Demand mode (RFC 5880 6.8.7: no periodic packets to it, and an
+    // RX-clocked reply is one for each of its packets).
+    if config.flags & FLAG_REPLY == 0
+        || state != STATE_UP
+        || flags & (FLAG_FINAL | FLAG_AUTH | FLAG_DEMAND) != 0
     {
         session.passed += 1;
         return to_userspace();

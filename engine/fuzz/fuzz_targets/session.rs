@@ -2,7 +2,9 @@
 //! the session's invariants hold (My Discriminator never 0, P and F never
 //! together, no state change from a refused packet). The first byte
 //! chooses a session without authentication or one with each type (RFC
-//! 5880 6.7), whose verification then sees every packet.
+//! 5880 6.7), whose verification then sees every packet; its top bit puts
+//! the session in Demand mode (6.6), whose D appears only while both sides
+//! are Up.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use linecard_engine::config::AUTH_TYPES;
@@ -11,6 +13,9 @@ use linecard_engine::session::{Session, SessionConfig};
 use linecard_engine::wire::Repr;
 
 fuzz_target!(|data: &[u8]| {
+    let Some((&mode, data)) = data.split_first() else {
+        return;
+    };
     let config = SessionConfig {
         local_discr: 0x1111,
         desired_min_tx_us: 10_000,
@@ -18,12 +23,11 @@ fuzz_target!(|data: &[u8]| {
         detect_mult: 3,
         required_min_echo_rx_us: 0,
         passive: false,
-    };
-    let Some((&mode, data)) = data.split_first() else {
-        return;
+        demand: mode & 0x80 != 0,
+        demand_verify_us: 100_000,
     };
     let mut session = Session::new(config, 0, 1);
-    if let Some(&(_, auth_type)) = AUTH_TYPES.get(usize::from(mode % 6)) {
+    if let Some(&(_, auth_type)) = AUTH_TYPES.get(usize::from((mode & 0x7f) % 6)) {
         let keys = vec![AuthKey { id: 1, secret: b"linecard".to_vec() }];
         session = session.with_auth(Auth::new(AuthConfig { auth_type, keys, send_key: 1 }, 7));
     }
@@ -43,6 +47,7 @@ fuzz_target!(|data: &[u8]| {
         while let Some(out) = session.poll_transmit(now) {
             assert_ne!(out.my_discr, 0);
             assert!(!(out.poll && out.final_));
+            assert!(!out.demand || session.local_demand_active(), "D while not both Up");
         }
     }
 });

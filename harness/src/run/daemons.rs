@@ -474,6 +474,7 @@ fn start_peer_daemon(
                     namespace: spec::PEER.namespace,
                     cpuset: &rest,
                     cpus: &cpus,
+                    asks_demand: sessions.demand.is_some_and(|d| d.peer_asks()),
                 },
                 "rt",
                 "",
@@ -516,18 +517,19 @@ fn start_peer_daemon(
     })
 }
 
-/// The linecardd configuration of a DUT with a session per pair.
+/// The configuration of a linecardd on `host` with a session per pair.
 /// `engine`: the scenario's extra `[engine]` keys (TOML), which take the
 /// place of the runner's defaults.
-pub fn linecardd_config(
+fn linecardd_config(
+    host: &LinecarddHost,
     backend: &str,
     engine: &str,
     sessions: &Sessions,
     pairs: &[Pair],
     offload_only: Option<Family>,
     socket: &Path,
-    dut_cpus: &[usize],
 ) -> String {
+    let (dut_cpus, asks_demand) = (host.cpus, host.asks_demand);
     let mut config = format!("[engine]\ncontrol_socket = \"{}\"\n", socket.display());
     let extra: toml::Table = engine.parse().unwrap_or_default();
     if !extra.contains_key("rt_priority") {
@@ -566,6 +568,10 @@ pub fn linecardd_config(
             if let Some(ttl) = sessions.min_ttl {
                 config.push_str(&format!("min_ttl = {ttl}\n"));
             }
+        }
+        if asks_demand {
+            // A verification Poll every second (the engine's default).
+            config.push_str("demand = true\n");
         }
         if let Some(auth) = &sessions.auth {
             // Validated printable, without quotes or backslashes.
@@ -656,7 +662,7 @@ pub fn start_dut(
             );
             // No sessions of its own: bfdd hands them over.
             let (daemon, socket) = spawn_linecardd(
-                &LinecarddHost::dut(&cpuset, dut_cpus),
+                &LinecarddHost::dut(&cpuset, dut_cpus, sessions),
                 backend,
                 &engine_keys,
                 sessions,
@@ -684,7 +690,7 @@ pub fn start_dut(
         }
         DutImplementation::Linecardd { backend } => {
             let (daemon, socket) = spawn_linecardd(
-                &LinecarddHost::dut(&cpuset, dut_cpus),
+                &LinecarddHost::dut(&cpuset, dut_cpus, sessions),
                 backend,
                 engine,
                 sessions,
@@ -714,15 +720,18 @@ struct LinecarddHost<'a> {
     cpuset: &'a Path,
     /// The cpuset's CPUs; the engine is pinned to the first.
     cpus: &'a [usize],
+    /// Its sessions set D once Up (`sessions.demand`).
+    asks_demand: bool,
 }
 
 impl<'a> LinecarddHost<'a> {
-    fn dut(cpuset: &'a Path, cpus: &'a [usize]) -> Self {
+    fn dut(cpuset: &'a Path, cpus: &'a [usize], sessions: &Sessions) -> Self {
         Self {
             name: "linecardd",
             namespace: spec::DUT.namespace,
             cpuset,
             cpus,
+            asks_demand: sessions.demand.is_some_and(|d| d.dut_asks()),
         }
     }
 }
@@ -744,13 +753,13 @@ fn spawn_linecardd(
     std::fs::write(
         &config,
         linecardd_config(
+            host,
             backend,
             engine,
             sessions,
             pairs,
             offload_only,
             &socket,
-            host.cpus,
         ),
     )?;
     let binary = linecardd_binary();
@@ -904,8 +913,9 @@ impl Bfd {
                 let list = linecardd_ctl(socket, &["list", "--json"]).map_err(|e| e.to_string())?;
                 let sessions = list["sessions"].as_array().cloned().unwrap_or_default();
                 // Where each session must be: on the fast path, or (the
-                // family kept out of it, or authenticated: the fast path
-                // neither verifies nor signs) in userspace.
+                // family kept out of it; authenticated: the fast path
+                // neither verifies nor signs; in Demand mode, which rules
+                // out RX-clocked replies) in userspace.
                 let offloaded = |s: &serde_json::Value| {
                     let family = s["peer"]
                         .as_str()
@@ -913,6 +923,8 @@ impl Bfd {
                         .map(Family::of);
                     *offloads
                         && s["auth"].is_null()
+                        && s["demand"]["configured"] != true
+                        && s["demand"]["active_at_peer"] != true
                         && offload_only.is_none_or(|f| family == Some(f))
                 };
                 let steady = sessions

@@ -2,7 +2,7 @@
 //! matters: a run that cannot be trusted is `invalid` whatever its numbers
 //! say; only a trusted run can `pass` or `fail`.
 
-use crate::scenario::{Expectation, PeerEcho};
+use crate::scenario::{DemandAsker, Expectation, PeerEcho};
 use serde::{Deserialize, Serialize};
 
 /// Figures of one phase, from the capture: the DUT's transmit gaps and the
@@ -48,6 +48,27 @@ pub struct PhaseFigures {
     /// over every session's control packets (`sessions.auth`).
     #[serde(default)]
     pub auth: Vec<AuthFigures>,
+    /// Demand mode on the wire in the phase, per side (`dut`, `peer`),
+    /// over every session's control packets (`sessions.demand`).
+    #[serde(default)]
+    pub demand: Vec<DemandFigures>,
+}
+
+/// One side's control packets in a phase and what they show of Demand
+/// mode (RFC 5880 6.6; the capture analyzer's per-flow figures, summed).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DemandFigures {
+    /// `dut` or `peer`.
+    pub side: String,
+    pub packets: u64,
+    /// Sent with D: this side asked the other to stop.
+    pub demand_packets: u64,
+    /// This side's silences the other side asked for, and the longest.
+    pub silences: u64,
+    pub silence_max_ms: f64,
+    /// Poll Sequences this side started, and its Finals to the other's.
+    pub polls: u64,
+    pub finals: u64,
 }
 
 /// One side's control packets in a phase and what their authentication
@@ -465,6 +486,54 @@ fn broken_limits(expect: &Expectation, e: &Evidence) -> Vec<String> {
     }
     broken.extend(broken_echo(expect, e));
     broken.extend(broken_auth(expect, e));
+    broken.extend(broken_demand(expect, e));
+    broken
+}
+
+/// The Demand mode expectation, phase by phase: the asker set D, the other
+/// side fell silent as asked (RFC 5880 6.8.7), and the asker verified the
+/// path with Polls the other side answered (6.6).
+fn broken_demand(expect: &Expectation, e: &Evidence) -> Vec<String> {
+    let Some(asker) = expect.demand else {
+        return Vec::new();
+    };
+    let mut broken = Vec::new();
+    for p in e.phases.iter().filter(|p| p.plain()) {
+        let of = |side: &str| p.demand.iter().find(|d| d.side == side);
+        for (side, other, asks) in [
+            ("dut", "peer", asker != DemandAsker::Peer),
+            ("peer", "dut", asker != DemandAsker::Dut),
+        ] {
+            if !asks {
+                continue;
+            }
+            let (Some(me), Some(them)) = (of(side), of(other)) else {
+                broken.push(format!(
+                    "phase {}: no control packets of both sides on the wire",
+                    p.phase
+                ));
+                continue;
+            };
+            if me.demand_packets == 0 {
+                broken.push(format!(
+                    "phase {}: the {side} never set D ({} packets)",
+                    p.phase, me.packets
+                ));
+            }
+            if them.silences == 0 {
+                broken.push(format!(
+                    "phase {}: the {other} never fell silent as the {side} asked ({} packets)",
+                    p.phase, them.packets
+                ));
+            }
+            if me.polls == 0 || them.finals == 0 {
+                broken.push(format!(
+                    "phase {}: the {side}'s verification Polls ({}) got {} Finals",
+                    p.phase, me.polls, them.finals
+                ));
+            }
+        }
+    }
     broken
 }
 
@@ -571,6 +640,7 @@ mod tests {
             fault: None,
             echo: Vec::new(),
             auth: Vec::new(),
+            demand: Vec::new(),
         }
     }
 
@@ -627,6 +697,43 @@ mod tests {
         e.long_gaps.pop();
         e.phases[0].flaps = 1;
         assert!(matches!(judge(&hold(), &e), Verdict::Fail(_)));
+    }
+
+    #[test]
+    fn demand_mode_must_show_d_the_asked_silence_and_answered_polls() {
+        let side = |who: &str, d: u64, silences: u64, polls: u64, finals: u64| DemandFigures {
+            side: who.into(),
+            packets: 20,
+            demand_packets: d,
+            silences,
+            silence_max_ms: 1000.0,
+            polls,
+            finals,
+        };
+        let expect = Expectation {
+            demand: Some(DemandAsker::Dut),
+            ..Default::default()
+        };
+        let with = |demand: Vec<DemandFigures>| {
+            let mut p = phase(0, 10.0, 900.0);
+            p.demand = demand;
+            evidence(vec![p])
+        };
+        // The DUT asked, the peer fell silent and answered every Poll.
+        let good = with(vec![side("dut", 20, 0, 10, 0), side("peer", 0, 9, 0, 10)]);
+        assert_eq!(judge(&expect, &good), Verdict::Pass);
+        // A peer that kept sending: Demand mode never took effect.
+        let loud = with(vec![side("dut", 20, 0, 10, 0), side("peer", 0, 0, 0, 10)]);
+        assert!(
+            matches!(judge(&expect, &loud), Verdict::Fail(w) if w.contains("never fell silent"))
+        );
+        // A DUT without D, and Polls nobody answered.
+        let mute = with(vec![side("dut", 0, 0, 10, 0), side("peer", 0, 9, 0, 0)]);
+        assert!(
+            matches!(judge(&expect, &mute), Verdict::Fail(w) if w.contains("never set D") && w.contains("got 0 Finals"))
+        );
+        // Without sessions.demand nothing of it is judged.
+        assert_eq!(judge(&Expectation::default(), &mute), Verdict::Pass);
     }
 
     fn hold() -> Expectation {

@@ -329,6 +329,16 @@ pub fn plan(scenario: &Scenario) -> String {
                     }
                 ));
             }
+            if let Some(asker) = expect.demand {
+                e.push(format!(
+                    "Demand mode asked by {}: D, the other side silent, Polls answered",
+                    match asker {
+                        crate::scenario::DemandAsker::Dut => "the DUT",
+                        crate::scenario::DemandAsker::Peer => "the peer",
+                        crate::scenario::DemandAsker::Both => "both sides",
+                    }
+                ));
+            }
             if e.is_empty() {
                 "measured only".into()
             } else {
@@ -898,7 +908,12 @@ fn run_dut(
             .flows
             .iter()
             .filter(|f| dut_addrs.contains(&f.src))
-            .filter(|f| f.up_gap_ms.count > 0 && f.first_ts_ns < first_phase.min(up_at))
+            // A silence Demand mode asked for starts at a packet in Up
+            // too (both sides' D: every gap is one).
+            .filter(|f| {
+                (f.up_gap_ms.count > 0 || f.demand_silence_ms.count > 0)
+                    && f.first_ts_ns < first_phase.min(up_at)
+            })
             .count();
         if up_on_wire == pairs.len() {
             Ok(())
@@ -1078,6 +1093,7 @@ fn run_dut(
         DutImplementation::Linecardd { backend } | DutImplementation::FrrDataplane { backend } => {
             daemons::offloads(backend, &dut.engine)
                 && scenario.sessions.auth.is_none()
+                && scenario.sessions.demand.is_none()
                 && dut.offload_only.is_none_or(|f| f == family)
         }
         DutImplementation::Frr => false,
@@ -1176,6 +1192,7 @@ fn figures_of(
         .filter(|f| pairs.iter().any(|p| f.src == p.dut.to_string()))
         .collect();
     let auth = auth_figures(flows, pairs);
+    let demand = demand_figures(flows, pairs);
     // Per session: the flaps either side showed, and when.
     let per_session: Vec<(u64, Vec<i64>)> = pairs
         .iter()
@@ -1226,7 +1243,28 @@ fn figures_of(
         fault: None,
         echo,
         auth,
+        demand,
     }
+}
+
+/// One side's (`dut` or `peer`) control flows over `pairs`' sessions.
+fn side_flows<'a>(
+    flows: &'a [linecard_capture_analyzer::model::FlowResult],
+    pairs: &'a [daemons::Pair],
+    side: &'a str,
+) -> impl Iterator<Item = &'a linecard_capture_analyzer::model::FlowResult> + 'a {
+    use linecard_capture_analyzer::decode::Service;
+    flows.iter().filter(move |f| {
+        f.service != Service::Echo
+            && pairs.iter().any(|p| {
+                let (from, to) = if side == "dut" {
+                    (p.dut, p.peer)
+                } else {
+                    (p.peer, p.dut)
+                };
+                f.src == from.to_string() && f.dst == to.to_string()
+            })
+    })
 }
 
 /// Each side's control packets over `pairs`' sessions and their
@@ -1235,25 +1273,13 @@ fn auth_figures(
     flows: &[linecard_capture_analyzer::model::FlowResult],
     pairs: &[daemons::Pair],
 ) -> Vec<judge::AuthFigures> {
-    use linecard_capture_analyzer::decode::Service;
-    let mut sides = [
-        ("dut", judge::AuthFigures::default()),
-        ("peer", judge::AuthFigures::default()),
-    ];
-    for (side, figures) in &mut sides {
-        let mine = |f: &&linecard_capture_analyzer::model::FlowResult| {
-            f.service != Service::Echo
-                && pairs.iter().any(|p| {
-                    let (from, to) = if *side == "dut" {
-                        (p.dut, p.peer)
-                    } else {
-                        (p.peer, p.dut)
-                    };
-                    f.src == from.to_string() && f.dst == to.to_string()
-                })
+    let mut all = Vec::new();
+    for side in ["dut", "peer"] {
+        let mut figures = judge::AuthFigures {
+            side: side.into(),
+            ..Default::default()
         };
-        figures.side = side.to_string();
-        for flow in flows.iter().filter(mine) {
+        for flow in side_flows(flows, pairs, side) {
             figures.packets += flow.packets;
             let Some(a) = &flow.auth else { continue };
             figures.authenticated += a.packets;
@@ -1273,11 +1299,39 @@ fn auth_figures(
             figures.sequence_same += a.sequence_same;
             figures.sequence_other += a.sequence_other;
         }
+        if figures.packets > 0 {
+            all.push(figures);
+        }
     }
-    sides
+    all
+}
+
+/// Each side's control packets over `pairs`' sessions and what they show
+/// of Demand mode, from the capture's flows.
+fn demand_figures(
+    flows: &[linecard_capture_analyzer::model::FlowResult],
+    pairs: &[daemons::Pair],
+) -> Vec<judge::DemandFigures> {
+    ["dut", "peer"]
         .into_iter()
-        .filter(|(_, f)| f.packets > 0)
-        .map(|(_, f)| f)
+        .map(|side| {
+            side_flows(flows, pairs, side).fold(
+                judge::DemandFigures {
+                    side: side.into(),
+                    ..Default::default()
+                },
+                |mut d, f| {
+                    d.packets += f.packets;
+                    d.demand_packets += f.demand_packets;
+                    d.silences += f.demand_silence_ms.count;
+                    d.silence_max_ms = d.silence_max_ms.max(f.demand_silence_ms.max);
+                    d.polls += f.polls;
+                    d.finals += f.poll_final_ms.count;
+                    d
+                },
+            )
+        })
+        .filter(|d| d.packets > 0)
         .collect()
 }
 
@@ -1466,6 +1520,36 @@ fn auth_markdown(m: &Manifest) -> String {
     )
 }
 
+/// Demand mode on the wire (`sessions.demand`), per DUT, phase and side.
+fn demand_markdown(m: &Manifest) -> String {
+    let mut rows = String::new();
+    for d in m.duts.iter().filter(|d| d.spec.expect.demand.is_some()) {
+        let Some(e) = &d.evidence else { continue };
+        for p in &e.phases {
+            for s in &p.demand {
+                rows.push_str(&format!(
+                    "| {} | {} | {} | {} | {} | {} | {:.2} | {} | {} |\n",
+                    d.label,
+                    p.profile,
+                    if s.side == "dut" { "DUT" } else { "peer" },
+                    s.packets,
+                    s.demand_packets,
+                    s.silences,
+                    s.silence_max_ms,
+                    s.polls,
+                    s.finals,
+                ));
+            }
+        }
+    }
+    if rows.is_empty() {
+        return rows;
+    }
+    format!(
+        "\nDemand mode on the capture (RFC 5880 6.6), each side's control packets: how many, how many with D (asking the other side to stop), the silences the other side asked of it (kept out of the gap figures) and the longest in ms, the verification Polls it started and the Finals it sent.\n\n| DUT | phase | side | packets | with D | silences | longest silence | polls | finals |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n{rows}"
+    )
+}
+
 pub fn summary_markdown(m: &Manifest) -> String {
     let mut out = format!(
         "# {} ({})\n\n{}\n\nStatus: **{}**. Peer: {} ({}); sessions {} x {} ms ({}). Host: kernel {}, DUT CPUs {:?}, sched_rt_runtime_us as shipped {}.\n\n",
@@ -1536,6 +1620,7 @@ pub fn summary_markdown(m: &Manifest) -> String {
     out.push_str(&families_markdown(m));
     out.push_str(&echo_markdown(m));
     out.push_str(&auth_markdown(m));
+    out.push_str(&demand_markdown(m));
     out.push_str(&faults_markdown(m));
     out.push_str("\nRT throttling per DUT (sched_rt_runtime_us during its run): ");
     let throttling: Vec<String> = m
