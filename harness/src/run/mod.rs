@@ -1486,67 +1486,84 @@ fn echo_markdown(m: &Manifest) -> String {
     )
 }
 
-/// Authentication on the wire (`sessions.auth`), per DUT, phase and side.
-fn auth_markdown(m: &Manifest) -> String {
+/// A table of per-side figures of every phase of the DUTs `wanted` picks
+/// (`row` gives one row's cells after DUT and phase), under `intro`; empty
+/// when no DUT has any.
+fn side_table<T>(
+    m: &Manifest,
+    wanted: impl Fn(&DutOutcome) -> bool,
+    figures: impl Fn(&PhaseFigures) -> &[T],
+    row: impl Fn(&T) -> String,
+    intro: &str,
+) -> String {
     let mut rows = String::new();
-    // Only where authentication was configured: elsewhere every row would
-    // say 0 authenticated, which is what was asked for.
-    for d in m.duts.iter().filter(|d| d.spec.expect.auth.is_some()) {
+    for d in m.duts.iter().filter(|d| wanted(d)) {
         let Some(e) = &d.evidence else { continue };
         for p in &e.phases {
-            for a in &p.auth {
-                let list = |v: &[u8]| v.iter().map(u8::to_string).collect::<Vec<_>>().join(", ");
-                rows.push_str(&format!(
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                    d.label,
-                    p.profile,
-                    if a.side == "dut" { "DUT" } else { "peer" },
-                    a.packets,
-                    a.authenticated,
-                    list(&a.types),
-                    list(&a.key_ids),
-                    a.sequence_next,
-                    a.sequence_same,
-                    a.sequence_other,
-                ));
+            for f in figures(p) {
+                rows.push_str(&format!("| {} | {} | {} |\n", d.label, p.profile, row(f)));
             }
         }
     }
     if rows.is_empty() {
         return rows;
     }
-    format!(
-        "\nAuthentication on the capture (RFC 5880 6.7), each side's control packets: how many, how many with the A bit, the Auth Types and Key IDs they carried, and between consecutive keyed packets of one sender whether the Sequence Number went up by one, stayed, or did anything else (a meticulous sender shows +1 only). The analyzer holds no key: digests are the receivers' to verify.\n\n| DUT | phase | side | packets | authenticated | types | key IDs | seq +1 | seq same | seq other |\n|---|---|---|---:|---:|---|---|---:|---:|---:|\n{rows}"
+    format!("\n{intro}{rows}")
+}
+
+fn side_name(side: &str) -> &'static str {
+    if side == "dut" {
+        "DUT"
+    } else {
+        "peer"
+    }
+}
+
+/// Authentication on the wire (`sessions.auth`), per DUT, phase and side.
+fn auth_markdown(m: &Manifest) -> String {
+    let list = |v: &[u8]| v.iter().map(u8::to_string).collect::<Vec<_>>().join(", ");
+    side_table(
+        m,
+        // Only where authentication was configured: elsewhere every row
+        // would say 0 authenticated, which is what was asked for.
+        |d| d.spec.expect.auth.is_some(),
+        |p| &p.auth,
+        |a| {
+            format!(
+                "{} | {} | {} | {} | {} | {} | {} | {}",
+                side_name(&a.side),
+                a.packets,
+                a.authenticated,
+                list(&a.types),
+                list(&a.key_ids),
+                a.sequence_next,
+                a.sequence_same,
+                a.sequence_other,
+            )
+        },
+        "Authentication on the capture (RFC 5880 6.7), each side's control packets: how many, how many with the A bit, the Auth Types and Key IDs they carried, and between consecutive keyed packets of one sender whether the Sequence Number went up by one, stayed, or did anything else (a meticulous sender shows +1 only). The analyzer holds no key: digests are the receivers' to verify.\n\n| DUT | phase | side | packets | authenticated | types | key IDs | seq +1 | seq same | seq other |\n|---|---|---|---:|---:|---|---|---:|---:|---:|\n",
     )
 }
 
 /// Demand mode on the wire (`sessions.demand`), per DUT, phase and side.
 fn demand_markdown(m: &Manifest) -> String {
-    let mut rows = String::new();
-    for d in m.duts.iter().filter(|d| d.spec.expect.demand.is_some()) {
-        let Some(e) = &d.evidence else { continue };
-        for p in &e.phases {
-            for s in &p.demand {
-                rows.push_str(&format!(
-                    "| {} | {} | {} | {} | {} | {} | {:.2} | {} | {} |\n",
-                    d.label,
-                    p.profile,
-                    if s.side == "dut" { "DUT" } else { "peer" },
-                    s.packets,
-                    s.demand_packets,
-                    s.silences,
-                    s.silence_max_ms,
-                    s.polls,
-                    s.finals,
-                ));
-            }
-        }
-    }
-    if rows.is_empty() {
-        return rows;
-    }
-    format!(
-        "\nDemand mode on the capture (RFC 5880 6.6), each side's control packets: how many, how many with D (asking the other side to stop), the silences the other side asked of it (kept out of the gap figures) and the longest in ms, the verification Polls it started and the Finals it sent.\n\n| DUT | phase | side | packets | with D | silences | longest silence | polls | finals |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n{rows}"
+    side_table(
+        m,
+        |d| d.spec.expect.demand.is_some(),
+        |p| &p.demand,
+        |s| {
+            format!(
+                "{} | {} | {} | {} | {:.2} | {} | {}",
+                side_name(&s.side),
+                s.packets,
+                s.demand_packets,
+                s.silences,
+                s.silence_max_ms,
+                s.polls,
+                s.finals,
+            )
+        },
+        "Demand mode on the capture (RFC 5880 6.6), each side's control packets: how many, how many with D (asking the other side to stop), the silences the other side asked of it (kept out of the gap figures) and the longest in ms, the verification Polls it started and the Finals it sent.\n\n| DUT | phase | side | packets | with D | silences | longest silence | polls | finals |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n",
     )
 }
 
