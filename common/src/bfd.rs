@@ -190,8 +190,15 @@ pub mod event {
 
 /// Slots the sweep visits (the `LC_SLOTS` used count caps it further).
 pub const SWEEP_SLOTS: u32 = 1024;
-/// The sweep's period, ns: detection is at most this late.
+/// The sweep's longest wait, ns: the own clock's granularity. Detection
+/// does not wait for it: the sweep also runs at the earliest detection
+/// deadline.
 pub const SWEEP_PERIOD_NS: u64 = 500_000;
+/// The sweep's shortest wait, ns: deadlines closer together than this
+/// share one pass (a mass failure of 512 sessions spread over 10 ms costs
+/// at most 100 extra passes, not 512), and no detection is later by more
+/// than this plus the timer's own latency.
+pub const SWEEP_MIN_NS: u64 = 100_000;
 
 /// Why the fast path dropped a frame: the index into the per-CPU
 /// `LC_DROPS` array. Kept dense; [`DROP_REASONS`] is the count.

@@ -253,11 +253,16 @@ fn once() -> Result<(), String> {
     let wire_idle = summary("Down on the wire, idle", &wire[0]);
     let kernel_l4 = summary("kernel detection, L4", &kernel[1]);
     let wire_l4 = summary("Down on the wire, L4", &wire[1]);
-    // Detection time 30 ms; the sweep runs every 0.5 ms (issue 11: within
-    // 0.5 ms of expiry), give or take the capture's and the kernel's clocks.
-    // This VM stalls a CPU for 2-4 ms now and then, the sweep's timer with
-    // it: one kill in twenty may be that late (seen in CI: 33.36 ms under
-    // L4, every other kill of the batch within 30.49 ms), none beyond 35 ms.
+    // Detection time 30 ms. Issue 11: the Down within 0.5 ms of the
+    // expiry. The kernel's sweep runs at the earliest detection deadline
+    // (at most 0.1 ms late by design), so its median sits within 0.15 ms
+    // of the expiry: with a fixed 0.5 ms sweep it was 30.22-30.37 ms, here
+    // 30.07. This VM stalls a CPU for 2-4 ms now and then, the sweep's
+    // timer with it: one kill in twenty may be that late (seen in CI:
+    // 33.36 ms under L4, every other kill of the batch within 30.49 ms),
+    // none beyond 35 ms. The Down leaves from the responder at
+    // SCHED_DEADLINE, which RT throttling cannot hold (at SCHED_FIFO a
+    // kill inside the throttled window sent it up to ~50 ms late).
     let within = |v: &[f64], precise: f64, label: &str| {
         let late = v.iter().filter(|&&ms| ms > precise).count();
         assert!(
@@ -265,17 +270,24 @@ fn once() -> Result<(), String> {
             "{label}: {late} later than {precise} ms: {v:?}"
         );
     };
-    within(&kernel_idle, 31.0, "kernel detection, idle");
-    within(&kernel_l4, 31.0, "kernel detection, L4");
-    // Issue 5: within 31 ms idle and 35 ms under L4. The Down leaves from
-    // the responder at SCHED_DEADLINE, which RT throttling cannot hold (at
-    // SCHED_FIFO a kill inside the throttled window sent it up to ~50 ms
-    // late, and the bound here was 85 ms).
-    within(&wire_idle, 31.5, "Down on the wire, idle");
-    assert!(
-        wire_l4[wire_l4.len() - 1] <= 35.0,
-        "Down on the wire, L4: {wire_l4:?}"
-    );
+    for (v, label) in [
+        (&kernel_idle, "kernel detection, idle"),
+        (&kernel_l4, "kernel detection, L4"),
+        (&wire_idle, "Down on the wire, idle"),
+        (&wire_l4, "Down on the wire, L4"),
+    ] {
+        within(v, 30.5, label);
+    }
+    for (v, label) in [
+        (&kernel_idle, "kernel detection, idle"),
+        (&kernel_l4, "kernel detection, L4"),
+    ] {
+        let p50 = percentile(v, 0.5);
+        assert!(
+            p50 <= 30.15,
+            "{label}: median {p50:.2} ms: the sweep waited for its period, not the deadline"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

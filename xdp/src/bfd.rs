@@ -34,7 +34,7 @@ use core::ffi::c_void;
 use linecard_common::bfd::{
     drop, event, verdict, DeadMan, EchoPeer, SessionConfig, SessionState, SlotConfig, SweepEvent,
     DROP_REASONS, FLAG_MULTIHOP, FLAG_REPLY, MAX_SESSIONS, PORT_ECHO, PORT_MULTI_HOP,
-    PORT_SINGLE_HOP, SWEEP_PERIOD_NS, SWEEP_SLOTS, VERDICTS,
+    PORT_SINGLE_HOP, SWEEP_MIN_NS, SWEEP_PERIOD_NS, SWEEP_SLOTS, VERDICTS,
 };
 
 #[map]
@@ -105,8 +105,12 @@ fn ensure_sweep() {
     }
 }
 
-/// The sweep, every SWEEP_PERIOD_NS over each armed slot, with the kernel's
-/// timestamp, so that neither instant depends on userspace being scheduled:
+/// The sweep over each armed slot, with the kernel's timestamp, so that
+/// neither instant depends on userspace being scheduled. It runs again at
+/// the earliest detection deadline of any slot, or after SWEEP_PERIOD_NS
+/// if that is sooner (the own clock's granularity), never sooner than
+/// SWEEP_MIN_NS: a detection is as late as the timer fires, not up to a
+/// period (issue 11: the Down within 0.5 ms of the expiry).
 /// - detection: a peer silent for longer than its detection time is
 ///   reported once per silence (`event::PEER_SILENT`);
 /// - the session's own clock: when nothing has left the session for 1.1
@@ -114,25 +118,34 @@ fn ensure_sweep() {
 ///   packet, `event::TRANSMIT_DUE` asks the responder thread to send.
 unsafe extern "C" fn sweep(_map: *mut c_void, _key: *mut u32, cell: *mut SweepTimer) -> i32 {
     let now = unsafe { bpf_ktime_get_ns() };
+    let mut next = SWEEP_PERIOD_NS;
     let mut slot = 0;
     while slot < SWEEP_SLOTS {
         if let Some(config) = LC_SLOTS.get(slot) {
             if config.armed != 0 {
                 if let Some(state) = LC_STATE.get_ptr_mut(slot) {
                     // SAFETY: a live map value of LC_STATE.
-                    unsafe { sweep_slot(now, slot, config, &mut *state) };
+                    next = min(next, unsafe { sweep_slot(now, slot, config, &mut *state) });
                 }
             }
         }
         slot += 1;
     }
     // SAFETY: re-arms the timer this callback belongs to.
-    unsafe { bpf_timer_start(core::ptr::addr_of_mut!((*cell).timer), SWEEP_PERIOD_NS, 0) };
+    unsafe {
+        bpf_timer_start(
+            core::ptr::addr_of_mut!((*cell).timer),
+            max(next, SWEEP_MIN_NS),
+            0,
+        )
+    };
     0
 }
 
+/// Returns how long until this slot's detection deadline, ns (`u64::MAX`:
+/// none pending).
 #[inline(always)]
-fn sweep_slot(now: u64, slot: u32, config: &SlotConfig, state: &mut SessionState) {
+fn sweep_slot(now: u64, slot: u32, config: &SlotConfig, state: &mut SessionState) -> u64 {
     // The fast path writes `last_rx_ns` and `last_tx_ns` concurrently: read
     // each once, volatile. The sweep, a single timer and so never
     // concurrent with itself, alone writes `reported_rx_ns` and the clock
@@ -146,10 +159,22 @@ fn sweep_slot(now: u64, slot: u32, config: &SlotConfig, state: &mut SessionState
         state.reported_rx_ns = last_rx;
         report(now, last_rx, slot, config, event::PEER_SILENT);
     }
+    // The first instant this silence counts as expired (`silent` above
+    // must exceed the detection time), if it has not been reported.
+    let until_expiry = if last_rx != 0 && state.reported_rx_ns != last_rx {
+        let remaining = config.detect_ns as i64 + 1 - silent;
+        if remaining > 0 {
+            remaining as u64
+        } else {
+            0
+        }
+    } else {
+        u64::MAX
+    };
     let interval = config.tx_interval_ns;
     // After a detection the session is userspace's again: no clock.
     if interval == 0 || silent > config.detect_ns as i64 {
-        return;
+        return until_expiry;
     }
     let xdp_tx = unsafe { core::ptr::read_volatile(core::ptr::addr_of!(state.last_tx_ns)) };
     let clock_sent = clock_sent(slot);
@@ -175,6 +200,7 @@ fn sweep_slot(now: u64, slot: u32, config: &SlotConfig, state: &mut SessionState
         state.clock_gap_ns = interval - draw % (interval / 4 + 1);
         report(now, last_rx, slot, config, event::TRANSMIT_DUE);
     }
+    until_expiry
 }
 
 #[inline(always)]
@@ -189,6 +215,15 @@ fn clock_sent(slot: u32) -> u64 {
 #[inline(always)]
 fn max(a: u64, b: u64) -> u64 {
     if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+#[inline(always)]
+fn min(a: u64, b: u64) -> u64 {
+    if a < b {
         a
     } else {
         b

@@ -25,7 +25,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// How long after the detection deadline userspace declares an offloaded
-/// session down itself if the kernel's sweep (every 0.5 ms) has not.
+/// session down itself if the kernel's sweep (at the deadline, at least
+/// every 0.5 ms) has not.
 const KERNEL_DETECTION_GRACE_NS: Nanos = 5_000_000;
 
 /// A loop pass services only the sessions that are due or heard from; at
