@@ -188,8 +188,10 @@ pub mod event {
     pub const TRANSMIT_DUE: u32 = 1;
 }
 
-/// Slots the sweep visits (the `LC_SLOTS` used count caps it further).
-pub const SWEEP_SLOTS: u32 = 1024;
+/// Slots the sweep can visit: one per session. `LC_SWEEP_LEN` (the
+/// highest armed slot + 1) caps each pass, so a pass costs what the
+/// sessions in use cost, not what the map could hold.
+pub const SWEEP_SLOTS: u32 = MAX_SESSIONS;
 /// The sweep's longest wait, ns: the own clock's granularity. Detection
 /// does not wait for it: the sweep also runs at the earliest detection
 /// deadline.

@@ -43,6 +43,9 @@ pub mod names {
     pub const VERDICTS_MAP: &str = "LC_VERDICTS";
     /// Array: slot -> [`crate::bfd::SlotConfig`] (userspace-written).
     pub const SLOTS_MAP: &str = "LC_SLOTS";
+    /// Array of one u32: how many slots from 0 the sweep visits, the
+    /// highest armed slot + 1 (userspace-written; never shrinks).
+    pub const SWEEP_LEN_MAP: &str = "LC_SWEEP_LEN";
     /// Ring buffer of [`crate::bfd::SweepEvent`].
     pub const EVENTS_MAP: &str = "LC_EVENTS";
     /// Array: slot -> u64 `CLOCK_MONOTONIC` of the last packet the

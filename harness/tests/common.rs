@@ -205,7 +205,7 @@ pub fn wait_sessions(
 /// Time the hypervisor took from `cpus` so far, in ms (the runner's own
 /// measure).
 pub fn steal_ms(cpus: &[usize]) -> f64 {
-    linecard_harness::run::provider::steal_ms(cpus)
+    linecard_harness::run::cpu::steal_ms(cpus)
 }
 
 /// A duration in seconds from the environment, or `default`.

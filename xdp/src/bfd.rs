@@ -23,7 +23,7 @@ use aya_ebpf::{
     bindings::{bpf_timer, xdp_action},
     btf_maps::Array as BtfArray,
     helpers::generated::{
-        bpf_get_prandom_u32, bpf_ktime_get_ns, bpf_timer_init, bpf_timer_set_callback,
+        bpf_get_prandom_u32, bpf_ktime_get_ns, bpf_loop, bpf_timer_init, bpf_timer_set_callback,
         bpf_timer_start, bpf_xdp_adjust_tail,
     },
     macros::{btf_map, map, xdp},
@@ -47,6 +47,9 @@ static LC_DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(DROP_REASONS, 
 static LC_VERDICTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(VERDICTS, 0);
 #[map]
 static LC_SLOTS: Array<SlotConfig> = Array::with_max_entries(SWEEP_SLOTS, 0);
+/// How many slots from 0 the sweep visits (written by userspace only).
+#[map]
+static LC_SWEEP_LEN: Array<u32> = Array::with_max_entries(1, 0);
 /// When the responder thread last sent for each slot's own clock
 /// (`CLOCK_MONOTONIC` ns; written by that thread only).
 #[map]
@@ -60,7 +63,7 @@ static LC_ECHO_PEERS: HashMap<[u8; 16], EchoPeer> = HashMap::with_max_entries(MA
 /// Room for every slot's two events at once (40 bytes each with the record
 /// header): a burst of clock events must not crowd out a detection.
 #[map]
-static LC_EVENTS: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
+static LC_EVENTS: RingBuf = RingBuf::with_byte_size(512 * 1024, 0);
 
 /// The detection sweep's timer. A map value holding a `bpf_timer` needs BTF,
 /// hence a BTF-defined map.
@@ -117,28 +120,61 @@ fn ensure_sweep() {
 ///   intervals after an RX-clocked reply, or 75-100 % of one after its own
 ///   packet, `event::TRANSMIT_DUE` asks the responder thread to send.
 unsafe extern "C" fn sweep(_map: *mut c_void, _key: *mut u32, cell: *mut SweepTimer) -> i32 {
-    let now = unsafe { bpf_ktime_get_ns() };
-    let mut next = SWEEP_PERIOD_NS;
-    let mut slot = 0;
-    while slot < SWEEP_SLOTS {
-        if let Some(config) = LC_SLOTS.get(slot) {
-            if config.armed != 0 {
-                if let Some(state) = LC_STATE.get_ptr_mut(slot) {
-                    // SAFETY: a live map value of LC_STATE.
-                    next = min(next, unsafe { sweep_slot(now, slot, config, &mut *state) });
-                }
-            }
-        }
-        slot += 1;
-    }
+    let mut pass = SweepPass {
+        now: unsafe { bpf_ktime_get_ns() },
+        next: SWEEP_PERIOD_NS,
+    };
+    // bpf_loop, not a loop here: the verifier walks a bounded loop's every
+    // iteration, and 4096 of them exceed its budget (E2BIG); a bpf_loop
+    // callback is verified once.
+    let used = min(
+        u64::from(LC_SWEEP_LEN.get(0).copied().unwrap_or(0)),
+        u64::from(SWEEP_SLOTS),
+    );
+    // SAFETY: the callback takes the pass on this stack, which outlives
+    // the call.
+    unsafe {
+        bpf_loop(
+            used as u32,
+            sweep_one as *mut c_void,
+            core::ptr::addr_of_mut!(pass).cast(),
+            0,
+        )
+    };
     // SAFETY: re-arms the timer this callback belongs to.
     unsafe {
         bpf_timer_start(
             core::ptr::addr_of_mut!((*cell).timer),
-            max(next, SWEEP_MIN_NS),
+            max(pass.next, SWEEP_MIN_NS),
             0,
         )
     };
+    0
+}
+
+/// One sweep pass, shared with `bpf_loop`'s callback.
+#[repr(C)]
+struct SweepPass {
+    now: u64,
+    /// The earliest wait the slots visited so far ask for, ns.
+    next: u64,
+}
+
+/// `bpf_loop`'s callback: sweeps slot `index`; 0 goes on to the next.
+unsafe extern "C" fn sweep_one(index: u64, pass: *mut SweepPass) -> i64 {
+    let slot = index as u32;
+    if let Some(config) = LC_SLOTS.get(slot) {
+        if config.armed != 0 {
+            if let Some(state) = LC_STATE.get_ptr_mut(slot) {
+                // SAFETY: `pass` is the sweep's stack value (bpf_loop hands
+                // it back), `state` a live map value of LC_STATE.
+                unsafe {
+                    let wait = sweep_slot((*pass).now, slot, config, &mut *state);
+                    (*pass).next = min((*pass).next, wait);
+                }
+            }
+        }
+    }
     0
 }
 

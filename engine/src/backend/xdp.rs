@@ -52,6 +52,8 @@ pub struct FastPath {
     /// Owns the kernel's sweep events (LC_EVENTS): sends each session's
     /// first Down and its own clock's packets.
     responder: Responder,
+    /// What LC_SWEEP_LEN holds: the highest slot armed so far + 1.
+    sweep_len: u32,
 }
 
 /// What the fast path counted, for `linecardd ctl drops` and placement.
@@ -97,6 +99,7 @@ impl FastPath {
         Ok(Self {
             bpf,
             interfaces: Vec::new(),
+            sweep_len: 0,
             responder: Responder::start(
                 events,
                 clock_sent,
@@ -208,6 +211,18 @@ impl FastPath {
         let mut slots: Array<&mut MapData, SlotConfig> =
             Array::try_from(self.bpf.map_mut(names::SLOTS_MAP).context("no slots map")?)?;
         slots.set(slot, config, 0).context("writing LC_SLOTS")?;
+        // The sweep visits slots below LC_SWEEP_LEN only: raise it once
+        // this slot is armed (written after the slot, so the sweep never
+        // visits a slot before its configuration is in place).
+        if config.armed != 0 && slot >= self.sweep_len {
+            let mut len: Array<&mut MapData, u32> = Array::try_from(
+                self.bpf
+                    .map_mut(names::SWEEP_LEN_MAP)
+                    .context("no sweep length map")?,
+            )?;
+            len.set(0, slot + 1, 0).context("writing LC_SWEEP_LEN")?;
+            self.sweep_len = slot + 1;
+        }
         Ok(())
     }
 

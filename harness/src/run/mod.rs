@@ -14,6 +14,7 @@
 //!   <dut>/*.log          daemon, stress and canary output
 //! ```
 
+pub mod cpu;
 pub mod daemons;
 pub mod faults;
 pub mod judge;
@@ -123,6 +124,9 @@ pub struct PhaseRecord {
     /// The phase's fault as the harness applied it.
     #[serde(default)]
     pub fault: Option<faults::Applied>,
+    /// What the phase cost the DUT's CPUs (`run::cpu`).
+    #[serde(default)]
+    pub cpu: Option<cpu::CpuCost>,
 }
 
 impl PhaseRecord {
@@ -742,8 +746,8 @@ fn run_dut(
         .copied()
         .filter(|c| !host.dut_cpus.contains(c))
         .collect();
-    let steal_before = provider::steal_ms(&host.dut_cpus);
-    let peer_steal_before = provider::steal_ms(&rest_cpus);
+    let steal_before = cpu::steal_ms(&host.dut_cpus);
+    let peer_steal_before = cpu::steal_ms(&rest_cpus);
     let mut progress = Progress::new();
     let mut capture_alive = true;
     if up.is_ok() {
@@ -779,6 +783,7 @@ fn run_dut(
             );
             let start_ns = unix_ns();
             let started = Instant::now();
+            let cpu_before = cpu::sample(dut_daemon.daemon.pid(), &host.dut_cpus);
             let processes = phase
                 .profile
                 .stress_ng_processes(host.dut_cpus.len(), phase.seconds);
@@ -850,6 +855,11 @@ fn run_dut(
                 s.stop()?;
             }
             let end_ns = unix_ns();
+            let cpu_cost = cpu::cost(
+                &cpu_before,
+                &cpu::sample(dut_daemon.daemon.pid(), &host.dut_cpus),
+                (end_ns - start_ns) as f64 / 1e9,
+            );
             if let (Some((link, before)), Some(a)) = (loss, applied.as_mut()) {
                 let after = link.counts()?;
                 a.start_ns = start_ns;
@@ -864,6 +874,7 @@ fn run_dut(
                 end_ns,
                 stress_ng: (!processes.is_empty()).then(|| stress_ng_line(&processes)),
                 fault: applied,
+                cpu: Some(cpu_cost),
             });
             if INTERRUPTED.load(Ordering::Relaxed) || !capture_alive {
                 break;
@@ -871,8 +882,8 @@ fn run_dut(
         }
         progress.done();
     }
-    let steal_ms = provider::steal_ms(&host.dut_cpus) - steal_before;
-    let peer_steal_ms = provider::steal_ms(&rest_cpus) - peer_steal_before;
+    let steal_ms = cpu::steal_ms(&host.dut_cpus) - steal_before;
+    let peer_steal_ms = cpu::steal_ms(&rest_cpus) - peer_steal_before;
     let fast_path_on_dut_cpus = dut_daemon.fast_path_frames_on(&host.dut_cpus);
     let responder = dut_daemon.fast_path_responder();
     let control_plane_uninterrupted = dut_daemon
@@ -1486,6 +1497,32 @@ fn echo_markdown(m: &Manifest) -> String {
     )
 }
 
+/// What each phase cost the DUT's CPUs (`run::cpu`), per DUT.
+fn cpu_markdown(m: &Manifest) -> String {
+    let mut rows = String::new();
+    for d in &m.duts {
+        for p in &d.phases {
+            let Some(c) = p.cpu.as_ref().filter(|c| c.seconds > 0.0) else {
+                continue;
+            };
+            rows.push_str(&format!(
+                "| {} | {} | {} | {:.1} |\n",
+                d.label,
+                p.profile,
+                c.engine_cpu_ms
+                    .map_or("-".into(), |ms| format!("{:.1}", ms / c.seconds)),
+                c.softirq_ms / c.seconds,
+            ));
+        }
+    }
+    if rows.is_empty() {
+        return rows;
+    }
+    format!(
+        "\nWhat each phase cost, from /proc (a cost, never a timing: timings are the capture's), in ms of CPU per second of the phase: the DUT daemon's own CPU time (all its threads), and the softirq time on the DUT's CPUs, where its receive path and XDP program run (under L3 the timer storm's softirqs count there too). 10 ms ticks.\n\n| DUT | phase | engine CPU ms/s | DUT CPUs' softirq ms/s |\n|---|---|---:|---:|\n{rows}"
+    )
+}
+
 /// A table of per-side figures of every phase of the DUTs `wanted` picks
 /// (`row` gives one row's cells after DUT and phase), under `intro`; empty
 /// when no DUT has any.
@@ -1639,6 +1676,7 @@ pub fn summary_markdown(m: &Manifest) -> String {
     out.push_str(&auth_markdown(m));
     out.push_str(&demand_markdown(m));
     out.push_str(&faults_markdown(m));
+    out.push_str(&cpu_markdown(m));
     out.push_str("\nRT throttling per DUT (sched_rt_runtime_us during its run): ");
     let throttling: Vec<String> = m
         .duts

@@ -148,20 +148,3 @@ impl Provider for Proxmox {
         Ok(())
     }
 }
-
-/// Time the hypervisor took from `cpus` so far (steal in /proc/stat), ms.
-pub fn steal_ms(cpus: &[usize]) -> f64 {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let ticks: u64 = stat
-        .lines()
-        .filter_map(|line| {
-            let mut fields = line.split_whitespace();
-            let cpu = fields.next()?.strip_prefix("cpu")?.parse::<usize>().ok()?;
-            // user nice system idle iowait irq softirq steal
-            cpus.contains(&cpu)
-                .then(|| fields.nth(7)?.parse::<u64>().ok())?
-        })
-        .sum();
-    // USER_HZ is 100 on Linux.
-    ticks as f64 * 10.0
-}
