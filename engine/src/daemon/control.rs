@@ -291,12 +291,21 @@ impl Engine {
                     stream,
                     request: Vec::new(),
                     since: Instant::now(),
+                    reply: None,
                 });
             }
         }
         let mut i = 0;
         while i < self.pending.len() {
             let client = &mut self.pending[i];
+            if client.reply.is_some() {
+                if client.flush() {
+                    self.pending.swap_remove(i);
+                } else {
+                    i += 1;
+                }
+                continue;
+            }
             let mut chunk = [0u8; 4096];
             let mut closed = false;
             loop {
@@ -326,7 +335,7 @@ impl Engine {
                 i += 1;
                 continue;
             }
-            let client = self.pending.swap_remove(i);
+            let mut client = self.pending.swap_remove(i);
             let reply = match line_end {
                 Some(end) => match serde_json::from_slice::<Request>(&client.request[..end]) {
                     Ok(request) => self.respond(request),
@@ -343,29 +352,65 @@ impl Engine {
                 }
                 None => serde_json::json!({ "error": "request without a newline" }),
             };
-            // The reply is small; a short blocking write is bounded.
-            let _ = client.stream.set_nonblocking(false);
-            let _ = client
-                .stream
-                .set_write_timeout(Some(Duration::from_millis(100)));
-            let mut writer = &client.stream;
-            let _ = writeln!(writer, "{reply}");
+            // Written without blocking, as the client reads: `list` for
+            // 4096 sessions is megabytes, and a blocking write with a short
+            // timeout truncated it (a client got 2324 bytes of JSON).
+            let mut bytes = reply.to_string().into_bytes();
+            bytes.push(b'\n');
+            client.reply = Some((bytes, 0));
+            client.since = Instant::now();
+            if !client.flush() {
+                self.pending.push(client);
+            }
         }
     }
 
-    /// Descriptors of control clients still writing their request.
-    pub(super) fn pending_fds(&self) -> impl Iterator<Item = std::os::fd::RawFd> + '_ {
-        self.pending
-            .iter()
-            .map(|c| std::os::fd::AsRawFd::as_raw_fd(&c.stream))
+    /// Control clients still writing their request (false) or reading
+    /// their reply (true), by descriptor.
+    pub(super) fn pending_fds(&self) -> impl Iterator<Item = (std::os::fd::RawFd, bool)> + '_ {
+        self.pending.iter().map(|c| {
+            (
+                std::os::fd::AsRawFd::as_raw_fd(&c.stream),
+                c.reply.is_some(),
+            )
+        })
     }
 }
 
-/// A control connection whose request line is not complete yet.
+/// How long a client may take to read its reply before it is dropped.
+const REPLY_READ_LIMIT: Duration = Duration::from_secs(10);
+
+/// A control connection whose request line is not complete yet, or whose
+/// reply is not all written.
 pub(super) struct PendingClient {
     stream: std::os::unix::net::UnixStream,
     request: Vec<u8>,
+    /// Since the connection came, then since its reply was ready.
     since: Instant,
+    /// The reply and how much of it the client has taken.
+    reply: Option<(Vec<u8>, usize)>,
+}
+
+impl PendingClient {
+    /// Writes what the socket takes now; true when the client is done with
+    /// (all written, gone, or too slow to read).
+    fn flush(&mut self) -> bool {
+        let Some((bytes, written)) = self.reply.as_mut() else {
+            return true;
+        };
+        while *written < bytes.len() {
+            match self.stream.write(&bytes[*written..]) {
+                Ok(0) => return true,
+                Ok(n) => *written += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    return self.since.elapsed() > REPLY_READ_LIMIT
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return true,
+            }
+        }
+        true
+    }
 }
 
 /// Longest request line accepted.

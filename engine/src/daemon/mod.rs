@@ -745,10 +745,14 @@ impl Engine {
             events: libc::POLLIN,
             revents: 0,
         });
-        for fd in self.pending_fds() {
+        for (fd, replying) in self.pending_fds() {
             fds.push(libc::pollfd {
                 fd,
-                events: libc::POLLIN,
+                events: if replying {
+                    libc::POLLOUT
+                } else {
+                    libc::POLLIN
+                },
                 revents: 0,
             });
         }

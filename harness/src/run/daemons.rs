@@ -94,21 +94,28 @@ pub struct ExtraAddresses {
     added: Vec<(&'static str, Vec<String>)>,
 }
 
-/// `ip -n NS -batch -`: one process for any number of address commands.
-fn ip_batch(ns: &str, commands: &[String]) -> Result<()> {
-    use std::io::Write;
-    let mut child = Command::new(sys::IP.program)
-        .args(["-n", ns, "-batch", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .context("running ip -batch")?;
-    child
-        .stdin
-        .take()
-        .context("ip's stdin")?
-        .write_all(commands.join("\n").as_bytes())?;
-    let out = child.wait_with_output()?;
+/// `ip -n NS -batch FILE`: one process for any number of address commands.
+/// From a file, not a pipe: ip stops reading at its first error, and a
+/// write into the closed pipe would kill this process with SIGPIPE, its
+/// run unrecorded (seen at 4096 sessions: the first `addr del` of a subnet
+/// takes its secondary addresses with it, the second fails). `keep_going`
+/// (`-force`): run every command whatever fails.
+fn ip_batch(ns: &str, commands: &[String], keep_going: bool) -> Result<()> {
+    let file = std::env::temp_dir().join(format!("linecard-ip-batch-{}-{ns}", std::process::id()));
+    std::fs::write(&file, commands.join("\n") + "\n")
+        .with_context(|| format!("writing {}", file.display()))?;
+    let mut command = Command::new(sys::IP.program);
+    command.args(["-n", ns]);
+    if keep_going {
+        command.arg("-force");
+    }
+    let out = command
+        .arg("-batch")
+        .arg(&file)
+        .output()
+        .context("running ip -batch");
+    let _ = std::fs::remove_file(&file);
+    let out = out?;
     if !out.status.success() {
         bail!(
             "ip -n {ns} -batch: {}",
@@ -140,14 +147,16 @@ impl ExtraAddresses {
                 continue;
             }
             // No duplicate address detection: IPv6 addresses usable at once.
+            // `replace`, not `add`: addresses a crashed run left behind are
+            // taken over, not an error.
             let commands: Vec<String> = cidrs
                 .iter()
                 .map(|c| {
                     let nodad = if c.contains(':') { " nodad" } else { "" };
-                    format!("addr add {c} dev {}{nodad}", spec::HOST_IFACE)
+                    format!("addr replace {c} dev {}{nodad}", spec::HOST_IFACE)
                 })
                 .collect();
-            ip_batch(ns, &commands)?;
+            ip_batch(ns, &commands, false)?;
             extra.added.push((ns, cidrs));
         }
         // Every peer address resolves to the other host's fixed MAC, as
@@ -176,7 +185,7 @@ impl ExtraAddresses {
                 })
                 .collect();
             if !commands.is_empty() {
-                ip_batch(ns, &commands)?;
+                ip_batch(ns, &commands, false)?;
             }
         }
         Ok(extra)
@@ -190,7 +199,9 @@ impl Drop for ExtraAddresses {
                 .iter()
                 .map(|c| format!("addr del {c} dev {}", spec::HOST_IFACE))
                 .collect();
-            let _ = ip_batch(ns, &commands);
+            // Deleting a subnet's first address takes its secondaries with
+            // it: the rest of the commands fail, harmlessly.
+            let _ = ip_batch(ns, &commands, true);
         }
     }
 }
