@@ -407,7 +407,10 @@ impl Analyzer {
         // Reply latency: this packet answers the reverse flow's last one if
         // it follows within the window and nothing answered it yet.
         if let (Some(r), Some(rev_ts)) = (reverse, rev_last_ts) {
-            if !rev_answered && ts - rev_ts <= REPLY_WINDOW_NS {
+            // Signed, and never negative: the capture's timestamps come from
+            // several CPUs and may step back a hair between flows; a reply
+            // before its question is no reply (it read 18446744073709 ms).
+            if !rev_answered && (0..=REPLY_WINDOW_NS).contains(&(ts - rev_ts)) {
                 self.flows[f].replies.record((ts - rev_ts) as u64, ts);
                 self.flows[r].last_answered = true;
             }

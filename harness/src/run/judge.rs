@@ -223,6 +223,20 @@ impl Evidence {
         Some(first)
     }
 
+    /// A fault phase whose only fault was a late packet of ours while the
+    /// hypervisor stole at least that lateness from the DUT's CPUs.
+    fn fault_spoiled_by_steal(&self) -> bool {
+        let interval_ms = self.detection_ms / 3.0;
+        self.phases.iter().any(|p| {
+            p.fault.as_ref().is_some_and(|f| {
+                matches!(
+                    super::faults::judge(f, self.detection_ms, interval_ms, self.steal_ms),
+                    Err((true, why)) if why.contains("hypervisor stole")
+                )
+            })
+        })
+    }
+
     /// A fault phase's silence of the peer that its fault does not
     /// explain (`FaultFigures::peer_host_stall`).
     fn fault_peer_host_stall(&self) -> Option<&super::faults::Silence> {
@@ -342,7 +356,7 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
     for p in &e.phases {
         if let Some(f) = &p.fault {
             let interval_ms = e.detection_ms / 3.0;
-            match super::faults::judge(f, e.detection_ms, interval_ms) {
+            match super::faults::judge(f, e.detection_ms, interval_ms, e.steal_ms) {
                 Ok(()) => {}
                 Err((true, why)) => return Verdict::Invalid(format!("phase {}: {why}", p.phase)),
                 Err((false, why)) => fault_failures.push(format!("phase {}: {why}", p.phase)),
@@ -412,6 +426,7 @@ pub fn spoiled(expect: &Expectation, e: &Evidence) -> bool {
     if e.spoiling_peer_detection(expect).is_some()
         || e.fault_peer_host_stall().is_some()
         || (!expect.positive_control && !e.silent_peer_detections_ms.is_empty())
+        || e.fault_spoiled_by_steal()
     {
         return true;
     }

@@ -9,6 +9,7 @@
 //! peer that declares the DUT dead too soon, never a pass or a fail.
 
 use linecard_capture_analyzer::analysis::{PacketRecord, PacketSink};
+use std::collections::{HashMap, HashSet};
 
 /// A DUT packet this soon after the peer's counts as an answer to it.
 const REPLY_WITHIN_NS: i64 = 2_000_000;
@@ -54,6 +55,8 @@ pub struct LongGap {
 
 /// The long gaps of the flows in `dut_flows` within [start, end), each
 /// checked against the long gaps of its reverse flow (`reverse_of`).
+/// Indexed by flow, not compared pairwise: a flapping positive control at
+/// 4096 sessions has long gaps by the hundred thousand.
 pub fn judge_gaps(
     long: &LongGaps,
     dut_flows: &[usize],
@@ -61,15 +64,28 @@ pub fn judge_gaps(
     start_ns: i64,
     end_ns: i64,
 ) -> Vec<LongGap> {
+    let dut: HashSet<usize> = dut_flows.iter().copied().collect();
+    // Each flow's long gaps as (end, gap), by end.
+    let mut by_flow: HashMap<usize, Vec<(i64, u64)>> = HashMap::new();
+    for &(flow, end, gap) in &long.gaps {
+        by_flow.entry(flow).or_default().push((end, gap));
+    }
+    for gaps in by_flow.values_mut() {
+        gaps.sort_unstable();
+    }
+    let mut reverse: HashMap<usize, Option<usize>> = HashMap::new();
     long.gaps
         .iter()
-        .filter(|(flow, end, _)| dut_flows.contains(flow) && *end >= start_ns && *end < end_ns)
+        .filter(|(flow, end, _)| dut.contains(flow) && *end >= start_ns && *end < end_ns)
         .map(|&(flow, end, gap)| {
-            let reverse = reverse_of(flow);
-            let mirrors_peer = long.gaps.iter().any(|&(other, peer_end, peer_gap)| {
-                Some(other) == reverse
-                    && (0..=REPLY_WITHIN_NS).contains(&(end - peer_end))
-                    && peer_gap as i64 >= gap as i64 - REPLY_WITHIN_NS
+            let reverse = *reverse.entry(flow).or_insert_with(|| reverse_of(flow));
+            // The peer's gaps that ended within the reply time before ours.
+            let mirrors_peer = reverse.and_then(|r| by_flow.get(&r)).is_some_and(|peer| {
+                let from = peer.partition_point(|&(peer_end, _)| peer_end < end - REPLY_WITHIN_NS);
+                peer[from..]
+                    .iter()
+                    .take_while(|&&(peer_end, _)| peer_end <= end)
+                    .any(|&(_, peer_gap)| peer_gap as i64 >= gap as i64 - REPLY_WITHIN_NS)
             });
             LongGap {
                 gap_ms: gap as f64 / 1e6,
@@ -148,5 +164,23 @@ mod tests {
         long.control(&record(0, 1_000 * MS + 21_000, Some(27 * MS as u64)));
         let gaps = judge_gaps(&long, &[0], |f| Some(1 - f), 0, 5_000 * MS);
         assert!(!gaps[0].mirrors_peer);
+    }
+
+    #[test]
+    fn only_a_peer_gap_ending_within_the_reply_time_before_ours_counts() {
+        let mut long = LongGaps::new(12 * MS as u64);
+        // The peer's gap ends 2 ms before ours (the edge): a mirror.
+        long.control(&record(1, 1_000 * MS, Some(25 * MS as u64)));
+        long.control(&record(0, 1_002 * MS, Some(25 * MS as u64)));
+        // The peer's gap ends 0.45 ms after ours: both silent at once, not
+        // the DUT answering a late peer (seen in CI, 23.20 ms).
+        long.control(&record(0, 2_000 * MS, Some(23 * MS as u64)));
+        long.control(&record(1, 2_000 * MS + 450_000, Some(23 * MS as u64)));
+        // Another flow's gap never excuses ours.
+        long.control(&record(2, 3_000 * MS, Some(40 * MS as u64)));
+        long.control(&record(0, 3_000 * MS + 21_000, Some(30 * MS as u64)));
+        let gaps = judge_gaps(&long, &[0], |f| (f == 0).then_some(1), 0, 5_000 * MS);
+        let mirrors: Vec<bool> = gaps.iter().map(|g| g.mirrors_peer).collect();
+        assert_eq!(mirrors, [true, false, false]);
     }
 }
