@@ -975,23 +975,21 @@ impl Scenario {
                     ))
                 }
             };
-            if sessions.auth.is_some()
-                && !matches!(implementation, DutImplementation::Linecardd { .. })
-            {
-                return Err(invalid(
-                    &key("implementation"),
-                    &d.implementation,
+            // Features only linecardd has, each with why FRR cannot.
+            let linecardd_only = [
+                (
+                    sessions.auth.is_some(),
                     "sessions.auth needs linecardd: FRR bfdd 8.4.4 has no BFD authentication, and its dataplane protocol carries no keys",
-                ));
-            }
-            if sessions.demand.is_some()
-                && !matches!(implementation, DutImplementation::Linecardd { .. })
-            {
-                return Err(invalid(
-                    &key("implementation"),
-                    &d.implementation,
+                ),
+                (
+                    sessions.demand.is_some(),
                     "sessions.demand needs linecardd: FRR bfdd 8.4.4 has no Demand mode (its dataplane protocol's flag is never set)",
-                ));
+                ),
+            ];
+            if let Some((_, why)) = linecardd_only.iter().find(|(asked, _)| *asked) {
+                if !matches!(implementation, DutImplementation::Linecardd { .. }) {
+                    return Err(invalid(&key("implementation"), &d.implementation, why));
+                }
             }
             let rt_throttling = match d.rt_throttling.as_deref().unwrap_or("shipped") {
                 "shipped" => RtThrottling::Shipped,
