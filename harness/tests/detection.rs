@@ -73,6 +73,8 @@ fn once() -> Result<(), String> {
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
     let kills: usize = env_seconds("LINECARD_KILLS", 20) as usize;
     let dir = scratch_dir("detection");
+    // What the hypervisor takes from the DUT's CPU during the kills.
+    let steal_before = steal_ms(&[dut_cpu()]);
     let capture = capture_dut_port(&dir);
     let socket = dir.join("dut.sock");
     let session = DutSession {
@@ -268,20 +270,29 @@ fn once() -> Result<(), String> {
     // in twenty reached the wire 35.18 ms and, in another run, 37.17 ms
     // after the peer's last packet (the kernel's detection 30.99 ms), so
     // that one may take up to 40 ms.
-    let within = |v: &[f64], precise: f64, cap: f64, label: &str| {
-        let late = v.iter().filter(|&&ms| ms > precise).count();
-        assert!(
-            v[0] >= 29.9 && late * 20 <= v.len() && v[v.len() - 1] <= cap,
-            "{label}: {late} later than {precise} ms (at most {cap}): {v:?}"
-        );
-    };
+    // Late kills while the hypervisor stole from the DUT's CPU say
+    // nothing about the sweep: the run is invalid and repeated (seen: 6 of
+    // 20 idle kills 30.5-32.3 ms late on a VM losing seconds a minute).
+    let stolen = steal_ms(&[dut_cpu()]) - steal_before;
     for (v, cap, label) in [
         (&kernel_idle, 35.0, "kernel detection, idle"),
         (&kernel_l4, 35.0, "kernel detection, L4"),
         (&wire_idle, 35.0, "Down on the wire, idle"),
         (&wire_l4, 40.0, "Down on the wire, L4"),
     ] {
-        within(v, 30.5, cap, label);
+        let precise = 30.5;
+        let late = v.iter().filter(|&&ms| ms > precise).count();
+        let on_time = v[0] >= 29.9 && late * 20 <= v.len() && v[v.len() - 1] <= cap;
+        if !on_time && stolen > 0.0 {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(format!(
+                "invalid run: {label}: {late} later than {precise} ms while the hypervisor stole {stolen:.0} ms from the DUT's CPU"
+            ));
+        }
+        assert!(
+            on_time,
+            "{label}: {late} later than {precise} ms (at most {cap}): {v:?}"
+        );
     }
     for (v, label) in [
         (&kernel_idle, "kernel detection, idle"),
