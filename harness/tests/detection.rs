@@ -19,11 +19,12 @@ use linecard_harness::run::daemons::{pairs, start_peer};
 use linecard_harness::scenario::{PeerImplementation, Sessions};
 use std::time::Duration;
 
-/// One kill: when the peer was gone, and when the kernel said it was
-/// silent.
+/// One kill: when SIGKILL was sent, when the peer was reaped (it can send
+/// nothing after), and when the kernel said it was silent.
 struct Kill {
     stressed: bool,
     at_unix_ns: i64,
+    reaped_unix_ns: i64,
     kernel_unix_ns: i64,
 }
 
@@ -124,6 +125,7 @@ fn once() -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(200));
         let at_unix_ns = epoch_ns();
         peer.daemon.kill().unwrap();
+        let reaped_unix_ns = epoch_ns();
         let down = wait_sessions(
             &socket,
             &mut dut,
@@ -143,6 +145,7 @@ fn once() -> Result<(), String> {
         done.push(Kill {
             stressed,
             at_unix_ns,
+            reaped_unix_ns,
             kernel_unix_ns,
         });
     }
@@ -219,10 +222,13 @@ fn once() -> Result<(), String> {
             .detection_latency_ms
             .expect("a Down with diag 1 has a latency");
         let peer_last_ns = down.at_ns - (wire_ms * 1e6) as i64;
-        // SIGKILL is delivered a moment after the instant taken before it.
+        // SIGKILL lands a moment after the instant taken before it (5.2 ms
+        // later in CI, the hypervisor stealing): the peer's last packet is
+        // bounded by its reaping, plus the veth's transit to the capture.
         assert!(
-            peer_last_ns <= kill.at_unix_ns + 2_000_000,
-            "the peer's last packet ({peer_last_ns}) came after the kill ({})",
+            peer_last_ns <= kill.reaped_unix_ns + 1_000_000,
+            "the peer's last packet ({peer_last_ns}) came after the peer was reaped ({}; SIGKILL at {})",
+            kill.reaped_unix_ns,
             kill.at_unix_ns
         );
         let k = usize::from(kill.stressed);

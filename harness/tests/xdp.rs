@@ -54,15 +54,15 @@ fn xdp_run() -> Result<(), String> {
         |s| s[0]["state"] == "up" && s[0]["offloaded"] == true,
     )[0]
     .clone();
-    let dut_cpus = spec::parse_cpu_list(
-        &std::fs::read_to_string(spec::cpuset_dir(spec::DUT_CPUSET).join("cpuset.cpus")).unwrap(),
-    )
-    .unwrap();
-    let steal_before = steal_ms(&dut_cpus);
+    // Steal on every CPU: the DUT's late reply and the peer's late packet
+    // (our kernel then sends on its own clock, no reply) both spoil it.
+    let every_cpu: Vec<usize> =
+        (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect();
+    let steal_before = steal_ms(&every_cpu);
     let idle_start = epoch_ns();
     std::thread::sleep(Duration::from_secs(idle));
     let idle_end = epoch_ns();
-    let steal = steal_ms(&dut_cpus) - steal_before;
+    let steal = steal_ms(&every_cpu) - steal_before;
 
     // Injection: wrong discriminator, TTL 64 and IP options, from the spare
     // host, 100 copies each; the drops are the kernel's.
@@ -206,15 +206,19 @@ fn xdp_run() -> Result<(), String> {
         "xdp idle {idle} s: DUT p50 {:.2} p99 {:.2} p99.9 {:.2} max {:.2} ms; peer p50 {:.2}; reply latency p50 {:.3} max {:.3} ms over {} replies",
         ours.gap_ms.p50, ours.gap_ms.p99, ours.gap_ms.p999, ours.gap_ms.max, theirs.gap_ms.p50, ours.reply_latency_ms.p50, ours.reply_latency_ms.max, ours.reply_latency_ms.count
     );
+    let replied_all = ours.reply_latency_ms.count * 100 >= ours.packets * 99;
     if steal > 0.0
-        && window
-            .flows
-            .iter()
-            .any(|f| f.flaps > 0 || f.over_budget > 0)
+        && (!replied_all
+            || window
+                .flows
+                .iter()
+                .any(|f| f.flaps > 0 || f.over_budget > 0))
     {
         let _ = std::fs::remove_dir_all(&dir);
         return Err(format!(
-            "invalid run: a late packet while the hypervisor stole {steal} ms from the DUT's CPU"
+            "invalid run: a late packet or {} of {} packets without the peer's packet to answer, while the hypervisor stole {steal} ms from the lab's CPUs",
+            ours.packets - ours.reply_latency_ms.count,
+            ours.packets
         ));
     }
     assert!(
@@ -232,8 +236,9 @@ fn xdp_run() -> Result<(), String> {
         theirs.gap_ms.p50
     );
     assert!(
-        ours.reply_latency_ms.count * 100 >= ours.packets * 99,
-        "not every packet was a reply"
+        replied_all,
+        "not every packet was a reply: {} of {}",
+        ours.reply_latency_ms.count, ours.packets
     );
     // The figure is reported, not bounded by its maximum: a softirq that runs
     // late on this shared machine shows up as a rare millisecond reply.

@@ -183,44 +183,62 @@ impl Evidence {
         }
     }
 
-    /// The peer's first Down that came before its detection time after
-    /// our last packet on the wire, in a plain phase or a fault's: the
-    /// peer host stalled.
-    fn premature_peer_detection(&self) -> Option<f64> {
-        let in_faults = self.phases.iter().filter_map(|p| {
+    /// A premature peer detection that spoils what this DUT is judged on.
+    /// The wire proves such a Down was not the DUT's (its last packet was
+    /// on time), so it is excused from the flaps the DUT is judged on
+    /// (`own_flaps`) instead of spoiling the run, unless:
+    /// - it came in a fault's phase (judged by the fault's own rules);
+    /// - the environment took more than `MAX_EXCUSED_DOWNS` Downs, and
+    ///   the window says too little about the DUT;
+    /// - a positive control has no flap of its own left: nothing proves
+    ///   the stress (CI saw FRR bfdd's 56 flaps under L4 next to one Down
+    ///   the peer sent 1.56 ms after our last packet: the other 55 are its
+    ///   own);
+    /// - another limit than its own flaps breaks: the re-established
+    ///   session's gaps are in the figures, and the run says nothing
+    ///   either way.
+    fn spoiling_peer_detection(&self, expect: &Expectation) -> Option<f64> {
+        if let Some(in_fault) = self.phases.iter().find_map(|p| {
             p.fault
                 .as_ref()?
                 .premature_peer_detection(self.detection_ms)
-        });
-        self.premature_peer_detections_ms
-            .iter()
-            .copied()
-            .chain(in_faults)
-            .next()
+        }) {
+            return Some(in_fault);
+        }
+        let first = *self.premature_peer_detections_ms.first()?;
+        self.excuse_spoils(expect).then_some(first)
     }
 
-    /// A premature peer detection that spoils what this DUT is judged on.
-    /// A positive control is judged on having flapped: when it flapped
-    /// more often than the peer declared it dead too soon, at least one
-    /// flap was its own and the stalled peer takes nothing from the
-    /// verdict (CI saw FRR bfdd's 56 flaps under L4 invalidated by one
-    /// Down the peer sent 1.56 ms after our last packet).
-    fn spoiling_peer_detection(&self, expect: &Expectation) -> Option<f64> {
-        let first = self.premature_peer_detection()?;
-        let premature = self.premature_peer_detections_ms.len() as u64
-            + self
-                .phases
-                .iter()
-                .filter(|p| {
-                    p.fault
-                        .as_ref()
-                        .is_some_and(|f| f.premature_peer_detection(self.detection_ms).is_some())
-                })
-                .count() as u64;
-        if expect.positive_control && self.plain_flaps() > premature {
-            return None;
+    /// Whether the Downs the wire excuses (`excused_flaps`) still spoil
+    /// the run (see `spoiling_peer_detection`).
+    fn excuse_spoils(&self, expect: &Expectation) -> bool {
+        if self.excused_flaps() > MAX_EXCUSED_DOWNS {
+            return true;
         }
-        Some(first)
+        if expect.positive_control {
+            return self.own_flaps() == 0;
+        }
+        // Flaps of its own beyond its limit are the DUT's whatever else
+        // happened; any other broken limit may be the re-established
+        // session's.
+        let own_flaps_break = expect.max_flaps.is_some_and(|n| self.own_flaps() > n);
+        !own_flaps_break && !broken_limits(expect, self).is_empty()
+    }
+
+    /// Flaps in the plain phases that the wire proves were not the DUT's:
+    /// the peer's Downs that came before its detection time after our
+    /// last packet,
+    /// and its first Down when it came after the peer had been silent
+    /// for a detection time (it told the truth about a stalled peer).
+    pub fn excused_flaps(&self) -> u64 {
+        self.premature_peer_detections_ms.len() as u64
+            + self.silent_peer_detections_ms.len().min(1) as u64
+    }
+
+    /// The plain phases' flaps less those the wire excuses: what a DUT's
+    /// limits and a positive control's flapping are judged on.
+    fn own_flaps(&self) -> u64 {
+        self.plain_flaps().saturating_sub(self.excused_flaps())
     }
 
     /// A fault phase whose only fault was a late packet of ours while the
@@ -300,6 +318,12 @@ impl Verdict {
 /// placement to count (the rest: frames processed before steering settled).
 const PLACEMENT_SHARE_PERCENT: u64 = 95;
 
+/// Most Downs the wire may excuse in one run (`Evidence::excused_flaps`)
+/// before the run is spoiled: each costs the window a re-established
+/// session, and CI's VM, losing 1.5-3 s a minute to its hypervisor,
+/// showed one or two per 60 s run.
+const MAX_EXCUSED_DOWNS: u64 = 2;
+
 pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
     if e.capture_died_early {
         return Verdict::Fail(
@@ -363,10 +387,20 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
             }
         }
     }
-    let flaps = e.plain_flaps();
+    let flaps = e.own_flaps();
     let max = e.plain_max_ms();
     if !fault_failures.is_empty() {
         return Verdict::Fail(fault_failures.join("; "));
+    }
+    // The DUT told the truth about a silent peer: excused, unless the
+    // excuse leaves too little (`Evidence::excuse_spoils`).
+    if let Some(ms) = e.silent_peer_detections_ms.first() {
+        if e.excuse_spoils(expect) {
+            return Verdict::Invalid(format!(
+                "the peer sent nothing for {ms:.2} ms, a detection time, and the DUT's first Down declared it dead: the peer host stalled ({:.0} ms hypervisor steal on its CPUs)",
+                e.peer_steal_ms
+            ));
+        }
     }
     if expect.positive_control {
         return if flaps > 0 {
@@ -376,14 +410,6 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
                 "positive control: it must flap under this load and did not (max gap {max:.2} ms): the stress did not bite"
             ))
         };
-    }
-    // Not for a positive control: it must flap, and its first flap may be
-    // the peer's doing without making the rest of its flaps any less its own.
-    if let Some(ms) = e.silent_peer_detections_ms.first() {
-        return Verdict::Invalid(format!(
-            "the peer sent nothing for {ms:.2} ms, a detection time, and the DUT's first Down declared it dead: the peer host stalled ({:.0} ms hypervisor steal on its CPUs)",
-            e.peer_steal_ms
-        ));
     }
     let broken = broken_limits(expect, e);
     if broken.is_empty() {
@@ -425,7 +451,7 @@ pub fn spoiled(expect: &Expectation, e: &Evidence) -> bool {
     }
     if e.spoiling_peer_detection(expect).is_some()
         || e.fault_peer_host_stall().is_some()
-        || (!expect.positive_control && !e.silent_peer_detections_ms.is_empty())
+        || (!e.silent_peer_detections_ms.is_empty() && e.excuse_spoils(expect))
         || e.fault_spoiled_by_steal()
     {
         return true;
@@ -448,7 +474,7 @@ pub fn spoiled(expect: &Expectation, e: &Evidence) -> bool {
 /// mirrored the peer's own silence: the longest such gap.
 fn peer_explains(expect: &Expectation, e: &Evidence) -> Option<f64> {
     let limit = expect.max_gap_ms?;
-    let flaps = e.plain_flaps();
+    let flaps = e.own_flaps();
     if expect.max_flaps.is_some_and(|n| flaps > n)
         || matches!(e.control_plane_uninterrupted, Some(Err(_)))
     {
@@ -483,7 +509,7 @@ fn steal_explains(expect: &Expectation, e: &Evidence) -> bool {
 }
 
 fn broken_limits(expect: &Expectation, e: &Evidence) -> Vec<String> {
-    let flaps = e.plain_flaps();
+    let flaps = e.own_flaps();
     let max = e.plain_max_ms();
     let mut broken = Vec::new();
     if let Some(limit) = expect.max_flaps {
@@ -1055,9 +1081,41 @@ mod tests {
             matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("31.01 ms") && w.contains("first Down"))
         );
         assert!(spoiled(&hold(), &e));
-        // A positive control flaps anyway: its verdict stands.
+        // A positive control whose only flap was that Down proves nothing;
+        // with flaps of its own, its verdict stands.
+        assert!(matches!(judge(&control(), &e), Verdict::Invalid(w) if w.contains("first Down")));
+        assert!(spoiled(&control(), &e));
+        e.phases = vec![phase(5, 807.32, 900.0)];
         assert_eq!(judge(&control(), &e), Verdict::Pass);
         assert!(!spoiled(&control(), &e));
+    }
+
+    #[test]
+    fn downs_the_wire_proves_were_not_the_dut_s_are_excused_while_the_limits_hold() {
+        // CI, 60 s under L4 with 1.5-3 s a minute of hypervisor steal: the
+        // peer declared the DUT dead 0.23 ms after its last packet, and
+        // that was the run's only flap; every gap held its limit.
+        let mut e = evidence(vec![phase(1, 14.0, 950.0)]);
+        assert!(matches!(judge(&hold(), &e), Verdict::Fail(w) if w.contains("1 flaps")));
+        e.premature_peer_detections_ms = vec![0.23];
+        assert_eq!(judge(&hold(), &e), Verdict::Pass);
+        assert!(!spoiled(&hold(), &e));
+        // A true detection of a silent peer as well: two excused.
+        e.phases = vec![phase(2, 14.0, 950.0)];
+        e.silent_peer_detections_ms = vec![31.2];
+        assert_eq!(judge(&hold(), &e), Verdict::Pass);
+        // A flap beyond the excused ones is the DUT's own.
+        e.phases = vec![phase(3, 14.0, 950.0)];
+        assert!(matches!(judge(&hold(), &e), Verdict::Fail(w) if w.contains("1 flaps")));
+        // More excused Downs than a window can spare: invalid.
+        e.premature_peer_detections_ms = vec![0.23, 4.1];
+        assert!(matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("0.23 ms")));
+        assert!(spoiled(&hold(), &e));
+        // Measured, not judged (no limits): 40 flaps, one the peer's.
+        let mut e = evidence(vec![phase(40, 58.96, 950.0)]);
+        e.premature_peer_detections_ms = vec![19.28];
+        assert_eq!(judge(&Expectation::default(), &e), Verdict::Pass);
+        assert!(!spoiled(&Expectation::default(), &e));
     }
 
     #[test]

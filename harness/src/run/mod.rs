@@ -1604,6 +1604,15 @@ fn demand_markdown(m: &Manifest) -> String {
     )
 }
 
+/// `what: 1.56, 25.32 ms`, or nothing for no figures.
+fn list_ms(what: &str, ms: &[f64]) -> String {
+    if ms.is_empty() {
+        return String::new();
+    }
+    let figures: Vec<String> = ms.iter().map(|v| format!("{v:.2}")).collect();
+    format!("{what} {} ms", figures.join(", "))
+}
+
 pub fn summary_markdown(m: &Manifest) -> String {
     let mut out = format!(
         "# {} ({})\n\n{}\n\nStatus: **{}**. Peer: {} ({}); sessions {} x {} ms ({}). Host: kernel {}, DUT CPUs {:?}, sched_rt_runtime_us as shipped {}.\n\n",
@@ -1701,6 +1710,21 @@ pub fn summary_markdown(m: &Manifest) -> String {
             out.push_str(&format!(
                 "\n{} in {}: {} sessions, {} flapped, the largest correlated flap took {} sessions within 100 ms.\n",
                 d.label, p.profile, p.sessions, p.sessions_flapped, p.correlated_flaps
+            ));
+        }
+        if let Some(e) = d.evidence.as_ref().filter(|e| e.excused_flaps() > 0) {
+            out.push_str(&format!(
+                "\n{}: {} of its flaps are excused from its verdict, the wire proving them not its own{}{}. The flaps column counts them.\n",
+                d.label,
+                e.excused_flaps(),
+                list_ms(
+                    "; the peer declared it dead before its detection time, this long after its last packet",
+                    &e.premature_peer_detections_ms
+                ),
+                list_ms(
+                    "; it declared dead a peer silent on the wire for",
+                    &e.silent_peer_detections_ms[..e.silent_peer_detections_ms.len().min(1)]
+                ),
             ));
         }
         for (i, spoiled) in d.spoiled_attempts.iter().enumerate() {
