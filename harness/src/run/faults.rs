@@ -306,9 +306,29 @@ fn ms(ns: i64) -> f64 {
     ns as f64 / 1e6
 }
 
-/// What the figures say about the DUT: `Err((invalid, why))` when the
-/// fault did not bite or the instrument disagrees with itself (invalid),
-/// or the DUT broke a rule (fail).
+/// What a fault's phase holds against the run, each with its reason.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FaultBreach {
+    /// The DUT broke a rule.
+    Fail(String),
+    /// The fault did not bite, or the instrument disagrees with itself.
+    Invalid(String),
+    /// A late packet of ours, no later than what the hypervisor took from
+    /// the DUT's CPUs: invalid, and worth running again.
+    Stolen(String),
+}
+
+impl FaultBreach {
+    pub fn why(&self) -> &str {
+        match self {
+            Self::Fail(w) | Self::Invalid(w) | Self::Stolen(w) => w,
+        }
+    }
+}
+
+/// What the figures say about the DUT: a breach when the fault did not
+/// bite or the instrument disagrees with itself (invalid), or the DUT broke
+/// a rule (fail).
 /// `steal_ms`: what the hypervisor took from the DUT's CPUs during the run;
 /// it can excuse a late packet of ours, never a missed or early Down.
 pub fn judge(
@@ -316,13 +336,13 @@ pub fn judge(
     detection_ms: f64,
     interval_ms: f64,
     steal_ms: f64,
-) -> Result<(), (bool, String)> {
+) -> Result<(), FaultBreach> {
     let Some(fault) = &f.fault else {
         return Ok(());
     };
     let what = fault.describe();
-    let fail = |why: String| Err((false, format!("{what}: {why}")));
-    let invalid = |why: String| Err((true, format!("{what}: {why}")));
+    let fail = |why: String| Err(FaultBreach::Fail(format!("{what}: {why}")));
+    let invalid = |why: String| Err(FaultBreach::Invalid(format!("{what}: {why}")));
     if let Some(&early_or_late) = f
         .detections_ms
         .iter()
@@ -365,9 +385,9 @@ pub fn judge(
                 // Our own clock was late by what the hypervisor may have
                 // taken (CI: 21.70 ms, 90 ms stolen from the DUT's CPU).
                 return if f.up_gap_max_ms - interval_ms <= steal_ms {
-                    invalid(format!(
-                        "{why}, while the hypervisor stole {steal_ms:.0} ms from the DUT's CPUs"
-                    ))
+                    Err(FaultBreach::Stolen(format!(
+                        "{what}: {why}, while the hypervisor stole {steal_ms:.0} ms from the DUT's CPUs"
+                    )))
                 } else {
                     fail(why)
                 };
@@ -471,22 +491,31 @@ mod tests {
         assert_eq!(judge(&on_time, 30.0, 10.0, 0.0), Ok(()));
         let late = loss(&flap(50, Some(40)));
         assert!(
-            matches!(judge(&late, 30.0, 10.0, 0.0), Err((false, why)) if why.contains("40.00 ms"))
+            matches!(judge(&late, 30.0, 10.0, 0.0), Err(FaultBreach::Fail(why)) if why.contains("40.00 ms"))
         );
         let early = loss(&flap(50, Some(20)));
-        assert!(matches!(judge(&early, 30.0, 10.0, 0.0), Err((false, _))));
+        assert!(matches!(
+            judge(&early, 30.0, 10.0, 0.0),
+            Err(FaultBreach::Fail(_))
+        ));
         let missed = loss(&flap(50, None));
         assert_eq!(missed.missed_ms, vec![50.0]);
         assert!(
-            matches!(judge(&missed, 30.0, 10.0, 0.0), Err((false, why)) if why.contains("never declared"))
+            matches!(judge(&missed, 30.0, 10.0, 0.0), Err(FaultBreach::Fail(why)) if why.contains("never declared"))
         );
         // A silence within the detection time needs no Down.
         let short = loss(&flap(25, None));
         assert!(short.missed_ms.is_empty() && short.detections_ms.is_empty());
         // ...but then the link flap did not bite.
-        assert!(matches!(judge(&short, 30.0, 10.0, 0.0), Err((true, _))));
+        assert!(matches!(
+            judge(&short, 30.0, 10.0, 0.0),
+            Err(FaultBreach::Invalid(_))
+        ));
         // Steal never excuses a late Down.
-        assert!(matches!(judge(&late, 30.0, 10.0, 500.0), Err((false, _))));
+        assert!(matches!(
+            judge(&late, 30.0, 10.0, 500.0),
+            Err(FaultBreach::Fail(_))
+        ));
     }
 
     #[test]
@@ -504,13 +533,16 @@ mod tests {
             ..FaultFigures::default()
         };
         assert!(
-            matches!(judge(&f, 30.0, 10.0, 0.0), Err((false, why)) if why.contains("21.70 ms"))
+            matches!(judge(&f, 30.0, 10.0, 0.0), Err(FaultBreach::Fail(why)) if why.contains("21.70 ms"))
         );
         assert!(
-            matches!(judge(&f, 30.0, 10.0, 90.0), Err((true, why)) if why.contains("stole 90 ms"))
+            matches!(judge(&f, 30.0, 10.0, 90.0), Err(FaultBreach::Stolen(why)) if why.contains("stole 90 ms"))
         );
         // 10 ms of steal cannot make 11.7 ms of lateness.
-        assert!(matches!(judge(&f, 30.0, 10.0, 10.0), Err((false, _))));
+        assert!(matches!(
+            judge(&f, 30.0, 10.0, 10.0),
+            Err(FaultBreach::Fail(_))
+        ));
     }
 
     #[test]

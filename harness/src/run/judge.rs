@@ -249,7 +249,7 @@ impl Evidence {
             p.fault.as_ref().is_some_and(|f| {
                 matches!(
                     super::faults::judge(f, self.detection_ms, interval_ms, self.steal_ms),
-                    Err((true, why)) if why.contains("hypervisor stole")
+                    Err(super::faults::FaultBreach::Stolen(_))
                 )
             })
         })
@@ -382,8 +382,12 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
             let interval_ms = e.detection_ms / 3.0;
             match super::faults::judge(f, e.detection_ms, interval_ms, e.steal_ms) {
                 Ok(()) => {}
-                Err((true, why)) => return Verdict::Invalid(format!("phase {}: {why}", p.phase)),
-                Err((false, why)) => fault_failures.push(format!("phase {}: {why}", p.phase)),
+                Err(super::faults::FaultBreach::Fail(why)) => {
+                    fault_failures.push(format!("phase {}: {why}", p.phase))
+                }
+                Err(breach) => {
+                    return Verdict::Invalid(format!("phase {}: {}", p.phase, breach.why()));
+                }
             }
         }
     }
