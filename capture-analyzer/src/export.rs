@@ -58,7 +58,7 @@ pub struct PacketCsv<W: Write> {
 
 impl<W: Write> PacketCsv<W> {
     pub fn new(mut out: W) -> std::io::Result<Self> {
-        out.write_all(b"ts_ns,flow,state,diag,poll,final,detect_mult,my_discr,your_discr,desired_min_tx_us,required_min_rx_us,gap_ns\n")?;
+        out.write_all(b"ts_ns,flow,state,diag,poll,final,demand,demand_silence,detect_mult,my_discr,your_discr,desired_min_tx_us,required_min_rx_us,gap_ns\n")?;
         Ok(Self { out, error: None })
     }
 
@@ -80,13 +80,15 @@ impl<W: Write> PacketSink for PacketCsv<W> {
         let gap = r.gap_ns.map(|g| g.to_string()).unwrap_or_default();
         if let Err(e) = writeln!(
             self.out,
-            "{},{},{},{},{},{},{},{},{},{},{},{gap}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{gap}",
             r.ts_ns,
             r.flow,
             state_name(c.state),
             c.diag,
             u8::from(c.poll),
             u8::from(c.final_),
+            u8::from(c.demand),
+            u8::from(r.demand_silence),
             c.detect_mult,
             c.my_discr,
             c.your_discr,
@@ -181,6 +183,10 @@ pub mod parquet {
         diag: Vec<u32>,
         poll: Vec<bool>,
         final_: Vec<bool>,
+        /// D: the sender asks for Demand mode (RFC 5880 6.6).
+        demand: Vec<bool>,
+        /// The gap before this packet was a silence the receiver asked for.
+        demand_silence: Vec<bool>,
         detect_mult: Vec<u32>,
         my_discr: Vec<u32>,
         your_discr: Vec<u32>,
@@ -199,6 +205,8 @@ pub mod parquet {
                 Column::new("diag".into(), c.diag),
                 Column::new("poll".into(), c.poll),
                 Column::new("final".into(), c.final_),
+                Column::new("demand".into(), c.demand),
+                Column::new("demand_silence".into(), c.demand_silence),
                 Column::new("detect_mult".into(), c.detect_mult),
                 Column::new("my_discr".into(), c.my_discr),
                 Column::new("your_discr".into(), c.your_discr),
@@ -258,6 +266,8 @@ pub mod parquet {
             c.diag.push(u32::from(r.control.diag));
             c.poll.push(r.control.poll);
             c.final_.push(r.control.final_);
+            c.demand.push(r.control.demand);
+            c.demand_silence.push(r.demand_silence);
             c.detect_mult.push(u32::from(r.control.detect_mult));
             c.my_discr.push(r.control.my_discr);
             c.your_discr.push(r.control.your_discr);

@@ -278,7 +278,13 @@ fn demand_frames() -> Vec<(i64, Vec<u8>)> {
 #[test]
 fn demand_mode_silences_are_asked_for_and_kept_apart_from_the_gaps() {
     let path = write_capture("demand.pcap", Format::PcapNanos, &demand_frames());
-    let a = analyze_files(&[path], &[]).unwrap();
+    let mut csv = linecard_capture_analyzer::export::PacketCsv::new(Vec::new()).unwrap();
+    let a = linecard_capture_analyzer::analyze(
+        std::slice::from_ref(&path),
+        &Default::default(),
+        Some(&mut csv),
+    )
+    .unwrap();
     let fa = a.all.flows.iter().find(|f| f.src == "192.0.2.1").unwrap();
     let fb = a.all.flows.iter().find(|f| f.src == "192.0.2.2").unwrap();
     assert_eq!(fa.demand_packets, 300, "A asked for 3 s at 10 ms");
@@ -299,6 +305,34 @@ fn demand_mode_silences_are_asked_for_and_kept_apart_from_the_gaps() {
     assert_eq!(fa.polls, 2);
     assert_eq!(fb.poll_final_ms.count, 2);
     assert!(close(fa.gap_ms.max, 10.0));
+    // The per-packet export carries both: D on A's packets, and the
+    // asked-for silence on the B packet that ended each.
+    let csv = String::from_utf8(csv.finish().unwrap()).unwrap();
+    let mut rows = csv.lines();
+    let header: Vec<&str> = rows.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (flow, demand, silence) = (col("flow"), col("demand"), col("demand_silence"));
+    let a_flow = a
+        .all
+        .flows
+        .iter()
+        .position(|f| f.src == "192.0.2.1")
+        .unwrap();
+    let (mut d_rows, mut silence_rows) = (0, Vec::new());
+    for row in rows {
+        let cells: Vec<&str> = row.split(',').collect();
+        let from_a = cells[flow] == a_flow.to_string();
+        if cells[demand] == "1" {
+            assert!(from_a, "D on a packet of B: {row}");
+            d_rows += 1;
+        }
+        if cells[silence] == "1" {
+            assert!(!from_a, "A was never asked to stop: {row}");
+            silence_rows.push(row.to_string());
+        }
+    }
+    assert_eq!(d_rows, 300);
+    assert_eq!(silence_rows.len(), 3, "{silence_rows:?}");
 
     // The same capture without D: B's silences are a 1 s hole each.
     let plain: Vec<(i64, Vec<u8>)> = demand_frames()
