@@ -10,6 +10,7 @@
 
 pub mod analysis;
 pub mod decode;
+pub mod histogram;
 pub mod model;
 pub mod reader;
 pub mod stats;

@@ -1,8 +1,8 @@
-//! Gap distributions: an HdrHistogram for percentiles, the exact maximum,
+//! Gap distributions: a sparse HdrHistogram for percentiles, the exact maximum,
 //! and the longest gaps with their timestamps. Integer nanoseconds inside;
 //! milliseconds only in the summary.
 
-use hdrhistogram::Histogram;
+use crate::histogram::SparseHistogram;
 use serde::Serialize;
 
 /// How many of the longest gaps each distribution keeps with timestamps.
@@ -10,11 +10,11 @@ const LONGEST_KEPT: usize = 5;
 
 #[derive(Clone, Debug, Default)]
 pub struct GapStats {
-    /// Nanoseconds, 3 significant digits (relative error <= 0.1 %),
-    /// auto-resizing so memory follows the range seen, not the sample count.
-    /// Created on the first sample: a flow carries several distributions,
-    /// most of them empty (Poll/Final, detection), at ~16 KiB each.
-    hist: Option<Histogram<u64>>,
+    /// Nanoseconds in HdrHistogram's buckets at 3 significant digits
+    /// (relative error <= 0.1 %), stored only where samples fell: a flow
+    /// carries several distributions in every phase window, and 8192 flows
+    /// of dense histograms took 14 GB (`crate::histogram`).
+    hist: SparseHistogram,
     max_ns: u64,
     /// (gap, timestamp of the packet that ended it), longest first.
     longest: Vec<(u64, i64)>,
@@ -23,11 +23,7 @@ pub struct GapStats {
 impl GapStats {
     #[inline]
     pub fn record(&mut self, gap_ns: u64, ended_at_ns: i64) {
-        // Auto-resize makes record infallible for any u64.
-        let hist = self
-            .hist
-            .get_or_insert_with(|| Histogram::new(3).expect("3 significant digits is valid"));
-        let _ = hist.record(gap_ns.max(1));
+        self.hist.record(gap_ns.max(1));
         if gap_ns > self.max_ns {
             self.max_ns = gap_ns;
         }
@@ -41,11 +37,7 @@ impl GapStats {
     /// The union of two distributions (for example Up gaps and the rest).
     pub fn merged(a: &Self, b: &Self) -> Self {
         let mut out = a.clone();
-        match (&mut out.hist, &b.hist) {
-            (Some(h), Some(other)) => h.add(other).expect("auto-resizing histograms always merge"),
-            (None, Some(other)) => out.hist = Some(other.clone()),
-            _ => {}
-        }
+        out.hist.add(&b.hist);
         out.max_ns = a.max_ns.max(b.max_ns);
         out.longest.extend_from_slice(&b.longest);
         out.longest
@@ -55,7 +47,7 @@ impl GapStats {
     }
 
     pub fn count(&self) -> u64 {
-        self.hist.as_ref().map_or(0, |h| h.len())
+        self.hist.len()
     }
 
     pub fn max_ns(&self) -> u64 {
@@ -71,50 +63,27 @@ impl GapStats {
 
     /// Several quantiles (ascending) in one pass over the histogram.
     fn quantiles_ns<const N: usize>(&self, qs: [f64; N]) -> [u64; N] {
-        let mut out = [0; N];
-        let Some(hist) = self.hist.as_ref().filter(|h| !h.is_empty()) else {
-            return out;
-        };
-        let n = hist.len();
-        let ranks = qs.map(|q| ((q * n as f64).floor() as u64).min(n - 1));
-        let (mut next, mut seen) = (0, 0);
-        for v in hist.iter_recorded() {
-            seen += v.count_at_value();
-            while next < N && seen > ranks[next] {
-                out[next] = hist
-                    .median_equivalent(v.value_iterated_to())
-                    .min(self.max_ns);
-                next += 1;
-            }
-            if next == N {
-                break;
-            }
+        let n = self.hist.len();
+        if n == 0 {
+            return [0; N];
         }
-        out
+        let ranks = qs.map(|q| ((q * n as f64).floor() as u64).min(n - 1));
+        self.hist.values_at_ranks(ranks).map(|v| v.min(self.max_ns))
     }
 
-    /// The complementary CDF, P(gap > x), at roughly log-spaced points
-    /// (x in ms), for plots on log axes. Empty for an empty distribution.
+    /// The complementary CDF, P(gap > x), at log-spaced points from 1 us
+    /// by factors of 1.2 (x in ms), for plots on log axes. Empty for an
+    /// empty distribution.
     pub fn ccdf(&self) -> Vec<CcdfPoint> {
-        let Some(hist) = self.hist.as_ref().filter(|h| !h.is_empty()) else {
-            return Vec::new();
-        };
-        let n = hist.len();
-        let mut points = Vec::new();
-        let mut seen = 0u64;
-        for v in hist.iter_log(1_000, 1.2) {
-            seen += v.count_since_last_iteration();
-            let x = v.value_iterated_to().min(self.max_ns);
-            let above = (n - seen.min(n)) as f64 / n as f64;
-            points.push(CcdfPoint {
-                gap_ms: x as f64 / 1e6,
-                fraction_above: above,
-            });
-            if seen >= n {
-                break;
-            }
-        }
-        points
+        let n = self.hist.len();
+        self.hist
+            .cumulative_log(1_000, 1.2)
+            .into_iter()
+            .map(|(x, seen)| CcdfPoint {
+                gap_ms: x.min(self.max_ns) as f64 / 1e6,
+                fraction_above: (n - seen.min(n)) as f64 / n as f64,
+            })
+            .collect()
     }
 
     pub fn summary(&self) -> GapSummary {
