@@ -21,6 +21,7 @@ fn the_bakeoff_reproduces_the_reference_table_with_this_kernels_physics() {
     }
     let _lock = lock_lab();
     let results = scratch_dir("run-bakeoff");
+    let meter = StealMeter::start();
     let out = linecard(&[
         "run",
         repo().join("scenarios/bakeoff.toml").to_str().unwrap(),
@@ -34,6 +35,10 @@ fn the_bakeoff_reproduces_the_reference_table_with_this_kernels_physics() {
         "{}",
         std::fs::read_to_string(dir.join("summary.md")).unwrap_or_default()
     );
+    let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+    if status.starts_with("invalid:") && inconclusive("bakeoff", status.trim(), &meter) {
+        return;
+    }
     assert_exit(
         &out,
         0,
@@ -394,13 +399,15 @@ fn the_faults_scenario_judges_each_fault_on_the_wire() {
     let _lock = lock_lab();
     // Short: the daemons' unix sockets live under it (`sun_path`).
     let results = scratch_dir("rf");
-    let (out, dir) = judged_run(
+    let Some((out, dir)) = judged_run(
         &repo().join("scenarios/faults.toml"),
         "faults",
         &results,
         "f",
         &[],
-    );
+    ) else {
+        return;
+    };
     let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
     eprintln!("{summary}");
     assert_exit(&out, 0, "the faults scenario");
@@ -439,13 +446,15 @@ fn the_faults_scenario_judges_each_fault_on_the_wire() {
 
     // Restarts, for xdp and rt: the new processes come Up under new
     // discriminators.
-    let (out, restart_dir) = judged_run(
+    let Some((out, restart_dir)) = judged_run(
         &repo().join("scenarios/restart.toml"),
         "restart",
         &results,
         "r",
         &[],
-    );
+    ) else {
+        return;
+    };
     eprintln!(
         "{}",
         std::fs::read_to_string(restart_dir.join("summary.md")).unwrap()
@@ -482,7 +491,7 @@ fn the_faults_scenario_judges_each_fault_on_the_wire() {
             "max_gap_ms = 15.0\nengine = { dead_man_ms = 0 }",
         );
     std::fs::write(&unguarded, engine_stop_only).unwrap();
-    let (out, unguarded_dir) = judged_run(
+    let Some((out, unguarded_dir)) = judged_run(
         &unguarded,
         "faults",
         &results,
@@ -491,7 +500,9 @@ fn the_faults_scenario_judges_each_fault_on_the_wire() {
             "--profiles",
             repo().join("stress-profiles").to_str().unwrap(),
         ],
-    );
+    ) else {
+        return;
+    };
     assert_exit(&out, 1, "the engine stop without the dead-man guard");
     let status = std::fs::read_to_string(unguarded_dir.join("status")).unwrap();
     assert!(
@@ -513,13 +524,15 @@ fn dual_stack_separates_the_kernel_path_from_userspace_in_one_engine() {
     }
     let _lock = lock_lab();
     let results = scratch_dir("ds");
-    let (out, dir) = judged_run(
+    let Some((out, dir)) = judged_run(
         &repo().join("scenarios/dual-stack.toml"),
         "dual-stack",
         &results,
         "d",
         &[],
-    );
+    ) else {
+        return;
+    };
     let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
     eprintln!("{summary}");
     assert_exit(&out, 0, "the dual-stack scenario");
@@ -664,6 +677,7 @@ fn smoke_passes_its_committed_baseline_and_a_degraded_engine_fails_the_gate() {
     let _lock = lock_lab();
     let results = scratch_dir("run-gate");
     let baseline = repo().join("baselines/smoke.toml");
+    let meter = StealMeter::start();
     let out = linecard(&[
         "run",
         repo().join("scenarios/smoke.toml").to_str().unwrap(),
@@ -671,6 +685,10 @@ fn smoke_passes_its_committed_baseline_and_a_degraded_engine_fails_the_gate() {
         results.join("good").to_str().unwrap(),
     ]);
     let good = run_dir(&results.join("good"), "smoke");
+    let status = std::fs::read_to_string(good.join("status")).unwrap_or_default();
+    if status.starts_with("invalid:") && inconclusive("smoke", status.trim(), &meter) {
+        return;
+    }
     assert_exit(&out, 0, &format!("linecard run smoke ({})", good.display()));
     let junit = results.join("gate.xml");
     let gate = linecard(&[
@@ -743,8 +761,10 @@ fn smoke_passes_its_committed_baseline_and_a_degraded_engine_fails_the_gate() {
 }
 
 /// Runs a committed scenario with its phases shortened to 5 s idle and
-/// 15 s L4 (the run must come out complete); returns the manifest.
-fn run_shortened(scenario: &str, results: &Path) -> serde_json::Value {
+/// 15 s L4 (the run must come out complete); returns the manifest, or
+/// `None` when it stayed invalid under the hypervisor's steal
+/// ([`inconclusive`]).
+fn run_shortened(scenario: &str, results: &Path) -> Option<serde_json::Value> {
     let text = std::fs::read_to_string(repo().join(format!("scenarios/{scenario}.toml")))
         .unwrap()
         .replace("seconds = 10", "seconds = 5")
@@ -755,6 +775,7 @@ fn run_shortened(scenario: &str, results: &Path) -> serde_json::Value {
     );
     let file = results.join(format!("{scenario}.toml"));
     std::fs::write(&file, text).unwrap();
+    let meter = StealMeter::start();
     let out = linecard(&[
         "run",
         file.to_str().unwrap(),
@@ -769,12 +790,16 @@ fn run_shortened(scenario: &str, results: &Path) -> serde_json::Value {
         "{}",
         std::fs::read_to_string(dir.join("summary.md")).unwrap_or_default()
     );
+    let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+    if status.starts_with("invalid:") && inconclusive(scenario, status.trim(), &meter) {
+        return None;
+    }
     assert_exit(
         &out,
         0,
         &format!("linecard run {scenario} ({})", dir.display()),
     );
-    stdout_json(&out)
+    Some(stdout_json(&out))
 }
 
 /// IPv6 on the kernel path (issue 6): the xdp backend answers an IPv6 FRR
@@ -789,7 +814,9 @@ fn an_ipv6_peer_is_answered_from_the_kernel_under_l4() {
     }
     let _lock = lock_lab();
     let results = scratch_dir("run-ipv6-xdp");
-    let manifest = run_shortened("ipv6-xdp", &results);
+    let Some(manifest) = run_shortened("ipv6-xdp", &results) else {
+        return;
+    };
     let (naive, xdp) = (dut(&manifest, "naive"), dut(&manifest, "xdp"));
     assert!(
         phase(naive, "L4")["flaps"].as_u64().unwrap() > 0,
@@ -822,7 +849,9 @@ fn a_thousand_and_twenty_four_sessions_hold_on_the_fast_path_under_l4() {
     }
     let _lock = lock_lab();
     let results = scratch_dir("run-scale-1024");
-    let manifest = run_shortened("scale-1024", &results);
+    let Some(manifest) = run_shortened("scale-1024", &results) else {
+        return;
+    };
     let (naive, xdp) = (dut(&manifest, "naive"), dut(&manifest, "xdp"));
     for d in [naive, xdp] {
         assert_eq!(d["evidence"]["capture_dropped"], 0, "{d:#}");
@@ -882,13 +911,15 @@ fn the_echo_scenario_reflects_in_the_kernel_negotiates_and_stays_advisory() {
         "the DUT's namespace forwards"
     );
     let results = scratch_dir("ec");
-    let (out, dir) = judged_run(
+    let Some((out, dir)) = judged_run(
         &repo().join("scenarios/echo.toml"),
         "echo",
         &results,
         "e",
         &[],
-    );
+    ) else {
+        return;
+    };
     let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
     eprintln!("{summary}");
     assert_exit(&out, 0, "the echo scenario");
@@ -997,13 +1028,15 @@ fn the_fast_path_reflects_self_addressed_echoes_in_both_families() {
     }
     let _lock = lock_lab();
     let results = scratch_dir("el");
-    let (out, dir) = judged_run(
+    let Some((out, dir)) = judged_run(
         &repo().join("scenarios/echo-linecardd.toml"),
         "echo-linecardd",
         &results,
         "l",
         &[],
-    );
+    ) else {
+        return;
+    };
     let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
     eprintln!("{summary}");
     assert_exit(&out, 0, "the echo-linecardd scenario");
@@ -1039,13 +1072,15 @@ fn the_auth_scenario_authenticates_every_packet_of_both_sides() {
     }
     let _lock = lock_lab();
     let results = scratch_dir("au");
-    let (out, dir) = judged_run(
+    let Some((out, dir)) = judged_run(
         &repo().join("scenarios/auth.toml"),
         "auth",
         &results,
         "a",
         &[],
-    );
+    ) else {
+        return;
+    };
     let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
     eprintln!("{summary}");
     assert_exit(&out, 0, "the auth scenario");

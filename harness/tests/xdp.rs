@@ -18,10 +18,7 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn xdp_backend_idle_injection_and_kill() {
-    if let Err(why) = xdp_run() {
-        eprintln!("{why}; running again");
-        xdp_run().unwrap_or_else(|why| panic!("{why}, twice"));
-    }
+    retrying_invalid("xdp", xdp_run);
 }
 
 /// One run. `Err` means invalid (not failed): the hypervisor stole time from
