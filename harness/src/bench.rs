@@ -1,6 +1,7 @@
-//! `linecard bench analyze`: the analyzer's speed, side by side in one run
-//! with what a user would otherwise use (`tshark -T fields`) and with the
-//! floor (`cat FILE > /dev/null`), all pinned to one CPU.
+//! `linecard bench analyze`: the analyzer's speed and peak memory, side by
+//! side in one run with what a user would otherwise use (`tshark -T
+//! fields`) and with the floor (`cat FILE > /dev/null`), all pinned to one
+//! CPU.
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -14,6 +15,9 @@ use std::time::Instant;
 pub struct BenchReport {
     pub packets: u64,
     pub sessions: u32,
+    /// Equal phase windows the analyzer computed beside the whole capture
+    /// (each holds every flow's distributions: memory grows with them).
+    pub phases: u32,
     pub capture_bytes: u64,
     pub cpu: usize,
     pub tools: Vec<ToolResult>,
@@ -34,7 +38,29 @@ pub struct ToolResult {
     pub best_seconds: f64,
     pub runs_seconds: Vec<f64>,
     pub packets_per_second: f64,
+    /// The largest peak resident set of its runs (the kernel's ru_maxrss).
+    pub max_rss_kib: u64,
     pub note: Option<String>,
+}
+
+/// Where the synthetic capture's time starts.
+const SYNTHETIC_START_NS: u64 = 1_764_480_000 * 1_000_000_000;
+
+/// The synthetic capture's span: flows send in turn, one round per 10 ms.
+fn synthetic_span_ns(packets: u64, sessions: u32) -> u64 {
+    packets.div_ceil(u64::from(sessions) * 2) * 10_000_000
+}
+
+/// `count` equal windows over the synthetic capture, as `--phase` takes
+/// them.
+fn phase_args(packets: u64, sessions: u32, count: u32) -> Vec<String> {
+    let span = synthetic_span_ns(packets, sessions);
+    (0..u64::from(count))
+        .map(|i| {
+            let at = |k: u64| (SYNTHETIC_START_NS + span * k / u64::from(count)) as f64 / 1e9;
+            format!("--phase=p{}={:.9},{:.9}", i + 1, at(i), at(i + 1))
+        })
+        .collect()
 }
 
 /// Writes a nanosecond pcap of `packets` BFD packets over `sessions` 3x10 ms
@@ -49,7 +75,7 @@ pub fn synthesize(path: &Path, packets: u64, sessions: u32) -> Result<u64> {
     ])?;
     let flows = u64::from(sessions) * 2;
     let templates: Vec<Vec<u8>> = (0..flows).map(|f| frame_template(f as u32)).collect();
-    let start_ns: u64 = 1_764_480_000 * 1_000_000_000;
+    let start_ns = SYNTHETIC_START_NS;
     // Flows send in turn; each flow's period is 10 ms with a deterministic
     // jitter pattern, as RFC 5880 section 6.8.7 jitter would produce.
     let slot_ns = 10_000_000 / flows;
@@ -113,29 +139,42 @@ fn pinned(program: &str, cpu: usize) -> Command {
     cmd
 }
 
-fn time(cmd: &mut Command, label: &str) -> Result<f64> {
+/// One run: its wall time and its peak resident set (KiB), from wait4.
+fn time(cmd: &mut Command, label: &str) -> Result<(f64, u64)> {
     let started = Instant::now();
-    let status = cmd
+    let child = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .status()
+        .spawn()
         .with_context(|| format!("running {label}"))?;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 on our own child's PID,
+    // which `Child` has not reaped (it is dropped without waiting).
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let reaped = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
     let seconds = started.elapsed().as_secs_f64();
-    if !status.success() {
-        bail!("{label} failed ({status})");
+    if reaped < 0 {
+        bail!("waiting for {label}: {}", std::io::Error::last_os_error());
     }
-    Ok(seconds)
+    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+        bail!("{label} failed (wait status {status:#x})");
+    }
+    Ok((seconds, usage.ru_maxrss.max(0) as u64))
 }
 
-/// Runs a command `runs` times; (median, best, all).
-fn time_runs(cmd: &mut Command, label: &str, runs: usize) -> Result<(f64, f64, Vec<f64>)> {
+/// A command's `runs` runs: (median, best, all seconds; the largest peak
+/// resident set in KiB).
+fn time_runs(cmd: &mut Command, label: &str, runs: usize) -> Result<(f64, f64, Vec<f64>, u64)> {
     let mut all = Vec::with_capacity(runs);
+    let mut rss = 0;
     for _ in 0..runs {
-        all.push(time(cmd, label)?);
+        let (seconds, peak) = time(cmd, label)?;
+        all.push(seconds);
+        rss = rss.max(peak);
     }
     let mut sorted = all.clone();
     sorted.sort_by(f64::total_cmp);
-    Ok((sorted[sorted.len() / 2], sorted[0], all))
+    Ok((sorted[sorted.len() / 2], sorted[0], all, rss))
 }
 
 fn tool_available(program: &str) -> bool {
@@ -150,6 +189,7 @@ fn tool_available(program: &str) -> bool {
 pub fn run(
     packets: u64,
     sessions: u32,
+    phases: u32,
     dir: &Path,
     tshark_packets: u64,
     runs: usize,
@@ -169,7 +209,8 @@ pub fn run(
         let exe = std::env::current_exe()?;
         let exe = exe.to_str().context("executable path is not UTF-8")?;
         let path_str = path.to_str().context("capture path is not UTF-8")?;
-        let (cat, best, runs_seconds) = time_runs(pinned("cat", cpu).arg(&path), "cat", runs)?;
+        let (cat, best, runs_seconds, max_rss_kib) =
+            time_runs(pinned("cat", cpu).arg(&path), "cat", runs)?;
         tools.push(ToolResult {
             tool: "cat".into(),
             command: format!("cat {path_str} > /dev/null"),
@@ -178,19 +219,28 @@ pub fn run(
             best_seconds: best,
             runs_seconds,
             packets_per_second: packets as f64 / cat,
+            max_rss_kib,
             note: None,
         });
         let mut analyze = pinned(exe, cpu);
-        analyze.args(["analyze", path_str, "--json"]);
-        let (secs, best, runs_seconds) = time_runs(&mut analyze, "linecard analyze", runs)?;
+        let windows = phase_args(packets, sessions, phases);
+        analyze.args(["analyze", path_str, "--json"]).args(&windows);
+        let (secs, best, runs_seconds, max_rss_kib) =
+            time_runs(&mut analyze, "linecard analyze", runs)?;
+        let mut shown = format!("linecard analyze {path_str} --json");
+        for w in &windows {
+            shown.push(' ');
+            shown.push_str(w);
+        }
         tools.push(ToolResult {
             tool: "linecard analyze".into(),
-            command: format!("linecard analyze {path_str} --json > /dev/null"),
+            command: format!("{shown} > /dev/null"),
             packets,
             seconds: secs,
             best_seconds: best,
             runs_seconds,
             packets_per_second: packets as f64 / secs,
+            max_rss_kib,
             note: None,
         });
         if tshark_packets == 0 {
@@ -210,7 +260,7 @@ pub fn run(
             ] {
                 tshark.args(["-e", field]);
             }
-            let secs = time(&mut tshark, "tshark")?;
+            let (secs, max_rss_kib) = time(&mut tshark, "tshark")?;
             tools.push(ToolResult {
                 best_seconds: secs,
                 runs_seconds: vec![secs],
@@ -219,6 +269,7 @@ pub fn run(
                 packets: n,
                 seconds: secs,
                 packets_per_second: n as f64 / secs,
+                max_rss_kib,
                 note: (n < packets).then(|| format!("first {n} packets only (--tshark-packets)")),
             });
         } else {
@@ -240,6 +291,7 @@ pub fn run(
     Ok(BenchReport {
         packets,
         sessions,
+        phases,
         capture_bytes: bytes,
         cpu,
         analyze_vs_cat: analyze / rate("cat").unwrap(),
@@ -250,23 +302,26 @@ pub fn run(
 
 pub fn render(r: &BenchReport) -> String {
     let mut out = format!(
-        "{} packets, {} sessions, {:.0} MB, pinned to CPU {}\n{:<18} {:>10} {:>10} {:>14}\n",
+        "{} packets, {} sessions, {} phase windows, {:.0} MB, pinned to CPU {}\n{:<18} {:>10} {:>10} {:>14} {:>12}\n",
         r.packets,
         r.sessions,
+        r.phases,
         r.capture_bytes as f64 / 1e6,
         r.cpu,
         "tool",
         "packets",
         "median s",
-        "packets/s"
+        "packets/s",
+        "peak RSS MiB"
     );
     for t in &r.tools {
         out.push_str(&format!(
-            "{:<18} {:>10} {:>10.3} {:>14.0}  best {:.3} s{}\n",
+            "{:<18} {:>10} {:>10.3} {:>14.0} {:>12.1}  best {:.3} s{}\n",
             t.tool,
             t.packets,
             t.seconds,
             t.packets_per_second,
+            t.max_rss_kib as f64 / 1024.0,
             t.best_seconds,
             t.note
                 .as_ref()

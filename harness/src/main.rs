@@ -183,14 +183,19 @@ enum BenchCommand {
         #[command(flatten)]
         output: Output,
     },
-    /// Analyzer speed on a synthetic capture: linecard analyze vs tshark -T fields vs cat, one CPU
+    /// Analyzer speed and peak memory on a synthetic capture: linecard analyze vs tshark -T
+    /// fields vs cat, one CPU
     Analyze {
         /// Packets in the synthetic capture
         #[arg(long, default_value_t = 10_000_000)]
         packets: u64,
         /// Sessions (two flows each)
-        #[arg(long, default_value_t = 64)]
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65_536))]
         sessions: u32,
+        /// Equal phase windows analysed beside the whole capture, as a run's phases are
+        /// (each holds every flow's distributions: the memory figure grows with them)
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=16))]
+        phases: u32,
         /// Where to write the capture (about 82 bytes per packet)
         #[arg(long, default_value = "/tmp")]
         dir: std::path::PathBuf,
@@ -429,13 +434,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Bench(BenchCommand::Analyze {
             packets,
             sessions,
+            phases,
             dir,
             tshark_packets,
             runs,
             keep,
             output,
         }) => {
-            let report = bench::run(packets, sessions, &dir, tshark_packets, runs as usize, keep)?;
+            let report = bench::run(
+                packets,
+                sessions,
+                phases,
+                &dir,
+                tshark_packets,
+                runs as usize,
+                keep,
+            )?;
             if output.json {
                 print_json(&report)?;
             } else {
