@@ -293,18 +293,7 @@ pub struct StealMeter {
 
 impl StealMeter {
     fn now() -> (u64, u64) {
-        let stat = std::fs::read_to_string("/proc/stat").unwrap();
-        let ticks: Vec<u64> = stat
-            .lines()
-            .next()
-            .unwrap()
-            .split_whitespace()
-            .skip(1)
-            .take(8)
-            .map(|v| v.parse().unwrap())
-            .collect();
-        // user nice system idle iowait irq softirq steal
-        (ticks.iter().sum(), ticks[7])
+        linecard_harness::run::cpu::machine_ticks()
     }
 
     pub fn start() -> Self {
@@ -356,6 +345,18 @@ pub fn inconclusive(label: &str, why: &str, meter: &StealMeter) -> bool {
         .unwrap_or_else(|e| panic!("{line} (and the inconclusive log {}: {e})", log.display()));
     writeln!(f, "{line}").unwrap();
     true
+}
+
+/// Whether the run in `dir` stayed invalid and the hypervisor's steal
+/// since `meter` started made it [`inconclusive`].
+pub fn inconclusive_run(label: &str, dir: &Path, meter: &StealMeter) -> bool {
+    let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+    status.starts_with("invalid:")
+        && inconclusive(
+            label,
+            &format!("{} ({})", status.trim(), dir.display()),
+            meter,
+        )
 }
 
 /// Runs `run_once` until it is valid, at most three times: `Err` means the
@@ -536,12 +537,11 @@ pub fn run_dir(results: &Path, scenario: &str) -> PathBuf {
 /// scenario called `name`, repeated (at most twice, each attempt
 /// kept in its own directory) while the run comes out `invalid`: its
 /// environment spoiled it (a stalled peer host) beyond the runner's own
-/// repeats of each DUT. Returns the output and the judged run's directory. (Short
-/// names: the daemons' unix sockets live under the run directory.)
-/// Runs a scenario, once more if its run was invalid (the runner itself
-/// already repeats a spoiled DUT up to three times). `None` when it stayed
-/// invalid on a machine whose hypervisor made it [`inconclusive`]; a run
-/// that stayed invalid otherwise is returned for its caller to fail.
+/// repeats of each DUT. Returns the output and the judged run's directory;
+/// `None` when it stayed invalid on a machine whose hypervisor made it
+/// [`inconclusive`] (a run that stayed invalid otherwise is returned for
+/// its caller to fail). (Short names: the daemons' unix sockets live under
+/// the run directory.)
 pub fn judged_run(
     scenario: &Path,
     name: &str,
@@ -567,8 +567,7 @@ pub fn judged_run(
             return Some((out, dir));
         }
         if attempt == ATTEMPTS {
-            let why = format!("{} ({})", status.trim(), dir.display());
-            return (!inconclusive(name, &why, &meter)).then_some((out, dir));
+            return (!inconclusive_run(name, &dir, &meter)).then_some((out, dir));
         }
         eprintln!("{name}: attempt {attempt} {status}; running again");
     }

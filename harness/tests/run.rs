@@ -35,8 +35,7 @@ fn the_bakeoff_reproduces_the_reference_table_with_this_kernels_physics() {
         "{}",
         std::fs::read_to_string(dir.join("summary.md")).unwrap_or_default()
     );
-    let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
-    if status.starts_with("invalid:") && inconclusive("bakeoff", status.trim(), &meter) {
+    if inconclusive_run("bakeoff", &dir, &meter) {
         return;
     }
     assert_exit(
@@ -685,8 +684,7 @@ fn smoke_passes_its_committed_baseline_and_a_degraded_engine_fails_the_gate() {
         results.join("good").to_str().unwrap(),
     ]);
     let good = run_dir(&results.join("good"), "smoke");
-    let status = std::fs::read_to_string(good.join("status")).unwrap_or_default();
-    if status.starts_with("invalid:") && inconclusive("smoke", status.trim(), &meter) {
+    if inconclusive_run("smoke", &good, &meter) {
         return;
     }
     assert_exit(&out, 0, &format!("linecard run smoke ({})", good.display()));
@@ -790,8 +788,7 @@ fn run_shortened(scenario: &str, results: &Path) -> Option<serde_json::Value> {
         "{}",
         std::fs::read_to_string(dir.join("summary.md")).unwrap_or_default()
     );
-    let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
-    if status.starts_with("invalid:") && inconclusive(scenario, status.trim(), &meter) {
+    if inconclusive_run(scenario, &dir, &meter) {
         return None;
     }
     assert_exit(

@@ -49,6 +49,24 @@ fn stat_column_ms(stat: &str, cpus: &[usize], column: usize) -> f64 {
     ticks as f64 * TICK_MS
 }
 
+/// The whole machine's CPU time and the hypervisor's steal so far, in
+/// ticks (`/proc/stat`'s aggregate line, user through steal).
+pub fn machine_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<u64> = stat
+        .lines()
+        .next()
+        .and_then(|line| line.strip_prefix("cpu "))
+        .map(|rest| {
+            rest.split_whitespace()
+                .take(STEAL + 1)
+                .filter_map(|v| v.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    (ticks.iter().sum(), ticks.get(STEAL).copied().unwrap_or(0))
+}
+
 /// Time the hypervisor took from `cpus` so far (steal), ms.
 pub fn steal_ms(cpus: &[usize]) -> f64 {
     stat_column_ms(
@@ -98,6 +116,16 @@ pub fn cost(before: &Sample, after: &Sample, seconds: f64) -> CpuCost {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_machine_s_ticks_hold_its_steal_and_grow() {
+        let (total, steal) = machine_ticks();
+        assert!(total > 0 && steal <= total, "{total} {steal}");
+        // Busy for 50 ms: the total moves on (10 ms ticks, 2+ CPUs).
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(50);
+        while std::time::Instant::now() < until {}
+        assert!(machine_ticks().0 > total);
+    }
 
     #[test]
     fn columns_and_process_times_are_read_where_the_kernel_puts_them() {
