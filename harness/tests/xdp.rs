@@ -22,7 +22,8 @@ fn xdp_backend_idle_injection_and_kill() {
 }
 
 /// One run. `Err` means invalid (not failed): the hypervisor stole time from
-/// the DUT's CPU in the idle window where a flap happened.
+/// the lab's CPUs in the idle window where a late packet or a missing reply
+/// happened.
 fn xdp_run() -> Result<(), String> {
     if !privileged("xdp_backend_idle_injection_and_kill") {
         return Ok(());
@@ -51,15 +52,15 @@ fn xdp_run() -> Result<(), String> {
         |s| s[0]["state"] == "up" && s[0]["offloaded"] == true,
     )[0]
     .clone();
-    // Steal on every CPU: the DUT's late reply and the peer's late packet
-    // (our kernel then sends on its own clock, no reply) both spoil it.
-    let every_cpu: Vec<usize> =
-        (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect();
-    let steal_before = steal_ms(&every_cpu);
+    // Steal on the whole machine: the DUT's late reply and the peer's late
+    // packet (our kernel then sends on its own clock, no reply) both spoil
+    // it. 10 ms ticks.
+    let machine_steal_ms = || linecard_harness::run::cpu::machine_ticks().1 as f64 * 10.0;
+    let steal_before = machine_steal_ms();
     let idle_start = epoch_ns();
     std::thread::sleep(Duration::from_secs(idle));
     let idle_end = epoch_ns();
-    let steal = steal_ms(&every_cpu) - steal_before;
+    let steal = machine_steal_ms() - steal_before;
 
     // Injection: wrong discriminator, TTL 64 and IP options, from the spare
     // host, 100 copies each; the drops are the kernel's.
