@@ -230,12 +230,11 @@ impl Evidence {
 
     /// Flaps in the plain phases that the wire proves were not the DUT's:
     /// the peer's Downs that came before its detection time after our
-    /// last packet,
-    /// and its first Down when it came after the peer had been silent
-    /// for a detection time (it told the truth about a stalled peer).
+    /// last packet, and the DUT's first Down when it came after the peer
+    /// had been silent for a detection time (it told the truth about a
+    /// stalled peer; `silent_peer_detections_ms` holds only that one).
     pub fn excused_flaps(&self) -> u64 {
-        self.premature_peer_detections_ms.len() as u64
-            + self.silent_peer_detections_ms.len().min(1) as u64
+        (self.premature_peer_detections_ms.len() + self.silent_peer_detections_ms.len()) as u64
     }
 
     /// The plain phases' flaps less those the wire excuses: what a DUT's

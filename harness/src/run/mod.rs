@@ -1723,7 +1723,7 @@ pub fn summary_markdown(m: &Manifest) -> String {
                 ),
                 list_ms(
                     "; it declared dead a peer silent on the wire for",
-                    &e.silent_peer_detections_ms[..e.silent_peer_detections_ms.len().min(1)]
+                    &e.silent_peer_detections_ms
                 ),
             ));
         }
