@@ -109,17 +109,6 @@ impl SparseHistogram {
         out
     }
 
-    /// Samples in `value`'s bucket and below: the cumulative count up to
-    /// `value` at the histogram's precision.
-    pub fn count_up_to(&self, value: u64) -> u64 {
-        let key = key_of(value);
-        self.counts
-            .iter()
-            .take_while(|&&(k, _)| k <= key)
-            .map(|&(_, c)| c)
-            .sum()
-    }
-
     /// (value, samples in its bucket and below) at `first`, `first x
     /// factor`, ... until every sample is counted: a CDF at log-spaced
     /// points in one pass.
@@ -231,16 +220,18 @@ mod tests {
     }
 
     #[test]
-    fn count_up_to_is_cumulative() {
+    fn the_log_spaced_cdf_is_cumulative_at_the_histogram_s_precision() {
         let mut h = SparseHistogram::default();
         for v in [5, 10, 10, 2_000_000, 9_000_000] {
             h.record(v);
         }
-        assert_eq!(h.count_up_to(4), 0);
-        assert_eq!(h.count_up_to(10), 3);
+        let cdf = h.cumulative_log(1_000, 1.2);
+        assert_eq!(cdf[0], (1_000, 3));
+        assert!(cdf.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
+        assert_eq!(cdf.last().unwrap().1, 5);
+        let at = |ns: u64| cdf.iter().rev().find(|&&(x, _)| x <= ns).unwrap().1;
+        assert_eq!(at(8_000_000), 4);
         // 8.99 ms shares the 9 ms bucket (8192 ns wide there).
-        assert_eq!(h.count_up_to(8_999_999), 5);
-        assert_eq!(h.count_up_to(8_000_000), 4);
-        assert_eq!(h.count_up_to(u64::MAX), 5);
+        assert_eq!(key_of(8_999_999), key_of(9_000_000));
     }
 }
