@@ -224,9 +224,12 @@ fn once() -> Result<(), String> {
         let peer_last_ns = down.at_ns - (wire_ms * 1e6) as i64;
         // SIGKILL lands a moment after the instant taken before it (5.2 ms
         // later in CI, the hypervisor stealing): the peer's last packet is
-        // bounded by its reaping, plus the veth's transit to the capture.
+        // bounded by its reaping, plus its way to the capture, which queues
+        // on a stolen or stressed CPU (seen: captured 1.95 ms after the
+        // reaping) but never for an interval (10 ms), when a live peer
+        // would have sent again.
         assert!(
-            peer_last_ns <= kill.reaped_unix_ns + 1_000_000,
+            peer_last_ns <= kill.reaped_unix_ns + 10_000_000,
             "the peer's last packet ({peer_last_ns}) came after the peer was reaped ({}; SIGKILL at {})",
             kill.reaped_unix_ns,
             kill.at_unix_ns
