@@ -2,7 +2,8 @@
 //! 192.0.2.2 talking to the DUT at 192.0.2.1 (the lab's addresses), and one
 //! offloaded session keyed by [`OUR_DISCR`].
 
-use linecard_common::bfd::{SessionConfig, FLAG_REPLY};
+use linecard_common::bfd::{auth_type, AuthKeyRef, AuthSecret, SessionConfig, FLAG_REPLY};
+use md5::Digest as _;
 
 pub const OUR_DISCR: u32 = 0x0a0b_0c0d;
 pub const PEER_DISCR: u32 = 0x1111_2222;
@@ -128,7 +129,7 @@ pub fn session(reply: bool) -> SessionConfig {
         peer_mac: PEER_MAC,
         local_port_be: OUR_PORT.to_be(),
         min_ttl: 255,
-        _reserved: 0,
+        auth_type: 0,
         reply: bfd(3, 0, OUR_DISCR, PEER_DISCR),
         flags: if reply { FLAG_REPLY } else { 0 },
         slot: SLOT,
@@ -198,6 +199,147 @@ pub fn drop_cases_for(my: u32, your: u32) -> Vec<(&'static str, u32, Vec<u8>)> {
             "multihop port, single-hop session",
             drop::HOP_MISMATCH,
             frame_to(4784, 200, &good),
+        ),
+        (
+            "A bit, no authentication configured",
+            drop::AUTH_MISMATCH,
+            frame(
+                255,
+                &authenticated(good, auth_type::SIMPLE_PASSWORD, 1, 0, b"secret"),
+            ),
+        ),
+        ("A bit, length 25", drop::BAD_LENGTH, {
+            let mut p = good.to_vec();
+            p[1] |= 0x04;
+            p[3] = 25;
+            p.push(auth_type::SIMPLE_PASSWORD);
+            frame(255, &p)
+        }),
+    ]
+}
+
+/// The key of the authenticated session of [`authenticated`] frames.
+pub const AUTH_KEY_ID: u8 = 1;
+pub const AUTH_SECRET: &[u8] = b"linecard-lab-key";
+
+/// `LC_AUTH_KEYS` entry for our session's key `id`.
+pub fn auth_key(id: u8, secret: &[u8]) -> (AuthKeyRef, AuthSecret) {
+    auth_key_of(OUR_DISCR, id, secret)
+}
+
+/// `LC_AUTH_KEYS` entry for key `id` of session `discr`.
+pub fn auth_key_of(discr: u32, id: u8, secret: &[u8]) -> (AuthKeyRef, AuthSecret) {
+    (
+        AuthKeyRef::new(discr, id),
+        AuthSecret::new(secret).expect("a key of at most 20 bytes"),
+    )
+}
+
+/// `packet` (24 bytes) with the A bit and an authentication section of
+/// `kind` (RFC 5880 sections 4.2-4.4) under `key_id` and `secret`; keyed
+/// types carry `sequence` and the digest computed by the general `md-5`
+/// and `sha1` crates, the reference the fast path's own is held to.
+pub fn authenticated(
+    packet: [u8; 24],
+    kind: u8,
+    key_id: u8,
+    sequence: u32,
+    secret: &[u8],
+) -> Vec<u8> {
+    let mut p = packet.to_vec();
+    p[1] |= 0x04;
+    match kind {
+        auth_type::SIMPLE_PASSWORD => {
+            p.extend_from_slice(&[kind, 3 + secret.len() as u8, key_id]);
+            p.extend_from_slice(secret);
+            p[3] = p.len() as u8;
+        }
+        _ => {
+            let digest_len = if kind <= auth_type::METICULOUS_KEYED_MD5 {
+                16
+            } else {
+                20
+            };
+            p.extend_from_slice(&[kind, 8 + digest_len as u8, key_id, 0]);
+            p.extend_from_slice(&sequence.to_be_bytes());
+            let mut key = vec![0u8; digest_len];
+            key[..secret.len()].copy_from_slice(secret);
+            p.extend_from_slice(&key);
+            // The digest covers the Length field: set it first.
+            p[3] = p.len() as u8;
+            let digest = if digest_len == 16 {
+                md5::Md5::digest(&p).to_vec()
+            } else {
+                sha1::Sha1::digest(&p).to_vec()
+            };
+            p[32..].copy_from_slice(&digest);
+        }
+    }
+    p
+}
+
+/// The peer's Up packet to our session, authenticated.
+pub fn peer_up_authenticated(kind: u8, sequence: u32) -> Vec<u8> {
+    frame(
+        255,
+        &authenticated(peer_up(), kind, AUTH_KEY_ID, sequence, AUTH_SECRET),
+    )
+}
+
+/// The drop cases of an authenticated session of `kind` (a keyed type),
+/// each against the key of [`auth_key`]`(AUTH_KEY_ID, AUTH_SECRET)`. None
+/// is stateful: each would be refused as the first packet too, and
+/// none is decided by the sequence window after an accepted 100.
+pub fn auth_drop_cases(kind: u8) -> Vec<(&'static str, u32, Vec<u8>)> {
+    use linecard_common::bfd::drop;
+    // Inside the window of a session that accepted 100 (the meticulous
+    // types refuse a repeat): the sequence check never decides these.
+    const SEQUENCE: u32 = 101;
+    let up = peer_up();
+    let sealed = |edit: &dyn Fn(&mut Vec<u8>)| {
+        let mut p = authenticated(up, kind, AUTH_KEY_ID, SEQUENCE, AUTH_SECRET);
+        edit(&mut p);
+        frame(255, &p)
+    };
+    let other_kind = if kind <= auth_type::METICULOUS_KEYED_MD5 {
+        auth_type::KEYED_SHA1
+    } else {
+        auth_type::KEYED_MD5
+    };
+    vec![
+        ("no A bit", drop::AUTH_MISMATCH, frame(255, &up)),
+        (
+            "another Auth Type",
+            drop::AUTH_MISMATCH,
+            frame(
+                255,
+                &authenticated(up, other_kind, AUTH_KEY_ID, SEQUENCE, AUTH_SECRET),
+            ),
+        ),
+        (
+            "unknown Key ID",
+            drop::AUTH_FAILED,
+            frame(255, &authenticated(up, kind, 9, SEQUENCE, AUTH_SECRET)),
+        ),
+        (
+            "wrong key",
+            drop::AUTH_FAILED,
+            frame(
+                255,
+                &authenticated(up, kind, AUTH_KEY_ID, SEQUENCE, b"not-the-key"),
+            ),
+        ),
+        ("digest flipped", drop::AUTH_FAILED, sealed(&|p| p[40] ^= 1)),
+        (
+            "timers changed after signing",
+            drop::AUTH_FAILED,
+            sealed(&|p| p[15] ^= 1),
+        ),
+        ("Auth Len 20", drop::BAD_AUTH, sealed(&|p| p[25] = 20)),
+        (
+            "section beyond Length",
+            drop::BAD_AUTH,
+            sealed(&|p| p[3] -= 4),
         ),
     ]
 }

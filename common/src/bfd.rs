@@ -56,7 +56,11 @@ pub struct SessionConfig {
     /// Lowest TTL or hop limit accepted (multihop; single-hop is 255,
     /// checked before any lookup).
     pub min_ttl: u8,
-    pub _reserved: u8,
+    /// bfd.AuthType (RFC 5880 section 4.1: 1 simple password, 2 keyed MD5,
+    /// 3 meticulous keyed MD5, 4 keyed SHA1, 5 meticulous keyed SHA1), 0
+    /// for none. The kernel verifies every packet of an authenticated
+    /// session against `LC_AUTH_KEYS` before the packet counts as heard.
+    pub auth_type: u8,
     /// The control packet we send while Up (P and F clear); the kernel sets
     /// F when it answers a Poll.
     pub reply: [u8; 24],
@@ -75,7 +79,7 @@ pub struct SessionConfig {
 }
 
 /// Value of the `LC_STATE` array (index: `SessionConfig::slot`). Written by
-/// the kernel only. 5 x 8 + 4 x 4 + 5 x 8 = 96 bytes, 8-aligned.
+/// the kernel only. 5 x 8 + 4 x 4 + 6 x 8 = 104 bytes, 8-aligned.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SessionState {
@@ -94,7 +98,9 @@ pub struct SessionState {
     pub remote_desired_min_tx_us: u32,
     pub remote_required_min_rx_us: u32,
     pub remote_detect_mult: u32,
-    pub _reserved: u32,
+    /// bfd.RcvAuthSeq of an authenticated session: the Sequence Number of
+    /// the last packet the kernel accepted (RFC 5880 6.8.1).
+    pub rcv_auth_seq: u32,
     /// The `last_rx_ns` of the silence the sweep last reported. Each field
     /// of this value has one writer (the fast path writes `last_rx_ns`, the
     /// sweep, a single timer and so never concurrent with itself, writes
@@ -115,7 +121,87 @@ pub struct SessionState {
     /// one should nothing else leave meanwhile: 75-100 % of the interval
     /// (RFC 5880 6.8.7's jitter).
     pub clock_gap_ns: u64,
+    /// `bpf_ktime_get_ns` of the last authenticated packet accepted; 0:
+    /// none yet. bfd.AuthSeqKnown is 1 while this is younger than twice
+    /// the detection time (RFC 5880 6.8.1).
+    pub auth_accepted_ns: u64,
 }
+
+/// Key of the `LC_AUTH_KEYS` hash map: one key of one authenticated
+/// session. 4 + 1 + 3 = 8 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct AuthKeyRef {
+    /// Our discriminator of the session.
+    pub discr: u32,
+    /// The Auth Key ID a packet names (RFC 5880 section 4.1).
+    pub key_id: u8,
+    pub _reserved: [u8; 3],
+}
+
+/// Value of the `LC_AUTH_KEYS` hash map: the secret, as userspace
+/// configured it (written by userspace only). A keyed type's digest is
+/// computed over the key zero-padded to the digest's length (RFC 5880
+/// 6.7.3-6.7.4), so the zeros after `len` are part of the contract.
+/// 20 + 1 + 3 = 24 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub struct AuthSecret {
+    pub secret: [u8; 20],
+    /// Bytes of `secret` in use: a password of 1-16, an MD5 key of up to
+    /// 16, a SHA1 key of up to 20.
+    pub len: u8,
+    pub _reserved: [u8; 3],
+}
+
+impl AuthKeyRef {
+    pub const fn new(discr: u32, key_id: u8) -> Self {
+        Self {
+            discr,
+            key_id,
+            _reserved: [0; 3],
+        }
+    }
+}
+
+impl AuthSecret {
+    /// The secret, zero-padded; `None` past 20 bytes (no type takes more).
+    pub fn new(secret: &[u8]) -> Option<Self> {
+        let mut value = Self::default();
+        value
+            .secret
+            .get_mut(..secret.len())?
+            .copy_from_slice(secret);
+        value.len = secret.len() as u8;
+        Some(value)
+    }
+}
+
+impl core::fmt::Debug for AuthSecret {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // Secrets stay out of logs and panics.
+        write!(f, "AuthSecret {{ <{} bytes> }}", self.len)
+    }
+}
+
+/// RFC 5880 section 4.1's Auth Type codes, as `SessionConfig::auth_type`
+/// carries them.
+pub mod auth_type {
+    pub const NONE: u8 = 0;
+    pub const SIMPLE_PASSWORD: u8 = 1;
+    pub const KEYED_MD5: u8 = 2;
+    pub const METICULOUS_KEYED_MD5: u8 = 3;
+    pub const KEYED_SHA1: u8 = 4;
+    pub const METICULOUS_KEYED_SHA1: u8 = 5;
+}
+
+/// Auth Len of the keyed sections (RFC 5880 sections 4.3 and 4.4), and
+/// the Length of a packet that carries one and nothing more.
+pub const MD5_AUTH_LEN: usize = 24;
+pub const SHA1_AUTH_LEN: usize = 28;
+/// Largest number of keys the kernel holds, over every session: two per
+/// session, the one in use and the next (key rollover, 6.7.1).
+pub const MAX_AUTH_KEYS: u32 = 2 * MAX_SESSIONS;
 
 /// Value of the `LC_SLOTS` array: what the kernel's detection sweep needs
 /// per slot, and what the fast path needs to know of userspace's own
@@ -230,6 +316,23 @@ pub mod drop {
     /// naming a single-hop session: the GTSM relaxation of RFC 5883 is the
     /// multihop sessions' alone.
     pub const HOP_MISMATCH: u32 = 12;
+    /// The A bit where the session has no authentication, its absence
+    /// where it has, or an Auth Type other than the session's (RFC 5880
+    /// 6.7.1 and 6.8.6).
+    pub const AUTH_MISMATCH: u32 = 13;
+    /// An Auth Key ID the session does not hold, a wrong password or a
+    /// wrong digest (6.7.2-6.7.4).
+    pub const AUTH_FAILED: u32 = 14;
+    /// A Sequence Number outside bfd.RcvAuthSeq's window: a replay or a
+    /// stale packet (6.7.3-6.7.4).
+    pub const AUTH_SEQUENCE: u32 = 15;
+    /// An authentication section the kernel cannot verify: an Auth Len
+    /// wrong for its type, or a Length other than 24 + Auth Len.
+    pub const BAD_AUTH: u32 = 16;
+
+    /// The reasons only an authenticated session can produce: a matrix
+    /// against a session without authentication covers every other one.
+    pub const ONLY_AUTHENTICATED: [u32; 3] = [AUTH_FAILED, AUTH_SEQUENCE, BAD_AUTH];
 
     /// Each reason's name, by index: the one list the engine's JSON, the
     /// injection matrix and people read.
@@ -247,6 +350,10 @@ pub mod drop {
         "address_mismatch",
         "fragment",
         "hop_mismatch",
+        "auth_mismatch",
+        "auth_failed",
+        "auth_sequence",
+        "bad_auth",
     ];
 
     /// The reason's name, or `unknown` for an index past the list.
@@ -254,7 +361,7 @@ pub mod drop {
         NAMES.get(reason as usize).copied().unwrap_or("unknown")
     }
 }
-pub const DROP_REASONS: u32 = 13;
+pub const DROP_REASONS: u32 = 17;
 
 /// Indices of the per-CPU `LC_VERDICTS` array: what the program did.
 pub mod verdict {
@@ -297,6 +404,12 @@ unsafe impl aya::Pod for SlotConfig {}
 #[cfg(feature = "user")]
 // SAFETY: as above.
 unsafe impl aya::Pod for EchoPeer {}
+#[cfg(feature = "user")]
+// SAFETY: as above.
+unsafe impl aya::Pod for AuthKeyRef {}
+#[cfg(feature = "user")]
+// SAFETY: as above.
+unsafe impl aya::Pod for AuthSecret {}
 
 #[cfg(test)]
 mod tests {
@@ -322,7 +435,6 @@ mod tests {
 
     #[test]
     fn session_state_layout_is_pinned() {
-        assert_eq!(size_of::<SessionState>(), 96);
         assert_eq!(offset_of!(SessionState, remote_desired_min_tx_us), 40);
         assert_eq!(offset_of!(SessionState, remote_required_min_rx_us), 44);
         assert_eq!(offset_of!(SessionState, remote_detect_mult), 48);
@@ -331,7 +443,9 @@ mod tests {
         assert_eq!(offset_of!(SessionState, clock_tx_ns), 72);
         assert_eq!(offset_of!(SessionState, clock_tx_requests), 80);
         assert_eq!(offset_of!(SessionState, clock_gap_ns), 88);
-        assert_eq!(size_of::<SessionState>(), 96);
+        assert_eq!(offset_of!(SessionState, rcv_auth_seq), 52);
+        assert_eq!(offset_of!(SessionState, auth_accepted_ns), 96);
+        assert_eq!(size_of::<SessionState>(), 104);
     }
 
     #[test]
@@ -345,6 +459,12 @@ mod tests {
         assert_eq!(size_of::<DeadMan>(), 16);
         assert_eq!(size_of::<EchoPeer>(), 8);
         assert_eq!(offset_of!(EchoPeer, _reserved), 4);
+        assert_eq!(size_of::<AuthKeyRef>(), 8);
+        assert_eq!(offset_of!(AuthKeyRef, key_id), 4);
+        assert_eq!(size_of::<AuthSecret>(), 24);
+        assert_eq!(offset_of!(AuthSecret, len), 20);
+        assert_eq!(offset_of!(SessionConfig, auth_type), 47);
+        assert_eq!(drop::name(drop::BAD_AUTH), "bad_auth");
         assert_eq!(drop::name(drop::HOP_MISMATCH), "hop_mismatch");
         assert_eq!(drop::name(drop::IP_OPTIONS), "ip_options");
         assert_eq!(drop::name(drop::NO_SESSION), "no_session");

@@ -6,11 +6,13 @@
 //! start reading different offsets from the same bytes. Every type here is
 //! `#[repr(C)]`, has no implicit padding (fields are ordered and sized so that
 //! none is needed), and has its size and offsets pinned by a test below.
-//! `checksum` is the Internet checksum userspace's frame builders share.
+//! `checksum` is the Internet checksum userspace's frame builders share;
+//! `digest` the single-block MD5 and SHA-1 the fast path verifies with.
 #![no_std]
 
 pub mod bfd;
 pub mod checksum;
+pub mod digest;
 pub mod loss;
 pub mod placement;
 
@@ -64,9 +66,12 @@ pub mod names {
     /// Hash map: peer address -> [`crate::bfd::EchoPeer`], the peers
     /// whose echoes the fast path reflects.
     pub const ECHO_PEERS_MAP: &str = "LC_ECHO_PEERS";
+    /// Hash map: [`crate::bfd::AuthKeyRef`] -> [`crate::bfd::AuthSecret`],
+    /// the keys of authenticated sessions (userspace-written).
+    pub const AUTH_KEYS_MAP: &str = "LC_AUTH_KEYS";
 }
 
 /// Bumped whenever a shared type changes layout. The object records the
 /// version it was built with, and the loader refuses a mismatch so that a
 /// stale object fails loudly instead of misreading maps.
-pub const LAYOUT_VERSION: u32 = 9;
+pub const LAYOUT_VERSION: u32 = 10;

@@ -1,11 +1,14 @@
 //! `linecard bench xdp`: the fast path's cost per packet in the kernel
 //! (BPF_PROG_TEST_RUN, mean over many runs) for a reply, a pass to
-//! userspace and every drop reason, beside the reference's figures.
+//! userspace, every drop reason and the verification of every
+//! authentication type, beside the reference's figures and beside the
+//! same verification in userspace (the engine's `Auth::verify`).
 
 use anyhow::{Context, Result};
 use aya::maps::{HashMap, MapData};
 use aya::programs::Xdp;
 use linecard_bpf_objects::{craft, test_run};
+use linecard_common::bfd::{auth_type, AuthKeyRef, AuthSecret, SessionConfig};
 use linecard_common::names;
 use serde::Serialize;
 
@@ -17,6 +20,8 @@ pub const GOAL_REPLY_NS: u32 = 250;
 pub struct XdpBench {
     pub repeat: u32,
     pub rows: Vec<XdpRow>,
+    /// The same packets verified by the engine in userspace.
+    pub userspace_auth: Vec<UserspaceAuthRow>,
     pub reference_reply_ns: u32,
     pub goal_reply_ns: u32,
 }
@@ -34,10 +39,22 @@ pub struct XdpRow {
     pub method: String,
 }
 
+/// One authentication type verified by the engine's `Auth::verify` (the
+/// `md-5`/`sha1` crates): computation only, after the packet has crossed
+/// the socket, which costs more than this (and is what L4 starves).
+#[derive(Debug, Serialize)]
+pub struct UserspaceAuthRow {
+    pub auth_type: String,
+    /// Median over the rounds of the mean per verification.
+    pub ns_per_packet: u32,
+    pub method: String,
+}
+
 /// Single-run samples for cases that rewrite the frame.
 const SINGLE_RUN_SAMPLES: usize = 20_001;
 
 const ROUNDS: usize = 5;
+const XDP_PASS: u32 = 2;
 const XDP_TX: u32 = 3;
 
 pub fn run(repeat: u32) -> Result<XdpBench> {
@@ -64,7 +81,20 @@ pub fn run(repeat: u32) -> Result<XdpBench> {
         },
         0,
     )?;
+    let auth_cases = install_authenticated_sessions(&mut bpf)?;
     let program: &Xdp = bpf.program(names::BFD_PROGRAM).unwrap().try_into()?;
+    // The meticulous replay case needs its window known: one genuine
+    // packet first (its lapse is an hour away: see the sessions).
+    let accepted = test_run::run(
+        program,
+        &auth_frame(auth_type::METICULOUS_KEYED_SHA1, 100),
+        1,
+    )?;
+    anyhow::ensure!(
+        accepted.action == XDP_PASS,
+        "a genuine meticulous SHA1 packet was not passed ({})",
+        accepted.action
+    );
     let mut cases: Vec<(String, Vec<u8>)> = vec![
         (
             "reply (Up, XDP_TX)".into(),
@@ -91,6 +121,7 @@ pub fn run(repeat: u32) -> Result<XdpBench> {
             .into_iter()
             .map(|(what, _, f)| (format!("drop: {what}"), f)),
     );
+    cases.extend(auth_cases);
     let mut rows = Vec::new();
     for (case, frame) in cases {
         let first = test_run::run(program, &frame, 1)
@@ -128,9 +159,135 @@ pub fn run(repeat: u32) -> Result<XdpBench> {
     Ok(XdpBench {
         repeat,
         rows,
+        userspace_auth: userspace_auth(repeat)?,
         reference_reply_ns: REFERENCE_REPLY_NS,
         goal_reply_ns: GOAL_REPLY_NS,
     })
+}
+
+/// Our discriminator (and slot offset) of the bench's authenticated
+/// session of each Auth Type.
+fn auth_discr(kind: u8) -> u32 {
+    craft::OUR_DISCR + 0x100 + u32::from(kind)
+}
+
+/// The peer's Up packet to the authenticated session of `kind`.
+fn auth_frame(kind: u8, sequence: u32) -> Vec<u8> {
+    craft::frame(
+        255,
+        &craft::authenticated(
+            craft::bfd(3, 0, craft::PEER_DISCR, auth_discr(kind)),
+            kind,
+            craft::AUTH_KEY_ID,
+            sequence,
+            craft::AUTH_SECRET,
+        ),
+    )
+}
+
+const AUTH_TYPES: [(u8, &str); 5] = [
+    (auth_type::SIMPLE_PASSWORD, "simple password"),
+    (auth_type::KEYED_MD5, "keyed MD5"),
+    (auth_type::METICULOUS_KEYED_MD5, "meticulous keyed MD5"),
+    (auth_type::KEYED_SHA1, "keyed SHA1"),
+    (auth_type::METICULOUS_KEYED_SHA1, "meticulous keyed SHA1"),
+];
+
+/// One session per Auth Type, its key installed as the engine installs it,
+/// and the cases that run against them. A repeated genuine packet is
+/// accepted again by the non-meticulous types only (the window admits
+/// the same number), so their rows are the verification's whole cost;
+/// a meticulous type's genuine packet costs what its non-meticulous
+/// twin's does (one comparison more), and its row is the replay refused.
+fn install_authenticated_sessions(bpf: &mut aya::Ebpf) -> Result<Vec<(String, Vec<u8>)>> {
+    {
+        let mut sessions: HashMap<&mut MapData, u32, SessionConfig> = HashMap::try_from(
+            bpf.map_mut(names::SESSIONS_MAP)
+                .context("no sessions map")?,
+        )?;
+        for (kind, _) in AUTH_TYPES {
+            let config = SessionConfig {
+                auth_type: kind,
+                slot: craft::SLOT + 0x10 + u32::from(kind),
+                // An hour: the window must not lapse between rounds.
+                detect_ns: 3_600_000_000_000,
+                ..craft::session(false)
+            };
+            sessions.insert(auth_discr(kind), config, 0)?;
+        }
+    }
+    let mut keys: HashMap<&mut MapData, AuthKeyRef, AuthSecret> = HashMap::try_from(
+        bpf.map_mut(names::AUTH_KEYS_MAP)
+            .context("no auth keys map")?,
+    )?;
+    for (kind, _) in AUTH_TYPES {
+        let (key, value) =
+            craft::auth_key_of(auth_discr(kind), craft::AUTH_KEY_ID, craft::AUTH_SECRET);
+        keys.insert(key, value, 0)?;
+    }
+    let mut cases = Vec::new();
+    for (kind, name) in AUTH_TYPES {
+        let meticulous =
+            kind == auth_type::METICULOUS_KEYED_MD5 || kind == auth_type::METICULOUS_KEYED_SHA1;
+        if !meticulous {
+            cases.push((
+                format!("{name} verified, to userspace"),
+                auth_frame(kind, 100),
+            ));
+        }
+    }
+    let mut forged = auth_frame(auth_type::KEYED_SHA1, 100);
+    let last = forged.len() - 1;
+    forged[last] ^= 1;
+    cases.push(("drop: forged SHA1 digest".into(), forged));
+    cases.push((
+        "drop: replay, meticulous SHA1".into(),
+        auth_frame(auth_type::METICULOUS_KEYED_SHA1, 100),
+    ));
+    Ok(cases)
+}
+
+/// The engine's own verification of the same packets, timed in a loop.
+fn userspace_auth(repeat: u32) -> Result<Vec<UserspaceAuthRow>> {
+    use linecard_engine::session::auth::{Auth, AuthConfig, AuthKey};
+    use linecard_engine::wire::{AuthType, Repr};
+    let mut rows = Vec::new();
+    for (auth_type, name) in [
+        (AuthType::SimplePassword, "simple password"),
+        (AuthType::KeyedMd5, "keyed MD5"),
+        (AuthType::KeyedSha1, "keyed SHA1"),
+    ] {
+        let frame = auth_frame(auth_type.code(), 100);
+        let wire = &frame[42..];
+        let packet = Repr::parse_bytes(wire).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        let mut auth = Auth::new(
+            AuthConfig {
+                auth_type,
+                keys: vec![AuthKey {
+                    id: craft::AUTH_KEY_ID,
+                    secret: craft::AUTH_SECRET.to_vec(),
+                }],
+                send_key: craft::AUTH_KEY_ID,
+            },
+            0,
+        );
+        let mut samples = Vec::with_capacity(ROUNDS);
+        for _ in 0..ROUNDS {
+            let start = std::time::Instant::now();
+            for _ in 0..repeat {
+                auth.verify(0, std::hint::black_box(&packet), wire, 30_000_000)
+                    .map_err(|e| anyhow::anyhow!("{name}: the engine refused it ({e:?})"))?;
+            }
+            samples.push((start.elapsed().as_nanos() / u128::from(repeat.max(1))) as u32);
+        }
+        samples.sort_unstable();
+        rows.push(UserspaceAuthRow {
+            auth_type: name.into(),
+            ns_per_packet: samples[ROUNDS / 2],
+            method: format!("median of {ROUNDS} x {repeat} verifications"),
+        });
+    }
+    Ok(rows)
 }
 
 pub fn render(b: &XdpBench) -> String {
@@ -143,11 +300,18 @@ pub fn render(b: &XdpBench) -> String {
     let mut out = String::from("lc_bfd per packet in the kernel (BPF_PROG_TEST_RUN)\n");
     for r in &b.rows {
         out.push_str(&format!(
-            "{:<40} {:>4} {:>6} ns   ({})\n",
+            "{:<44} {:>4} {:>6} ns   ({})\n",
             r.case,
             action(r.action),
             r.ns_per_packet,
             r.method
+        ));
+    }
+    out.push_str("the same verification in userspace (Auth::verify, after the socket)\n");
+    for r in &b.userspace_auth {
+        out.push_str(&format!(
+            "{:<44}      {:>6} ns   ({})\n",
+            r.auth_type, r.ns_per_packet, r.method
         ));
     }
     out.push_str(&format!(

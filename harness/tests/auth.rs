@@ -48,14 +48,32 @@ fn start_peer(dir: &Path, auth: &SessionAuth) -> Daemon {
 
 /// linecardd (rt) with the two sessions to BIRD, each with its own auth.
 fn start_dut(dir: &Path, socket: &Path, v4: &SessionAuth, v6: &SessionAuth) -> Daemon {
+    start_dut_on("rt", dir, socket, v4, v6)
+}
+
+/// The same on `backend`: with `xdp`, the kernel verifies every packet
+/// before userspace sees it.
+fn start_dut_on(
+    backend: &str,
+    dir: &Path,
+    socket: &Path,
+    v4: &SessionAuth,
+    v6: &SessionAuth,
+) -> Daemon {
     let mut config = format!(
         "[engine]\ncontrol_socket = \"{}\"\ncpu = {}\n",
         socket.display(),
         dut_cpu()
     );
+    // The fast path attaches to the session's interface.
+    let interface = if backend == "xdp" {
+        format!("interface = \"{}\"\n", spec::HOST_IFACE)
+    } else {
+        String::new()
+    };
     for (local, peer, a) in [(DUT.ipv4, PEER.ipv4, v4), (DUT.ipv6, PEER.ipv6, v6)] {
         config.push_str(&format!(
-            "\n[[session]]\npeer = \"{peer}\"\nlocal = \"{local}\"\ntx_interval_ms = 10\nrx_interval_ms = 10\nmultiplier = 3\nbackend = \"rt\"\n\
+            "\n[[session]]\npeer = \"{peer}\"\nlocal = \"{local}\"\ntx_interval_ms = 10\nrx_interval_ms = 10\nmultiplier = 3\nbackend = \"{backend}\"\n{interface}\
              auth = {{ type = \"{}\", keys = [{{ id = {}, secret = \"{}\" }}] }}\n",
             a.kind, a.key_id, a.secret
         ));
@@ -292,21 +310,28 @@ fn forgeries(our_discr: u32, peer_discr: u32, last_sequence: u32, secret: &str) 
     ]
 }
 
+/// Userspace verification (rt) and the kernel's (xdp): the same forgeries,
+/// the same Down; with xdp the forgeries are refused before userspace, by
+/// the fast path, and counted there.
 #[test]
 fn a_dead_peer_is_declared_down_whatever_forgeries_arrive() {
     in_the_lab("auth_forgeries", || {
-        retrying_invalid("forgeries", forgeries_once)
+        for backend in ["rt", "xdp"] {
+            retrying_invalid(&format!("forgeries ({backend})"), || {
+                forgeries_once(backend)
+            })
+        }
     });
 }
 
-fn forgeries_once() -> Result<(), String> {
+fn forgeries_once(backend: &str) -> Result<(), String> {
     let dir = scratch_dir("auth-forgeries");
     let secret = "meticulous-1";
     let a = auth("meticulous_keyed_sha1", secret);
     let mut bird = start_peer(&dir, &a);
     let capture = capture_dut_port(&dir);
     let socket = dir.join("dut.sock");
-    let mut dut = start_dut(&dir, &socket, &a, &a);
+    let mut dut = start_dut_on(backend, &dir, &socket, &a, &a);
     let sessions = wait_sessions(&socket, &mut dut, Duration::from_secs(10), "both Up", up);
     let v4 = sessions.iter().find(|s| s["peer"] == PEER.ipv4).unwrap();
     let our = v4["local_discr"].as_u64().unwrap() as u32;
@@ -323,6 +348,7 @@ fn forgeries_once() -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(2));
     }
     let view = ctl(&socket, &["list", "--json"]);
+    let kernel = ctl(&socket, &["drops"])["fast_path"].clone();
     let end = epoch_ns();
     let stalls = witness.finish();
     dut.stop().unwrap();
@@ -371,15 +397,48 @@ fn forgeries_once() -> Result<(), String> {
             &format!("Down {latency_ms:.2} ms after BIRD's last packet (detection time 30 ms)"),
         )?;
     }
-    // The engine's account of why: guessed digests and the replay.
+    // The engine's account of why: guessed digests and the replay, refused
+    // in userspace (rt) or in the kernel before userspace (xdp).
     let v4 = view["sessions"]
         .as_array()
         .unwrap()
         .iter()
         .find(|s| s["peer"] == PEER.ipv4)
         .unwrap();
-    assert!(drops_of(v4, "auth_failed") >= 50, "{v4:#}");
-    assert!(drops_of(v4, "auth_sequence") >= 1, "{v4:#}");
+    let by_kernel = |reason: &str| kernel["drops_by_reason"][reason].as_u64().unwrap_or(0);
+    if backend == "xdp" {
+        // Precondition: the program ran here and passed BIRD's genuine
+        // packets up (every packet of an authenticated session goes up).
+        let passed: u64 = kernel["verdicts_per_cpu"]
+            .as_array()
+            .expect("the fast path's counters: was xdp attached?")
+            .iter()
+            .map(|cpu| {
+                cpu[linecard_common::bfd::verdict::PASSED as usize]
+                    .as_u64()
+                    .unwrap()
+            })
+            .sum();
+        assert!(
+            passed > 0,
+            "no genuine packet passed the fast path: {kernel:#}"
+        );
+        assert!(by_kernel("auth_failed") >= 50, "{kernel:#}");
+        assert!(by_kernel("auth_sequence") >= 1, "{kernel:#}");
+        assert_eq!(
+            (drops_of(v4, "auth_failed"), drops_of(v4, "auth_sequence")),
+            (0, 0),
+            "a forgery reached userspace past the kernel: {v4:#}"
+        );
+        eprintln!(
+            "xdp: the kernel refused {} guessed digests and {} replays; {passed} genuine packets passed",
+            by_kernel("auth_failed"),
+            by_kernel("auth_sequence")
+        );
+    } else {
+        assert!(drops_of(v4, "auth_failed") >= 50, "{v4:#}");
+        assert!(drops_of(v4, "auth_sequence") >= 1, "{v4:#}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

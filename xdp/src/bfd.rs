@@ -5,9 +5,11 @@
 //! without options (options shift the UDP header), no fragment, TTL 255
 //! (GTSM, RFC 5881 section 5) before any map lookup, then the
 //! session-independent rules of RFC 5880 section 6.8.6, then Your
-//! Discriminator must name a session between exactly these addresses.
-//! Failures are dropped and counted by reason; nothing invalid reaches a
-//! userspace socket. While a session is Up and offloaded, each valid packet
+//! Discriminator must name a session between exactly these addresses,
+//! then, for an authenticated session, the password or the keyed digest
+//! and the sequence window (6.7), so that a spoofed or replayed packet
+//! never counts as heard. Failures are dropped and counted by reason;
+//! nothing invalid reaches a userspace socket. While a session is Up and offloaded, each valid packet
 //! from the peer is rewritten in place into our reply and sent back with
 //! XDP_TX; a Poll is answered with Final. Everything else valid goes to
 //! userspace (XDP_PASS), which keeps the state machine. A timer sweep
@@ -32,10 +34,12 @@ use aya_ebpf::{
 };
 use core::ffi::c_void;
 use linecard_common::bfd::{
-    drop, event, verdict, DeadMan, EchoPeer, SessionConfig, SessionState, SlotConfig, SweepEvent,
-    DROP_REASONS, FLAG_MULTIHOP, FLAG_REPLY, MAX_SESSIONS, PORT_ECHO, PORT_MULTI_HOP,
-    PORT_SINGLE_HOP, SWEEP_MIN_NS, SWEEP_PERIOD_NS, SWEEP_SLOTS, VERDICTS,
+    auth_type, drop, event, verdict, AuthKeyRef, AuthSecret, DeadMan, EchoPeer, SessionConfig,
+    SessionState, SlotConfig, SweepEvent, DROP_REASONS, FLAG_MULTIHOP, FLAG_REPLY, MAX_AUTH_KEYS,
+    MAX_SESSIONS, MD5_AUTH_LEN, PORT_ECHO, PORT_MULTI_HOP, PORT_SINGLE_HOP, SHA1_AUTH_LEN,
+    SWEEP_MIN_NS, SWEEP_PERIOD_NS, SWEEP_SLOTS, VERDICTS,
 };
+use linecard_common::digest::{md5_single_block_in, sha1_single_block_in};
 
 #[map]
 static LC_SESSIONS: HashMap<u32, SessionConfig> = HashMap::with_max_entries(MAX_SESSIONS, 0);
@@ -60,6 +64,24 @@ static LC_DEAD_MAN: Array<DeadMan> = Array::with_max_entries(1, 0);
 /// The peers whose self-addressed echoes we reflect (written by userspace).
 #[map]
 static LC_ECHO_PEERS: HashMap<[u8; 16], EchoPeer> = HashMap::with_max_entries(MAX_SESSIONS, 0);
+/// The keys of authenticated sessions (written by userspace).
+#[map]
+static LC_AUTH_KEYS: HashMap<AuthKeyRef, AuthSecret> = HashMap::with_max_entries(MAX_AUTH_KEYS, 0);
+/// Each CPU's working memory for the authenticated packet being verified:
+/// in a map, not on the stack, where it would take the call chain past
+/// its 512 bytes.
+#[map]
+static LC_AUTH_SCRATCH: PerCpuArray<AuthScratch> = PerCpuArray::with_max_entries(1, 0);
+
+#[repr(C)]
+pub struct AuthScratch {
+    /// The packet, its digest field overwritten with the key.
+    packet: [u8; AUTH_SCRATCH_LEN],
+    /// The digest field as received.
+    received: [u8; 20],
+    /// The digest's 16-word block or schedule.
+    words: [u32; 16],
+}
 /// Room for every slot's two events at once (40 bytes each with the record
 /// header): a burst of clock events must not crowd out a detection.
 #[map]
@@ -571,13 +593,20 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
     }
     let udp_payload = usize::from(u16::from_be(unsafe { (*udp).len_be })).saturating_sub(UDP_LEN);
     let length = usize::from(b[3]);
-    if length < BFD_LEN || length > udp_payload {
+    let flags = b[1];
+    // 6.8.6: at least 24 bytes, 26 with the A bit (the section's Type and
+    // Len), and no more than the datagram holds.
+    let shortest = if flags & FLAG_AUTH != 0 {
+        BFD_LEN + 2
+    } else {
+        BFD_LEN
+    };
+    if length < shortest || length > udp_payload {
         return Err(drop::BAD_LENGTH);
     }
     if b[2] == 0 {
         return Err(drop::ZERO_MULTIPLIER);
     }
-    let flags = b[1];
     if flags & FLAG_MULTIPOINT != 0 {
         return Err(drop::MULTIPOINT);
     }
@@ -615,7 +644,19 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
     };
     // SAFETY: the kernel is this value's only writer (userspace reads).
     let session = unsafe { &mut *session };
-    session.last_rx_ns = unsafe { bpf_ktime_get_ns() };
+    // SAFETY: a helper without arguments.
+    let arrived = unsafe { bpf_ktime_get_ns() };
+    // 6.8.6: the A bit where the session has no authentication, or its
+    // absence where it has, is discarded.
+    if (flags & FLAG_AUTH != 0) != (config.auth_type != auth_type::NONE) {
+        return Err(drop::AUTH_MISMATCH);
+    }
+    if config.auth_type != auth_type::NONE {
+        verify_auth(
+            ctx, bfd_offset, length, b[2], your, config, session, arrived,
+        )?;
+    }
+    session.last_rx_ns = arrived;
     session.rx_packets += 1;
     ensure_sweep();
     session.remote_desired_min_tx_us = u32::from_be_bytes([b[12], b[13], b[14], b[15]]);
@@ -733,6 +774,264 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
         }
     }
     Ok(xdp_action::XDP_TX)
+}
+
+/// Offset of the Sequence Number in a keyed section, from the packet's
+/// start (RFC 5880 sections 4.3 and 4.4), and of the digest after it.
+const AUTH_SEQUENCE_AT: usize = BFD_LEN + 4;
+const AUTH_DIGEST_AT: usize = AUTH_SEQUENCE_AT + 4;
+const MD5_PACKET_LEN: usize = BFD_LEN + MD5_AUTH_LEN;
+const SHA1_PACKET_LEN: usize = BFD_LEN + SHA1_AUTH_LEN;
+/// The larger of the two keyed packets.
+const AUTH_SCRATCH_LEN: usize = SHA1_PACKET_LEN;
+
+/// RFC 5880 6.7: the packet at `at`, `length` bytes by its header, is
+/// genuine for session `discr`, or the reason it is not. An accepted
+/// keyed packet moves bfd.RcvAuthSeq; a refused one changes nothing.
+///
+/// The kernel is stricter than the RFC's reader in one way: the section
+/// must end the packet (Length = 24 + Auth Len), which every sender does,
+/// so that the digest covers a fixed number of bytes.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn verify_auth(
+    ctx: &XdpContext,
+    at: usize,
+    length: usize,
+    detect_mult: u8,
+    discr: u32,
+    config: &SessionConfig,
+    session: &mut SessionState,
+    now: u64,
+) -> Result<(), u32> {
+    let Some(head) = ptr_at::<[u8; 3]>(ctx, at + BFD_LEN) else {
+        return Err(drop::TRUNCATED);
+    };
+    // SAFETY: `ptr_at` checked the three bytes are in the packet.
+    let [kind, auth_len, key_id] = unsafe { *head };
+    if kind != config.auth_type {
+        return Err(drop::AUTH_MISMATCH);
+    }
+    let auth_len = usize::from(auth_len);
+    if length != BFD_LEN + auth_len {
+        return Err(drop::BAD_AUTH);
+    }
+    let key = AuthKeyRef::new(discr, key_id);
+    // SAFETY: a hash map lookup; the value stays valid for this program run.
+    let Some(secret) = (unsafe { LC_AUTH_KEYS.get(&key) }) else {
+        return Err(drop::AUTH_FAILED);
+    };
+    match kind {
+        auth_type::SIMPLE_PASSWORD => simple_password(ctx, at, auth_len, secret),
+        auth_type::KEYED_MD5 | auth_type::METICULOUS_KEYED_MD5 => {
+            if auth_len != MD5_AUTH_LEN {
+                return Err(drop::BAD_AUTH);
+            }
+            let window = Window::of(config, session, kind, detect_mult, now);
+            let scratch = copied::<MD5_PACKET_LEN>(ctx, at)?;
+            genuine(keyed::<MD5_PACKET_LEN, 16>(
+                scratch,
+                secret,
+                window,
+                md5_single_block_in,
+            ))?;
+            window.accept(ctx, at, session, now)
+        }
+        auth_type::KEYED_SHA1 | auth_type::METICULOUS_KEYED_SHA1 => {
+            if auth_len != SHA1_AUTH_LEN {
+                return Err(drop::BAD_AUTH);
+            }
+            let window = Window::of(config, session, kind, detect_mult, now);
+            let scratch = copied::<SHA1_PACKET_LEN>(ctx, at)?;
+            genuine(keyed::<SHA1_PACKET_LEN, 20>(
+                scratch,
+                secret,
+                window,
+                sha1_single_block_in,
+            ))?;
+            window.accept(ctx, at, session, now)
+        }
+        _ => Err(drop::BAD_AUTH),
+    }
+}
+
+/// 6.7.2: Auth Len is the password's length + 3 (1 to 16 bytes), and the
+/// password must be the key's, byte for byte.
+#[inline(always)]
+fn simple_password(
+    ctx: &XdpContext,
+    at: usize,
+    auth_len: usize,
+    secret: &AuthSecret,
+) -> Result<(), u32> {
+    if !(4..=19).contains(&auth_len) {
+        return Err(drop::BAD_AUTH);
+    }
+    let len = auth_len - 3;
+    if len != usize::from(secret.len) {
+        return Err(drop::AUTH_FAILED);
+    }
+    let mut differ = 0u8;
+    let mut i = 0;
+    while i < 16 {
+        if i < len {
+            let Some(byte) = ptr_at::<u8>(ctx, at + BFD_LEN + 3 + i) else {
+                return Err(drop::TRUNCATED);
+            };
+            // SAFETY: `ptr_at` checked the byte is in the packet.
+            differ |= unsafe { *byte } ^ secret.secret[i];
+        }
+        i += 1;
+    }
+    if differ == 0 {
+        Ok(())
+    } else {
+        Err(drop::AUTH_FAILED)
+    }
+}
+
+/// bfd.RcvAuthSeq's window for one packet (6.7.3-6.7.4).
+#[derive(Clone, Copy)]
+struct Window {
+    /// bfd.AuthSeqKnown: the last accepted packet is younger than twice
+    /// the detection time (6.8.1); otherwise any Sequence Number starts
+    /// the window afresh (the peer restarted).
+    known: bool,
+    last: u32,
+    /// 1 for the meticulous types (the number must move), 0 otherwise.
+    first: u32,
+    /// 3 x Detect Mult of the received packet.
+    widest: u32,
+}
+
+impl Window {
+    #[inline(always)]
+    fn of(config: &SessionConfig, session: &SessionState, kind: u8, mult: u8, now: u64) -> Self {
+        let accepted = session.auth_accepted_ns;
+        Self {
+            known: accepted != 0
+                && (now as i64).wrapping_sub(accepted as i64) <= 2 * config.detect_ns as i64,
+            last: session.rcv_auth_seq,
+            first: u32::from(
+                kind == auth_type::METICULOUS_KEYED_MD5 || kind == auth_type::METICULOUS_KEYED_SHA1,
+            ),
+            widest: 3 * u32::from(mult),
+        }
+    }
+
+    #[inline(always)]
+    fn admits(&self, sequence: u32) -> bool {
+        let ahead = sequence.wrapping_sub(self.last);
+        !self.known || (ahead >= self.first && ahead <= self.widest)
+    }
+
+    /// The digest matched: bfd.AuthSeqKnown = 1 and bfd.RcvAuthSeq = the
+    /// packet's Sequence Number.
+    #[inline(always)]
+    fn accept(
+        &self,
+        ctx: &XdpContext,
+        at: usize,
+        session: &mut SessionState,
+        now: u64,
+    ) -> Result<(), u32> {
+        let Some(sequence) = ptr_at::<[u8; 4]>(ctx, at + AUTH_SEQUENCE_AT) else {
+            return Err(drop::TRUNCATED);
+        };
+        // SAFETY: `ptr_at` checked the four bytes are in the packet. One
+        // flow is one receive queue, so one CPU: no two packets of a
+        // session race between this window's read and this write.
+        session.rcv_auth_seq = u32::from_be_bytes(unsafe { *sequence });
+        session.auth_accepted_ns = now;
+        Ok(())
+    }
+}
+
+/// This CPU's scratch, with the `N` bytes of the packet at `at` copied
+/// into it.
+#[inline(always)]
+fn copied<const N: usize>(ctx: &XdpContext, at: usize) -> Result<&'static mut AuthScratch, u32> {
+    const { assert!(N <= AUTH_SCRATCH_LEN) };
+    let Some(packet) = ptr_at::<[u8; N]>(ctx, at) else {
+        return Err(drop::TRUNCATED);
+    };
+    let Some(scratch) = LC_AUTH_SCRATCH.get_ptr_mut(0) else {
+        return Err(drop::TRUNCATED);
+    };
+    // SAFETY: this CPU's scratch (no other writer while this program
+    // runs here), at least N bytes long; `ptr_at` checked the N bytes of
+    // the packet.
+    unsafe {
+        *(*scratch).packet.as_mut_ptr().cast::<[u8; N]>() = *packet;
+        Ok(&mut *scratch)
+    }
+}
+
+/// 6.7.3-6.7.4: the Sequence Number within the window (checked first, it
+/// costs nothing), then the digest of the `N`-byte packet with the key,
+/// zero-padded to the `D`-byte field, in place of the digest.
+///
+/// A function of its own (a BPF-to-BPF call), not inlined: its frame
+/// is one of the chain's 512 bytes of stack, not added to the largest
+/// frame of `lc_bfd`. It sees a copy of
+/// the packet, never the packet (LLVM passes packet pointers to a callee
+/// as 32-bit halves, which the verifier refuses), and returns [`GENUINE`]
+/// or the drop reason in a register: a `Result` would come back through
+/// the caller's stack, which the verifier refuses too.
+#[inline(never)]
+fn keyed<const N: usize, const D: usize>(
+    scratch: &mut AuthScratch,
+    secret: &AuthSecret,
+    window: Window,
+    digest: impl Fn(&[u8; N], &mut [u32; 16]) -> [u8; D],
+) -> u32 {
+    const { assert!(N <= AUTH_SCRATCH_LEN && D <= 20) };
+    // SAFETY: the first N of the scratch's AUTH_SCRATCH_LEN bytes.
+    let copy = unsafe { &mut *scratch.packet.as_mut_ptr().cast::<[u8; N]>() };
+    let sequence = u32::from_be_bytes([
+        copy[AUTH_SEQUENCE_AT],
+        copy[AUTH_SEQUENCE_AT + 1],
+        copy[AUTH_SEQUENCE_AT + 2],
+        copy[AUTH_SEQUENCE_AT + 3],
+    ]);
+    if !window.admits(sequence) {
+        return drop::AUTH_SEQUENCE;
+    }
+    let received = &mut scratch.received;
+    let mut i = 0;
+    while i < D {
+        received[i] = copy[AUTH_DIGEST_AT + i];
+        // The secret's bytes past its length are zero by contract
+        // (`AuthSecret`): the zero padding of 6.7.3.
+        copy[AUTH_DIGEST_AT + i] = secret.secret[i];
+        i += 1;
+    }
+    let expected = digest(copy, &mut scratch.words);
+    // Every byte compared: the time taken says nothing of where a forged
+    // digest first went wrong.
+    let mut differ = 0u8;
+    let mut j = 0;
+    while j < D {
+        differ |= expected[j] ^ received[j];
+        j += 1;
+    }
+    if differ == 0 {
+        GENUINE
+    } else {
+        drop::AUTH_FAILED
+    }
+}
+
+/// What [`keyed`] returns for a genuine packet: no drop reason.
+const GENUINE: u32 = u32::MAX;
+
+#[inline(always)]
+fn genuine(verdict: u32) -> Result<(), u32> {
+    if verdict == GENUINE {
+        Ok(())
+    } else {
+        Err(verdict)
+    }
 }
 
 /// The echo port (RFC 5880 6.4, RFC 5881 section 4). A peer's echo is

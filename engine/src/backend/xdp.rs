@@ -12,8 +12,8 @@ use anyhow::{bail, Context, Result};
 use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::{Xdp, XdpMode};
 use linecard_common::bfd::{
-    EchoPeer, SessionConfig, SessionState, SlotConfig, DROP_REASONS, FLAG_REPLY, SWEEP_SLOTS,
-    VERDICTS,
+    AuthKeyRef, AuthSecret, EchoPeer, SessionConfig, SessionState, SlotConfig, DROP_REASONS,
+    FLAG_REPLY, SWEEP_SLOTS, VERDICTS,
 };
 use linecard_common::names;
 use std::net::IpAddr;
@@ -54,6 +54,9 @@ pub struct FastPath {
     responder: Responder,
     /// What LC_SWEEP_LEN holds: the highest slot armed so far + 1.
     sweep_len: u32,
+    /// The Key IDs in LC_AUTH_KEYS, by our discriminator: what `forget`
+    /// removes.
+    keys: std::collections::HashMap<u32, Vec<u8>>,
 }
 
 /// What the fast path counted, for `linecardd ctl drops` and placement.
@@ -100,6 +103,7 @@ impl FastPath {
             bpf,
             interfaces: Vec::new(),
             sweep_len: 0,
+            keys: std::collections::HashMap::new(),
             responder: Responder::start(
                 events,
                 clock_sent,
@@ -159,9 +163,41 @@ impl FastPath {
         Ok(())
     }
 
-    /// Forgets a removed session.
+    /// Installs the keys of authenticated session `discr` (Key ID,
+    /// secret), so that the kernel verifies its packets (RFC 5880 6.7)
+    /// before they count as heard. A secret longer than 20 bytes is a
+    /// configuration `AuthConfig::check` has already refused.
+    pub fn install_keys(&mut self, discr: u32, keys: &[(u8, &[u8])]) -> Result<()> {
+        let mut map: HashMap<&mut MapData, AuthKeyRef, AuthSecret> = HashMap::try_from(
+            self.bpf
+                .map_mut(names::AUTH_KEYS_MAP)
+                .context("no auth keys map")?,
+        )?;
+        for &(id, secret) in keys {
+            let value = AuthSecret::new(secret).context("a key longer than 20 bytes")?;
+            map.insert(AuthKeyRef::new(discr, id), value, 0)
+                .context("writing a key to LC_AUTH_KEYS (it holds two per session)")?;
+            self.keys.entry(discr).or_default().push(id);
+        }
+        Ok(())
+    }
+
+    /// Forgets a removed session, and its keys.
     pub fn forget(&mut self, discr: u32) -> Result<()> {
         self.responder.disarm(discr);
+        if let Some(ids) = self.keys.remove(&discr) {
+            let mut map: HashMap<&mut MapData, AuthKeyRef, AuthSecret> = HashMap::try_from(
+                self.bpf
+                    .map_mut(names::AUTH_KEYS_MAP)
+                    .context("no auth keys map")?,
+            )?;
+            for key_id in ids {
+                match map.remove(&AuthKeyRef::new(discr, key_id)) {
+                    Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
+                    Err(e) => return Err(e).context("removing a key from LC_AUTH_KEYS"),
+                }
+            }
+        }
         match self.sessions()?.remove(&discr) {
             Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
             Err(e) => Err(e).context("removing the session from LC_SESSIONS"),

@@ -47,6 +47,9 @@ pub struct Peer {
     /// sweep, ns (0: unarmed).
     armed_detect_ns: u64,
     armed_clock_ns: u64,
+    /// The detection time last written to the session's `LC_SESSIONS`
+    /// entry while registered (its sequence window's lapse), ns.
+    registered_detect_ns: u64,
     /// When the kernel last declared the peer silent (CLOCK_REALTIME ns).
     pub kernel_detection_unix_ns: Option<i64>,
     /// Engine time of userspace's last packet for this session.
@@ -347,6 +350,7 @@ impl Engine {
                     offloaded: false,
                     armed_detect_ns: 0,
                     armed_clock_ns: 0,
+                    registered_detect_ns: 0,
                     kernel_detection_unix_ns: None,
                     last_user_tx: None,
                     own_clock_requests: 0,
@@ -359,8 +363,17 @@ impl Engine {
             )
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         if let Some(fast) = self.fast.as_mut() {
-            let (path, _, peer) = self.table.get(id).expect("just inserted");
-            fast.register(discr, registered_config(path, peer, id as u32))?;
+            let (path, session, peer) = self.table.get(id).expect("just inserted");
+            if let Some(auth) = session.auth() {
+                let keys: Vec<(u8, &[u8])> = auth
+                    .config()
+                    .keys
+                    .iter()
+                    .map(|k| (k.id, k.secret.as_slice()))
+                    .collect();
+                fast.install_keys(discr, &keys)?;
+            }
+            fast.register(discr, registered_config(path, session, peer, id as u32))?;
             if spec.echo_rx_us > 0 {
                 fast.reflect_echoes_of(spec.peer, discr)?;
             }
@@ -583,7 +596,7 @@ impl Engine {
                     fast.disarm_responder(session.config().local_discr);
                     if let Err(e) = fast.register(
                         session.config().local_discr,
-                        registered_config(&path, peer, id as u32),
+                        registered_config(&path, session, peer, id as u32),
                     ) {
                         log(&format!(
                             "withdrawing {} -> {} failed: {e:#}",
@@ -591,6 +604,25 @@ impl Engine {
                         ));
                     }
                     peer.offloaded = false;
+                } else if !peer.offloaded
+                    && session.auth().is_some()
+                    && session.detection_time_ns().unwrap_or(0) as u64 != peer.registered_detect_ns
+                {
+                    // The kernel's sequence window lapses after twice the
+                    // detection time (RFC 5880 6.8.1): keep its copy current.
+                    match fast.register(
+                        session.config().local_discr,
+                        registered_config(&path, session, peer, id as u32),
+                    ) {
+                        Ok(()) => {
+                            peer.registered_detect_ns =
+                                session.detection_time_ns().unwrap_or(0) as u64
+                        }
+                        Err(e) => log(&format!(
+                            "updating {} -> {} in the fast path failed: {e:#}",
+                            path.local, path.peer
+                        )),
+                    }
                 }
                 // Keep the kernel's sweep armed with the current detection
                 // time and own clock while offloaded, disarmed otherwise:
@@ -941,9 +973,21 @@ fn hop_flags(spec: &SessionSpec) -> u32 {
     }
 }
 
-/// The fast path's view of a session it validates for but does not answer.
+/// bfd.AuthType as the fast path's `SessionConfig::auth_type` carries it.
+fn auth_code(session: &Session) -> u8 {
+    session
+        .auth()
+        .map_or(linecard_common::bfd::auth_type::NONE, |a| {
+            a.config().auth_type.code()
+        })
+}
+
+/// The fast path's view of a session it validates for but does not answer;
+/// for an authenticated one, the detection time its sequence window
+/// lapses by (RFC 5880 6.8.1).
 fn registered_config(
     path: &PathKey,
+    session: &Session,
     peer: &Peer,
     slot: u32,
 ) -> linecard_common::bfd::SessionConfig {
@@ -954,11 +998,11 @@ fn registered_config(
         peer_mac: [0; 6],
         local_port_be: peer.tx.source_port.to_be(),
         min_ttl: peer.spec.min_ttl,
-        _reserved: 0,
+        auth_type: auth_code(session),
         reply: [0; 24],
         flags: hop_flags(&peer.spec),
         slot,
-        detect_ns: 0,
+        detect_ns: session.detection_time_ns().unwrap_or(0) as u64,
         min_reply_gap_ns: 0,
     }
 }
@@ -980,7 +1024,8 @@ fn fast_path_config(
         peer_mac: neighbours.mac(path.peer, interface)?,
         local_port_be: peer.tx.source_port.to_be(),
         min_ttl: peer.spec.min_ttl,
-        _reserved: 0,
+        // Always NONE: authenticated sessions are not offloaded.
+        auth_type: auth_code(session),
         reply: session.steady_packet().header_bytes(),
         flags: linecard_common::bfd::FLAG_REPLY | hop_flags(&peer.spec),
         slot,
