@@ -239,16 +239,35 @@ fn scale_run() -> Result<(), String> {
         // session's own clock covering the peer's stalls (FRR with 64
         // sessions on the shared CPU stalls for 20+ ms now and then: 47 of
         // 3409 packets in one CI run).
+        // A shortfall is ours only if the peer was punctual: a peer late
+        // past 1.1 intervals (11 ms) in 1 % of its gaps or more is
+        // clocking us less, and the run says nothing of the DUT (invalid).
         for f in &ours {
-            assert!(
-                f.reply_latency_ms.count * 100 >= f.packets * 95,
+            if f.reply_latency_ms.count * 100 >= f.packets * 95 {
+                continue;
+            }
+            let shortfall = format!(
                 "{}: {} -> {} answered only {} of {} packets within 2 ms",
-                phase.name,
-                f.src,
-                f.dst,
-                f.reply_latency_ms.count,
-                f.packets
+                phase.name, f.src, f.dst, f.reply_latency_ms.count, f.packets
             );
+            let peer_late = r
+                .flows
+                .iter()
+                .find(|p| p.src == f.dst && p.dst == f.src)
+                .and_then(|p| p.gap_ccdf.iter().find(|c| c.gap_ms >= 11.0))
+                .map_or(0.0, |c| c.fraction_above);
+            assert!(
+                peer_late >= 0.01,
+                "{shortfall}, with the peer punctual ({:.2} % of its gaps over 11 ms)",
+                peer_late * 100.0
+            );
+            invalid = Some(format!(
+                "{shortfall}: the peer was late, {:.2} % of its gaps over 11 ms",
+                peer_late * 100.0
+            ));
+        }
+        if invalid.is_some() {
+            break;
         }
         let reply_p999 = ours
             .iter()
