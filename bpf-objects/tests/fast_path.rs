@@ -652,7 +652,11 @@ fn keyed_authentication_is_verified_in_the_kernel_before_a_packet_counts() {
         let what = |s: &str| format!("type {kind}: {s}");
         let first = fast.accepted(&what("genuine"), &peer_up_authenticated(kind, 100));
         assert_eq!((first.rcv_auth_seq, first.passed), (100, 1));
-        assert!(first.auth_accepted_ns > 0);
+        assert_eq!(
+            first.auth_known_until_ns - first.last_rx_ns,
+            60_000_000,
+            "known for twice 30 ms"
+        );
         for (case, reason, input) in auth_drop_cases(kind) {
             fast.refused(&what(case), reason, &input);
         }
@@ -689,7 +693,8 @@ fn keyed_authentication_is_verified_in_the_kernel_before_a_packet_counts() {
 
 /// bfd.AuthSeqKnown lapses after twice the detection time without an
 /// accepted packet (6.8.1): a restarted peer, its sequence numbers started
-/// afresh, is heard again.
+/// afresh, is heard again. The detection time is the larger of the
+/// session's (1 ms here) and the one the packet implies (3 x 10 ms).
 #[test]
 fn the_sequence_window_lapses_after_twice_the_detection_time() {
     if !test_run::privileged(module_path!()) {
@@ -703,9 +708,21 @@ fn the_sequence_window_lapses_after_twice_the_detection_time() {
         drop::AUTH_SEQUENCE,
         &peer_up_authenticated(kind, 7),
     );
-    std::thread::sleep(std::time::Duration::from_millis(3));
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    fast.refused(
+        "20 ms on: still within twice 30 ms",
+        drop::AUTH_SEQUENCE,
+        &peer_up_authenticated(kind, 7),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(50));
     let after = fast.accepted("after the lapse", &peer_up_authenticated(kind, 7));
     assert_eq!(after.rcv_auth_seq, 7);
+    // The window is known again at once: the same packet is a replay.
+    fast.refused(
+        "its repeat",
+        drop::AUTH_SEQUENCE,
+        &peer_up_authenticated(kind, 7),
+    );
 }
 
 /// 6.7.2: the password byte for byte, its length from Auth Len.
@@ -738,4 +755,62 @@ fn a_simple_password_is_checked_in_the_kernel() {
     empty[3] = 27;
     empty.truncate(27);
     fast.refused("Auth Len 3", drop::BAD_AUTH, &frame(255, &empty));
+}
+
+/// RFC 5880 6.6 and 6.8.7: a peer in Demand mode gets no periodic packet.
+/// With `FLAG_POLLS_ONLY` the kernel answers its Polls with Final (our D
+/// as the template has it) and hears its other packets without a reply;
+/// a packet whose D bit disagrees with the flag is a change of the peer's
+/// mode and goes to userspace, as it does for a session without the flag.
+#[test]
+fn a_demand_mode_peer_gets_finals_to_its_polls_and_nothing_else() {
+    if !test_run::privileged(module_path!()) {
+        return;
+    }
+    const D: u8 = 0x02;
+    const P: u8 = 0x20;
+    const F: u8 = 0x10;
+    let ours = bfd(3, D, OUR_DISCR, PEER_DISCR);
+    let fast = FastPath::load_with(SessionConfig {
+        flags: linecard_common::bfd::FLAG_REPLY | linecard_common::bfd::FLAG_POLLS_ONLY,
+        reply: ours,
+        ..session(true)
+    });
+    let silent = frame(255, &bfd(3, D, PEER_DISCR, OUR_DISCR));
+    let out = fast.run(&silent);
+    assert_eq!(
+        out.action, XDP_DROP,
+        "a packet of a demanding peer is not answered"
+    );
+    assert_eq!(fast_sum(&fast, verdict::HEARD), 1);
+    assert_eq!(fast_sum(&fast, verdict::DROPPED), 0, "heard, not refused");
+    let heard = fast.state();
+    assert_eq!((heard.rx_packets, heard.tx_packets), (1, 0));
+    assert!(heard.last_rx_ns > 0, "its liveness counts");
+
+    let out = fast.run(&frame(255, &bfd(3, D | P, PEER_DISCR, OUR_DISCR)));
+    assert_eq!(out.action, XDP_TX, "a Poll is answered");
+    let reply = &out.frame[42..66];
+    assert_eq!(reply[1], (3 << 6) | D | F, "Up, our D, F set, P clear");
+    assert_eq!(&reply[2..], &ours[2..], "the rest is the template");
+    assert_eq!((fast.state().tx_packets, fast.state().finals_sent), (1, 1));
+
+    for (what, flags) in [
+        ("D cleared: the peer left Demand mode", 0),
+        ("the peer's Final", D | F),
+    ] {
+        let before = fast_sum(&fast, verdict::PASSED);
+        let out = fast.run(&frame(255, &bfd(3, flags, PEER_DISCR, OUR_DISCR)));
+        assert_eq!(out.action, XDP_PASS, "{what}");
+        assert_eq!(fast_sum(&fast, verdict::PASSED), before + 1, "{what}");
+    }
+    // Without the flag, D is userspace's, as before.
+    let plain = FastPath::load(true);
+    assert_eq!(plain.run(&silent).action, XDP_PASS);
+    assert_eq!(
+        plain
+            .run(&frame(255, &bfd(3, D | P, PEER_DISCR, OUR_DISCR)))
+            .action,
+        XDP_PASS
+    );
 }

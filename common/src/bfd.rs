@@ -14,6 +14,12 @@ pub const FLAG_REPLY: u32 = 1;
 /// `SessionConfig::flags`: a multihop session (RFC 5883): its packets
 /// arrive on UDP 4784 at `SessionConfig::min_ttl` or above, and only its.
 pub const FLAG_MULTIHOP: u32 = 2;
+/// `SessionConfig::flags`, with `FLAG_REPLY`: the peer is in Demand mode
+/// (RFC 5880 6.6), so no periodic packet may go to it (6.8.7): the kernel
+/// answers its Polls with Final and hears its other packets (D set, as
+/// this flag says) without answering them. A packet whose D bit disagrees
+/// with this flag goes to userspace: the peer changed its mode.
+pub const FLAG_POLLS_ONLY: u32 = 4;
 
 /// UDP destination port of single-hop control packets (RFC 5881).
 pub const PORT_SINGLE_HOP: u16 = 3784;
@@ -121,10 +127,10 @@ pub struct SessionState {
     /// one should nothing else leave meanwhile: 75-100 % of the interval
     /// (RFC 5880 6.8.7's jitter).
     pub clock_gap_ns: u64,
-    /// `bpf_ktime_get_ns` of the last authenticated packet accepted; 0:
-    /// none yet. bfd.AuthSeqKnown is 1 while this is younger than twice
-    /// the detection time (RFC 5880 6.8.1).
-    pub auth_accepted_ns: u64,
+    /// `bpf_ktime_get_ns` until which bfd.AuthSeqKnown is 1: the last
+    /// accepted authenticated packet plus twice the detection time as it
+    /// stood then (RFC 5880 6.8.1); 0: none accepted yet.
+    pub auth_known_until_ns: u64,
 }
 
 /// Key of the `LC_AUTH_KEYS` hash map: one key of one authenticated
@@ -444,7 +450,7 @@ mod tests {
         assert_eq!(offset_of!(SessionState, clock_tx_requests), 80);
         assert_eq!(offset_of!(SessionState, clock_gap_ns), 88);
         assert_eq!(offset_of!(SessionState, rcv_auth_seq), 52);
-        assert_eq!(offset_of!(SessionState, auth_accepted_ns), 96);
+        assert_eq!(offset_of!(SessionState, auth_known_until_ns), 96);
         assert_eq!(size_of::<SessionState>(), 104);
     }
 

@@ -80,6 +80,23 @@ fn demand_mode_silences_who_was_asked_and_every_poll_is_answered() {
         }
         assert_eq!(n(&phase(rt, profile)["flaps"]), 0, "{profile}: {rt:#}");
     }
+    // The fast path: the peer's Polls answered with Final from the kernel,
+    // under L4 too, by an engine whose loop runs at normal priority (its
+    // own verification Polls leave late under L4, and are not judged).
+    let xdp = dut(&manifest, "xdp");
+    for (profile, seconds) in [("idle", 10), ("L4", 20)] {
+        let (ours, peer) = (side(xdp, profile, "dut"), side(xdp, profile, "peer"));
+        for s in [ours, peer] {
+            assert_eq!(n(&s["demand_packets"]), n(&s["packets"]), "{profile}: {s}");
+        }
+        assert!(n(&peer["polls"]) + 1 >= seconds, "{profile}: {peer}");
+        assert_eq!(
+            n(&ours["finals"]),
+            n(&peer["polls"]),
+            "{profile}: the peer's Polls"
+        );
+        assert_eq!(n(&phase(xdp, profile)["flaps"]), 0, "{profile}: {xdp:#}");
+    }
     // The positive control: its Finals were late under L4 and it flapped.
     let naive = dut(&manifest, "naive");
     assert_eq!(naive["verdict"]["status"], "pass", "{naive:#}");

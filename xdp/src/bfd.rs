@@ -11,7 +11,8 @@
 //! never counts as heard. Failures are dropped and counted by reason;
 //! nothing invalid reaches a userspace socket. While a session is Up and offloaded, each valid packet
 //! from the peer is rewritten in place into our reply and sent back with
-//! XDP_TX; a Poll is answered with Final. Everything else valid goes to
+//! XDP_TX; a Poll is answered with Final. A peer in Demand mode gets only
+//! the Finals to its Polls (`FLAG_POLLS_ONLY`). Everything else valid goes to
 //! userspace (XDP_PASS), which keeps the state machine. A timer sweep
 //! detects silent peers and keeps each offloaded session's own clock for
 //! when the peer does not clock us (it stalls, or it is RX-clocked too).
@@ -35,9 +36,9 @@ use aya_ebpf::{
 use core::ffi::c_void;
 use linecard_common::bfd::{
     auth_type, drop, event, verdict, AuthKeyRef, AuthSecret, DeadMan, EchoPeer, SessionConfig,
-    SessionState, SlotConfig, SweepEvent, DROP_REASONS, FLAG_MULTIHOP, FLAG_REPLY, MAX_AUTH_KEYS,
-    MAX_SESSIONS, MD5_AUTH_LEN, PORT_ECHO, PORT_MULTI_HOP, PORT_SINGLE_HOP, SHA1_AUTH_LEN,
-    SWEEP_MIN_NS, SWEEP_PERIOD_NS, SWEEP_SLOTS, VERDICTS,
+    SessionState, SlotConfig, SweepEvent, DROP_REASONS, FLAG_MULTIHOP, FLAG_POLLS_ONLY, FLAG_REPLY,
+    MAX_AUTH_KEYS, MAX_SESSIONS, MD5_AUTH_LEN, PORT_ECHO, PORT_MULTI_HOP, PORT_SINGLE_HOP,
+    SHA1_AUTH_LEN, SWEEP_MIN_NS, SWEEP_PERIOD_NS, SWEEP_SLOTS, VERDICTS,
 };
 use linecard_common::digest::{md5_single_block_in, sha1_single_block_in};
 
@@ -652,9 +653,18 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
         return Err(drop::AUTH_MISMATCH);
     }
     if config.auth_type != auth_type::NONE {
-        verify_auth(
-            ctx, bfd_offset, length, b[2], your, config, session, arrived,
-        )?;
+        // bfd.AuthSeqKnown outlives twice the detection time (6.8.1): the
+        // session's, or, when that is not known yet or shorter, the one
+        // this packet implies (its Detect Mult times its Desired Min TX).
+        let implied = u64::from(b[2]) * u64::from(u32::from_be_bytes([b[12], b[13], b[14], b[15]]));
+        let packet = Received {
+            at: bfd_offset,
+            length,
+            detect_mult: b[2],
+            lapse_ns: 2 * max(config.detect_ns, implied * 1_000),
+            now: arrived,
+        };
+        verify_auth(ctx, &packet, your, config.auth_type, session)?;
     }
     session.last_rx_ns = arrived;
     session.rx_packets += 1;
@@ -663,12 +673,13 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
     session.remote_required_min_rx_us = u32::from_be_bytes([b[16], b[17], b[18], b[19]]);
     session.remote_detect_mult = u32::from(b[2]);
     // Userspace keeps everything but the steady state: transitions, the
-    // peer's Final (the end of our Poll), authentication, and a peer in
-    // Demand mode (RFC 5880 6.8.7: no periodic packets to it, and an
-    // RX-clocked reply is one for each of its packets).
+    // peer's Final (the end of our Poll), authentication, and a change of
+    // the peer's Demand mode (its D bit not as FLAG_POLLS_ONLY says).
+    let polls_only = config.flags & FLAG_POLLS_ONLY != 0;
     if config.flags & FLAG_REPLY == 0
         || state != STATE_UP
-        || flags & (FLAG_FINAL | FLAG_AUTH | FLAG_DEMAND) != 0
+        || flags & (FLAG_FINAL | FLAG_AUTH) != 0
+        || (flags & FLAG_DEMAND != 0) != polls_only
     {
         session.passed += 1;
         return to_userspace();
@@ -686,6 +697,12 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
             count(&LC_VERDICTS, verdict::ORPHANED);
             return Ok(xdp_action::XDP_PASS);
         }
+    }
+    // A peer in Demand mode gets no periodic packet (RFC 5880 6.8.7):
+    // only its Polls are answered; its other packets are heard.
+    if polls_only && !poll {
+        count(&LC_VERDICTS, verdict::HEARD);
+        return Ok(xdp_action::XDP_DROP);
     }
     if !poll && config.min_reply_gap_ns != 0 {
         // An answer to our own packet is heard, not answered: two
@@ -785,35 +802,44 @@ const SHA1_PACKET_LEN: usize = BFD_LEN + SHA1_AUTH_LEN;
 /// The larger of the two keyed packets.
 const AUTH_SCRATCH_LEN: usize = SHA1_PACKET_LEN;
 
-/// RFC 5880 6.7: the packet at `at`, `length` bytes by its header, is
-/// genuine for session `discr`, or the reason it is not. An accepted
-/// keyed packet moves bfd.RcvAuthSeq; a refused one changes nothing.
+/// An authenticated packet as received.
+struct Received {
+    /// Offset of the BFD packet in the frame.
+    at: usize,
+    /// Its Length field.
+    length: usize,
+    detect_mult: u8,
+    /// How long bfd.AuthSeqKnown outlives this packet if it is accepted.
+    lapse_ns: u64,
+    now: u64,
+}
+
+/// RFC 5880 6.7: the packet is genuine for session `discr`, whose Auth
+/// Type is `kind`, or the reason it is not. An accepted keyed packet
+/// moves bfd.RcvAuthSeq; a refused one changes nothing.
 ///
 /// The kernel is stricter than the RFC's reader in one way: the section
 /// must end the packet (Length = 24 + Auth Len), which every sender does,
 /// so that the digest covers a fixed number of bytes.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn verify_auth(
     ctx: &XdpContext,
-    at: usize,
-    length: usize,
-    detect_mult: u8,
+    packet: &Received,
     discr: u32,
-    config: &SessionConfig,
+    kind: u8,
     session: &mut SessionState,
-    now: u64,
 ) -> Result<(), u32> {
+    let at = packet.at;
     let Some(head) = ptr_at::<[u8; 3]>(ctx, at + BFD_LEN) else {
         return Err(drop::TRUNCATED);
     };
     // SAFETY: `ptr_at` checked the three bytes are in the packet.
-    let [kind, auth_len, key_id] = unsafe { *head };
-    if kind != config.auth_type {
+    let [received_kind, auth_len, key_id] = unsafe { *head };
+    if received_kind != kind {
         return Err(drop::AUTH_MISMATCH);
     }
     let auth_len = usize::from(auth_len);
-    if length != BFD_LEN + auth_len {
+    if packet.length != BFD_LEN + auth_len {
         return Err(drop::BAD_AUTH);
     }
     let key = AuthKeyRef::new(discr, key_id);
@@ -827,7 +853,7 @@ fn verify_auth(
             if auth_len != MD5_AUTH_LEN {
                 return Err(drop::BAD_AUTH);
             }
-            let window = Window::of(config, session, kind, detect_mult, now);
+            let window = Window::of(session, kind, packet);
             let scratch = copied::<MD5_PACKET_LEN>(ctx, at)?;
             genuine(keyed::<MD5_PACKET_LEN, 16>(
                 scratch,
@@ -835,13 +861,13 @@ fn verify_auth(
                 window,
                 md5_single_block_in,
             ))?;
-            window.accept(ctx, at, session, now)
+            window.accept(ctx, packet, session)
         }
         auth_type::KEYED_SHA1 | auth_type::METICULOUS_KEYED_SHA1 => {
             if auth_len != SHA1_AUTH_LEN {
                 return Err(drop::BAD_AUTH);
             }
-            let window = Window::of(config, session, kind, detect_mult, now);
+            let window = Window::of(session, kind, packet);
             let scratch = copied::<SHA1_PACKET_LEN>(ctx, at)?;
             genuine(keyed::<SHA1_PACKET_LEN, 20>(
                 scratch,
@@ -849,7 +875,7 @@ fn verify_auth(
                 window,
                 sha1_single_block_in,
             ))?;
-            window.accept(ctx, at, session, now)
+            window.accept(ctx, packet, session)
         }
         _ => Err(drop::BAD_AUTH),
     }
@@ -893,9 +919,9 @@ fn simple_password(
 /// bfd.RcvAuthSeq's window for one packet (6.7.3-6.7.4).
 #[derive(Clone, Copy)]
 struct Window {
-    /// bfd.AuthSeqKnown: the last accepted packet is younger than twice
-    /// the detection time (6.8.1); otherwise any Sequence Number starts
-    /// the window afresh (the peer restarted).
+    /// bfd.AuthSeqKnown: the last accepted packet was less than twice the
+    /// detection time ago, as it stood then (6.8.1); otherwise any
+    /// Sequence Number starts the window afresh (the peer restarted).
     known: bool,
     last: u32,
     /// 1 for the meticulous types (the number must move), 0 otherwise.
@@ -906,16 +932,15 @@ struct Window {
 
 impl Window {
     #[inline(always)]
-    fn of(config: &SessionConfig, session: &SessionState, kind: u8, mult: u8, now: u64) -> Self {
-        let accepted = session.auth_accepted_ns;
+    fn of(session: &SessionState, kind: u8, packet: &Received) -> Self {
+        let until = session.auth_known_until_ns;
         Self {
-            known: accepted != 0
-                && (now as i64).wrapping_sub(accepted as i64) <= 2 * config.detect_ns as i64,
+            known: until != 0 && (until as i64).wrapping_sub(packet.now as i64) >= 0,
             last: session.rcv_auth_seq,
             first: u32::from(
                 kind == auth_type::METICULOUS_KEYED_MD5 || kind == auth_type::METICULOUS_KEYED_SHA1,
             ),
-            widest: 3 * u32::from(mult),
+            widest: 3 * u32::from(packet.detect_mult),
         }
     }
 
@@ -931,18 +956,19 @@ impl Window {
     fn accept(
         &self,
         ctx: &XdpContext,
-        at: usize,
+        packet: &Received,
         session: &mut SessionState,
-        now: u64,
     ) -> Result<(), u32> {
-        let Some(sequence) = ptr_at::<[u8; 4]>(ctx, at + AUTH_SEQUENCE_AT) else {
+        let Some(sequence) = ptr_at::<[u8; 4]>(ctx, packet.at + AUTH_SEQUENCE_AT) else {
             return Err(drop::TRUNCATED);
         };
         // SAFETY: `ptr_at` checked the four bytes are in the packet. One
         // flow is one receive queue, so one CPU: no two packets of a
         // session race between this window's read and this write.
         session.rcv_auth_seq = u32::from_be_bytes(unsafe { *sequence });
-        session.auth_accepted_ns = now;
+        // Fixed now, as userspace fixes its own: a detection time that
+        // changes later (the session goes Down) does not reopen the window.
+        session.auth_known_until_ns = packet.now + packet.lapse_ns;
         Ok(())
     }
 }

@@ -17,7 +17,7 @@ use crate::config::{EngineConfig, SessionSpec};
 use crate::io::{Received, RxSocket, TxSocket};
 use crate::session::auth::Auth;
 use crate::session::table::{PathKey, SessionId, SessionTable};
-use crate::session::{Nanos, Session, SessionConfig, Transition};
+use crate::session::{FastPathRole, Nanos, Session, SessionConfig, Transition};
 use crate::wire::{DropReason, Repr, State, PORT_MULTI_HOP, PORT_SINGLE_HOP};
 use anyhow::{bail, Context, Result};
 use std::os::unix::net::UnixListener;
@@ -43,6 +43,8 @@ pub struct Peer {
     pub last_transition: Option<Transition>,
     /// The fast path answers for this session now (xdp backend).
     pub offloaded: bool,
+    /// In which role, while offloaded.
+    offloaded_role: Option<FastPathRole>,
     /// The detection time and own clock last written to the kernel's
     /// sweep, ns (0: unarmed).
     armed_detect_ns: u64,
@@ -348,6 +350,7 @@ impl Engine {
                     drops: [0; DropReason::ALL.len()],
                     last_transition: None,
                     offloaded: false,
+                    offloaded_role: None,
                     armed_detect_ns: 0,
                     armed_clock_ns: 0,
                     registered_detect_ns: 0,
@@ -552,19 +555,19 @@ impl Engine {
             }
             if let Some(fast) = self.fast.as_mut() {
                 // An authenticated session stays in userspace: the fast
-                // path neither verifies digests nor signs its replies.
-                let want = session.is_steady()
-                    && session.auth().is_none()
-                    && self.config.xdp_replies
-                    && peer.spec.offload;
-                if want && !peer.offloaded {
+                // path verifies its packets but does not sign replies.
+                let want = session.fast_path_role().filter(|_| {
+                    session.auth().is_none() && self.config.xdp_replies && peer.spec.offload
+                });
+                if let (Some(role), false) = (want, peer.offloaded) {
                     let neighbours = neighbours.get_or_insert_with(fast_path::Neighbours::read);
                     if let Some(config) =
-                        fast_path_config(&path, session, peer, id as u32, neighbours)
+                        fast_path_config(&path, session, peer, id as u32, role, neighbours)
                     {
                         match fast.offload(session.config().local_discr, config) {
                             Ok(()) => {
                                 peer.offloaded = true;
+                                peer.offloaded_role = Some(role);
                                 // The Down that leaves the moment the
                                 // kernel declares the peer silent, and
                                 // what the session's own clock sends.
@@ -592,7 +595,10 @@ impl Engine {
                             )),
                         }
                     }
-                } else if !want && peer.offloaded {
+                } else if peer.offloaded && want != peer.offloaded_role {
+                    // Withdrawn, or its role changed (the remote entered or
+                    // left Demand mode): userspace's for this pass, offloaded
+                    // afresh at the next.
                     fast.disarm_responder(session.config().local_discr);
                     if let Err(e) = fast.register(
                         session.config().local_discr,
@@ -604,6 +610,7 @@ impl Engine {
                         ));
                     }
                     peer.offloaded = false;
+                    peer.offloaded_role = None;
                 } else if !peer.offloaded
                     && session.auth().is_some()
                     && session.detection_time_ns().unwrap_or(0) as u64 != peer.registered_detect_ns
@@ -630,10 +637,21 @@ impl Engine {
                 // this pass is armed in it too (armed a pass later, it went
                 // up to a detection time with neither own clock nor kernel
                 // detection: 17-27 ms gaps of ours under 30 % loss).
+                // In Demand mode here the remote's silence is what we asked
+                // for (detection is Poll-timed, userspace's: 6.8.4); to a
+                // remote in Demand mode nothing periodic goes (6.8.7).
                 let (detect_ns, clock_ns) = if peer.offloaded {
                     (
-                        session.detection_time_ns().unwrap_or(0) as u64,
-                        session.tx_interval_ns() as u64,
+                        if session.local_demand_active() {
+                            0
+                        } else {
+                            session.detection_time_ns().unwrap_or(0) as u64
+                        },
+                        if peer.offloaded_role == Some(FastPathRole::Steady) {
+                            session.tx_interval_ns() as u64
+                        } else {
+                            0
+                        },
                     )
                 } else {
                     (0, 0)
@@ -842,6 +860,7 @@ impl Engine {
             if let (Some(fast), true) = (self.fast.as_mut(), peer.offloaded) {
                 let _ = fast.forget(session.config().local_discr);
                 peer.offloaded = false;
+                peer.offloaded_role = None;
             }
             session.set_admin_down(now, true);
             if let Some(packet) = session.poll_transmit(now) {
@@ -1014,8 +1033,13 @@ fn fast_path_config(
     session: &Session,
     peer: &Peer,
     slot: u32,
+    role: FastPathRole,
     neighbours: &fast_path::Neighbours,
 ) -> Option<linecard_common::bfd::SessionConfig> {
+    let role_flags = match role {
+        FastPathRole::Steady => 0,
+        FastPathRole::PollsOnly => linecard_common::bfd::FLAG_POLLS_ONLY,
+    };
     let interface = peer.spec.interface.as_deref()?;
     Some(linecard_common::bfd::SessionConfig {
         local_ip: fast_path::mapped(path.local),
@@ -1027,7 +1051,7 @@ fn fast_path_config(
         // Always NONE: authenticated sessions are not offloaded.
         auth_type: auth_code(session),
         reply: session.steady_packet().header_bytes(),
-        flags: linecard_common::bfd::FLAG_REPLY | hop_flags(&peer.spec),
+        flags: linecard_common::bfd::FLAG_REPLY | role_flags | hop_flags(&peer.spec),
         slot,
         detect_ns: session.detection_time_ns().unwrap_or(0) as u64,
         // Half an interval: the peer's own packets come no sooner than

@@ -26,6 +26,11 @@ fn d_is_set_only_while_both_sides_are_up() {
     assert!(!s.poll_transmit(MS).unwrap().demand, "the remote is not Up");
     let mut s = up_with(demand_config());
     assert!(s.local_demand_active());
+    assert_eq!(
+        s.fast_path_role(),
+        None,
+        "only we ask: we keep transmitting, and detection is Poll-timed, userspace's"
+    );
     assert!(s.poll_transmit(20 * MS).unwrap().demand);
     // The remote goes Down: D clears with our Up.
     s.receive_repr(30 * MS, &remote(State::Down, 0x1111))
@@ -40,7 +45,12 @@ fn a_remote_in_demand_mode_gets_no_periodic_packets_but_every_final() {
     demanding.demand = true;
     s.receive_repr(10 * MS, &demanding).unwrap();
     assert!(s.remote_demand_active());
-    assert!(!s.is_steady(), "never offloaded in Demand mode");
+    assert!(!s.is_steady(), "no RX-clocked reply to each of its packets");
+    assert_eq!(
+        s.fast_path_role(),
+        Some(FastPathRole::PollsOnly),
+        "the fast path may answer its Polls, nothing else"
+    );
     // Drain anything due at the moment the remote asked.
     while s.poll_transmit(10 * MS).is_some() {}
     for t in (11..2_000).map(|ms| ms * MS) {
@@ -55,12 +65,15 @@ fn a_remote_in_demand_mode_gets_no_periodic_packets_but_every_final() {
     let mut poll = demanding;
     poll.poll = true;
     s.receive_repr(2 * S, &poll).unwrap();
+    assert_eq!(s.fast_path_role(), None, "a Final is owed: userspace's");
     let f = s.poll_transmit(2 * S).expect("the Final");
     assert!(f.final_ && !f.poll);
     assert!(s.poll_transmit(2 * S + 50 * MS).is_none());
+    assert_eq!(s.fast_path_role(), Some(FastPathRole::PollsOnly));
     // The remote leaves Demand mode: periodic transmission resumes at once.
     s.receive_repr(2 * S + 60 * MS, &remote(State::Up, 0x1111))
         .unwrap();
+    assert_eq!(s.fast_path_role(), Some(FastPathRole::Steady));
     assert!(s.poll_transmit(2 * S + 60 * MS).is_some());
 }
 

@@ -44,6 +44,16 @@ pub struct SessionConfig {
     pub demand_verify_us: u32,
 }
 
+/// What the fast path may do for a session ([`Session::fast_path_role`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FastPathRole {
+    /// Answer each of the remote's packets with our steady packet.
+    Steady,
+    /// The remote is in Demand mode: answer its Polls with Final and
+    /// nothing else.
+    PollsOnly,
+}
+
 /// A state change, with the diagnostic that explains it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Transition {
@@ -454,8 +464,22 @@ impl Session {
         }
     }
 
+    /// What the fast path may do for us now, if anything: answer every
+    /// packet in steady state, or only the Polls of a remote in Demand mode
+    /// (6.8.7: no periodic packet to it, but a Final to each Poll, which a
+    /// starved userspace would send late). Neither while a Poll of ours is
+    /// in progress, a Final is owed, or we are administratively down.
+    pub fn fast_path_role(&self) -> Option<FastPathRole> {
+        if self.is_steady() {
+            return Some(FastPathRole::Steady);
+        }
+        let quiet =
+            self.state == State::Up && !self.polling && !self.final_owed && !self.admin_down;
+        (quiet && self.remote_demand_active()).then_some(FastPathRole::PollsOnly)
+    }
+
     /// Steady state: Up with no Poll in progress and no Final owed. Only
-    /// then may the fast path answer for us. Never in Demand mode, asked
+    /// then may the fast path answer for us every packet. Never in Demand mode, asked
     /// by either side: an RX-clocked reply to each packet of a remote in
     /// Demand mode is the periodic transmission 6.8.7 forbids, and a
     /// remote we asked to stop gives the fast path nothing to answer.
