@@ -13,13 +13,14 @@ cargo build --locked --bins
 # down however they end (the project's own teardown: lc-* namespaces,
 # cpusets, the root cpuset's load balancing).
 # Timing tests that every attempt of was invalid while the hypervisor took
-# >= 1 % of the machine are inconclusive, not passed: listed here, printed
-# last (harness/tests/common.rs, `inconclusive`).
+# >= 1 % of the machine are inconclusive, not passed, and measurements the
+# lab cannot take for a documented reason are known limits: both listed
+# here, printed last (harness/tests/common.rs, `inconclusive`, `known_limit`).
 export LINECARD_INCONCLUSIVE_LOG="$PWD/target/inconclusive.log"
 rm -f "$LINECARD_INCONCLUSIVE_LOG"
 report_inconclusive() {
   if [ -s "$LINECARD_INCONCLUSIVE_LOG" ]; then
-    echo "==== $(wc -l <"$LINECARD_INCONCLUSIVE_LOG") timing test(s) INCONCLUSIVE: this machine's hypervisor kept them from measuring (not passed) ====" >&2
+    echo "==== $(wc -l <"$LINECARD_INCONCLUSIVE_LOG") timing measurement(s) NOT TAKEN (INCONCLUSIVE: the hypervisor kept them from measuring; KNOWN LIMIT: see the README's Limitations); not passed ====" >&2
     cat "$LINECARD_INCONCLUSIVE_LOG" >&2
   fi
 }

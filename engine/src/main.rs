@@ -107,6 +107,9 @@ enum CtlOp {
     },
     /// Engine-wide drop counters by reason (packets that reached no session)
     Drops,
+    /// Per session, only what readiness needs (JSON; cheap at thousands of
+    /// sessions, where `list` is megabytes)
+    Readiness,
     /// Key rollover: send with another configured key (all stay accepted)
     Key {
         #[command(flatten)]
@@ -232,6 +235,7 @@ fn run_ctl(ctl: Ctl) -> Result<()> {
     let request = match &ctl.op {
         CtlOp::List { .. } => Request::List,
         CtlOp::Drops => Request::Drops,
+        CtlOp::Readiness => Request::Readiness,
         CtlOp::Add {
             pair,
             tx_ms,

@@ -334,6 +334,12 @@ pub fn inconclusive(label: &str, why: &str, meter: &StealMeter) -> bool {
     let line = format!(
         "INCONCLUSIVE {label}: the hypervisor took {stolen:.1} % of this machine's CPU time while it ran (at least {INCONCLUSIVE_STEAL_PERCENT} % makes a timing test inconclusive), and every attempt was invalid: {why}"
     );
+    record_outcome(&line);
+    true
+}
+
+/// Prints `line` and appends it to the inconclusive log.
+fn record_outcome(line: &str) {
     eprintln!("{line}");
     use std::io::Write;
     let log = inconclusive_log();
@@ -344,7 +350,13 @@ pub fn inconclusive(label: &str, why: &str, meter: &StealMeter) -> bool {
         .open(&log)
         .unwrap_or_else(|e| panic!("{line} (and the inconclusive log {}: {e})", log.display()));
     writeln!(f, "{line}").unwrap();
-    true
+}
+
+/// A measurement this lab cannot take, for a documented reason (see the
+/// README's Limitations): written where [`inconclusive`] outcomes go, so
+/// that `scripts/test.sh` prints it last, never passed over in silence.
+pub fn known_limit(label: &str, why: &str) {
+    record_outcome(&format!("KNOWN LIMIT {label}: {why}"));
 }
 
 /// Whether the run in `dir` stayed invalid and the hypervisor's steal

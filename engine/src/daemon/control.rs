@@ -3,7 +3,10 @@
 //! `{"op":"list"}`, `{"op":"add","session":{...}}` (the keys of a
 //! `[[session]]` table), `{"op":"remove","local":..,"peer":..}`,
 //! `{"op":"set","local":..,"peer":..,"tx_interval_ms":..,"rx_interval_ms":..,"multiplier":..}`,
-//! `{"op":"admin","local":..,"peer":..,"down":true}`, `{"op":"drops"}`.
+//! `{"op":"admin","local":..,"peer":..,"down":true}`, `{"op":"drops"}`,
+//! `{"op":"readiness"}` (per session only what readiness needs: cheap at
+//! thousands of sessions, where `list` is megabytes and a kernel read per
+//! offloaded session).
 //! Garbage gets `{"error": "..."}`; the daemon keeps running.
 
 use super::Engine;
@@ -19,6 +22,7 @@ use std::time::{Duration, Instant};
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
     List,
+    Readiness,
     Drops,
     Add {
         /// Boxed: a session's table is far larger than any other request.
@@ -47,6 +51,19 @@ pub enum Request {
         peer: IpAddr,
         key_id: u8,
     },
+}
+
+/// One session as `linecardd ctl readiness` shows it: whether it is Up
+/// and steady, and where it should be served.
+#[derive(Debug, Serialize)]
+pub struct SessionReadiness {
+    pub peer: IpAddr,
+    pub state: State,
+    pub polling: bool,
+    pub offloaded: bool,
+    pub authenticated: bool,
+    pub demand_configured: bool,
+    pub demand_active_at_peer: bool,
 }
 
 /// One session as `linecardd ctl list` shows it.
@@ -117,6 +134,22 @@ fn nonzero(counts: &[u64]) -> Vec<(DropReason, u64)> {
 }
 
 impl Engine {
+    pub fn readiness(&self) -> Vec<SessionReadiness> {
+        self.table
+            .ids()
+            .filter_map(|id| self.table.get(id))
+            .map(|(path, session, peer)| SessionReadiness {
+                peer: path.peer,
+                state: session.state(),
+                polling: session.polling(),
+                offloaded: peer.offloaded,
+                authenticated: session.auth().is_some(),
+                demand_configured: session.config().demand,
+                demand_active_at_peer: session.remote_demand_active(),
+            })
+            .collect()
+    }
+
     pub fn statuses(&self) -> Vec<SessionStatus> {
         let now = self.now();
         self.table
@@ -194,6 +227,7 @@ impl Engine {
         let missing = |local: IpAddr, peer: IpAddr| serde_json::json!({ "error": format!("no session {local} -> {peer}") });
         match request {
             Request::List => serde_json::json!({ "sessions": self.statuses() }),
+            Request::Readiness => serde_json::json!({ "sessions": self.readiness() }),
             Request::Drops => {
                 serde_json::json!({ "drops": nonzero(&self.drops), "fast_path": self.fast_path_counters() })
             }

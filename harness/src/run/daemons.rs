@@ -921,21 +921,22 @@ impl Bfd {
                 offloads,
                 offload_only,
             } => {
-                let list = linecardd_ctl(socket, &["list", "--json"]).map_err(|e| e.to_string())?;
+                let list = linecardd_ctl(socket, &["readiness"]).map_err(|e| e.to_string())?;
                 let sessions = list["sessions"].as_array().cloned().unwrap_or_default();
                 // Where each session must be: on the fast path, or (the
                 // family kept out of it; authenticated: the fast path
-                // neither verifies nor signs; in Demand mode, which rules
-                // out RX-clocked replies) in userspace.
+                // verifies but does not sign) in userspace. A session in
+                // Demand mode may be either: offloaded for the peer's Polls
+                // only while the peer demands, userspace's during our own.
                 let offloaded = |s: &serde_json::Value| {
                     let family = s["peer"]
                         .as_str()
                         .and_then(|p| p.parse::<IpAddr>().ok())
                         .map(Family::of);
                     *offloads
-                        && s["auth"].is_null()
-                        && s["demand"]["configured"] != true
-                        && s["demand"]["active_at_peer"] != true
+                        && s["authenticated"] == false
+                        && s["demand_configured"] != true
+                        && s["demand_active_at_peer"] != true
                         && offload_only.is_none_or(|f| family == Some(f))
                 };
                 let steady = sessions
