@@ -850,35 +850,50 @@ fn verify_auth(
     match kind {
         auth_type::SIMPLE_PASSWORD => simple_password(ctx, at, auth_len, secret),
         auth_type::KEYED_MD5 | auth_type::METICULOUS_KEYED_MD5 => {
-            if auth_len != MD5_AUTH_LEN {
-                return Err(drop::BAD_AUTH);
-            }
-            let window = Window::of(session, kind, packet);
-            let scratch = copied::<MD5_PACKET_LEN>(ctx, at)?;
-            genuine(keyed::<MD5_PACKET_LEN, 16>(
-                scratch,
+            keyed_section::<MD5_PACKET_LEN, 16>(
+                ctx,
+                packet,
+                auth_len,
+                kind,
                 secret,
-                window,
+                session,
                 md5_single_block_in,
-            ))?;
-            window.accept(ctx, packet, session)
+            )
         }
         auth_type::KEYED_SHA1 | auth_type::METICULOUS_KEYED_SHA1 => {
-            if auth_len != SHA1_AUTH_LEN {
-                return Err(drop::BAD_AUTH);
-            }
-            let window = Window::of(session, kind, packet);
-            let scratch = copied::<SHA1_PACKET_LEN>(ctx, at)?;
-            genuine(keyed::<SHA1_PACKET_LEN, 20>(
-                scratch,
+            keyed_section::<SHA1_PACKET_LEN, 20>(
+                ctx,
+                packet,
+                auth_len,
+                kind,
                 secret,
-                window,
+                session,
                 sha1_single_block_in,
-            ))?;
-            window.accept(ctx, packet, session)
+            )
         }
         _ => Err(drop::BAD_AUTH),
     }
+}
+
+/// 6.7.3-6.7.4: a keyed section of the `N`-byte packet (Auth Len `N` -
+/// 24) with a `D`-byte digest: the window, the digest, then acceptance.
+#[inline(always)]
+fn keyed_section<const N: usize, const D: usize>(
+    ctx: &XdpContext,
+    packet: &Received,
+    auth_len: usize,
+    kind: u8,
+    secret: &AuthSecret,
+    session: &mut SessionState,
+    digest: impl Fn(&[u8; N], &mut [u32; 16]) -> [u8; D],
+) -> Result<(), u32> {
+    if auth_len != N - BFD_LEN {
+        return Err(drop::BAD_AUTH);
+    }
+    let window = Window::of(session, kind, packet);
+    let scratch = copied::<N>(ctx, packet.at)?;
+    genuine(keyed::<N, D>(scratch, secret, window, digest))?;
+    window.accept(ctx, packet, session)
 }
 
 /// 6.7.2: Auth Len is the password's length + 3 (1 to 16 bytes), and the
