@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every cargo-fuzz target for SECONDS each (default 30) on its committed
-# corpus (CI: 10 s each; longer on demand). Installs cargo-fuzz for the
+# corpus (CI: 10 s each; longer on demand); new inputs land in
+# target/fuzz/found/, never in the committed corpus. Installs cargo-fuzz for the
 # nightly when missing. The three fuzz crates share one target directory,
 # so the engine and the analyzer are built once for all of them.
 set -euo pipefail
@@ -15,6 +16,10 @@ for dir in engine/fuzz capture-analyzer/fuzz harness/fuzz; do
     for target in $(cd "$dir" && cargo +nightly fuzz list); do
         echo "fuzz: $dir $target for ${seconds}s" >&2
         mkdir -p "$dir/corpus/$target"
-        (cd "$dir" && cargo +nightly fuzz run --target-dir "$target_dir" "$target" "corpus/$target" -- -max_total_time="$seconds")
+        # libFuzzer writes what it finds into its first corpus directory:
+        # a scratch one, so the committed corpus changes only by choice.
+        found="$target_dir/found/${dir%%/*}/$target"
+        mkdir -p "$found"
+        (cd "$dir" && cargo +nightly fuzz run --target-dir "$target_dir" "$target" "$found" "corpus/$target" -- -max_total_time="$seconds")
     done
 done
