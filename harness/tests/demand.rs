@@ -95,12 +95,26 @@ fn demand_mode_silences_who_was_asked_and_every_poll_is_answered() {
             n(&peer["polls"]),
             "{profile}: the peer's Polls"
         );
+        // From the kernel: at once, also while the DUT's own Poll was in
+        // progress and its loop starved (withdrawing the fast path for our
+        // own Polls handed the peer's to that loop: a 206 ms Final, a flap).
+        let slowest = ours["final_max_ms"].as_f64().unwrap();
+        assert!(
+            slowest < 5.0,
+            "{profile}: a Final after {slowest} ms: {ours}"
+        );
         assert_eq!(n(&phase(xdp, profile)["flaps"]), 0, "{profile}: {xdp:#}");
     }
     // The positive control: its Finals were late under L4 and it flapped.
     let naive = dut(&manifest, "naive");
     assert_eq!(naive["verdict"]["status"], "pass", "{naive:#}");
     assert!(n(&phase(naive, "L4")["flaps"]) > 0, "{naive:#}");
+    let (ours, peer) = (side(naive, "L4", "dut"), side(naive, "L4", "peer"));
+    let late = ours["final_max_ms"].as_f64().unwrap();
+    assert!(
+        late > 30.0 || n(&ours["finals"]) < n(&peer["polls"]),
+        "the starved loop answered every Poll within {late} ms: {ours}"
+    );
 
     // Only the DUT asks: the peer falls silent but for its Finals, while
     // the DUT goes on sending every 10 ms and its gaps are measured as ever.

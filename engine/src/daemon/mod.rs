@@ -45,6 +45,9 @@ pub struct Peer {
     pub offloaded: bool,
     /// In which role, while offloaded.
     offloaded_role: Option<FastPathRole>,
+    /// The reply template the kernel holds for the session (its steady
+    /// packet when offloaded).
+    offloaded_reply: [u8; crate::wire::HEADER_LEN],
     /// The detection time and own clock last written to the kernel's
     /// sweep, ns (0: unarmed).
     armed_detect_ns: u64,
@@ -351,6 +354,7 @@ impl Engine {
                     last_transition: None,
                     offloaded: false,
                     offloaded_role: None,
+                    offloaded_reply: [0; crate::wire::HEADER_LEN],
                     armed_detect_ns: 0,
                     armed_clock_ns: 0,
                     registered_detect_ns: 0,
@@ -541,10 +545,11 @@ impl Engine {
                     }
                 }
             }
-            // While offloaded, the kernel's sweep is the detector (its
-            // event carries the instant); userspace is the backstop, a
-            // grace period later.
-            let grace = if peer.offloaded {
+            // While the kernel's sweep is the detector (its event carries
+            // the instant), userspace is the backstop, a grace period later.
+            // In Demand mode ours, detection is Poll-timed and userspace's
+            // alone (the sweep is unarmed): no grace.
+            let grace = if peer.offloaded && peer.armed_detect_ns != 0 {
                 KERNEL_DETECTION_GRACE_NS
             } else {
                 0
@@ -559,42 +564,15 @@ impl Engine {
                 let want = session.fast_path_role().filter(|_| {
                     session.auth().is_none() && self.config.xdp_replies && peer.spec.offload
                 });
-                if let (Some(role), false) = (want, peer.offloaded) {
+                // Offloaded afresh as well when the reply the kernel sends
+                // for us is no longer ours (PollsOnly lasts through a Poll
+                // of ours, which may announce new timers: 6.8.3).
+                let template_stale = peer.offloaded
+                    && want == peer.offloaded_role
+                    && peer.offloaded_reply != session.steady_packet().header_bytes();
+                if let (Some(role), true) = (want, !peer.offloaded || template_stale) {
                     let neighbours = neighbours.get_or_insert_with(fast_path::Neighbours::read);
-                    if let Some(config) =
-                        fast_path_config(&path, session, peer, id as u32, role, neighbours)
-                    {
-                        match fast.offload(session.config().local_discr, config) {
-                            Ok(()) => {
-                                peer.offloaded = true;
-                                peer.offloaded_role = Some(role);
-                                // The Down that leaves the moment the
-                                // kernel declares the peer silent, and
-                                // what the session's own clock sends.
-                                match peer.tx.duplicate() {
-                                    Ok((socket, peer_addr)) => fast.arm_responder(
-                                        session.config().local_discr,
-                                        Prepared {
-                                            socket,
-                                            peer: peer_addr,
-                                            down: session
-                                                .down_on_detection()
-                                                .map(|down| down.header_bytes().to_vec()),
-                                            steady: session.steady_packet().header_bytes().to_vec(),
-                                        },
-                                    ),
-                                    Err(e) => log(&format!(
-                                        "no responder for {} -> {}: {e}",
-                                        path.local, path.peer
-                                    )),
-                                }
-                            }
-                            Err(e) => log(&format!(
-                                "offloading {} -> {} failed: {e:#}",
-                                path.local, path.peer
-                            )),
-                        }
-                    }
+                    offload(fast, &path, session, peer, id as u32, role, neighbours);
                 } else if peer.offloaded && want != peer.offloaded_role {
                     // Withdrawn, or its role changed (the remote entered or
                     // left Demand mode): userspace's for this pass, offloaded
@@ -677,7 +655,9 @@ impl Engine {
                     }
                 }
             }
-            if peer.offloaded {
+            // A remote in Demand mode gets only Finals from the kernel; our
+            // own Polls still leave from here (6.8.7).
+            if peer.offloaded && peer.offloaded_role == Some(FastPathRole::Steady) {
                 // The kernel transmits and detects; we only keep backstops.
                 let backstop = session
                     .detection_deadline()
@@ -709,7 +689,7 @@ impl Engine {
                 peer.last_user_tx = Some(now);
             }
             peer.due_next = self.transmitter.next_wake(id, session);
-            peer.due_detection = session.detection_deadline();
+            peer.due_detection = session.detection_deadline().map(|d| d + grace);
             next = earliest(next, peer.due_next);
             detection = earliest(detection, peer.due_detection);
         }
@@ -734,11 +714,12 @@ impl Engine {
             .with_context(|| format!("starting the {} loop", self.loop_kind()))?;
         let mut buf = [0u8; 2048];
         while !stop.load(Ordering::Relaxed) {
-            // Everything that arrived is read before any timer is judged: a
-            // loop that was itself delayed must not blame the peer for the
-            // packets waiting in its socket.
-            self.drain_receive(&mut buf);
+            // Timers are judged at an instant taken before the sockets are
+            // read, so every packet that arrived by then has been handled:
+            // a loop that was itself delayed (even between reading and
+            // judging) must not blame the peer for packets in its socket.
             let now = self.now();
+            self.drain_receive(&mut buf);
             self.serve_frr(now);
             let (next, detection) = self.service_sessions(now);
             self.steer_echo();
@@ -1023,6 +1004,53 @@ fn registered_config(
         slot,
         detect_ns: session.detection_time_ns().unwrap_or(0) as u64,
         min_reply_gap_ns: 0,
+    }
+}
+
+/// Hands session `slot` to the fast path in `role` (or refreshes its
+/// reply template) and arms the responder thread with the Down that leaves
+/// the moment the kernel declares the peer silent and what the session's
+/// own clock sends. Not yet when the neighbour's MAC is unknown; a failure
+/// is logged and the session stays userspace's.
+fn offload(
+    fast: &mut FastPath,
+    path: &PathKey,
+    session: &Session,
+    peer: &mut Peer,
+    slot: u32,
+    role: FastPathRole,
+    neighbours: &fast_path::Neighbours,
+) {
+    let Some(config) = fast_path_config(path, session, peer, slot, role, neighbours) else {
+        return;
+    };
+    let discr = session.config().local_discr;
+    if let Err(e) = fast.offload(discr, config) {
+        log(&format!(
+            "offloading {} -> {} failed: {e:#}",
+            path.local, path.peer
+        ));
+        return;
+    }
+    peer.offloaded = true;
+    peer.offloaded_role = Some(role);
+    peer.offloaded_reply = config.reply;
+    match peer.tx.duplicate() {
+        Ok((socket, peer_addr)) => fast.arm_responder(
+            discr,
+            Prepared {
+                socket,
+                peer: peer_addr,
+                down: session
+                    .down_on_detection()
+                    .map(|down| down.header_bytes().to_vec()),
+                steady: config.reply.to_vec(),
+            },
+        ),
+        Err(e) => log(&format!(
+            "no responder for {} -> {}: {e}",
+            path.local, path.peer
+        )),
     }
 }
 

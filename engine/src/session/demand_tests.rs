@@ -89,6 +89,12 @@ fn our_own_poll_is_transmitted_to_a_remote_in_demand_mode() {
     s.set_timers(20 * MS, 20_000, 10_000, 3);
     let p = s.poll_transmit(20 * MS).expect("the Poll goes out");
     assert!(p.poll);
+    // Through our Poll the fast path still answers the remote's Polls, with
+    // the values our Poll announces and never P beside its F.
+    assert_eq!(s.fast_path_role(), Some(FastPathRole::PollsOnly));
+    let template = s.steady_packet();
+    assert!(!template.poll && !template.final_);
+    assert_eq!(template.desired_min_tx_us, 20_000);
     let mut fin = demanding;
     fin.final_ = true;
     s.receive_repr(21 * MS, &fin).unwrap();

@@ -467,15 +467,20 @@ impl Session {
     /// What the fast path may do for us now, if anything: answer every
     /// packet in steady state, or only the Polls of a remote in Demand mode
     /// (6.8.7: no periodic packet to it, but a Final to each Poll, which a
-    /// starved userspace would send late). Neither while a Poll of ours is
-    /// in progress, a Final is owed, or we are administratively down.
+    /// starved userspace would send late). Neither while a Final is owed or
+    /// we are administratively down; Steady not while a Poll of ours is in
+    /// progress either (its packets carry P, the template does not).
+    /// PollsOnly goes on through a Poll of ours: our Polls leave from
+    /// userspace, the remote's Finals come to it, and the remote's own Polls
+    /// still get their Final at once (P and F never together, 6.8.7): the
+    /// remote polls every second too, so withdrawing for each of our Polls
+    /// handed its Poll to a starved userspace about as often as not.
     pub fn fast_path_role(&self) -> Option<FastPathRole> {
         if self.is_steady() {
             return Some(FastPathRole::Steady);
         }
-        let quiet =
-            self.state == State::Up && !self.polling && !self.final_owed && !self.admin_down;
-        (quiet && self.remote_demand_active()).then_some(FastPathRole::PollsOnly)
+        let answerable = self.state == State::Up && !self.final_owed && !self.admin_down;
+        (answerable && self.remote_demand_active()).then_some(FastPathRole::PollsOnly)
     }
 
     /// Steady state: Up with no Poll in progress and no Final owed. Only

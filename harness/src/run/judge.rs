@@ -69,6 +69,11 @@ pub struct DemandFigures {
     /// Poll Sequences this side started, and its Finals to the other's.
     pub polls: u64,
     pub finals: u64,
+    /// The slowest of those Finals, from the start of the other side's
+    /// Poll, ms (0: none): the kernel answers at once, a starved loop when
+    /// it next runs.
+    #[serde(default)]
+    pub final_max_ms: f64,
 }
 
 /// One side's control packets in a phase and what their authentication
@@ -756,6 +761,7 @@ mod tests {
             silence_max_ms: 1000.0,
             polls,
             finals,
+            final_max_ms: 0.5,
         };
         let expect = Expectation {
             demand: Some(DemandAsker::Dut),

@@ -1338,6 +1338,7 @@ fn demand_figures(
                     d.silence_max_ms = d.silence_max_ms.max(f.demand_silence_ms.max);
                     d.polls += f.polls;
                     d.finals += f.poll_final_ms.count;
+                    d.final_max_ms = d.final_max_ms.max(f.poll_final_ms.max);
                     d
                 },
             )
@@ -1590,7 +1591,7 @@ fn demand_markdown(m: &Manifest) -> String {
         |p| &p.demand,
         |s| {
             format!(
-                "{} | {} | {} | {} | {:.2} | {} | {}",
+                "{} | {} | {} | {} | {:.2} | {} | {} | {:.2}",
                 side_name(&s.side),
                 s.packets,
                 s.demand_packets,
@@ -1598,9 +1599,10 @@ fn demand_markdown(m: &Manifest) -> String {
                 s.silence_max_ms,
                 s.polls,
                 s.finals,
+                s.final_max_ms,
             )
         },
-        "Demand mode on the capture (RFC 5880 6.6), each side's control packets: how many, how many with D (asking the other side to stop), the silences the other side asked of it (kept out of the gap figures) and the longest in ms, the verification Polls it started and the Finals it sent.\n\n| DUT | phase | side | packets | with D | silences | longest silence | polls | finals |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n",
+        "Demand mode on the capture (RFC 5880 6.6), each side's control packets: how many, how many with D (asking the other side to stop), the silences the other side asked of it (kept out of the gap figures) and the longest in ms, the verification Polls it started, the Finals it sent and the slowest of them in ms from the start of the Poll it answered.\n\n| DUT | phase | side | packets | with D | silences | longest silence | polls | finals | slowest Final |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
     )
 }
 
