@@ -1623,9 +1623,14 @@ pub fn summary_markdown(m: &Manifest) -> String {
         m.scenario.description,
         m.status,
         format!("{:?}", m.scenario.peer).to_lowercase(),
-        match m.scenario.peer_rt_priority {
-            0 => "normal priority".to_string(),
-            p => format!("SCHED_FIFO {p}"),
+        match (m.scenario.peer, m.scenario.peer_rt_priority) {
+            // The runner starts a linecardd peer on its rt backend, whose
+            // loop sets SCHED_FIFO 90 itself (daemons::linecardd_config).
+            (crate::scenario::PeerImplementation::Linecardd, _) => {
+                "rt backend, SCHED_FIFO 90".to_string()
+            }
+            (_, 0) => "normal priority".to_string(),
+            (_, p) => format!("SCHED_FIFO {p}"),
         },
         m.scenario.sessions.multiplier,
         m.scenario.sessions.tx_interval_ms,
