@@ -208,6 +208,12 @@ pub fn steal_ms(cpus: &[usize]) -> f64 {
     linecard_harness::run::cpu::steal_ms(cpus)
 }
 
+/// What the hypervisor has stolen from the whole machine so far, ms (10 ms
+/// ticks): subtract two readings for a window.
+pub fn machine_steal_ms() -> f64 {
+    linecard_harness::run::cpu::machine_ticks().1 as f64 * 10.0
+}
+
 /// A duration in seconds from the environment, or `default`.
 pub fn env_seconds(name: &str, default: u64) -> u64 {
     std::env::var(name)

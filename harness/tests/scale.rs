@@ -53,11 +53,10 @@ fn whole_cpu_stall(flows: &[linecard_capture_analyzer::model::FlowResult]) -> Op
     })
 }
 
-/// Runs a stress-ng phase on the DUT's CPUs to completion (bounded).
-/// Runs one stress phase; returns its start and end (epoch ns) and what
-/// the hypervisor stole from the machine's CPUs meanwhile, ms.
+/// Runs a stress-ng phase on the DUT's CPUs to completion (bounded);
+/// returns its start and end (epoch ns) and what the hypervisor stole from
+/// the machine's CPUs meanwhile, ms.
 fn stress(dir: &Path, name: &str, args: &[&str], seconds: u64) -> (i64, i64, f64) {
-    let machine_steal_ms = || linecard_harness::run::cpu::machine_ticks().1 as f64 * 10.0;
     let (start, stolen) = (epoch_ns(), machine_steal_ms());
     let mut hog = spawn_stress(dir, name, args, seconds);
     wait_stress(&mut [&mut hog], seconds);

@@ -55,7 +55,6 @@ fn xdp_run() -> Result<(), String> {
     // Steal on the whole machine: the DUT's late reply and the peer's late
     // packet (our kernel then sends on its own clock, no reply) both spoil
     // it. 10 ms ticks.
-    let machine_steal_ms = || linecard_harness::run::cpu::machine_ticks().1 as f64 * 10.0;
     let steal_before = machine_steal_ms();
     let idle_start = epoch_ns();
     std::thread::sleep(Duration::from_secs(idle));
