@@ -14,7 +14,7 @@ fi
 # --- Debian packages ---------------------------------------------------------
 PACKAGES=(
     frr bird2 stress-ng tcpdump libpcap-dev bpftool iproute2 ethtool
-    openssh-server iputils-ping procps python3 tshark chromium
+    openssh-server netcat-openbsd iputils-ping procps python3 tshark chromium
 )
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -1,20 +1,27 @@
-//! Processes the harness starts inside lab namespaces: peers (FRR bfdd,
-//! BIRD), the DUT (linecardd, FRR bfdd) and captures (tcpdump). Each is
-//! stopped by its PID, never by name; dropping a handle stops it.
+//! Processes the harness starts inside lab namespaces, or on a host over
+//! SSH: peers (FRR bfdd, BIRD), the DUT (linecardd, FRR bfdd) and captures
+//! (tcpdump). Each is stopped by its PID, never by name; dropping a handle
+//! stops it.
 
+use crate::run::ssh::RemoteHost;
 use crate::sys;
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A process started by the harness.
 pub struct Daemon {
     pub name: String,
+    /// The process itself, or (on a host over SSH) the `ssh` that carries
+    /// its output here and ends when it does.
     child: Child,
     pub log: PathBuf,
+    /// On a host over SSH: the host and the process's PID there.
+    remote: Option<(Arc<RemoteHost>, u32)>,
 }
 
 impl Daemon {
@@ -49,11 +56,70 @@ impl Daemon {
             name: name.to_string(),
             child,
             log: log.to_path_buf(),
+            remote: None,
         })
     }
 
+    /// Starts `program args` on `host` (pinned to its CPUs), its PID in
+    /// `run_dir/NAME.pid` there and its stdout and stderr appended to
+    /// `log` here; returns once the PID is known (bounded).
+    pub fn spawn_remote(
+        name: &str,
+        host: &Arc<RemoteHost>,
+        run_dir: &str,
+        program: &str,
+        args: &[String],
+        log: &Path,
+    ) -> Result<Self> {
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .with_context(|| format!("opening {}", log.display()))?;
+        let pid_file = format!("{run_dir}/{name}.pid");
+        let child = host
+            .conn
+            .command()
+            .arg(host.launch_line(&pid_file, program, args))
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()
+            .with_context(|| format!("starting {name} ({program}) on {}", host.conn.target))?;
+        let mut daemon = Self {
+            name: name.to_string(),
+            child,
+            log: log.to_path_buf(),
+            remote: None,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let pid = host
+                .read(&pid_file)
+                .ok()
+                .and_then(|t| t.trim().parse().ok());
+            if let Some(pid) = pid {
+                daemon.remote = Some((host.clone(), pid));
+                return Ok(daemon);
+            }
+            if !daemon.running() || Instant::now() > deadline {
+                let _ = daemon.child.kill();
+                let _ = daemon.child.wait();
+                bail!(
+                    "{name} did not start on {}: {}",
+                    host.conn.target,
+                    daemon.log_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Its PID (on its host, for a process over SSH).
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.remote
+            .as_ref()
+            .map_or(self.child.id(), |(_, pid)| *pid)
     }
 
     pub fn running(&mut self) -> bool {
@@ -61,13 +127,34 @@ impl Daemon {
     }
 
     fn signal(&self, signal: i32) {
-        // SAFETY: kill on the PID of our own child.
-        unsafe { libc::kill(self.child.id() as i32, signal) };
+        match &self.remote {
+            // SAFETY: kill on the PID of our own child.
+            None => unsafe {
+                libc::kill(self.child.id() as i32, signal);
+            },
+            // A host that cannot be reached: the ssh ends by its own
+            // keepalive, and the run's clean-up tries again.
+            Some((host, pid)) => {
+                let _ = host.signal(*pid, signal);
+            }
+        }
     }
 
     /// SIGKILL: the process dies without a farewell packet.
     pub fn kill(&mut self) -> Result<ExitStatus> {
         self.signal(libc::SIGKILL);
+        if self.remote.is_some() {
+            // Bounded: the ssh ends with the process, unless the
+            // connection hangs.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Some(status) = self.child.try_wait()? {
+                    return Ok(status);
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = self.child.kill();
+        }
         Ok(self.child.wait()?)
     }
 
@@ -104,7 +191,43 @@ impl Drop for Daemon {
 /// A packet capture on the observer.
 pub struct Capture {
     daemon: Daemon,
+    /// Here: the capture, once finished.
     pub path: PathBuf,
+    /// On an observer over SSH: the file tcpdump writes there.
+    remote: Option<String>,
+}
+
+/// tcpdump's arguments for a capture of BFD (control, echo, multihop) on
+/// `iface` into `file`, nanosecond timestamps.
+fn tcpdump_args(iface: &str, file: &str) -> Vec<String> {
+    [
+        "-n",
+        "-i",
+        iface,
+        // In immediate mode libpcap uses TPACKET_V2, whose ring has a
+        // fixed slot per frame sized by the snapshot length: at the
+        // default (262144) 64 MB held ~250 frames and 1024 sessions
+        // dropped 6153 of 401730. 512 bytes holds any BFD frame,
+        // authentication included, and gives the ring ~110 000 slots.
+        "-s",
+        "512",
+        // Immediate mode: without it libpcap hands packets over in blocks
+        // up to a second late, and the blocks still pending when tcpdump
+        // stops are lost from the capture.
+        "-U",
+        "--immediate-mode",
+        // 64 MB (KiB units): at 128 sessions of 3 x 10 ms, with the peer
+        // sharing the observer's CPU, 8 MB overflowed (1242 drops).
+        "-B",
+        "65536",
+        "--time-stamp-precision",
+        "nano",
+        "-w",
+        file,
+        "udp port 3784 or udp port 4784 or udp port 3785",
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 impl Capture {
@@ -112,37 +235,11 @@ impl Capture {
     /// (BFD ports only), and waits until it is listening.
     pub fn start(ns: &str, iface: &str, path: &Path, cpuset: Option<&Path>) -> Result<Self> {
         let mut cmd = Command::new("ip");
-        // Immediate mode: without it libpcap hands packets over in blocks up
-        // to a second late, and the blocks still pending when tcpdump stops
-        // are lost from the capture.
-        cmd.args([
-            "netns",
-            "exec",
-            ns,
-            "tcpdump",
-            "-n",
-            "-i",
-            iface,
-            // In immediate mode libpcap uses TPACKET_V2, whose ring has a
-            // fixed slot per frame sized by the snapshot length: at the
-            // default (262144) 64 MB held ~250 frames and 1024 sessions
-            // dropped 6153 of 401730. 512 bytes holds any BFD frame,
-            // authentication included, and gives the ring ~110 000 slots.
-            "-s",
-            "512",
-            "-U",
-            "--immediate-mode",
-            // 64 MB (KiB units): at 128 sessions of 3 x 10 ms, with the
-            // peer sharing the observer's CPU, 8 MB overflowed (1242 drops).
-            "-B",
-            "65536",
-        ])
-        .args(["--time-stamp-precision", "nano", "-w"])
-        .arg(path)
-        .args(["udp port 3784 or udp port 4784 or udp port 3785"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        cmd.args(["netns", "exec", ns, "tcpdump"])
+            .args(tcpdump_args(iface, &path.display().to_string()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
         if let Some(cpuset) = cpuset {
             sys::join_cpuset_on_exec(&mut cmd, cpuset);
         }
@@ -171,6 +268,7 @@ impl Capture {
             name: "tcpdump".into(),
             child,
             log,
+            remote: None,
         };
         if ready_rx.recv_timeout(Duration::from_secs(5)).is_err() {
             bail!(
@@ -181,6 +279,47 @@ impl Capture {
         Ok(Self {
             daemon,
             path: path.to_path_buf(),
+            remote: None,
+        })
+    }
+
+    /// Starts tcpdump on the observer `host`'s `iface`, writing to
+    /// `run_dir/capture.pcap` there (fetched to `path` when finished), and
+    /// waits until it is listening.
+    pub fn start_remote(
+        host: &Arc<RemoteHost>,
+        run_dir: &str,
+        iface: &str,
+        path: &Path,
+    ) -> Result<Self> {
+        let remote = format!("{run_dir}/capture.pcap");
+        let log = path.with_extension("tcpdump.log");
+        let daemon = Daemon::spawn_remote(
+            "tcpdump",
+            host,
+            run_dir,
+            "tcpdump",
+            &tcpdump_args(iface, &remote),
+            &log,
+        )?;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("listening on")
+        {
+            if Instant::now() > deadline {
+                bail!(
+                    "tcpdump did not start listening on {iface} on {} within 5 s: {}",
+                    host.conn.target,
+                    daemon.log_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(Self {
+            daemon,
+            path: path.to_path_buf(),
+            remote: Some(remote),
         })
     }
 
@@ -208,6 +347,11 @@ impl Capture {
             if dropped.is_none() {
                 std::thread::sleep(Duration::from_millis(20));
             }
+        }
+        // From an observer over SSH: what it wrote, also when tcpdump
+        // died early (a partial capture is kept, and marked).
+        if let (Some(remote), Some((host, _))) = (&self.remote, &self.daemon.remote) {
+            host.conn.download(remote, &self.path)?;
         }
         Ok(CaptureOutcome {
             path: self.path.clone(),
@@ -349,7 +493,7 @@ pub fn start_frr_bfdd_with(
 /// What every FRR daemon of the lab is started with: its config, pid
 /// file and vty socket under `dir`, zebra's socket there too (so daemons
 /// sharing `dir` find each other), no TCP vty, the frr user.
-fn frr_args(daemon: &str, config: &Path, dir: &Path) -> Vec<String> {
+pub(crate) fn frr_args(daemon: &str, config: &Path, dir: &Path) -> Vec<String> {
     let s = |p: &Path| p.display().to_string();
     vec![
         "-f".into(),

@@ -1090,6 +1090,10 @@ impl Scenario {
                 per_family,
             });
         }
+        if let Some(spec) = raw.ssh.as_ref().filter(|s| s.target.is_none()) {
+            three_hosts_can_run(spec, peer, peer_rt_priority, &sessions, &phases, &duts)
+                .map_err(|(key, value, why)| invalid(&key, &value, &why))?;
+        }
         Ok(Self {
             name: raw.name,
             description: raw.description,
@@ -1109,6 +1113,98 @@ impl Scenario {
     pub fn seconds_per_dut(&self) -> u64 {
         self.phases.iter().map(|p| p.seconds).sum()
     }
+}
+
+/// What a three-host `ssh` run can do (`run/hosts.rs`): one session
+/// between the DUT's and the peer's addresses, stress phases, FRR's bfdd
+/// or BIRD as the peer, linecardd or FRR's bfdd as the DUT. The rest needs
+/// the local lab's plumbing; refused as (key, value, why).
+fn three_hosts_can_run(
+    spec: &crate::run::ssh::SshSpec,
+    peer: PeerImplementation,
+    peer_rt_priority: u8,
+    sessions: &Sessions,
+    phases: &[PhaseSpec],
+    duts: &[DutSpec],
+) -> Result<(), (String, String, String)> {
+    let refuse = |key: &str, value: String, why: &str| {
+        Err((
+            key.to_string(),
+            value,
+            format!("{why}; a three-host ssh run does not do it (the local lab does)"),
+        ))
+    };
+    let family = |h: &Option<crate::run::ssh::HostSpec>| {
+        h.as_ref().and_then(|h| h.address).map(|a| a.is_ipv6())
+    };
+    if family(&spec.dut) != family(&spec.peer) {
+        return refuse(
+            "ssh.peer.address",
+            format!("{:?}", spec.peer.as_ref().and_then(|h| h.address)),
+            "must be of the DUT's address family",
+        );
+    }
+    if sessions.count != 1 {
+        return refuse(
+            "sessions.count",
+            sessions.count.to_string(),
+            "one session between the two hosts' addresses",
+        );
+    }
+    for (key, on) in [
+        ("sessions.dual_stack", sessions.dual_stack),
+        ("sessions.echo", sessions.echo),
+        ("sessions.multihop", sessions.multihop),
+    ] {
+        if on {
+            return refuse(key, "true".into(), "needs the lab's addresses and routes");
+        }
+    }
+    if peer == PeerImplementation::Linecardd {
+        return refuse(
+            "peer.implementation",
+            "linecardd".into(),
+            "the peer is FRR's bfdd or BIRD",
+        );
+    }
+    if peer_rt_priority > 0 {
+        return refuse(
+            "peer.rt_priority",
+            peer_rt_priority.to_string(),
+            "the peer runs at its host's own priority",
+        );
+    }
+    if let Some((i, _)) = phases.iter().enumerate().find(|(_, p)| p.fault.is_some()) {
+        return refuse(
+            &format!("phase[{i}].fault"),
+            "(set)".into(),
+            "faults need the lab's loss program and link",
+        );
+    }
+    for (i, d) in duts.iter().enumerate() {
+        if matches!(d.implementation, DutImplementation::FrrDataplane { .. }) {
+            return refuse(
+                &format!("dut[{i}].implementation"),
+                "frr_dataplane".into(),
+                "FRR's dataplane",
+            );
+        }
+        if d.rt_throttling == RtThrottling::Off {
+            return refuse(
+                &format!("dut[{i}].rt_throttling"),
+                "off".into(),
+                "it changes a host-wide setting of the user's machine",
+            );
+        }
+        if d.offload_only.is_some() || !d.per_family.is_empty() {
+            return refuse(
+                &format!("dut[{i}].offload_only"),
+                "(set)".into(),
+                "dual stack",
+            );
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -1159,6 +1255,10 @@ mod tests {
     }
 
     fn error(text: &str) -> String {
+        parse(text).unwrap_err().to_string()
+    }
+
+    fn parse(text: &str) -> Result<Scenario, InputError> {
         let profile = |name: &str| -> Result<Profile, String> {
             if name == "L4" {
                 Profile::parse(
@@ -1171,8 +1271,6 @@ mod tests {
             }
         };
         Scenario::parse("s.toml", text, &profile)
-            .unwrap_err()
-            .to_string()
     }
 
     const GOOD: &str = r#"
@@ -1363,6 +1461,30 @@ max_flaps = 0
         assert!(
             error(&GOOD.replace("[peer]", "[ssh]\ntarget = \"root@h\"\n[peer]"))
                 .contains("ssh = (table): only read with provider = \"ssh\"")
+        );
+        // Three hosts: what needs the local lab's plumbing is refused,
+        // naming the key.
+        let hosts = "[ssh]\n[ssh.dut]\ntarget = \"root@d\"\ninterface = \"eth0\"\naddress = \"192.0.2.1\"\ncpus = [1]\n\
+                     [ssh.peer]\ntarget = \"root@p\"\ninterface = \"eth0\"\naddress = \"192.0.2.2\"\n\
+                     [ssh.observer]\ntarget = \"root@o\"\ninterface = \"br0\"\n";
+        assert!(parse(&ssh(hosts)).is_ok());
+        let refused = |from: &str, to: &str| error(&ssh(hosts).replace(from, to));
+        assert!(refused("[[phase]]", "[sessions]\ncount = 2\n[[phase]]")
+            .contains("sessions.count = 2: one session between the two hosts' addresses"));
+        assert!(refused("[[phase]]", "[sessions]\necho = true\n[[phase]]")
+            .contains("sessions.echo = true: needs the lab's addresses"));
+        assert!(
+            refused("implementation = \"frr\"", "implementation = \"linecardd\"")
+                .contains("peer.implementation = linecardd")
+        );
+        assert!(refused(
+            "backend = \"xdp\"",
+            "backend = \"xdp\"\nrt_throttling = \"off\""
+        )
+        .contains("dut[0].rt_throttling = off"));
+        assert!(
+            refused("address = \"192.0.2.2\"", "address = \"2001:db8::2\"")
+                .contains("ssh.peer.address")
         );
     }
 }

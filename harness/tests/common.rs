@@ -610,3 +610,18 @@ pub fn dut<'a>(manifest: &'a serde_json::Value, label: &str) -> &'a serde_json::
         .find(|d| d["label"] == label)
         .unwrap_or_else(|| panic!("no DUT {label}"))
 }
+
+/// An ed25519 host key and client key in `dir` (no passphrase), the
+/// client's public key as `dir/authorized_keys`: for an sshd of the
+/// test's own.
+pub fn ssh_keys(dir: &Path) {
+    for key in ["host_key", "client_key"] {
+        let status = Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(dir.join(key))
+            .status()
+            .unwrap();
+        assert!(status.success(), "ssh-keygen {key}");
+    }
+    std::fs::copy(dir.join("client_key.pub"), dir.join("authorized_keys")).unwrap();
+}

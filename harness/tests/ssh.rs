@@ -30,15 +30,7 @@ struct Sshd {
 
 impl Sshd {
     fn start(dir: &Path) -> Self {
-        for key in ["host_key", "client_key"] {
-            let status = Command::new("ssh-keygen")
-                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-                .arg(dir.join(key))
-                .status()
-                .unwrap();
-            assert!(status.success(), "ssh-keygen {key}");
-        }
-        std::fs::copy(dir.join("client_key.pub"), dir.join("authorized_keys")).unwrap();
+        ssh_keys(dir);
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()

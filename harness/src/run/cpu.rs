@@ -69,11 +69,15 @@ pub fn machine_ticks() -> (u64, u64) {
 
 /// Time the hypervisor took from `cpus` so far (steal), ms.
 pub fn steal_ms(cpus: &[usize]) -> f64 {
-    stat_column_ms(
+    steal_ms_in(
         &std::fs::read_to_string("/proc/stat").unwrap_or_default(),
         cpus,
-        STEAL,
     )
+}
+
+/// [`steal_ms`] from a `/proc/stat` read elsewhere (a host over SSH).
+pub fn steal_ms_in(stat: &str, cpus: &[usize]) -> f64 {
+    stat_column_ms(stat, cpus, STEAL)
 }
 
 /// utime + stime from a `/proc/PID/stat` line: fields 14 and 15, counted
@@ -88,14 +92,23 @@ fn process_ticks(stat: &str) -> Option<u64> {
 }
 
 pub fn sample(pid: u32, cpus: &[usize]) -> Sample {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    sample_from(
+        &std::fs::read_to_string("/proc/stat").unwrap_or_default(),
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .as_deref(),
+        pid,
+        cpus,
+    )
+}
+
+/// [`sample`] from `/proc/stat` and `/proc/PID/stat` read elsewhere (a
+/// host over SSH); `pid_stat` is `None` when the process was gone.
+pub fn sample_from(stat: &str, pid_stat: Option<&str>, pid: u32, cpus: &[usize]) -> Sample {
     Sample {
         pid,
-        engine_ticks: std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .as_deref()
-            .and_then(process_ticks),
-        softirq_ticks: (stat_column_ms(&stat, cpus, SOFTIRQ) / TICK_MS) as u64,
+        engine_ticks: pid_stat.and_then(process_ticks),
+        softirq_ticks: (stat_column_ms(stat, cpus, SOFTIRQ) / TICK_MS) as u64,
     }
 }
 

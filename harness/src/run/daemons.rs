@@ -1,15 +1,18 @@
 //! The BFD daemons of a run: the peer (FRR bfdd or BIRD) and the DUT (FRR
 //! bfdd or linecardd with a backend), started in the lab's namespaces and
-//! cpusets, and asked, in their own words, whether their session is Up.
+//! cpusets (or, for a three-host run, on the hosts by `hosts.rs`), and
+//! asked, in their own words, whether their session is Up.
 
 use crate::lab::spec::{self, Host};
 use crate::procs::{self, Daemon, PeerSession};
+use crate::run::ssh::RemoteHost;
 use crate::scenario::{DutImplementation, DutSpec, Family, PeerImplementation, Sessions};
 use crate::sys;
 use anyhow::{bail, Context, Result};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The engine binary: `LINECARD_LINECARDD`, else beside this `linecard`,
@@ -206,7 +209,11 @@ impl Drop for ExtraAddresses {
     }
 }
 
-fn peer_sessions(pairs: &[Pair], sessions: &Sessions, from_peer: bool) -> Vec<PeerSession> {
+pub(crate) fn peer_sessions(
+    pairs: &[Pair],
+    sessions: &Sessions,
+    from_peer: bool,
+) -> Vec<PeerSession> {
     pairs
         .iter()
         .map(|p| PeerSession {
@@ -227,6 +234,8 @@ fn peer_sessions(pairs: &[Pair], sessions: &Sessions, from_peer: bool) -> Vec<Pe
 pub struct Bfd {
     pub daemon: Daemon,
     kind: Kind,
+    /// Where it answers the harness's questions.
+    at: Place,
     /// FRR's bfdd when it is the control plane of a linecardd DUT.
     control_plane: Option<ControlPlane>,
     /// What FRR needs for the echo function (`sessions.echo`).
@@ -324,6 +333,66 @@ struct ControlPlane {
     vty: PathBuf,
 }
 
+/// Where a daemon answers the harness's questions (vtysh, birdc,
+/// `linecardd ctl`): in a namespace of the local lab, or on its host over
+/// SSH.
+#[derive(Clone)]
+pub enum Place {
+    Lab(&'static str),
+    Host(Arc<RemoteHost>),
+}
+
+impl Place {
+    fn vtysh(&self, vty: &Path, commands: &[&str]) -> Result<std::process::Output> {
+        match self {
+            Place::Lab(ns) => procs::vtysh(ns, vty, commands),
+            Place::Host(host) => {
+                let mut args = vec!["--vty_socket".to_string(), vty.display().to_string()];
+                for c in commands {
+                    args.extend(["-c".to_string(), c.to_string()]);
+                }
+                host.query("vtysh", &args)
+            }
+        }
+    }
+
+    fn birdc(&self, ctl: &Path, args: &[&str]) -> Result<std::process::Output> {
+        let mut all = vec!["-s".to_string(), ctl.display().to_string()];
+        all.extend(args.iter().map(|a| a.to_string()));
+        match self {
+            Place::Lab(ns) => Command::new("ip")
+                .args(["netns", "exec", ns, "birdc"])
+                .args(&all)
+                .output()
+                .context("running birdc"),
+            Place::Host(host) => host.query("birdc", &all),
+        }
+    }
+
+    fn ctl(&self, socket: &Path, args: &[&str]) -> Result<serde_json::Value> {
+        match self {
+            Place::Lab(_) => linecardd_ctl(socket, args),
+            Place::Host(host) => {
+                let mut all = vec![
+                    "ctl".to_string(),
+                    "--socket".into(),
+                    socket.display().to_string(),
+                ];
+                all.extend(args.iter().map(|a| a.to_string()));
+                let out = host.query(&format!("{}/linecardd", host.dir), &all)?;
+                if !out.status.success() {
+                    bail!(
+                        "linecardd ctl {args:?} on {}: {}",
+                        host.conn.target,
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    );
+                }
+                Ok(serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null))
+            }
+        }
+    }
+}
+
 /// Where the DUT's control-plane bfdd listens for linecardd (loopback in
 /// the DUT's namespace).
 pub const FRR_DATAPLANE: &str = "127.0.0.1:50700";
@@ -337,11 +406,10 @@ pub const FRR_COUNTERS_PER_SWEEP: usize = 100;
 const COUNTERS_SWEEPS: usize = 3;
 
 enum Kind {
-    /// vtysh socket directory and namespace.
-    Frr { vty: PathBuf, ns: &'static str },
+    /// vtysh socket directory.
+    Frr { vty: PathBuf },
     Bird {
         ctl: PathBuf,
-        ns: &'static str,
         /// The addresses BIRD's sessions face.
         peers: Vec<IpAddr>,
     },
@@ -462,8 +530,8 @@ fn start_peer_daemon(
                 )?,
                 kind: Kind::Frr {
                     vty: dir.join("peer-frr"),
-                    ns: spec::PEER.namespace,
                 },
+                at: Place::Lab(spec::PEER.namespace),
                 control_plane: None,
                 _echo: echo,
             }
@@ -484,8 +552,11 @@ fn start_peer_daemon(
                     name: "peer-linecardd",
                     namespace: spec::PEER.namespace,
                     cpuset: &rest,
-                    cpus: &cpus,
-                    asks_demand: sessions.demand.is_some_and(|d| d.peer_asks()),
+                    site: EngineSite {
+                        cpus: &cpus,
+                        asks_demand: sessions.demand.is_some_and(|d| d.peer_asks()),
+                        interface: spec::HOST_IFACE,
+                    },
                 },
                 "rt",
                 "",
@@ -501,6 +572,7 @@ fn start_peer_daemon(
                     offloads: false,
                     offload_only: None,
                 },
+                at: Place::Lab(spec::PEER.namespace),
                 control_plane: None,
                 _echo: None,
             }
@@ -518,9 +590,9 @@ fn start_peer_daemon(
                 )?,
                 kind: Kind::Bird {
                     ctl: dir.join("peer-bird").join("bird.ctl"),
-                    ns: spec::PEER.namespace,
                     peers: pairs.iter().map(|p| p.dut).collect(),
                 },
+                at: Place::Lab(spec::PEER.namespace),
                 control_plane: None,
                 _echo: None,
             }
@@ -531,8 +603,8 @@ fn start_peer_daemon(
 /// The configuration of a linecardd on `host` with a session per pair.
 /// `engine`: the scenario's extra `[engine]` keys (TOML), which take the
 /// place of the runner's defaults.
-fn linecardd_config(
-    host: &LinecarddHost,
+pub(crate) fn linecardd_config(
+    site: &EngineSite,
     backend: &str,
     engine: &str,
     sessions: &Sessions,
@@ -540,7 +612,7 @@ fn linecardd_config(
     offload_only: Option<Family>,
     socket: &Path,
 ) -> String {
-    let (dut_cpus, asks_demand) = (host.cpus, host.asks_demand);
+    let (dut_cpus, asks_demand) = (site.cpus, site.asks_demand);
     let mut config = format!("[engine]\ncontrol_socket = \"{}\"\n", socket.display());
     let extra: toml::Table = engine.parse().unwrap_or_default();
     if !extra.contains_key("rt_priority") {
@@ -561,7 +633,7 @@ fn linecardd_config(
         ));
         // The fast path attaches to it; etf sits on it; echoes go out on it.
         if matches!(backend, "xdp" | "txtime") || sessions.echo {
-            config.push_str(&format!("interface = \"{}\"\n", spec::HOST_IFACE));
+            config.push_str(&format!("interface = \"{}\"\n", site.interface));
         }
         if offload_only.is_some_and(|f| f != Family::of(pair.dut)) {
             config.push_str("offload = false\n");
@@ -626,8 +698,8 @@ pub fn start_dut(
                 )?,
                 kind: Kind::Frr {
                     vty: dir.join("dut-frr"),
-                    ns: spec::DUT.namespace,
                 },
+                at: Place::Lab(spec::DUT.namespace),
                 control_plane: None,
                 _echo: echo,
             })
@@ -692,6 +764,7 @@ pub fn start_dut(
                     offloads: offloads(backend, engine),
                     offload_only: None,
                 },
+                at: Place::Lab(spec::DUT.namespace),
                 control_plane: Some(ControlPlane {
                     daemon: control,
                     vty,
@@ -716,6 +789,7 @@ pub fn start_dut(
                     offloads: offloads(backend, engine),
                     offload_only: dut.offload_only,
                 },
+                at: Place::Lab(spec::DUT.namespace),
                 control_plane: None,
                 _echo: None,
             })
@@ -724,15 +798,22 @@ pub fn start_dut(
 }
 
 /// Where a linecardd runs: its files' name in the run directory, its
-/// namespace and cpuset.
+/// namespace and cpuset, and what its configuration says of its host.
 struct LinecarddHost<'a> {
     name: &'static str,
     namespace: &'static str,
     cpuset: &'a Path,
-    /// The cpuset's CPUs; the engine is pinned to the first.
-    cpus: &'a [usize],
+    site: EngineSite<'a>,
+}
+
+/// What a linecardd's configuration says of its host.
+pub(crate) struct EngineSite<'a> {
+    /// Its CPUs; the engine is pinned to the first.
+    pub cpus: &'a [usize],
     /// Its sessions set D once Up (`sessions.demand`).
-    asks_demand: bool,
+    pub asks_demand: bool,
+    /// The sessions' interface (the fast path attaches to it).
+    pub interface: &'a str,
 }
 
 impl<'a> LinecarddHost<'a> {
@@ -741,8 +822,17 @@ impl<'a> LinecarddHost<'a> {
             name: "linecardd",
             namespace: spec::DUT.namespace,
             cpuset,
+            site: EngineSite::dut(cpus, sessions, spec::HOST_IFACE),
+        }
+    }
+}
+
+impl<'a> EngineSite<'a> {
+    pub(crate) fn dut(cpus: &'a [usize], sessions: &Sessions, interface: &'a str) -> Self {
+        Self {
             cpus,
             asks_demand: sessions.demand.is_some_and(|d| d.dut_asks()),
+            interface,
         }
     }
 }
@@ -764,7 +854,7 @@ fn spawn_linecardd(
     std::fs::write(
         &config,
         linecardd_config(
-            host,
+            &host.site,
             backend,
             engine,
             sessions,
@@ -840,8 +930,10 @@ fn add_frr_peers(vty: &Path, peers: &[PeerSession]) -> Result<()> {
 }
 
 /// What `show bfd peers json` says of `expected` sessions.
-fn frr_sessions_up(vty: &Path, ns: &str, expected: usize) -> Result<(), String> {
-    let out = procs::vtysh(ns, vty, &["show bfd peers json"]).map_err(|e| format!("vtysh: {e}"))?;
+fn frr_sessions_up(at: &Place, vty: &Path, expected: usize) -> Result<(), String> {
+    let out = at
+        .vtysh(vty, &["show bfd peers json"])
+        .map_err(|e| format!("vtysh: {e}"))?;
     let peers: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     let list = peers.as_array().cloned().unwrap_or_default();
     let up = list.iter().filter(|p| p["status"] == "up").count();
@@ -881,6 +973,55 @@ pub fn ctl_with(binary: &Path, socket: &Path, args: &[&str]) -> Result<serde_jso
 }
 
 impl Bfd {
+    /// FRR's bfdd on a host over SSH, its vtysh socket directory `vty`
+    /// there.
+    pub fn frr_on(daemon: Daemon, host: Arc<RemoteHost>, vty: PathBuf) -> Self {
+        Self {
+            daemon,
+            kind: Kind::Frr { vty },
+            at: Place::Host(host),
+            control_plane: None,
+            _echo: None,
+        }
+    }
+
+    /// BIRD on a host over SSH, its control socket `ctl` there, its
+    /// sessions facing `peers`.
+    pub fn bird_on(
+        daemon: Daemon,
+        host: Arc<RemoteHost>,
+        ctl: PathBuf,
+        peers: Vec<IpAddr>,
+    ) -> Self {
+        Self {
+            daemon,
+            kind: Kind::Bird { ctl, peers },
+            at: Place::Host(host),
+            control_plane: None,
+            _echo: None,
+        }
+    }
+
+    /// linecardd on a host over SSH, its control socket `socket` there.
+    pub fn linecardd_on(
+        daemon: Daemon,
+        host: Arc<RemoteHost>,
+        socket: PathBuf,
+        offloads: bool,
+    ) -> Self {
+        Self {
+            daemon,
+            kind: Kind::Linecardd {
+                socket,
+                offloads,
+                offload_only: None,
+            },
+            at: Place::Host(host),
+            control_plane: None,
+            _echo: None,
+        }
+    }
+
     /// Whether the daemon reports all its `expected` sessions Up and
     /// steady, in its own words; `Err` says what it reports instead.
     pub fn sessions_up(&mut self, expected: usize) -> Result<(), String> {
@@ -892,13 +1033,11 @@ impl Bfd {
             ));
         }
         match &self.kind {
-            Kind::Frr { vty, ns } => frr_sessions_up(vty, ns, expected),
-            Kind::Bird { ctl, ns, peers } => {
-                let out = Command::new("ip")
-                    .args(["netns", "exec", ns, "birdc", "-s"])
-                    .arg(ctl)
-                    .args(["show", "bfd", "sessions"])
-                    .output()
+            Kind::Frr { vty } => frr_sessions_up(&self.at, vty, expected),
+            Kind::Bird { ctl, peers } => {
+                let out = self
+                    .at
+                    .birdc(ctl, &["show", "bfd", "sessions"])
                     .map_err(|e| format!("birdc: {e}"))?;
                 let text = String::from_utf8_lossy(&out.stdout);
                 let up = peers
@@ -921,7 +1060,10 @@ impl Bfd {
                 offloads,
                 offload_only,
             } => {
-                let list = linecardd_ctl(socket, &["readiness"]).map_err(|e| e.to_string())?;
+                let list = self
+                    .at
+                    .ctl(socket, &["readiness"])
+                    .map_err(|e| e.to_string())?;
                 let sessions = list["sessions"].as_array().cloned().unwrap_or_default();
                 // Where each session must be: on the fast path, or (the
                 // family kept out of it; authenticated: the fast path
@@ -958,7 +1100,7 @@ impl Bfd {
                                     control.daemon.log_tail()
                                 ));
                             }
-                            frr_sessions_up(&control.vty, spec::DUT.namespace, expected)
+                            frr_sessions_up(&self.at, &control.vty, expected)
                         }
                     }
                 } else {
@@ -1042,7 +1184,10 @@ impl Bfd {
                 // buffer between sweeps.
                 std::thread::sleep(Duration::from_millis(600));
             }
-            let list = linecardd_ctl(socket, &["list", "--json"]).map_err(|e| e.to_string())?;
+            let list = self
+                .at
+                .ctl(socket, &["list", "--json"])
+                .map_err(|e| e.to_string())?;
             let held = list["sessions"].as_array().map_or(0, Vec::len);
             if held != expected {
                 return Err(format!(
@@ -1080,7 +1225,7 @@ impl Bfd {
         let Kind::Linecardd { socket, .. } = &self.kind else {
             return None;
         };
-        let reply = linecardd_ctl(socket, &["drops"]).ok()?;
+        let reply = self.at.ctl(socket, &["drops"]).ok()?;
         describe_responder(&reply["fast_path"]["responder"])
     }
 
@@ -1093,8 +1238,8 @@ impl Bfd {
             return None;
         };
         Some(serde_json::json!({
-            "list": linecardd_ctl(socket, &["list", "--json"]).ok()?,
-            "drops": linecardd_ctl(socket, &["drops"]).ok()?,
+            "list": self.at.ctl(socket, &["list", "--json"]).ok()?,
+            "drops": self.at.ctl(socket, &["drops"]).ok()?,
         }))
     }
 
@@ -1102,7 +1247,7 @@ impl Bfd {
         let Kind::Linecardd { socket, .. } = &self.kind else {
             return None;
         };
-        let reply = linecardd_ctl(socket, &["drops"]).ok()?;
+        let reply = self.at.ctl(socket, &["drops"]).ok()?;
         let per_cpu = reply["fast_path"]["verdicts_per_cpu"].as_array()?;
         use linecard_common::bfd::verdict::{
             DROPPED, ECHO_PASSED, ECHO_REFLECTED, HEARD, ORPHANED, PASSED, REPLIED,

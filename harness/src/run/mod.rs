@@ -17,6 +17,7 @@
 pub mod cpu;
 pub mod daemons;
 pub mod faults;
+pub mod hosts;
 pub mod judge;
 pub mod mirror;
 pub mod provider;
@@ -27,7 +28,9 @@ pub mod ssh;
 use crate::lab::spec;
 use crate::procs::{Capture, Daemon};
 use crate::rt_throttle;
-use crate::scenario::{DutImplementation, DutSpec, Family, PhaseSpec, RtThrottling, Scenario};
+use crate::scenario::{
+    DutImplementation, DutSpec, Family, PhaseSpec, ProviderKind, RtThrottling, Scenario,
+};
 use anyhow::{Context, Result};
 use judge::{Evidence, PhaseFigures, Verdict};
 use linecard_capture_analyzer::{Options, Phase};
@@ -279,6 +282,25 @@ pub fn plan(scenario: &Scenario) -> String {
             auth.secret.len()
         ));
     }
+    if let Some(ssh) = &scenario.ssh {
+        match (&ssh.target, &ssh.dut, &ssh.peer, &ssh.observer) {
+            (Some(target), ..) => out.push_str(&format!(
+                "host: {target} runs the local lab (staged in {})\n",
+                ssh.remote_dir
+            )),
+            (None, Some(dut), Some(peer), Some(observer)) => out.push_str(&format!(
+                "hosts: DUT {} ({}, CPUs {:?}), peer {} ({}), observer {} (captures on {})\n",
+                dut.target,
+                dut.interface,
+                dut.cpus,
+                peer.target,
+                peer.interface,
+                observer.target,
+                observer.interface
+            )),
+            _ => {}
+        }
+    }
     out.push_str("phases (per DUT; counts for one DUT CPU):\n");
     for p in &scenario.phases {
         let cmd = if p.profile.is_idle() {
@@ -372,13 +394,19 @@ pub fn plan(scenario: &Scenario) -> String {
 
 pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunResult> {
     if let Some(spec) = &scenario.ssh {
-        return ssh::run(scenario, spec, options);
+        return if spec.target.is_some() {
+            ssh::run(scenario, spec, options)
+        } else {
+            hosts::run(scenario, spec, options)
+        };
     }
     space::check(scenario, options)?;
     check_socket_paths(scenario, options)?;
     let provider = provider::for_scenario(scenario);
     let host = provider.prepare().context("preparing the lab")?;
-    let result = run_prepared(scenario, options, host);
+    let result = run_prepared(scenario, options, host, &|dut, run_dir, host, name| {
+        run_dut(scenario, dut, run_dir, host, name)
+    });
     // Torn down whatever happened; a teardown failure is reported, and the
     // run's own error (if any) wins.
     let teardown = provider.teardown();
@@ -441,10 +469,18 @@ fn check_socket_paths(scenario: &Scenario, options: &RunOptions) -> Result<()> {
     }
 }
 
+/// One attempt at one DUT: its spec, the run's directory, the host's
+/// facts and the attempt's directory name.
+type RunOne<'a> = dyn Fn(&DutSpec, &Path, &provider::HostFacts, &str) -> Result<DutOutcome> + 'a;
+
+/// Runs each DUT of `scenario` with `run_one` (again, up to
+/// [`MAX_ATTEMPTS`], when its environment spoiled it), recording each in
+/// the run's manifest as it ends.
 fn run_prepared(
     scenario: &Scenario,
     options: &RunOptions,
     host: provider::HostFacts,
+    run_one: &RunOne,
 ) -> Result<RunResult> {
     let started = unix_ns();
     let run_id = run_id(started / 1_000_000_000);
@@ -482,7 +518,7 @@ fn run_prepared(
             break;
         }
         let (mut outcome, full) = attempt(
-            scenario,
+            run_one,
             dut,
             &dir,
             &manifest.host,
@@ -503,7 +539,7 @@ fn run_prepared(
             );
             let n = spoiled.len() + 2;
             let (next, full) = attempt(
-                scenario,
+                run_one,
                 dut,
                 &dir,
                 &manifest.host,
@@ -544,13 +580,13 @@ fn finish(dir: PathBuf, manifest: Manifest) -> Result<RunResult> {
 /// would not start, a port in use) fails with the reason. The second value
 /// says why, when the reason was a full results disk.
 fn attempt(
-    scenario: &Scenario,
+    run_one: &RunOne,
     dut: &DutSpec,
     run_dir: &Path,
     host: &provider::HostFacts,
     dir_name: &str,
 ) -> (DutOutcome, Option<String>) {
-    match run_dut(scenario, dut, run_dir, host, dir_name) {
+    match run_one(dut, run_dir, host, dir_name) {
         Ok(outcome) => (outcome, None),
         Err(e) => {
             let why = format!("{e:#}");
@@ -565,7 +601,10 @@ fn attempt(
                     .filter(|c| run_dir.join(c).exists()),
                 evidence: None,
                 phases: Vec::new(),
-                sched_rt_runtime_us: rt_throttle::read().ok(),
+                // This machine's, when the DUT ran here.
+                sched_rt_runtime_us: (host.provider == ProviderKind::Local)
+                    .then(|| rt_throttle::read().ok())
+                    .flatten(),
                 spoiled_attempts: Vec::new(),
                 families: Vec::new(),
             };
@@ -798,16 +837,9 @@ fn run_dut(
                     &dir.join(format!("stress-{i}-{}-{k}.log", phase.profile.name)),
                 )?);
             }
-            // Bounded: stress-ng has --timeout; we give it 10 s more.
-            let limit = started + Duration::from_secs(phase.seconds + 10);
             loop {
                 let elapsed = started.elapsed();
-                let finished = if stress.is_empty() {
-                    elapsed >= Duration::from_secs(phase.seconds)
-                } else {
-                    stress.iter_mut().all(|s| !s.running())
-                };
-                if finished || Instant::now() >= limit || INTERRUPTED.load(Ordering::Relaxed) {
+                if phase_over(&mut stress, started, phase.seconds) {
                     break;
                 }
                 if !acted && elapsed >= faults::LEAD_IN {
@@ -897,7 +929,68 @@ fn run_dut(
     peer.stop()?;
     canary.stop()?;
     let captured = capture.finish_checked()?;
-    let stalls = crate::canary::read(&canary_out).unwrap_or_default();
+    let measured = Measured {
+        stalls: crate::canary::read(&canary_out).unwrap_or_default(),
+        pairs,
+        captured,
+        capture_alive,
+        up,
+        up_at,
+        steal_ms,
+        peer_steal_ms,
+        fast_path_on_dut_cpus,
+        responder,
+        control_plane_uninterrupted,
+    };
+    judge_dut(scenario, dut, &mut outcome, measured)?;
+    Ok(outcome)
+}
+
+/// What a DUT's run measured, for [`judge_dut`]: the capture, and the
+/// evidence taken beside it outside the engine.
+pub(crate) struct Measured {
+    pub pairs: Vec<daemons::Pair>,
+    pub captured: crate::procs::CaptureOutcome,
+    /// The capture ran to the end of the phases.
+    pub capture_alive: bool,
+    /// The canary's stalls on the DUT's CPUs.
+    pub stalls: Vec<crate::canary::Stall>,
+    /// Every session Up in both daemons' own words before the phases.
+    pub up: Result<(), String>,
+    pub up_at: i64,
+    pub steal_ms: f64,
+    pub peer_steal_ms: f64,
+    pub fast_path_on_dut_cpus: Option<(u64, u64)>,
+    pub responder: Option<String>,
+    pub control_plane_uninterrupted: Option<Result<String, String>>,
+}
+
+/// Analyses a DUT's capture (every phase sliced out of it) and gives
+/// `outcome` its evidence and verdict; the phases are `outcome.phases`.
+pub(crate) fn judge_dut(
+    scenario: &Scenario,
+    dut: &DutSpec,
+    outcome: &mut DutOutcome,
+    measured: Measured,
+) -> Result<()> {
+    let Measured {
+        pairs,
+        captured,
+        capture_alive,
+        stalls,
+        up,
+        up_at,
+        steal_ms,
+        peer_steal_ms,
+        fast_path_on_dut_cpus,
+        responder,
+        control_plane_uninterrupted,
+    } = measured;
+    let dir = captured
+        .path
+        .parent()
+        .context("the capture is in the DUT's directory")?
+        .to_path_buf();
     // Analysis: every phase sliced out of the one capture.
     let phases: Vec<Phase> = outcome.phases.iter().map(PhaseRecord::window).collect();
     let analysis = crate::analyze::run(
@@ -1129,7 +1222,20 @@ fn run_dut(
         worst_of_families(&outcome.families)
     };
     outcome.evidence = Some(evidence);
-    Ok(outcome)
+    Ok(())
+}
+
+/// Whether a phase is over: its stress processes have all ended
+/// (stress-ng has `--timeout`) or, without stress, its time is up. Bounded
+/// at 10 s past its time; Ctrl-C ends it too.
+fn phase_over(stress: &mut [Daemon], started: Instant, seconds: u64) -> bool {
+    let elapsed = started.elapsed();
+    let finished = if stress.is_empty() {
+        elapsed >= Duration::from_secs(seconds)
+    } else {
+        stress.iter_mut().all(|s| !s.running())
+    };
+    finished || elapsed >= Duration::from_secs(seconds + 10) || INTERRUPTED.load(Ordering::Relaxed)
 }
 
 /// The stress-ng command lines of a phase, as the manifest records them

@@ -4,7 +4,9 @@
 //!
 //! `local` (the network-namespace lab on this machine) is the one the
 //! runner drives itself; `ssh` runs a scenario's local lab on a remote host
-//! (`ssh.rs`); `proxmox` prints its plan only (`proxmox.rs`).
+//! (`ssh.rs`), or the DUT, the peer and the observer on three hosts
+//! (`hosts.rs`, whose `Hosts` is a provider too); `proxmox` prints its
+//! plan only (`proxmox.rs`).
 
 use crate::lab::{self, check};
 use crate::scenario::{ProviderKind, Scenario};
@@ -48,7 +50,9 @@ pub fn for_scenario(scenario: &Scenario) -> Box<dyn Provider> {
             was_up: lab::status::read().map(|s| s.up).unwrap_or(false),
         }),
         ProviderKind::Proxmox => Box::new(Proxmox),
-        ProviderKind::Ssh => unreachable!("run::run hands ssh scenarios to run::ssh first"),
+        ProviderKind::Ssh => {
+            unreachable!("run::run hands ssh scenarios to run::ssh or run::hosts first")
+        }
     }
 }
 

@@ -18,18 +18,23 @@ use crate::scenario::{ProviderKind, Scenario};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// `[ssh]`: the host a `provider = "ssh"` scenario runs on.
+/// `[ssh]`: where a `provider = "ssh"` scenario runs. Either one host
+/// (`target`) that runs the scenario's whole lab, or three (`[ssh.dut]`,
+/// `[ssh.peer]`, `[ssh.observer]`), one per role, each reached over SSH
+/// (`hosts.rs`). The connection keys here are every host's defaults.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SshSpec {
     /// `user@host` or an alias of ~/.ssh/config. The user must be root
     /// there: the lab needs namespaces, cgroups and XDP.
-    pub target: String,
+    #[serde(default)]
+    pub target: Option<String>,
     #[serde(default = "default_port")]
     pub port: u16,
     /// A private key file; otherwise the agent and ~/.ssh/config decide.
@@ -45,6 +50,52 @@ pub struct SshSpec {
     /// More ssh `-o` options (`StrictHostKeyChecking=accept-new`, ...).
     #[serde(default)]
     pub options: Vec<String>,
+    /// The host under test: its daemon, the stress and the canary.
+    #[serde(default)]
+    pub dut: Option<HostSpec>,
+    /// The host of the peer daemon (FRR's bfdd or BIRD).
+    #[serde(default)]
+    pub peer: Option<HostSpec>,
+    /// The host that captures what the DUT and the peer send each other
+    /// (a bridge between them, or a mirror port).
+    #[serde(default)]
+    pub observer: Option<HostSpec>,
+}
+
+/// `[ssh.dut]`, `[ssh.peer]`, `[ssh.observer]`: one host of a three-host
+/// run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostSpec {
+    /// `user@host` or an ssh alias; root there.
+    pub target: String,
+    /// Instead of `[ssh].port`.
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// ssh `-o` options after `[ssh].options` (a `ProxyCommand`, ...).
+    #[serde(default)]
+    pub options: Vec<String>,
+    /// The DUT's and the peer's: where the session runs (the xdp backend
+    /// attaches here); the observer's: where it captures, seeing both
+    /// directions.
+    pub interface: String,
+    /// The DUT's and the peer's: the session's address on `interface`.
+    #[serde(default)]
+    pub address: Option<IpAddr>,
+    /// CPUs the run's processes on this host are pinned to (`taskset`).
+    /// The DUT's are the CPUs under test: its daemon, the stress and the
+    /// canary run there, and the harness's own queries elsewhere.
+    #[serde(default)]
+    pub cpus: Vec<usize>,
+}
+
+/// How to reach one host: `ssh` in batch mode with these settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Connection {
+    pub target: String,
+    pub port: u16,
+    pub identity: Option<PathBuf>,
+    pub options: Vec<String>,
 }
 
 fn default_port() -> u16 {
@@ -59,20 +110,55 @@ fn default_lost_after_s() -> u64 {
     60
 }
 
+/// Letters, digits and `@._-:[]`: nothing a shell would interpret.
+fn plain_target(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "@._-:[]".contains(c))
+}
+
+fn check_options(options: &[String]) -> Result<(), String> {
+    match options.iter().find(|o| !o.contains('=')) {
+        Some(o) => Err(o.clone()),
+        None => Ok(()),
+    }
+}
+
 impl SshSpec {
     /// Problems with the table, as (key, value, why).
-    pub fn check(&self) -> Result<(), (&'static str, String, &'static str)> {
-        let plain = |s: &str| {
-            !s.is_empty()
-                && s.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "@._-:[]".contains(c))
-        };
-        if !plain(&self.target) {
-            return Err((
+    pub fn check(&self) -> Result<(), (String, String, &'static str)> {
+        let err = |key: &str, value: String, why| Err((key.to_string(), value, why));
+        let hosts = [
+            ("dut", &self.dut),
+            ("peer", &self.peer),
+            ("observer", &self.observer),
+        ];
+        let given = hosts.iter().filter(|(_, h)| h.is_some()).count();
+        match (&self.target, given) {
+            (Some(_), 0) => {}
+            (None, 3) => {}
+            (Some(_), _) => {
+                return err(
+                    "target",
+                    self.target.clone().unwrap_or_default(),
+                    "either one host (target) or three ([ssh.dut], [ssh.peer], [ssh.observer]), not both",
+                )
+            }
+            (None, _) => {
+                let missing = hosts.iter().find(|(_, h)| h.is_none()).map_or("", |(n, _)| n);
+                return err(
+                    missing,
+                    "(missing)".into(),
+                    "needs target = \"root@host\" (one host), or [ssh.dut], [ssh.peer] and [ssh.observer] (three)",
+                );
+            }
+        }
+        if let Some(target) = self.target.as_ref().filter(|t| !plain_target(t)) {
+            return err(
                 "target",
-                self.target.clone(),
+                target.clone(),
                 "must be user@host or an ssh alias (letters, digits and @._-:[] only)",
-            ));
+            );
         }
         let safe_path = self.remote_dir.starts_with('/')
             && self.remote_dir.len() > 1
@@ -82,31 +168,123 @@ impl SshSpec {
                 .all(|c| c.is_ascii_alphanumeric() || "/._-".contains(c))
             && !self.remote_dir.contains("..");
         if !safe_path {
-            return Err((
+            return err(
                 "remote_dir",
                 self.remote_dir.clone(),
                 "must be an absolute path of letters, digits and /._- (no ..)",
-            ));
+            );
         }
         if !(1..=3600).contains(&self.lost_after_s) {
-            return Err((
+            return err(
                 "lost_after_s",
                 self.lost_after_s.to_string(),
                 "must be 1 to 3600 seconds",
-            ));
+            );
         }
         if self.port == 0 {
-            return Err(("port", "0".into(), "must be 1 to 65535"));
+            return err("port", "0".into(), "must be 1 to 65535");
         }
-        if let Some(o) = self.options.iter().find(|o| !o.contains('=')) {
-            return Err(("options", o.clone(), "each is an ssh -o option, Key=value"));
+        if let Err(o) = check_options(&self.options) {
+            return err("options", o, "each is an ssh -o option, Key=value");
+        }
+        for (role, host) in hosts {
+            if let Some(host) = host {
+                host.check(role)
+                    .map_err(|(key, value, why)| (format!("{role}.{key}"), value, why))?;
+            }
         }
         Ok(())
     }
 
+    /// The one host of a single-host run.
+    pub fn connection(&self) -> Option<Connection> {
+        Some(Connection {
+            target: self.target.clone()?,
+            port: self.port,
+            identity: self.identity.clone(),
+            options: self.options.clone(),
+        })
+    }
+
+    /// One host of a three-host run, with this table's defaults.
+    pub fn connection_to(&self, host: &HostSpec) -> Connection {
+        let mut options = self.options.clone();
+        options.extend(host.options.iter().cloned());
+        Connection {
+            target: host.target.clone(),
+            port: host.port.unwrap_or(self.port),
+            identity: self.identity.clone(),
+            options,
+        }
+    }
+}
+
+impl HostSpec {
+    fn check(&self, role: &str) -> Result<(), (&'static str, String, &'static str)> {
+        if !plain_target(&self.target) {
+            return Err((
+                "target",
+                self.target.clone(),
+                "must be user@host or an ssh alias (letters, digits and @._-:[] only)",
+            ));
+        }
+        if self.port == Some(0) {
+            return Err(("port", "0".into(), "must be 1 to 65535"));
+        }
+        if let Err(o) = check_options(&self.options) {
+            return Err(("options", o, "each is an ssh -o option, Key=value"));
+        }
+        let interface_ok = !self.interface.is_empty()
+            && self.interface.len() < 16
+            && self
+                .interface
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-@".contains(c));
+        if !interface_ok {
+            return Err((
+                "interface",
+                self.interface.clone(),
+                "must be an interface name (at most 15 letters, digits and ._-@)",
+            ));
+        }
+        match (role, &self.address) {
+            ("dut" | "peer", None) => {
+                return Err((
+                    "address",
+                    "(missing)".into(),
+                    "the session's address on the interface",
+                ))
+            }
+            ("observer", Some(a)) => {
+                return Err((
+                    "address",
+                    a.to_string(),
+                    "the observer only captures: it has no session address",
+                ))
+            }
+            _ => {}
+        }
+        if role == "dut" && self.cpus.is_empty() {
+            return Err((
+                "cpus",
+                "(missing)".into(),
+                "the DUT's CPUs under test: its daemon, the stress and the canary run there",
+            ));
+        }
+        let mut sorted = self.cpus.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if sorted.len() != self.cpus.len() || self.cpus.iter().any(|&c| c > 4095) {
+            return Err(("cpus", format!("{:?}", self.cpus), "distinct CPU numbers"));
+        }
+        Ok(())
+    }
+}
+
+impl Connection {
     /// `ssh` to the host, in batch mode (never a password prompt) and
     /// failing fast on a dead connection.
-    fn command(&self) -> Command {
+    pub(crate) fn command(&self) -> Command {
         let mut c = Command::new("ssh");
         for o in [
             "BatchMode=yes",
@@ -128,7 +306,7 @@ impl SshSpec {
 
     /// Runs `script` with the host's shell, `input` on its stdin; its
     /// stdout, or why not (ssh's or the script's stderr).
-    fn exec(&self, script: &str, input: Option<&[u8]>) -> Result<Vec<u8>> {
+    pub(crate) fn exec(&self, script: &str, input: Option<&[u8]>) -> Result<Vec<u8>> {
         let mut child = self
             .command()
             .arg(script)
@@ -147,6 +325,14 @@ impl SshSpec {
             let _ = stdin.write_all(bytes);
         }
         let out = child.wait_with_output()?;
+        // 255: ssh's own failure (no connection, no login), not the script's.
+        if out.status.code() == Some(255) {
+            bail!(
+                "ssh could not reach or log in to {}: {}",
+                self.target,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
         if !out.status.success() {
             bail!(
                 "ssh {} ({}): {}",
@@ -158,8 +344,41 @@ impl SshSpec {
         Ok(out.stdout)
     }
 
+    /// Runs `script` with the host's shell; its output whatever its exit
+    /// status (an error only when ssh could not run).
+    pub(crate) fn output(&self, script: &str) -> Result<std::process::Output> {
+        self.command()
+            .arg(script)
+            .stdin(Stdio::null())
+            .output()
+            .context("running ssh (is openssh-client installed?)")
+    }
+
+    /// Copies `remote` on the host to `local` here, streamed (a capture may
+    /// be large).
+    pub(crate) fn download(&self, remote: &str, local: &Path) -> Result<()> {
+        let file = std::fs::File::create(local)
+            .with_context(|| format!("creating {}", local.display()))?;
+        let out = self
+            .command()
+            .arg(format!("cat {}", quote(remote)))
+            .stdin(Stdio::null())
+            .stdout(file)
+            .stderr(Stdio::piped())
+            .output()
+            .context("running ssh (is openssh-client installed?)")?;
+        if !out.status.success() {
+            bail!(
+                "copying {}:{remote} here: {}",
+                self.target,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(())
+    }
+
     /// Writes `bytes` to `path` on the host (mode 0755 when `executable`).
-    fn upload(&self, bytes: &[u8], path: &str, executable: bool) -> Result<()> {
+    pub(crate) fn upload(&self, bytes: &[u8], path: &str, executable: bool) -> Result<()> {
         let mode = if executable { 755 } else { 644 };
         self.exec(
             &format!("cat > {path}.part && chmod {mode} {path}.part && mv {path}.part {path}"),
@@ -171,7 +390,7 @@ impl SshSpec {
 }
 
 /// Quotes `s` for a POSIX shell.
-fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
@@ -188,8 +407,8 @@ fn remote_scenario(scenario: &Scenario) -> Result<String> {
 
 /// What the host says about itself before the run (for a run that never
 /// brings its manifest back).
-fn host_facts(spec: &SshSpec) -> Result<HostFacts> {
-    let out = spec.exec(
+pub(super) fn host_facts(conn: &Connection) -> Result<HostFacts> {
+    let out = conn.exec(
         "id -u; uname -r; nproc; cat /proc/sys/kernel/sched_rt_runtime_us",
         None,
     )?;
@@ -198,13 +417,13 @@ fn host_facts(spec: &SshSpec) -> Result<HostFacts> {
     let [uid, kernel, cpus, rt] = lines[..] else {
         bail!(
             "{}: unexpected answer about the host: {text:?}",
-            spec.target
+            conn.target
         );
     };
     if uid != "0" {
         bail!(
             "{}: the user is not root there (uid {uid}); the lab needs namespaces, cgroups and XDP",
-            spec.target
+            conn.target
         );
     }
     let cpus: usize = cpus.parse().unwrap_or(0);
@@ -218,25 +437,28 @@ fn host_facts(spec: &SshSpec) -> Result<HostFacts> {
         git_revision: String::new(),
         linecard_version: env!("CARGO_PKG_VERSION").into(),
         tools: Vec::new(),
-        via: Some(spec.target.clone()),
+        via: Some(conn.target.clone()),
     })
 }
 
 /// Runs `scenario` on its `[ssh]` host; the run directory is here, under
 /// `options.results`, as for a local run.
 pub fn run(scenario: &Scenario, spec: &SshSpec, options: &RunOptions) -> Result<RunResult> {
-    let facts = host_facts(spec).context("asking the host about itself")?;
+    let conn = spec
+        .connection()
+        .context("a single-host [ssh] table has a target")?;
+    let facts = host_facts(&conn).context("asking the host about itself")?;
     let run_id = super::run_id(crate::sys::unix_ns() / 1_000_000_000);
     let dir = options.results.join(&scenario.name).join(&run_id);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let staged = format!("{}/{run_id}", spec.remote_dir);
     eprintln!(
         "staging the run on {} ({} CPUs, kernel {}) in {staged}",
-        spec.target,
+        conn.target,
         facts.online_cpus.len(),
         facts.kernel
     );
-    stage(scenario, spec, options, &staged)?;
+    stage(scenario, &conn, options, &staged)?;
     let mut only = String::new();
     for label in &options.only {
         only.push_str(&format!(" --only {}", quote(label)));
@@ -250,8 +472,8 @@ pub fn run(scenario: &Scenario, spec: &SshSpec, options: &RunOptions) -> Result<
          wait $!\n\
          echo $? > run.exit\n"
     );
-    spec.upload(script.as_bytes(), &format!("{staged}/run.sh"), false)?;
-    spec.exec(
+    conn.upload(script.as_bytes(), &format!("{staged}/run.sh"), false)?;
+    conn.exec(
         // In a subshell of its own: `cd && cmd &` would background the
         // whole list, holding this session's output open to the end.
         &format!("cd {staged} && (setsid sh run.sh < /dev/null > /dev/null 2>&1 &)"),
@@ -259,10 +481,10 @@ pub fn run(scenario: &Scenario, spec: &SshSpec, options: &RunOptions) -> Result<
     )
     .context("starting the run on the host")?;
     let log = dir.join("remote-run.log");
-    match follow(spec, &staged, &log)? {
+    match follow(spec, &conn, &staged, &log)? {
         Followed::Finished(code) => {
             eprintln!("the remote run ended (exit {code}); fetching its results");
-            let result = match fetch(spec, &staged, scenario, &dir, facts.clone()) {
+            let result = match fetch(&conn, &staged, scenario, &dir, facts.clone()) {
                 Ok(result) => result,
                 // It never got as far as a run directory (bad input there,
                 // a missing tool): its own words say why.
@@ -271,17 +493,17 @@ pub fn run(scenario: &Scenario, spec: &SshSpec, options: &RunOptions) -> Result<
                     let last = said.lines().rev().find(|l| !l.trim().is_empty());
                     let status = format!(
                         "failed: the run on {} ended with exit {code} and no run directory came back ({e:#}); it said: {}",
-                        spec.target,
+                        conn.target,
                         last.unwrap_or("nothing").trim()
                     );
                     unfinished(scenario, &dir, &run_id, facts, status)?
                 }
             };
             // The host keeps nothing of the run.
-            if let Err(e) = spec.exec(&format!("rm -rf {staged}"), None) {
+            if let Err(e) = conn.exec(&format!("rm -rf {staged}"), None) {
                 eprintln!(
                     "warning: could not remove {staged} on {}: {e:#}",
-                    spec.target
+                    conn.target
                 );
             }
             Ok(result)
@@ -289,7 +511,7 @@ pub fn run(scenario: &Scenario, spec: &SshSpec, options: &RunOptions) -> Result<
         Followed::Lost { since_s } => {
             let status = format!(
                 "failed: the SSH connection to {} was lost {since_s} s into the run and did not come back within {} s; partial results: the remote log up to the loss (remote-run.log). The remote run may have gone on in {}:{staged}",
-                spec.target, spec.lost_after_s, spec.target
+                conn.target, spec.lost_after_s, conn.target
             );
             Ok(unfinished(scenario, &dir, &run_id, facts, status)?)
         }
@@ -297,16 +519,16 @@ pub fn run(scenario: &Scenario, spec: &SshSpec, options: &RunOptions) -> Result<
 }
 
 /// Copies the binaries, the scenario and its profiles to `staged`.
-fn stage(scenario: &Scenario, spec: &SshSpec, options: &RunOptions, staged: &str) -> Result<()> {
-    spec.exec(&format!("mkdir -p {staged}/profiles"), None)?;
+fn stage(scenario: &Scenario, conn: &Connection, options: &RunOptions, staged: &str) -> Result<()> {
+    conn.exec(&format!("mkdir -p {staged}/profiles"), None)?;
     let linecard = std::env::current_exe()?;
     let linecardd = super::daemons::linecardd_binary();
     for (binary, name) in [(&linecard, "linecard"), (&linecardd, "linecardd")] {
         let bytes =
             std::fs::read(binary).with_context(|| format!("reading {}", binary.display()))?;
-        spec.upload(&bytes, &format!("{staged}/{name}"), true)?;
+        conn.upload(&bytes, &format!("{staged}/{name}"), true)?;
     }
-    spec.upload(
+    conn.upload(
         remote_scenario(scenario)?.as_bytes(),
         &format!("{staged}/scenario.toml"),
         false,
@@ -321,7 +543,7 @@ fn stage(scenario: &Scenario, spec: &SshSpec, options: &RunOptions, staged: &str
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
         {
-            spec.upload(
+            conn.upload(
                 &std::fs::read(&path)?,
                 &format!("{staged}/profiles/{name}"),
                 false,
@@ -342,7 +564,7 @@ enum Followed {
 /// Polls the remote run until it ends, appending its log to `log` and
 /// echoing it as progress; rides out connection losses shorter than
 /// `lost_after_s`.
-fn follow(spec: &SshSpec, staged: &str, log: &Path) -> Result<Followed> {
+fn follow(spec: &SshSpec, conn: &Connection, staged: &str, log: &Path) -> Result<Followed> {
     let started = Instant::now();
     let mut local = std::fs::OpenOptions::new()
         .create(true)
@@ -355,7 +577,7 @@ fn follow(spec: &SshSpec, staged: &str, log: &Path) -> Result<Followed> {
         if INTERRUPTED.load(Ordering::Relaxed) && !interrupted {
             interrupted = true;
             eprintln!("interrupting the remote run (it tears its lab down)");
-            let _ = spec.exec(
+            let _ = conn.exec(
                 &format!("kill -INT $(cat {staged}/run.pid) 2>/dev/null"),
                 None,
             );
@@ -364,12 +586,12 @@ fn follow(spec: &SshSpec, staged: &str, log: &Path) -> Result<Followed> {
             "cat {staged}/run.exit 2>/dev/null || echo running; tail -c +{} {staged}/run.log 2>/dev/null",
             offset + 1
         );
-        match spec.exec(&script, None) {
+        match conn.exec(&script, None) {
             Ok(out) => {
                 if let Some(at) = lost_at.take() {
                     eprintln!(
                         "the connection to {} is back after {:.0} s",
-                        spec.target,
+                        conn.target,
                         at.elapsed().as_secs_f64()
                     );
                 }
@@ -388,7 +610,7 @@ fn follow(spec: &SshSpec, staged: &str, log: &Path) -> Result<Followed> {
                 let at = *lost_at.get_or_insert_with(|| {
                     eprintln!(
                         "lost the connection to {} ({e:#}); retrying for {} s",
-                        spec.target, spec.lost_after_s
+                        conn.target, spec.lost_after_s
                     );
                     Instant::now()
                 });
@@ -406,13 +628,13 @@ fn follow(spec: &SshSpec, staged: &str, log: &Path) -> Result<Followed> {
 /// Brings the remote run directory here and returns it as a run of this
 /// harness (its manifest saying where it ran).
 fn fetch(
-    spec: &SshSpec,
+    conn: &Connection,
     staged: &str,
     scenario: &Scenario,
     dir: &Path,
     facts: HostFacts,
 ) -> Result<RunResult> {
-    let tar = spec
+    let tar = conn
         .exec(
             &format!("cd {staged}/r/{} && tar -cf - .", scenario.name),
             None,
@@ -470,18 +692,143 @@ fn unfinished(
     super::finish(dir.to_path_buf(), manifest)
 }
 
+/// One host of a three-host run as the runner uses it: how to reach it,
+/// its table, and this run's directory there. Everything the run starts
+/// on it carries `LINECARD_RUN=<marker>` in its environment: a PID is
+/// signalled only while it still names a process of this run.
+pub struct RemoteHost {
+    pub role: &'static str,
+    pub conn: Connection,
+    pub spec: HostSpec,
+    /// This run's staging directory on the host.
+    pub dir: String,
+    pub marker: String,
+    pub online_cpus: Vec<usize>,
+}
+
+/// A CPU list for `taskset -c`.
+fn cpu_list(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+impl RemoteHost {
+    /// `taskset -c CPUS ` for the run's processes on this host (the DUT's:
+    /// the CPUs under test), or nothing when it names none.
+    fn pinned(cpus: &[usize]) -> String {
+        if cpus.is_empty() {
+            String::new()
+        } else {
+            format!("taskset -c {} ", cpu_list(cpus))
+        }
+    }
+
+    /// Where the harness's own commands run on the host: off the DUT's
+    /// CPUs (a query must not compete with what it measures), on the
+    /// host's CPUs elsewhere.
+    fn query_cpus(&self) -> Vec<usize> {
+        if self.role == "dut" {
+            self.online_cpus
+                .iter()
+                .copied()
+                .filter(|c| !self.spec.cpus.contains(c))
+                .collect()
+        } else {
+            self.spec.cpus.clone()
+        }
+    }
+
+    /// The line that starts `program args` on the host, pinned to its
+    /// CPUs, after writing its PID (the shell's, kept by `exec`) to
+    /// `pid_file`.
+    pub fn launch_line(&self, pid_file: &str, program: &str, args: &[String]) -> String {
+        let mut line = format!(
+            "echo $$ > {} && exec env LINECARD_RUN={} {}{}",
+            quote(pid_file),
+            self.marker,
+            Self::pinned(&self.spec.cpus),
+            quote(program)
+        );
+        for a in args {
+            line.push(' ');
+            line.push_str(&quote(a));
+        }
+        line
+    }
+
+    /// Sends `signal` to `pid` on the host if it is still a process of
+    /// this run.
+    pub fn signal(&self, pid: u32, signal: i32) -> Result<()> {
+        self.conn.exec(
+            &format!(
+                "if grep -qz '^LINECARD_RUN={}$' /proc/{pid}/environ 2>/dev/null; then kill -{signal} {pid}; fi",
+                self.marker
+            ),
+            None,
+        )?;
+        Ok(())
+    }
+
+    /// Runs `program args` on the host, off the DUT's CPUs, bounded to 10
+    /// s; its output whatever its exit status.
+    pub fn query(&self, program: &str, args: &[String]) -> Result<std::process::Output> {
+        let mut line = format!(
+            "timeout 10 {}{}",
+            Self::pinned(&self.query_cpus()),
+            quote(program)
+        );
+        for a in args {
+            line.push(' ');
+            line.push_str(&quote(a));
+        }
+        self.conn.output(&line)
+    }
+
+    /// A file of the host, as text.
+    pub fn read(&self, path: &str) -> Result<String> {
+        Ok(
+            String::from_utf8_lossy(&self.conn.exec(&format!("cat {}", quote(path)), None)?)
+                .into_owned(),
+        )
+    }
+
+    /// Stops what is left of this run on the host (by the PIDs it
+    /// recorded, only those still carrying its marker) and removes its
+    /// directory.
+    pub fn clean(&self) -> Result<()> {
+        let marker = &self.marker;
+        let dir = quote(&self.dir);
+        self.conn.exec(
+            &format!(
+                "for f in $(find {dir} -name '*.pid' 2>/dev/null); do \
+                   p=$(cat \"$f\" 2>/dev/null); \
+                   case \"$p\" in ''|*[!0-9]*) continue;; esac; \
+                   grep -qz '^LINECARD_RUN={marker}$' /proc/$p/environ 2>/dev/null && kill -KILL \"$p\"; \
+                 done; rm -rf {dir}"
+            ),
+            None,
+        )?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn spec() -> SshSpec {
         SshSpec {
-            target: "root@bench-1".into(),
+            target: Some("root@bench-1".into()),
             port: 22,
             identity: None,
             remote_dir: default_remote_dir(),
             lost_after_s: 60,
             options: Vec::new(),
+            dut: None,
+            peer: None,
+            observer: None,
         }
     }
 
@@ -493,12 +840,99 @@ mod tests {
             f(&mut s);
             s.check().unwrap_err().0
         };
-        assert_eq!(bad(|s| s.target = "root@host; rm -rf /".into()), "target");
+        assert_eq!(
+            bad(|s| s.target = Some("root@host; rm -rf /".into())),
+            "target"
+        );
         assert_eq!(bad(|s| s.remote_dir = "relative/dir".into()), "remote_dir");
         assert_eq!(bad(|s| s.remote_dir = "/tmp/../etc".into()), "remote_dir");
         assert_eq!(bad(|s| s.remote_dir = "/tmp/$(id)".into()), "remote_dir");
         assert_eq!(bad(|s| s.lost_after_s = 0), "lost_after_s");
         assert_eq!(bad(|s| s.options = vec!["-v".into()]), "options");
         assert_eq!(quote("a'b"), r"'a'\''b'");
+    }
+
+    fn host(address: Option<&str>, cpus: Vec<usize>) -> HostSpec {
+        HostSpec {
+            target: "root@h".into(),
+            port: None,
+            options: vec!["ProxyCommand=ip netns exec lc-dut nc 127.0.0.1 22".into()],
+            interface: "eth0".into(),
+            address: address.map(|a| a.parse().unwrap()),
+            cpus,
+        }
+    }
+
+    fn three() -> SshSpec {
+        SshSpec {
+            target: None,
+            dut: Some(host(Some("192.0.2.1"), vec![1])),
+            peer: Some(host(Some("192.0.2.2"), vec![])),
+            observer: Some(host(None, vec![])),
+            ..spec()
+        }
+    }
+
+    #[test]
+    fn three_hosts_need_all_roles_their_addresses_and_the_dut_s_cpus() {
+        assert_eq!(three().check(), Ok(()));
+        let bad = |f: fn(&mut SshSpec)| {
+            let mut s = three();
+            f(&mut s);
+            let (key, _, why) = s.check().unwrap_err();
+            format!("{key}: {why}")
+        };
+        assert!(bad(|s| s.target = Some("root@h".into())).starts_with("target: either one host"));
+        assert!(bad(|s| s.observer = None).starts_with("observer: needs target"));
+        assert!(bad(|s| s.dut.as_mut().unwrap().cpus.clear()).starts_with("dut.cpus:"));
+        assert!(bad(|s| s.dut.as_mut().unwrap().cpus = vec![1, 1]).starts_with("dut.cpus:"));
+        assert!(bad(|s| s.peer.as_mut().unwrap().address = None).starts_with("peer.address:"));
+        assert!(
+            bad(|s| s.observer.as_mut().unwrap().address = Some("192.0.2.3".parse().unwrap()))
+                .starts_with("observer.address:")
+        );
+        assert!(
+            bad(|s| s.dut.as_mut().unwrap().interface = "eth0; reboot".into())
+                .starts_with("dut.interface:")
+        );
+        assert!(
+            bad(|s| s.peer.as_mut().unwrap().target = "root@$(id)".into())
+                .starts_with("peer.target:")
+        );
+        assert!(
+            bad(|s| s.peer.as_mut().unwrap().options = vec!["-v".into()])
+                .starts_with("peer.options:")
+        );
+        // A host's options follow the table's; its port wins over the table's.
+        let s = three();
+        let mut peer = s.peer.clone().unwrap();
+        peer.port = Some(2222);
+        let c = s.connection_to(&peer);
+        assert_eq!(c.port, 2222);
+        assert_eq!(c.options.len(), s.options.len() + 1);
+        assert_eq!(s.connection_to(&s.dut.clone().unwrap()).port, 22);
+    }
+
+    #[test]
+    fn a_remote_process_is_launched_pinned_marked_and_quoted() {
+        let host = RemoteHost {
+            role: "dut",
+            conn: three().connection_to(&three().dut.unwrap()),
+            spec: three().dut.unwrap(),
+            dir: "/var/tmp/linecard/r1".into(),
+            marker: "r1-42".into(),
+            online_cpus: vec![0, 1],
+        };
+        assert_eq!(
+            host.launch_line(
+                "/var/tmp/linecard/r1/x/linecardd.pid",
+                "/var/tmp/linecard/r1/linecardd",
+                &["--config".into(), "a b'c".into()]
+            ),
+            "echo $$ > '/var/tmp/linecard/r1/x/linecardd.pid' && exec env LINECARD_RUN=r1-42 \
+             taskset -c 1 '/var/tmp/linecard/r1/linecardd' '--config' 'a b'\\''c'"
+        );
+        // The harness's own queries stay off the DUT's CPUs.
+        assert_eq!(host.query_cpus(), vec![0]);
     }
 }

@@ -1,0 +1,641 @@
+//! The `ssh` provider with three hosts: the DUT, the peer and the observer
+//! are machines of the user's (in the tests, the lab's namespaces, each
+//! with an sshd of its own), each reached over SSH from here.
+//!
+//! Before anything starts, each host is asked about itself in one
+//! connection: root, its CPUs, the tools its role needs, the interface and
+//! the session's address on it, the BFD ports free. Then, for each DUT:
+//! tcpdump on the observer's interface, the peer's daemon, the DUT's
+//! daemon pinned to the DUT's CPUs, readiness in both daemons' own words,
+//! the canary and each phase's stress-ng on the DUT's CPUs; at the end the
+//! capture and the canary's record come here and are judged exactly as a
+//! local run's ([`super::judge_dut`]). Every process is started by a shell
+//! that records its PID in this run's directory on its host and carries
+//! the run's marker in its environment; it is stopped by that PID, and the
+//! run's clean-up stops whatever is left and removes the directory, also
+//! after an error.
+//!
+//! What a three-host run does not do (refused when the scenario is read):
+//! more than one session, dual stack, echo, multihop, faults, a linecardd
+//! peer, a peer at real-time priority, FRR's dataplane, RT throttling
+//! changed for the run. Those need the lab's own plumbing (extra
+//! addresses, `lc_loss`, the lab's cpusets) or a host-wide setting the run
+//! would have to change on a user's machine.
+
+use super::daemons::{self, Bfd, EngineSite, Pair};
+use super::provider::{HostFacts, Provider};
+use super::ssh::{quote, Connection, HostSpec, RemoteHost, SshSpec};
+use super::{phase_over, DutOutcome, PhaseRecord, Progress, RunOptions, RunResult, INTERRUPTED};
+use crate::procs::{self, Capture, Daemon};
+use crate::run::cpu;
+use crate::scenario::{DutImplementation, DutSpec, PeerImplementation, ProviderKind, Scenario};
+use crate::sys::unix_ns;
+use anyhow::{bail, Context, Result};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The run's three hosts.
+struct Hosts {
+    dut: Arc<RemoteHost>,
+    peer: Arc<RemoteHost>,
+    observer: Arc<RemoteHost>,
+}
+
+impl Hosts {
+    fn all(&self) -> [&Arc<RemoteHost>; 3] {
+        [&self.dut, &self.peer, &self.observer]
+    }
+}
+
+impl Provider for Hosts {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Ssh
+    }
+
+    /// The hosts were probed when they were named ([`run`]); this stages
+    /// the run on them.
+    fn prepare(&self) -> Result<HostFacts> {
+        stage(self)
+    }
+
+    /// Stops what is left of the run on every host and removes its
+    /// directories; the first failure is returned after all were tried.
+    fn teardown(&self) -> Result<()> {
+        let mut first = Ok(());
+        for host in self.all() {
+            if let Err(e) = host.clean() {
+                eprintln!(
+                    "warning: cleaning {} on the {} host {}: {e:#}",
+                    host.dir, host.role, host.conn.target
+                );
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        first
+    }
+}
+
+/// Runs `scenario` on the DUT, peer and observer hosts of its `[ssh]`
+/// table; the run directory is here, under `options.results`.
+pub fn run(scenario: &Scenario, spec: &SshSpec, options: &RunOptions) -> Result<RunResult> {
+    let run_id = super::run_id(unix_ns() / 1_000_000_000);
+    let marker = format!("{run_id}-{}", std::process::id());
+    let staged = format!("{}/{run_id}", spec.remote_dir);
+    let mut hosts = Vec::new();
+    for (role, host) in [
+        ("dut", &spec.dut),
+        ("peer", &spec.peer),
+        ("observer", &spec.observer),
+    ] {
+        let host = host
+            .as_ref()
+            .context("a three-host [ssh] table names each host")?;
+        let conn = spec.connection_to(host);
+        let online_cpus = probe(scenario, role, host, &conn)
+            .with_context(|| format!("checking the {role} host {}", host.target))?;
+        hosts.push(Arc::new(RemoteHost {
+            role,
+            conn,
+            spec: host.clone(),
+            dir: staged.clone(),
+            marker: marker.clone(),
+            online_cpus,
+        }));
+    }
+    let (observer, peer, dut) = (hosts.pop(), hosts.pop(), hosts.pop());
+    let hosts = Hosts {
+        dut: dut.expect("three hosts"),
+        peer: peer.expect("three hosts"),
+        observer: observer.expect("three hosts"),
+    };
+    // From here on every exit cleans the hosts.
+    let result = hosts.prepare().and_then(|facts| {
+        eprintln!(
+            "three hosts over SSH: DUT {} (CPUs {:?}), peer {}, observer {} ({})",
+            hosts.dut.conn.target,
+            hosts.dut.spec.cpus,
+            hosts.peer.conn.target,
+            hosts.observer.conn.target,
+            hosts.observer.spec.interface
+        );
+        super::run_prepared(scenario, options, facts, &|dut, run_dir, _, name| {
+            run_dut(scenario, dut, &hosts, run_dir, name)
+        })
+    });
+    let cleaned = hosts.teardown();
+    let result = result?;
+    cleaned.context("cleaning the hosts")?;
+    Ok(result)
+}
+
+/// The tools a role needs on its host for this scenario.
+fn tools(scenario: &Scenario, role: &str, host: &HostSpec) -> Vec<&'static str> {
+    let frr = ["/usr/lib/frr/bfdd", "vtysh"];
+    let mut tools = vec!["timeout", "cat"];
+    if !host.cpus.is_empty() || role == "dut" {
+        tools.push("taskset");
+    }
+    match role {
+        "dut" => {
+            tools.push("stress-ng");
+            if scenario
+                .duts
+                .iter()
+                .any(|d| d.implementation == DutImplementation::Frr)
+            {
+                tools.extend(frr);
+            }
+        }
+        "peer" => match scenario.peer {
+            PeerImplementation::Frr => tools.extend(frr),
+            PeerImplementation::Bird => tools.extend(["bird", "birdc"]),
+            PeerImplementation::Linecardd => {}
+        },
+        _ => tools.push("tcpdump"),
+    }
+    tools
+}
+
+/// Asks a host about itself in one connection, before anything starts:
+/// root, its CPUs, its role's tools, the interface and the address on
+/// it, the BFD ports free. Returns its online CPUs.
+fn probe(
+    scenario: &Scenario,
+    role: &str,
+    host: &HostSpec,
+    conn: &Connection,
+) -> Result<Vec<usize>> {
+    let iface = quote(&host.interface);
+    let mut script = format!(
+        "echo uid=$(id -u); echo cpus=$(cat /sys/devices/system/cpu/online); \
+         test -d /sys/class/net/{iface} || echo interface=absent; "
+    );
+    for tool in tools(scenario, role, host) {
+        script.push_str(&format!(
+            "command -v {tool} >/dev/null || echo missing={tool}; "
+        ));
+    }
+    if let Some(address) = host.address {
+        script.push_str(&format!(
+            "ip -o addr show dev {iface} 2>/dev/null | grep -qF ' {address}/' || echo address=absent; \
+             ss -Hlun 2>/dev/null | awk '{{print $4}}' | grep -E ':(3784|3785|4784)$' | sed 's/^/port=/'; "
+        ));
+    }
+    let out = conn.exec(&script, None)?;
+    let text = String::from_utf8_lossy(&out);
+    let value = |key: &'static str| {
+        text.lines()
+            .filter_map(move |l| l.strip_prefix(key)?.strip_prefix('='))
+            .map(str::trim)
+    };
+    let uid = value("uid").next().unwrap_or("?");
+    if uid != "0" {
+        bail!("the user is not root there (uid {uid}): BFD's ports, XDP and the stress's priorities need root");
+    }
+    let missing: Vec<&str> = value("missing").collect();
+    if !missing.is_empty() {
+        bail!(
+            "missing on the host: {} (Debian: frr, bird2, stress-ng, tcpdump, util-linux, coreutils)",
+            missing.join(", ")
+        );
+    }
+    if value("interface").next().is_some() {
+        bail!("the host has no interface {}", host.interface);
+    }
+    if let (Some(address), Some(_)) = (host.address, value("address").next()) {
+        bail!("{address} is not an address of {} there", host.interface);
+    }
+    let ports: Vec<&str> = value("port").collect();
+    if !ports.is_empty() {
+        bail!(
+            "BFD's ports are in use there ({}): another BFD daemon runs (stop it, or choose another host)",
+            ports.join(", ")
+        );
+    }
+    let cpus = value("cpus")
+        .next()
+        .and_then(crate::lab::spec::parse_cpu_list)
+        .context("the host does not list its online CPUs")?;
+    if let Some(c) = host.cpus.iter().find(|c| !cpus.contains(c)) {
+        bail!(
+            "CPU {c} of cpus = {:?} is not online there (online: {cpus:?})",
+            host.cpus
+        );
+    }
+    Ok(cpus)
+}
+
+/// Makes the run's directory on every host, copies this build's
+/// `linecard` (the canary) and `linecardd` to the DUT's, and describes the
+/// DUT's host for the manifest.
+fn stage(hosts: &Hosts) -> Result<HostFacts> {
+    for host in hosts.all() {
+        host.conn
+            .exec(&format!("mkdir -p {}", quote(&host.dir)), None)
+            .with_context(|| format!("making {} on the {} host", host.dir, host.role))?;
+    }
+    let dut = &hosts.dut;
+    for (binary, name) in [
+        (std::env::current_exe()?, "linecard"),
+        (daemons::linecardd_binary(), "linecardd"),
+    ] {
+        let bytes =
+            std::fs::read(&binary).with_context(|| format!("reading {}", binary.display()))?;
+        dut.conn
+            .upload(&bytes, &format!("{}/{name}", dut.dir), true)?;
+    }
+    let mut facts = super::ssh::host_facts(&dut.conn)?;
+    facts.online_cpus = dut.online_cpus.clone();
+    facts.dut_cpus = dut.spec.cpus.clone();
+    facts.tools = [
+        (
+            &hosts.dut,
+            "linecardd",
+            format!("{}/linecardd --version", dut.dir),
+        ),
+        (&hosts.dut, "stress-ng", "stress-ng --version".into()),
+        (&hosts.peer, "bfdd", "/usr/lib/frr/bfdd --version".into()),
+        (&hosts.peer, "bird", "bird --version".into()),
+        (&hosts.observer, "tcpdump", "tcpdump --version".into()),
+    ]
+    .into_iter()
+    .map(|(host, tool, line)| {
+        let first = host
+            .conn
+            .output(&format!("{line} 2>&1 | head -1"))
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .filter(|l| !l.is_empty())
+            .unwrap_or_else(|| "not found".into());
+        (format!("{tool} ({} host)", host.role), first)
+    })
+    .collect();
+    facts.via = Some(format!(
+        "dut {} (CPUs {:?}, {}), peer {} ({}), observer {} (captures on {})",
+        dut.conn.target,
+        dut.spec.cpus,
+        dut.spec.interface,
+        hosts.peer.conn.target,
+        hosts.peer.spec.interface,
+        hosts.observer.conn.target,
+        hosts.observer.spec.interface
+    ));
+    facts.git_revision = String::from_utf8_lossy(
+        &std::process::Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .output()
+            .map(|o| o.stdout)
+            .unwrap_or_default(),
+    )
+    .trim()
+    .to_string();
+    facts.provider = ProviderKind::Ssh;
+    Ok(facts)
+}
+
+/// `/proc/stat` of a host, and `/proc/PID/stat` of one of its processes
+/// if it still runs.
+fn proc_stats(host: &RemoteHost, pid: Option<u32>) -> (String, Option<String>) {
+    let script = match pid {
+        Some(pid) => format!("cat /proc/stat; echo '#pid'; cat /proc/{pid}/stat 2>/dev/null"),
+        None => "cat /proc/stat".into(),
+    };
+    let text = host
+        .conn
+        .exec(&script, None)
+        .map(|o| String::from_utf8_lossy(&o).into_owned())
+        .unwrap_or_default();
+    match text.split_once("#pid\n") {
+        Some((stat, process)) => (
+            stat.to_string(),
+            Some(process.to_string()).filter(|p| !p.trim().is_empty()),
+        ),
+        None => (text, None),
+    }
+}
+
+/// The steal of the DUT's CPUs and of the peer host's (its pinned CPUs,
+/// or all of them), ms so far.
+fn steal(hosts: &Hosts) -> (f64, f64) {
+    let (dut_stat, _) = proc_stats(&hosts.dut, None);
+    let (peer_stat, _) = proc_stats(&hosts.peer, None);
+    let peer_cpus = if hosts.peer.spec.cpus.is_empty() {
+        &hosts.peer.online_cpus
+    } else {
+        &hosts.peer.spec.cpus
+    };
+    (
+        cpu::steal_ms_in(&dut_stat, &hosts.dut.spec.cpus),
+        cpu::steal_ms_in(&peer_stat, peer_cpus),
+    )
+}
+
+/// A DUT's one session: the DUT's address and the peer's.
+fn pair(hosts: &Hosts) -> Pair {
+    Pair {
+        dut: hosts
+            .dut
+            .spec
+            .address
+            .expect("checked: the DUT has an address"),
+        peer: hosts
+            .peer
+            .spec
+            .address
+            .expect("checked: the peer has an address"),
+    }
+}
+
+/// Starts FRR's bfdd on `host` with the sessions `configured`, its files
+/// under `run_dir/name` there, its output in `dir/name.out` here.
+fn start_frr(
+    name: &str,
+    host: &Arc<RemoteHost>,
+    run_dir: &str,
+    configured: &[procs::PeerSession],
+    dir: &Path,
+) -> Result<Bfd> {
+    let vty = format!("{run_dir}/{name}");
+    let config = format!("{vty}/bfdd.conf");
+    host.conn.exec(&format!("mkdir -p {}", quote(&vty)), None)?;
+    host.conn
+        .upload(procs::frr_config(configured).as_bytes(), &config, false)?;
+    // bfdd drops privileges to frr:frr, which must be able to write there.
+    host.conn
+        .exec(&format!("chown -R frr:frr {}", quote(&vty)), None)?;
+    let mut args = procs::frr_args("bfdd", Path::new(&config), Path::new(&vty));
+    args.extend(["--bfdctl".into(), format!("{vty}/bfdd.sock")]);
+    let daemon = Daemon::spawn_remote(
+        name,
+        host,
+        run_dir,
+        "/usr/lib/frr/bfdd",
+        &args,
+        &dir.join(format!("{name}.out")),
+    )?;
+    Ok(Bfd::frr_on(daemon, host.clone(), PathBuf::from(vty)))
+}
+
+fn start_peer(scenario: &Scenario, hosts: &Hosts, run_dir: &str, dir: &Path) -> Result<Bfd> {
+    let pairs = [pair(hosts)];
+    let configured = daemons::peer_sessions(&pairs, &scenario.sessions, true);
+    let host = &hosts.peer;
+    match scenario.peer {
+        PeerImplementation::Frr => start_frr("peer-frr", host, run_dir, &configured, dir),
+        PeerImplementation::Bird => {
+            let bird = format!("{run_dir}/peer-bird");
+            let config = format!("{bird}/bird.conf");
+            let ctl = format!("{bird}/bird.ctl");
+            // BIRD's router id is an IPv4 address; an IPv6 session's peer
+            // takes one from the documentation range.
+            let router_id = match pairs[0].peer {
+                IpAddr::V4(v4) => IpAddr::V4(v4),
+                IpAddr::V6(_) => "192.0.2.254".parse()?,
+            };
+            host.conn
+                .exec(&format!("mkdir -p {}", quote(&bird)), None)?;
+            host.conn.upload(
+                procs::bird_config(router_id, &configured).as_bytes(),
+                &config,
+                false,
+            )?;
+            let args = [
+                "-f",
+                "-c",
+                &config,
+                "-s",
+                &ctl,
+                "-P",
+                &format!("{bird}/bird.pid"),
+            ]
+            .map(String::from)
+            .to_vec();
+            let daemon = Daemon::spawn_remote(
+                "peer-bird",
+                host,
+                run_dir,
+                "bird",
+                &args,
+                &dir.join("peer-bird.out"),
+            )?;
+            Ok(Bfd::bird_on(
+                daemon,
+                host.clone(),
+                PathBuf::from(ctl),
+                vec![pairs[0].dut],
+            ))
+        }
+        PeerImplementation::Linecardd => bail!("a three-host run's peer is FRR's bfdd or BIRD"),
+    }
+}
+
+fn start_dut(
+    scenario: &Scenario,
+    dut: &DutSpec,
+    hosts: &Hosts,
+    run_dir: &str,
+    dir: &Path,
+) -> Result<Bfd> {
+    let pairs = [pair(hosts)];
+    let host = &hosts.dut;
+    match &dut.implementation {
+        DutImplementation::Frr => {
+            let configured = daemons::peer_sessions(&pairs, &scenario.sessions, false);
+            start_frr("dut-frr", host, run_dir, &configured, dir)
+        }
+        DutImplementation::Linecardd { backend } => {
+            let socket = format!("{run_dir}/linecardd.sock");
+            let config = format!("{run_dir}/linecardd.toml");
+            let text = daemons::linecardd_config(
+                &EngineSite::dut(&host.spec.cpus, &scenario.sessions, &host.spec.interface),
+                backend,
+                &dut.engine,
+                &scenario.sessions,
+                &pairs,
+                None,
+                Path::new(&socket),
+            );
+            host.conn.upload(text.as_bytes(), &config, false)?;
+            std::fs::write(dir.join("linecardd.toml"), &text)?;
+            let daemon = Daemon::spawn_remote(
+                "linecardd",
+                host,
+                run_dir,
+                &format!("{}/linecardd", host.dir),
+                &["--config".into(), config],
+                &dir.join("linecardd.log"),
+            )?;
+            Ok(Bfd::linecardd_on(
+                daemon,
+                host.clone(),
+                PathBuf::from(socket),
+                daemons::offloads(backend, &dut.engine),
+            ))
+        }
+        DutImplementation::FrrDataplane { .. } => {
+            bail!("a three-host run's DUT is linecardd or FRR's bfdd")
+        }
+    }
+}
+
+/// Runs one DUT through every phase on the hosts, then judges its
+/// capture as a local run's.
+fn run_dut(
+    scenario: &Scenario,
+    dut: &DutSpec,
+    hosts: &Hosts,
+    run_dir: &Path,
+    name: &str,
+) -> Result<DutOutcome> {
+    let dir = run_dir.join(name);
+    std::fs::create_dir_all(&dir)?;
+    let remote_dir = format!("{}/{name}", hosts.dut.dir);
+    for host in hosts.all() {
+        host.conn
+            .exec(&format!("mkdir -p {}", quote(&remote_dir)), None)?;
+    }
+    let mut outcome = DutOutcome {
+        label: dut.label.clone(),
+        spec: dut.clone(),
+        verdict: super::Verdict::Pass,
+        capture: None,
+        evidence: None,
+        phases: Vec::new(),
+        sched_rt_runtime_us: hosts
+            .dut
+            .read("/proc/sys/kernel/sched_rt_runtime_us")
+            .ok()
+            .and_then(|t| t.trim().parse().ok()),
+        spoiled_attempts: Vec::new(),
+        families: Vec::new(),
+    };
+    // The capture starts first: bring-up is on it too.
+    let mut capture = Capture::start_remote(
+        &hosts.observer,
+        &remote_dir,
+        &hosts.observer.spec.interface,
+        &dir.join("capture.pcap"),
+    )?;
+    outcome.capture = Some(PathBuf::from(name).join("capture.pcap"));
+    let mut peer = start_peer(scenario, hosts, &remote_dir, &dir)?;
+    let mut dut_daemon = start_dut(scenario, dut, hosts, &remote_dir, &dir)?;
+    let up = super::wait_up(&mut dut_daemon, &mut peer, 1, super::ready_within(1));
+    let up_at = unix_ns();
+    let total = scenario.seconds_per_dut();
+    let canary_remote = format!("{remote_dir}/canary.jsonl");
+    let mut canary = Daemon::spawn_remote(
+        "canary",
+        &hosts.dut,
+        &remote_dir,
+        &format!("{}/linecard", hosts.dut.dir),
+        &[
+            "canary".into(),
+            "--seconds".into(),
+            (total + 2).to_string(),
+            "--out".into(),
+            canary_remote.clone(),
+        ],
+        &dir.join("canary.log"),
+    )?;
+    let (steal_before, peer_steal_before) = steal(hosts);
+    let dut_cpus = &hosts.dut.spec.cpus;
+    let mut progress = Progress::new();
+    let mut capture_alive = true;
+    if up.is_ok() {
+        for (i, phase) in scenario.phases.iter().enumerate() {
+            let start_ns = unix_ns();
+            let started = Instant::now();
+            let pid = dut_daemon.daemon.pid();
+            let (stat, process) = proc_stats(&hosts.dut, Some(pid));
+            let cpu_before = cpu::sample_from(&stat, process.as_deref(), pid, dut_cpus);
+            let processes = phase
+                .profile
+                .stress_ng_processes(dut_cpus.len(), phase.seconds);
+            let mut stress = Vec::new();
+            for (k, args) in processes.iter().enumerate() {
+                stress.push(Daemon::spawn_remote(
+                    &format!("stress-{i}-{k}"),
+                    &hosts.dut,
+                    &remote_dir,
+                    "stress-ng",
+                    args,
+                    &dir.join(format!("stress-{i}-{}-{k}.log", phase.profile.name)),
+                )?);
+            }
+            loop {
+                let elapsed = started.elapsed();
+                if phase_over(&mut stress, started, phase.seconds) {
+                    break;
+                }
+                capture_alive &= capture.running();
+                if !capture_alive {
+                    break;
+                }
+                progress.tick(
+                    &dut.label,
+                    &phase.profile.name,
+                    elapsed.as_secs(),
+                    phase.seconds,
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            for mut s in stress {
+                s.stop()?;
+            }
+            let end_ns = unix_ns();
+            let (stat, process) = proc_stats(&hosts.dut, Some(pid));
+            let cpu_cost = cpu::cost(
+                &cpu_before,
+                &cpu::sample_from(&stat, process.as_deref(), pid, dut_cpus),
+                (end_ns - start_ns) as f64 / 1e9,
+            );
+            outcome.phases.push(PhaseRecord {
+                name: format!("{}#{i}", phase.profile.name),
+                profile: phase.profile.name.clone(),
+                start_ns,
+                end_ns,
+                stress_ng: (!processes.is_empty()).then(|| super::stress_ng_line(&processes)),
+                fault: None,
+                cpu: Some(cpu_cost),
+            });
+            if INTERRUPTED.load(Ordering::Relaxed) || !capture_alive {
+                break;
+            }
+        }
+        progress.done();
+    }
+    let (steal_after, peer_steal_after) = steal(hosts);
+    let fast_path_on_dut_cpus = dut_daemon.fast_path_frames_on(dut_cpus);
+    let responder = dut_daemon.fast_path_responder();
+    if let Some(view) = dut_daemon.engine_view() {
+        std::fs::write(dir.join("engine-view.json"), format!("{view:#}\n"))?;
+    }
+    dut_daemon.stop()?;
+    peer.stop()?;
+    canary.stop()?;
+    let captured = capture.finish_checked()?;
+    let canary_out = dir.join("canary.jsonl");
+    if let Err(e) = hosts.dut.conn.download(&canary_remote, &canary_out) {
+        eprintln!("warning: the canary's record did not come back: {e:#}");
+    }
+    let measured = super::Measured {
+        stalls: crate::canary::read(&canary_out).unwrap_or_default(),
+        pairs: vec![pair(hosts)],
+        captured,
+        capture_alive,
+        up,
+        up_at,
+        steal_ms: steal_after - steal_before,
+        peer_steal_ms: peer_steal_after - peer_steal_before,
+        fast_path_on_dut_cpus,
+        responder,
+        control_plane_uninterrupted: None,
+    };
+    super::judge_dut(scenario, dut, &mut outcome, measured)?;
+    Ok(outcome)
+}

@@ -1,0 +1,353 @@
+//! The `ssh` provider with three hosts, against real sshd: one OpenSSH
+//! sshd inside each of the lab's DUT, peer and observer namespaces
+//! (listening on the namespace's own loopback, key authentication,
+//! started and stopped by this test by PID), reached through a
+//! `ProxyCommand` that enters the namespace, as a user reaches hosts
+//! behind a jump host. Each namespace is a host: the runner starts the
+//! DUT's daemon, the stress and the canary in `lc-dut`, FRR's bfdd in
+//! `lc-peer` and tcpdump on the DUT's bridge port in `lc-obs`, all over
+//! SSH, and judges the capture that came back.
+//!
+//! 1. CI's `smoke` on the three hosts: the naive control flapped under
+//!    L4 and xdp held with its fast path on the DUT's CPU; every host was
+//!    reached through its own sshd; nothing of the run is left on them.
+//! 2. The observer's tcpdump killed mid-run: the run is failed, the
+//!    partial capture kept.
+//! 3. A host that cannot be reached: a clear error naming it, before
+//!    anything starts.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const HOSTS: [(&str, &str); 3] = [
+    ("dut", "lc-dut"),
+    ("peer", "lc-peer"),
+    ("observer", "lc-obs"),
+];
+
+/// sshd in network namespace `ns`, on its loopback's port 22.
+struct NamespaceSshd {
+    ns: &'static str,
+    child: Child,
+    log: PathBuf,
+}
+
+impl NamespaceSshd {
+    fn start(dir: &Path, ns: &'static str) -> Self {
+        let d = dir.display();
+        let config = dir.join(format!("sshd-{ns}.conf"));
+        std::fs::write(
+            &config,
+            format!(
+                "Port 22\nListenAddress 127.0.0.1\nHostKey {d}/host_key\n\
+                 AuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin prohibit-password\n\
+                 PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n\
+                 StrictModes no\nPidFile {d}/sshd-{ns}.pid\nLogLevel INFO\n"
+            ),
+        )
+        .unwrap();
+        let log = dir.join(format!("sshd-{ns}.log"));
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns, "/usr/sbin/sshd", "-D", "-e", "-f"])
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("starting sshd (openssh-server)");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !Command::new("ip")
+            .args(["netns", "exec", ns, "nc", "-z", "127.0.0.1", "22"])
+            .status()
+            .unwrap()
+            .success()
+        {
+            assert!(Instant::now() < deadline, "sshd in {ns} never listened");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self { ns, child, log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for NamespaceSshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `[ssh]` tables of the three namespaces as hosts; the peer's
+/// ProxyCommand goes to `peer_port` (22: its sshd).
+fn tables(dir: &Path, remote: &Path, dut_cpu: usize, peer_port: u16) -> String {
+    let d = dir.display();
+    let mut text = format!(
+        "provider = \"ssh\"\n\n[ssh]\nidentity = \"{d}/client_key\"\nremote_dir = \"{}\"\n\
+         options = [\"StrictHostKeyChecking=no\", \"UserKnownHostsFile={d}/known_hosts\"]\n\n",
+        remote.display()
+    );
+    for (role, ns) in HOSTS {
+        let port = if role == "peer" { peer_port } else { 22 };
+        let (interface, address, cpus) = match role {
+            "dut" => (
+                "eth0",
+                "address = \"192.0.2.1\"\n",
+                format!("cpus = [{dut_cpu}]\n"),
+            ),
+            "peer" => (
+                "eth0",
+                "address = \"192.0.2.2\"\n",
+                format!("cpus = [{}]\n", 1 - dut_cpu.min(1)),
+            ),
+            _ => (
+                "lc-dut-port",
+                "",
+                format!("cpus = [{}]\n", 1 - dut_cpu.min(1)),
+            ),
+        };
+        text.push_str(&format!(
+            "[ssh.{role}]\ntarget = \"root@{ns}\"\ninterface = \"{interface}\"\n{address}{cpus}\
+             options = [\"ProxyCommand=ip netns exec {ns} nc 127.0.0.1 {port}\"]\n\n"
+        ));
+    }
+    text
+}
+
+/// The shipped smoke scenario (or `body` instead of its phases and DUTs)
+/// on the three hosts, as `dir/name.toml`.
+fn scenario(dir: &Path, name: &str, ssh: &str, body: Option<&str>) -> PathBuf {
+    let smoke = std::fs::read_to_string(repo().join("scenarios/smoke.toml")).unwrap();
+    let text = match body {
+        None => smoke
+            .replace("name = \"smoke\"", &format!("name = \"{name}\""))
+            .replace("[peer]", &format!("{ssh}[peer]")),
+        Some(body) => format!(
+            "schema_version = 1\nname = \"{name}\"\ndescription = \"three hosts\"\n{ssh}\
+             [peer]\nimplementation = \"frr\"\n\n{body}"
+        ),
+    };
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// PIDs of processes whose environment carries a run's marker.
+fn marked_processes() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .map(|env| {
+                    env.split(|&b| b == 0)
+                        .any(|v| v.starts_with(b"LINECARD_RUN="))
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+#[test]
+fn smoke_runs_on_three_ssh_hosts_and_a_dead_capture_or_host_is_reported() {
+    if !privileged("smoke_runs_on_three_ssh_hosts") {
+        return;
+    }
+    let _lock = lock_lab();
+    let dir = scratch_dir("sshh");
+    let remote = dir.join("r");
+    let results = dir.join("results");
+    ssh_keys(&dir);
+    let made_run_dir = !Path::new("/run/sshd").exists();
+    std::fs::create_dir_all("/run/sshd").unwrap();
+    assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
+    let cpu = dut_cpu();
+    let sshds: Vec<NamespaceSshd> = HOSTS
+        .iter()
+        .map(|(_, ns)| NamespaceSshd::start(&dir, ns))
+        .collect();
+    let ssh = tables(&dir, &remote, cpu, 22);
+
+    // 1. Smoke on three hosts.
+    let smoke = scenario(&dir, "hsmoke", &ssh, None);
+    let profiles = repo().join("stress-profiles");
+    let profiles = ["--profiles", profiles.to_str().unwrap()];
+    if let Some((out, run)) = judged_run(&smoke, "hsmoke", &results, "a", &profiles) {
+        assert_exit(&out, 0, "smoke on three ssh hosts");
+        for sshd in &sshds {
+            assert!(
+                sshd.log().contains("Accepted publickey for root"),
+                "the run never went through the sshd in {}: {}",
+                sshd.ns,
+                sshd.log()
+            );
+        }
+        let manifest: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).unwrap())
+                .unwrap();
+        assert_eq!(manifest["status"], "complete", "{manifest:#}");
+        assert_eq!(manifest["host"]["provider"], "ssh");
+        let via = manifest["host"]["via"].as_str().unwrap();
+        assert!(
+            via.contains("dut root@lc-dut")
+                && via.contains("observer root@lc-obs (captures on lc-dut-port)"),
+            "{via}"
+        );
+        let flaps = |label: &str| -> u64 {
+            let d = dut(&manifest, label);
+            assert_eq!(d["verdict"]["status"], "pass", "{d:#}");
+            d["evidence"]["phases"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["flaps"].as_u64().unwrap())
+                .sum()
+        };
+        // The positive control: L4 on the DUT host's CPU did bite.
+        assert!(flaps("naive") > 0, "the naive control never flapped");
+        assert_eq!(flaps("xdp"), 0);
+        // The fast path judged the peer's frames on the DUT's CPU, and the
+        // stress ran there (the canary saw it).
+        let xdp = dut(&manifest, "xdp");
+        let placed = &xdp["evidence"]["fast_path_on_dut_cpus"];
+        let (on, all) = (placed[0].as_u64().unwrap(), placed[1].as_u64().unwrap());
+        assert!(
+            all > 1000 && on == all,
+            "fast path frames on the DUT's CPU: {on} of {all}"
+        );
+        let l4 = phase(xdp, "L4");
+        assert!(
+            l4["canary_stall_ms"].as_f64().unwrap_or(0.0) > 10.0,
+            "the canary on the DUT's CPU never stalled under L4: {l4:#}"
+        );
+        eprintln!(
+            "{}",
+            std::fs::read_to_string(run.join("summary.md")).unwrap()
+        );
+        for d in manifest["duts"].as_array().unwrap() {
+            let capture = run.join(d["capture"].as_str().unwrap());
+            assert!(std::fs::metadata(&capture).unwrap().len() > 10_000, "{d:#}");
+        }
+    }
+    // Nothing of the run is left on the hosts.
+    assert_eq!(std::fs::read_dir(&remote).map_or(0, |d| d.count()), 0);
+    assert_eq!(marked_processes(), Vec::<u32>::new());
+
+    // 2. The observer's capture killed mid-run: failed, partial capture kept.
+    let idle = scenario(
+        &dir,
+        "hkill",
+        &ssh,
+        Some(
+            "[[phase]]\nprofile = \"idle\"\nseconds = 15\n\n\
+             [[dut]]\nlabel = \"xdp\"\nimplementation = \"linecardd\"\nbackend = \"xdp\"\nmax_flaps = 0\n",
+        ),
+    );
+    let err = dir.join("hkill.err");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_linecard"))
+        .args([
+            "run",
+            idle.to_str().unwrap(),
+            "--results",
+            results.to_str().unwrap(),
+        ])
+        .args(profiles)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    // The capture's PID, from the run's directory on the observer (the
+    // namespaces share this file system), once the phase has begun.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let tcpdump = loop {
+        let pid = std::fs::read_dir(&remote).ok().and_then(|runs| {
+            runs.filter_map(Result::ok)
+                .find_map(|run| std::fs::read_to_string(run.path().join("xdp/tcpdump.pid")).ok())
+        });
+        let begun = std::fs::read_to_string(&err)
+            .unwrap_or_default()
+            .contains("xdp: idle")
+            || std::fs::read_to_string(&err)
+                .unwrap_or_default()
+                .contains("idle [");
+        if let (Some(pid), true) = (pid, begun) {
+            break pid.trim().parse::<i32>().unwrap();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run never began its phase: {}",
+            std::fs::read_to_string(&err).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // The marker that clean-up relies on is there, on what the run started.
+    assert!(
+        marked_processes().contains(&(tcpdump as u32)),
+        "tcpdump {tcpdump} carries no run marker"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: a signal to the tcpdump this test's run started (its PID
+    // from the run's own record).
+    assert_eq!(unsafe { libc::kill(tcpdump, libc::SIGKILL) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the run never ended");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let said = std::fs::read_to_string(&err).unwrap();
+    assert_eq!(status.code(), Some(1), "{said}");
+    let run = run_dir(&results, "hkill");
+    let run_status = std::fs::read_to_string(run.join("status")).unwrap();
+    assert!(run_status.starts_with("failed: xdp:"), "{run_status}");
+    assert!(run_status.contains("capture"), "{run_status}");
+    let partial = std::fs::metadata(run.join("xdp/capture.pcap"))
+        .unwrap()
+        .len();
+    assert!(
+        partial > 1000,
+        "the partial capture was not kept ({partial} bytes)"
+    );
+    eprintln!(
+        "the observer's capture killed: {} ({partial} bytes kept)",
+        run_status.trim()
+    );
+    assert_eq!(std::fs::read_dir(&remote).map_or(0, |d| d.count()), 0);
+    assert_eq!(marked_processes(), Vec::<u32>::new());
+
+    // 3. A peer host nobody answers for: a clear error before anything
+    // starts, and no run directory.
+    let unreachable = scenario(&dir, "hgone", &tables(&dir, &remote, cpu, 2222), None);
+    let mut args = vec![
+        "run",
+        unreachable.to_str().unwrap(),
+        "--results",
+        results.to_str().unwrap(),
+    ];
+    args.extend(profiles);
+    let out = linecard(&args);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("checking the peer host root@lc-peer"),
+        "{said}"
+    );
+    eprintln!("the unreachable peer host, as reported: {}", said.trim());
+    assert!(!results.join("hgone").exists(), "a run directory was left");
+    assert_eq!(marked_processes(), Vec::<u32>::new());
+
+    drop(sshds);
+    if made_run_dir {
+        let _ = std::fs::remove_dir("/run/sshd");
+    }
+    assert_exit(&linecard(&["lab", "down"]), 0, "lab down");
+    let _ = std::fs::remove_dir_all(&dir);
+}
