@@ -8,6 +8,7 @@ use crate::sys;
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader};
 use std::net::IpAddr;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
@@ -81,6 +82,10 @@ impl Daemon {
             .conn
             .command()
             .arg(host.launch_line(&pid_file, program, args))
+            // Its own process group: a terminal's Ctrl-C reaches the
+            // harness, which stops the remote process by its PID, not the
+            // ssh, whose end would leave the process running there.
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
             .stderr(out)

@@ -13,7 +13,9 @@
 //!    reached through its own sshd; nothing of the run is left on them.
 //! 2. The observer's tcpdump killed mid-run: the run is failed, the
 //!    partial capture kept.
-//! 3. A host that cannot be reached: a clear error naming it, before
+//! 3. Ctrl-C mid-run: failed as interrupted, the capture kept, the hosts
+//!    cleaned.
+//! 4. A host that cannot be reached: a clear error naming it, before
 //!    anything starts.
 
 mod common;
@@ -154,8 +156,70 @@ fn marked_processes() -> Vec<u32> {
         .collect()
 }
 
+/// `linecard run SCENARIO` in the background until its (one, `xdp`) DUT
+/// is 2 s into its phase: the child, its stderr's file, and the PID of
+/// the capture it started on the observer (from the run's own record in
+/// `remote`: the namespaces share this file system).
+fn run_into_phase(
+    scenario: &Path,
+    results: &Path,
+    remote: &Path,
+    extra: &[&str],
+) -> (Child, PathBuf, i32) {
+    let err = scenario.with_extension("err");
+    let child = Command::new(env!("CARGO_BIN_EXE_linecard"))
+        .args([
+            "run",
+            scenario.to_str().unwrap(),
+            "--results",
+            results.to_str().unwrap(),
+        ])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let tcpdump = loop {
+        let pid = std::fs::read_dir(remote).ok().and_then(|runs| {
+            runs.filter_map(Result::ok)
+                .find_map(|run| std::fs::read_to_string(run.path().join("xdp/tcpdump.pid")).ok())
+        });
+        let said = std::fs::read_to_string(&err).unwrap_or_default();
+        // The progress line: "xdp: idle 0/15 s", or a bar on a terminal.
+        let begun = said.contains("xdp: idle") || said.contains("idle [");
+        if let (Some(pid), true) = (pid, begun) {
+            break pid.trim().parse::<i32>().unwrap();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run never began its phase: {said}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // The marker that clean-up relies on is there, on what the run started.
+    assert!(
+        marked_processes().contains(&(tcpdump as u32)),
+        "tcpdump {tcpdump} carries no run marker"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    (child, err, tcpdump)
+}
+
+/// The child's exit code and stderr, once it ended (bounded).
+fn ended(child: &mut Child, err: &Path) -> (Option<i32>, String) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return (status.code(), std::fs::read_to_string(err).unwrap());
+        }
+        assert!(Instant::now() < deadline, "the run never ended");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 #[test]
-fn smoke_runs_on_three_ssh_hosts_and_a_dead_capture_or_host_is_reported() {
+fn smoke_runs_on_three_ssh_hosts_and_a_dead_capture_ctrl_c_or_lost_host_is_reported() {
     if !privileged("smoke_runs_on_three_ssh_hosts") {
         return;
     }
@@ -240,71 +304,23 @@ fn smoke_runs_on_three_ssh_hosts_and_a_dead_capture_or_host_is_reported() {
     assert_eq!(marked_processes(), Vec::<u32>::new());
 
     // 2. The observer's capture killed mid-run: failed, partial capture kept.
-    let idle = scenario(
-        &dir,
-        "hkill",
-        &ssh,
-        Some(
-            "[[phase]]\nprofile = \"idle\"\nseconds = 15\n\n\
-             [[dut]]\nlabel = \"xdp\"\nimplementation = \"linecardd\"\nbackend = \"xdp\"\nmax_flaps = 0\n",
-        ),
-    );
-    let err = dir.join("hkill.err");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_linecard"))
-        .args([
-            "run",
-            idle.to_str().unwrap(),
-            "--results",
-            results.to_str().unwrap(),
-        ])
-        .args(profiles)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
-    // The capture's PID, from the run's directory on the observer (the
-    // namespaces share this file system), once the phase has begun.
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let tcpdump = loop {
-        let pid = std::fs::read_dir(&remote).ok().and_then(|runs| {
-            runs.filter_map(Result::ok)
-                .find_map(|run| std::fs::read_to_string(run.path().join("xdp/tcpdump.pid")).ok())
-        });
-        let begun = std::fs::read_to_string(&err)
-            .unwrap_or_default()
-            .contains("xdp: idle")
-            || std::fs::read_to_string(&err)
-                .unwrap_or_default()
-                .contains("idle [");
-        if let (Some(pid), true) = (pid, begun) {
-            break pid.trim().parse::<i32>().unwrap();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the run never began its phase: {}",
-            std::fs::read_to_string(&err).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(200));
+    let idle = |name: &str| {
+        scenario(
+            &dir,
+            name,
+            &ssh,
+            Some(
+                "[[phase]]\nprofile = \"idle\"\nseconds = 15\n\n\
+                 [[dut]]\nlabel = \"xdp\"\nimplementation = \"linecardd\"\nbackend = \"xdp\"\nmax_flaps = 0\n",
+            ),
+        )
     };
-    // The marker that clean-up relies on is there, on what the run started.
-    assert!(
-        marked_processes().contains(&(tcpdump as u32)),
-        "tcpdump {tcpdump} carries no run marker"
-    );
-    std::thread::sleep(Duration::from_secs(2));
+    let (mut child, err, tcpdump) = run_into_phase(&idle("hkill"), &results, &remote, &profiles);
     // SAFETY: a signal to the tcpdump this test's run started (its PID
     // from the run's own record).
     assert_eq!(unsafe { libc::kill(tcpdump, libc::SIGKILL) }, 0);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the run never ended");
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    let said = std::fs::read_to_string(&err).unwrap();
-    assert_eq!(status.code(), Some(1), "{said}");
+    let (code, said) = ended(&mut child, &err);
+    assert_eq!(code, Some(1), "{said}");
     let run = run_dir(&results, "hkill");
     let run_status = std::fs::read_to_string(run.join("status")).unwrap();
     assert!(run_status.starts_with("failed: xdp:"), "{run_status}");
@@ -323,7 +339,26 @@ fn smoke_runs_on_three_ssh_hosts_and_a_dead_capture_or_host_is_reported() {
     assert_eq!(std::fs::read_dir(&remote).map_or(0, |d| d.count()), 0);
     assert_eq!(marked_processes(), Vec::<u32>::new());
 
-    // 3. A peer host nobody answers for: a clear error before anything
+    // 3. Ctrl-C (SIGINT to the harness alone, as a terminal's reaches it
+    // while the remote processes' ssh sit in groups of their own): the run
+    // stops, is marked interrupted, keeps its capture, and the hosts are
+    // cleaned.
+    let (mut child, err, _) = run_into_phase(&idle("hint"), &results, &remote, &profiles);
+    // SAFETY: SIGINT to the linecard this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let (code, said) = ended(&mut child, &err);
+    assert_eq!(code, Some(1), "{said}");
+    let run = run_dir(&results, "hint");
+    let run_status = std::fs::read_to_string(run.join("status")).unwrap();
+    assert!(
+        run_status.starts_with("failed: interrupted"),
+        "{run_status}"
+    );
+    assert!(run.join("xdp/capture.pcap").exists());
+    assert_eq!(std::fs::read_dir(&remote).map_or(0, |d| d.count()), 0);
+    assert_eq!(marked_processes(), Vec::<u32>::new());
+
+    // 4. A peer host nobody answers for: a clear error before anything
     // starts, and no run directory.
     let unreachable = scenario(&dir, "hgone", &tables(&dir, &remote, cpu, 2222), None);
     let mut args = vec![
