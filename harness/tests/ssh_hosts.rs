@@ -15,7 +15,9 @@
 //!    partial capture kept.
 //! 3. Ctrl-C mid-run: failed as interrupted, the capture kept, the hosts
 //!    cleaned.
-//! 4. A host that cannot be reached: a clear error naming it, before
+//! 4. A backend the DUT host cannot run: unavailable, in the engine's
+//!    words there.
+//! 5. A host that cannot be reached: a clear error naming it, before
 //!    anything starts.
 
 mod common;
@@ -358,7 +360,57 @@ fn smoke_runs_on_three_ssh_hosts_and_a_dead_capture_ctrl_c_or_lost_host_is_repor
     assert_eq!(std::fs::read_dir(&remote).map_or(0, |d| d.count()), 0);
     assert_eq!(marked_processes(), Vec::<u32>::new());
 
-    // 4. A peer host nobody answers for: a clear error before anything
+    // 4. A backend the DUT host's kernel cannot run (no etf for txtime on
+    // this machine kind) is unavailable, in the engine's words there, and
+    // nothing starts for it.
+    let local = Command::new("ip")
+        .args(["netns", "exec", "lc-dut"])
+        .arg(linecardd())
+        .args(["backends", "--json"])
+        .output()
+        .unwrap();
+    let local: serde_json::Value = serde_json::from_slice(&local.stdout).unwrap();
+    assert_eq!(
+        local["txtime"]["status"], "unavailable",
+        "this kernel has etf: the premise (a backend the DUT host cannot run) needs another backend"
+    );
+    let txtime = scenario(
+        &dir,
+        "htx",
+        &ssh,
+        Some(
+            "[[phase]]\nprofile = \"idle\"\nseconds = 5\n\n\
+             [[dut]]\nlabel = \"txtime\"\nimplementation = \"linecardd\"\nbackend = \"txtime\"\nmax_flaps = 0\n",
+        ),
+    );
+    let mut args = vec![
+        "run",
+        txtime.to_str().unwrap(),
+        "--results",
+        results.to_str().unwrap(),
+    ];
+    args.extend(profiles);
+    let out = linecard(&args);
+    assert_exit(&out, 0, "a run whose one DUT is unavailable");
+    let run = run_dir(&results, "htx");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).unwrap()).unwrap();
+    let verdict = &dut(&manifest, "txtime")["verdict"];
+    assert_eq!(verdict["status"], "unavailable", "{verdict:#}");
+    let reason = local["txtime"]["reason"].as_str().unwrap();
+    assert!(
+        verdict["why"]
+            .as_str()
+            .is_some_and(|r| r == format!("on root@lc-dut: {reason}")),
+        "{verdict:#}"
+    );
+    assert!(
+        !run.join("txtime/capture.pcap").exists(),
+        "a capture ran for an unavailable DUT"
+    );
+    assert_eq!(marked_processes(), Vec::<u32>::new());
+
+    // 5. A peer host nobody answers for: a clear error before anything
     // starts, and no run directory.
     let unreachable = scenario(&dir, "hgone", &tables(&dir, &remote, cpu, 2222), None);
     let mut args = vec![

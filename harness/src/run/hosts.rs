@@ -483,6 +483,31 @@ fn start_dut(
     }
 }
 
+/// Why `backend` cannot run on `host`, if it cannot: `linecardd backends
+/// --json` there.
+fn unavailable_on(host: &RemoteHost, backend: &str) -> Result<Option<String>> {
+    let out = host.query(
+        &format!("{}/linecardd", host.dir),
+        &["backends".into(), "--json".into()],
+    )?;
+    let said: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
+        format!(
+            "linecardd backends on {}: {}",
+            host.conn.target,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
+    })?;
+    Ok((said[backend]["status"] == "unavailable").then(|| {
+        format!(
+            "on {}: {}",
+            host.conn.target,
+            said[backend]["reason"]
+                .as_str()
+                .unwrap_or("no reason given")
+        )
+    }))
+}
+
 /// Runs one DUT through every phase on the hosts, then judges its
 /// capture as a local run's.
 fn run_dut(
@@ -514,6 +539,14 @@ fn run_dut(
         spoiled_attempts: Vec::new(),
         families: Vec::new(),
     };
+    // The DUT host's kernel decides (etf for txtime, XDP for xdp), in the
+    // engine's own words there.
+    if let DutImplementation::Linecardd { backend } = &dut.implementation {
+        if let Some(reason) = unavailable_on(&hosts.dut, backend)? {
+            outcome.verdict = super::Verdict::Unavailable(reason);
+            return Ok(outcome);
+        }
+    }
     // The capture starts first: bring-up is on it too.
     let mut capture = Capture::start_remote(
         &hosts.observer,
