@@ -14,6 +14,15 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// `log`, opened to append a process's stdout and stderr.
+fn append_to(log: &Path) -> Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("opening {}", log.display()))
+}
+
 /// A process started by the harness.
 pub struct Daemon {
     pub name: String,
@@ -36,11 +45,7 @@ impl Daemon {
         args: &[String],
         log: &Path,
     ) -> Result<Self> {
-        let out = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .with_context(|| format!("opening {}", log.display()))?;
+        let out = append_to(log)?;
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", ns, program])
             .args(args)
@@ -72,11 +77,7 @@ impl Daemon {
         args: &[String],
         log: &Path,
     ) -> Result<Self> {
-        let out = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .with_context(|| format!("opening {}", log.display()))?;
+        let out = append_to(log)?;
         let pid_file = format!("{run_dir}/{name}.pid");
         let child = host
             .conn

@@ -208,6 +208,18 @@ fn run_into_phase(
     (child, err, tcpdump)
 }
 
+/// `linecard run SCENARIO --results RESULTS EXTRA...`, to its end.
+fn run_to_end(scenario: &Path, results: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "run",
+        scenario.to_str().unwrap(),
+        "--results",
+        results.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    linecard(&args)
+}
+
 /// The child's exit code and stderr, once it ended (bounded).
 fn ended(child: &mut Child, err: &Path) -> (Option<i32>, String) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -383,14 +395,7 @@ fn smoke_runs_on_three_ssh_hosts_and_a_dead_capture_ctrl_c_or_lost_host_is_repor
              [[dut]]\nlabel = \"txtime\"\nimplementation = \"linecardd\"\nbackend = \"txtime\"\nmax_flaps = 0\n",
         ),
     );
-    let mut args = vec![
-        "run",
-        txtime.to_str().unwrap(),
-        "--results",
-        results.to_str().unwrap(),
-    ];
-    args.extend(profiles);
-    let out = linecard(&args);
+    let out = run_to_end(&txtime, &results, &profiles);
     assert_exit(&out, 0, "a run whose one DUT is unavailable");
     let run = run_dir(&results, "htx");
     let manifest: serde_json::Value =
@@ -413,14 +418,7 @@ fn smoke_runs_on_three_ssh_hosts_and_a_dead_capture_ctrl_c_or_lost_host_is_repor
     // 5. A peer host nobody answers for: a clear error before anything
     // starts, and no run directory.
     let unreachable = scenario(&dir, "hgone", &tables(&dir, &remote, cpu, 2222), None);
-    let mut args = vec![
-        "run",
-        unreachable.to_str().unwrap(),
-        "--results",
-        results.to_str().unwrap(),
-    ];
-    args.extend(profiles);
-    let out = linecard(&args);
+    let out = run_to_end(&unreachable, &results, &profiles);
     let said = String::from_utf8_lossy(&out.stderr);
     assert_ne!(out.status.code(), Some(0), "{said}");
     assert!(
