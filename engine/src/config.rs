@@ -31,6 +31,7 @@ struct RawEngine {
     frr_hold_seconds: Option<i64>,
     txtime_depth: Option<i64>,
     xdp_replies: Option<bool>,
+    xdp_own_clock: Option<bool>,
     sched_deadline: Option<bool>,
     dead_man_ms: Option<i64>,
 }
@@ -91,6 +92,12 @@ pub struct EngineConfig {
     /// userspace: a deliberately degraded engine, to prove that a
     /// regression gate catches the loss of the fast path.
     pub xdp_replies: bool,
+    /// The xdp backend's own clock in the kernel's sweep: a packet of ours
+    /// when none left for 1.1 intervals (RFC 5880 6.8.7: we send on our
+    /// own schedule whatever the peer does). `false` is the negative
+    /// control: replies then follow the peer alone, and a stalled peer's
+    /// silence becomes ours.
+    pub xdp_own_clock: bool,
     /// The xdp backend's responder asks for SCHED_DEADLINE before
     /// SCHED_FIFO (default). `false`: SCHED_FIFO only, as the reference
     /// engine ran: RT throttling then holds it with the RT hogs.
@@ -320,6 +327,7 @@ impl EngineConfig {
                 .unwrap_or_else(|| DEFAULT_CONTROL_SOCKET.into()),
             txtime_depth: txtime_depth as usize,
             xdp_replies: raw.engine.xdp_replies.unwrap_or(true),
+            xdp_own_clock: raw.engine.xdp_own_clock.unwrap_or(true),
             sched_deadline: raw.engine.sched_deadline.unwrap_or(true),
             dead_man_ms,
             frr_dataplane,

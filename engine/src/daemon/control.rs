@@ -142,7 +142,7 @@ impl Engine {
                 peer: path.peer,
                 state: session.state(),
                 polling: session.polling(),
-                offloaded: peer.offloaded,
+                offloaded: peer.kernel.offloaded(),
                 authenticated: session.auth().is_some(),
                 demand_configured: session.config().demand,
                 demand_active_at_peer: session.remote_demand_active(),
@@ -159,7 +159,7 @@ impl Engine {
                 let (desired, required) = session.advertised();
                 // The kernel's own view, fresh: the loop may not have
                 // passed since.
-                let (own_clock_requests, last_own_clock) = match (&self.fast, peer.offloaded) {
+                let (own_clock_requests, last_own_clock) = match (&self.fast, peer.kernel.offloaded()) {
                     (Some(fast), true) => fast.state(id as u32).map_or(
                         (peer.own_clock_requests, peer.last_own_clock),
                         |state| {
@@ -175,7 +175,7 @@ impl Engine {
                 // Recent: within the last three intervals.
                 let own_clock_recent =
                     last_own_clock.is_some_and(|t| now - t < 3 * session.tx_interval_ns());
-                let clock = match (peer.offloaded, own_clock_recent) {
+                let clock = match (peer.kernel.offloaded(), own_clock_recent) {
                     (false, _) => "own",
                     (true, false) => "peer",
                     (true, true) => "own: the peer stalled or is RX-clocked too",
@@ -203,7 +203,7 @@ impl Engine {
                     counters: session.counters(),
                     drops: nonzero(&peer.drops),
                     last_transition: peer.last_transition,
-                    offloaded: peer.offloaded,
+                    offloaded: peer.kernel.offloaded(),
                     last_transition_unix_ns: peer.last_transition.map(|t| self.unix_ns(t.at_ns)),
                     kernel_detection_unix_ns: peer.kernel_detection_unix_ns,
                     clock,

@@ -9,6 +9,7 @@
 
 pub mod control;
 mod due;
+pub mod offload;
 mod frr;
 
 use crate::backend::responder::Prepared;
@@ -26,10 +27,7 @@ use std::os::unix::net::UnixListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-/// How long after the detection deadline userspace declares an offloaded
-/// session down itself if the kernel's sweep (at the deadline, at least
-/// every 0.5 ms) has not.
-const KERNEL_DETECTION_GRACE_NS: Nanos = 5_000_000;
+use offload::{KernelView, Placement, SessionView, KERNEL_DETECTION_GRACE_NS};
 
 /// A loop pass services only the sessions that are due or heard from; at
 /// least this often it services every session (a safety net for a change
@@ -43,20 +41,10 @@ pub struct Peer {
     /// Packets refused after demultiplexing, by reason.
     pub drops: [u64; DropReason::ALL.len()],
     pub last_transition: Option<Transition>,
-    /// The fast path answers for this session now (xdp backend).
-    pub offloaded: bool,
-    /// In which role, while offloaded.
-    offloaded_role: Option<FastPathRole>,
-    /// The reply template the kernel holds for the session (its steady
-    /// packet when offloaded).
-    offloaded_reply: [u8; crate::wire::HEADER_LEN],
-    /// The detection time and own clock last written to the kernel's
-    /// sweep, ns (0: unarmed).
-    armed_detect_ns: u64,
-    armed_clock_ns: u64,
-    /// The detection time last written to the session's `LC_SESSIONS`
-    /// entry while registered (its sequence window's lapse), ns.
-    registered_detect_ns: u64,
+    /// What userspace last wrote to the kernel for this session (xdp
+    /// backend): whether and in which role the fast path answers for it,
+    /// its reply template, its sweep slot, its registration.
+    pub kernel: KernelView,
     /// When the kernel last declared the peer silent (CLOCK_REALTIME ns).
     pub kernel_detection_unix_ns: Option<i64>,
     /// Engine time of userspace's last packet for this session.
@@ -359,12 +347,7 @@ impl Engine {
                     tx,
                     drops: [0; DropReason::ALL.len()],
                     last_transition: None,
-                    offloaded: false,
-                    offloaded_role: None,
-                    offloaded_reply: [0; crate::wire::HEADER_LEN],
-                    armed_detect_ns: 0,
-                    armed_clock_ns: 0,
-                    registered_detect_ns: 0,
+                    kernel: KernelView::default(),
                     kernel_detection_unix_ns: None,
                     last_user_tx: None,
                     own_clock_requests: 0,
@@ -540,7 +523,7 @@ impl Engine {
             let path = *path;
             let before = (peer.due_next, peer.due_detection);
             peer.stale = false;
-            if let (Some(fast), true) = (self.fast.as_ref(), peer.offloaded) {
+            if let (Some(fast), true) = (self.fast.as_ref(), peer.kernel.offloaded()) {
                 // What the kernel answered for us counts as heard.
                 if let Ok(state) = fast.state(id as u32) {
                     peer.own_clock_requests = state.clock_tx_requests;
@@ -558,95 +541,51 @@ impl Engine {
                 }
             }
             // While the kernel's sweep is the detector (its event carries
-            // the instant), userspace is the backstop, a grace period later.
-            // In Demand mode ours, detection is Poll-timed and userspace's
-            // alone (the sweep is unarmed): no grace.
-            let grace = if peer.offloaded && peer.armed_detect_ns != 0 {
-                KERNEL_DETECTION_GRACE_NS
-            } else {
-                0
-            };
+            // the instant), userspace is the backstop, a grace period later
+            // (offload::detection_grace).
+            let grace = offload::detection_grace(&peer.kernel);
             if let Some(t) = session.on_timer(now - grace) {
                 peer.last_transition = Some(t);
                 log_transition(&peer.spec, &t);
             }
             if let Some(fast) = self.fast.as_mut() {
-                // An authenticated session stays in userspace: the fast
-                // path verifies its packets but does not sign replies.
-                let want = session.fast_path_role().filter(|_| {
-                    session.auth().is_none() && self.config.xdp_replies && peer.spec.offload
-                });
-                // Offloaded afresh as well when the reply the kernel sends
-                // for us is no longer ours (PollsOnly lasts through a Poll
-                // of ours, which may announce new timers: 6.8.3).
-                let template_stale = peer.offloaded
-                    && want == peer.offloaded_role
-                    && peer.offloaded_reply != session.steady_packet().header_bytes();
-                if let (Some(role), true) = (want, !peer.offloaded || template_stale) {
-                    let neighbours = neighbours.get_or_insert_with(fast_path::Neighbours::read);
-                    offload(fast, &path, session, peer, id as u32, role, neighbours);
-                } else if peer.offloaded && want != peer.offloaded_role {
-                    // Withdrawn, or its role changed (the remote entered or
-                    // left Demand mode): userspace's for this pass, offloaded
-                    // afresh at the next.
-                    fast.disarm_responder(session.config().local_discr);
-                    if let Err(e) = fast.register(
-                        session.config().local_discr,
-                        registered_config(&path, session, peer, id as u32),
-                    ) {
-                        log(&format!(
-                            "withdrawing {} -> {} failed: {e:#}",
-                            path.local, path.peer
-                        ));
+                let allowed = self.config.xdp_replies && peer.spec.offload;
+                let view = SessionView::of(session, allowed, self.config.xdp_own_clock);
+                match offload::placement(&view, &peer.kernel) {
+                    Some(Placement::Offload(role)) => {
+                        let neighbours =
+                            neighbours.get_or_insert_with(fast_path::Neighbours::read);
+                        offload(fast, &path, session, peer, id as u32, role, neighbours);
                     }
-                    peer.offloaded = false;
-                    peer.offloaded_role = None;
-                } else if !peer.offloaded
-                    && session.auth().is_some()
-                    && session.detection_time_ns().unwrap_or(0) as u64 != peer.registered_detect_ns
-                {
-                    // The kernel's sequence window lapses after twice the
-                    // detection time (RFC 5880 6.8.1): keep its copy current.
-                    match fast.register(
+                    Some(Placement::Withdraw) => {
+                        fast.disarm_responder(session.config().local_discr);
+                        if let Err(e) = fast.register(
+                            session.config().local_discr,
+                            registered_config(&path, session, peer, id as u32),
+                        ) {
+                            log(&format!(
+                                "withdrawing {} -> {} failed: {e:#}",
+                                path.local, path.peer
+                            ));
+                        }
+                        peer.kernel.role = None;
+                    }
+                    Some(Placement::Reregister) => match fast.register(
                         session.config().local_discr,
                         registered_config(&path, session, peer, id as u32),
                     ) {
-                        Ok(()) => {
-                            peer.registered_detect_ns =
-                                session.detection_time_ns().unwrap_or(0) as u64
-                        }
+                        Ok(()) => peer.kernel.registered_detect_ns = view.detection_ns,
                         Err(e) => log(&format!(
                             "updating {} -> {} in the fast path failed: {e:#}",
                             path.local, path.peer
                         )),
-                    }
+                    },
+                    None => {}
                 }
-                // Keep the kernel's sweep armed with the current detection
-                // time and own clock while offloaded, disarmed otherwise:
-                // after the offload decision, so that a session offloaded in
-                // this pass is armed in it too (armed a pass later, it went
-                // up to a detection time with neither own clock nor kernel
-                // detection: 17-27 ms gaps of ours under 30 % loss).
-                // In Demand mode here the remote's silence is what we asked
-                // for (detection is Poll-timed, userspace's: 6.8.4); to a
-                // remote in Demand mode nothing periodic goes (6.8.7).
-                let (detect_ns, clock_ns) = if peer.offloaded {
-                    (
-                        if session.local_demand_active() {
-                            0
-                        } else {
-                            session.detection_time_ns().unwrap_or(0) as u64
-                        },
-                        if peer.offloaded_role == Some(FastPathRole::Steady) {
-                            session.tx_interval_ns() as u64
-                        } else {
-                            0
-                        },
-                    )
-                } else {
-                    (0, 0)
-                };
-                if (detect_ns, clock_ns) != (peer.armed_detect_ns, peer.armed_clock_ns) {
+                // After the placement, so that a session offloaded in this
+                // pass is armed in it too (offload::sweep).
+                if offload::sweep_stale(&view, &peer.kernel) {
+                    let (detect_ns, clock_ns) = offload::sweep(&view, &peer.kernel);
                     let slot = linecard_common::bfd::SlotConfig {
                         detect_ns,
                         discr: session.config().local_discr,
@@ -658,7 +597,8 @@ impl Engine {
                     };
                     match fast.set_slot(id as u32, slot) {
                         Ok(()) => {
-                            (peer.armed_detect_ns, peer.armed_clock_ns) = (detect_ns, clock_ns)
+                            (peer.kernel.armed_detect_ns, peer.kernel.armed_clock_ns) =
+                                (detect_ns, clock_ns)
                         }
                         Err(e) => log(&format!(
                             "arming the kernel's detection for {} failed: {e:#}",
@@ -667,9 +607,7 @@ impl Engine {
                     }
                 }
             }
-            // A remote in Demand mode gets only Finals from the kernel; our
-            // own Polls still leave from here (6.8.7).
-            if peer.offloaded && peer.offloaded_role == Some(FastPathRole::Steady) {
+            if offload::kernel_transmits(&peer.kernel) {
                 // The kernel transmits and detects; we only keep backstops.
                 let backstop = session
                     .detection_deadline()
@@ -854,10 +792,9 @@ impl Engine {
         let ids: Vec<SessionId> = self.table.ids().collect();
         for id in ids {
             let (_, session, peer) = self.table.get_mut(id).unwrap();
-            if let (Some(fast), true) = (self.fast.as_mut(), peer.offloaded) {
+            if let (Some(fast), true) = (self.fast.as_mut(), peer.kernel.offloaded()) {
                 let _ = fast.forget(session.config().local_discr);
-                peer.offloaded = false;
-                peer.offloaded_role = None;
+                peer.kernel.role = None;
             }
             session.set_admin_down(now, true);
             if let Some(packet) = session.poll_transmit(now) {
@@ -1081,9 +1018,8 @@ fn offload(
         ));
         return;
     }
-    peer.offloaded = true;
-    peer.offloaded_role = Some(role);
-    peer.offloaded_reply = config.reply;
+    peer.kernel.role = Some(role);
+    peer.kernel.reply = config.reply;
     match peer.tx.duplicate() {
         Ok((socket, peer_addr)) => fast.arm_responder(
             discr,
