@@ -15,4 +15,5 @@ pub mod report;
 pub mod rt_throttle;
 pub mod run;
 pub mod scenario;
+pub mod steal;
 pub mod sys;

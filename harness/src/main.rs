@@ -117,6 +117,12 @@ enum Command {
         output: Output,
     },
     /// Record a baseline for the gate from repeated complete runs of one scenario
+    ///
+    /// The file records the runs' values (their spread), the slack and its reason, and a seal:
+    /// a value edited by hand afterwards makes the gate refuse the file, so a wider limit comes
+    /// from a new recording with its reason, never from an edit. Example: linecard baseline
+    /// results/smoke/A results/smoke/B results/smoke/C --slack-ms 5 --phase-slack-ms L4=8
+    /// --slack-reason "..." --provenance "three runs on ..." --out baselines/smoke.toml
     Baseline {
         /// Run directories of the same scenario (their spread is recorded)
         #[arg(required = true)]
@@ -124,6 +130,12 @@ enum Command {
         /// Slack above the worst run for the gap metrics, ms (counts get 0)
         #[arg(long, default_value_t = 2.0)]
         slack_ms: f64,
+        /// The slack for the phases of one profile, PROFILE=MS (repeatable), e.g. L4=8
+        #[arg(long = "phase-slack-ms", value_parser = parse_phase_slack)]
+        phase_slack_ms: Vec<(String, f64)>,
+        /// Why the slack is what it is (required: the file must say)
+        #[arg(long)]
+        slack_reason: String,
         /// Where the values came from, recorded in the file
         #[arg(long, default_value = "")]
         provenance: String,
@@ -135,6 +147,19 @@ enum Command {
     /// records as JSON lines each time it was kept from running for more than 2 ms
     #[command(hide = true)]
     Canary {
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        seconds: u64,
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
+    /// The steal witness (started by `linecard run` off the DUT's CPUs): reads the DUT CPUs'
+    /// hypervisor steal from /proc/stat every 2 ms and records each change as a JSON line, so
+    /// that steal excuses only a gap it fell inside
+    #[command(hide = true)]
+    StealWitness {
+        /// The DUT's CPUs (comma-separated)
+        #[arg(long, value_delimiter = ',', required = true)]
+        cpus: Vec<usize>,
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
         seconds: u64,
         #[arg(long)]
@@ -404,10 +429,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Baseline {
             runs,
             slack_ms,
+            phase_slack_ms,
+            slack_reason,
             provenance,
             out,
         } => {
-            let baseline = linecard_harness::gate::record(&runs, slack_ms, &provenance)?;
+            let slack = linecard_harness::gate::Slack {
+                default_ms: slack_ms,
+                per_profile: phase_slack_ms,
+                reason: slack_reason,
+            };
+            let baseline = linecard_harness::gate::record(&runs, &slack, &provenance)?;
             let text = format!(
                 "# Recorded by `linecard baseline` from {} runs; the gate's rule: baselines/README.md\n{}",
                 runs.len(),
@@ -416,6 +448,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             std::fs::write(&out, text)
                 .map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?;
             println!("{}", out.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::StealWitness { cpus, seconds, out } => {
+            linecard_harness::steal::run(&cpus, std::time::Duration::from_secs(seconds), &out)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Canary { seconds, out } => {
@@ -659,4 +695,18 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `PROFILE=MS` for `linecard baseline --phase-slack-ms`.
+fn parse_phase_slack(text: &str) -> Result<(String, f64), String> {
+    let (profile, ms) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?}: expected PROFILE=MS, e.g. L4=8"))?;
+    let ms: f64 = ms
+        .parse()
+        .map_err(|e| format!("{text:?}: the slack {ms:?} is not a number ({e})"))?;
+    if !(ms.is_finite() && ms >= 0.0) || profile.is_empty() {
+        return Err(format!("{text:?}: expected a profile name and a slack of 0 ms or more"));
+    }
+    Ok((profile.to_string(), ms))
 }

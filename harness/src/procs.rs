@@ -77,12 +77,38 @@ impl Daemon {
         args: &[String],
         log: &Path,
     ) -> Result<Self> {
-        let out = append_to(log)?;
         let pid_file = format!("{run_dir}/{name}.pid");
+        let line = host.launch_line(&pid_file, program, args);
+        Self::spawn_remote_line(name, host, &pid_file, line, log)
+    }
+
+    /// [`Daemon::spawn_remote`] off the DUT's CPUs, where the harness's
+    /// own queries run (a witness must not be starved by what it watches).
+    pub fn spawn_remote_off_dut(
+        name: &str,
+        host: &Arc<RemoteHost>,
+        run_dir: &str,
+        program: &str,
+        args: &[String],
+        log: &Path,
+    ) -> Result<Self> {
+        let pid_file = format!("{run_dir}/{name}.pid");
+        let line = host.launch_line_off_dut(&pid_file, program, args);
+        Self::spawn_remote_line(name, host, &pid_file, line, log)
+    }
+
+    fn spawn_remote_line(
+        name: &str,
+        host: &Arc<RemoteHost>,
+        pid_file: &str,
+        line: String,
+        log: &Path,
+    ) -> Result<Self> {
+        let out = append_to(log)?;
         let child = host
             .conn
             .command()
-            .arg(host.launch_line(&pid_file, program, args))
+            .arg(line)
             // Its own process group: a terminal's Ctrl-C reaches the
             // harness, which stops the remote process by its PID, not the
             // ssh, whose end would leave the process running there.
@@ -91,7 +117,7 @@ impl Daemon {
             .stdout(out.try_clone()?)
             .stderr(out)
             .spawn()
-            .with_context(|| format!("starting {name} ({program}) on {}", host.conn.target))?;
+            .with_context(|| format!("starting {name} on {}", host.conn.target))?;
         let mut daemon = Self {
             name: name.to_string(),
             child,
@@ -101,7 +127,7 @@ impl Daemon {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let pid = host
-                .read(&pid_file)
+                .read(pid_file)
                 .ok()
                 .and_then(|t| t.trim().parse().ok());
             if let Some(pid) = pid {

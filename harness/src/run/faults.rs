@@ -329,8 +329,10 @@ impl FaultBreach {
 /// What the figures say about the DUT: a breach when the fault did not
 /// bite or the instrument disagrees with itself (invalid), or the DUT broke
 /// a rule (fail).
-/// `steal_ms`: what the hypervisor took from the DUT's CPUs during the run;
-/// it can excuse a late packet of ours, never a missed or early Down.
+/// `steal_ms`: what the hypervisor took from the DUT's CPUs inside the
+/// fault's phase (the steal witness's placement); it can excuse a late
+/// packet of ours, never a missed or early Down. None measured, none
+/// excused.
 pub fn judge(
     f: &FaultFigures,
     detection_ms: f64,
@@ -384,7 +386,7 @@ pub fn judge(
                 let why = format!("our longest gap while Up was {:.2} ms", f.up_gap_max_ms);
                 // Our own clock was late by what the hypervisor may have
                 // taken (CI: 21.70 ms, 90 ms stolen from the DUT's CPU).
-                return if f.up_gap_max_ms - interval_ms <= steal_ms {
+                return if steal_ms > 0.0 && f.up_gap_max_ms - interval_ms <= steal_ms {
                     Err(FaultBreach::Stolen(format!(
                         "{what}: {why}, while the hypervisor stole {steal_ms:.0} ms from the DUT's CPUs"
                     )))

@@ -575,6 +575,24 @@ fn run_dut(
         ],
         &dir.join("canary.log"),
     )?;
+    // The steal witness, on the DUT host off the DUT's CPUs.
+    let steal_remote = format!("{remote_dir}/steal.jsonl");
+    let mut steal_witness = Daemon::spawn_remote_off_dut(
+        "steal-witness",
+        &hosts.dut,
+        &remote_dir,
+        &format!("{}/linecard", hosts.dut.dir),
+        &[
+            "steal-witness".into(),
+            "--cpus".into(),
+            super::ssh::cpu_list(&hosts.dut.spec.cpus),
+            "--seconds".into(),
+            (total + 2).to_string(),
+            "--out".into(),
+            steal_remote.clone(),
+        ],
+        &dir.join("steal-witness.log"),
+    )?;
     let (steal_before, peer_steal_before) = steal(hosts);
     let dut_cpus = &hosts.dut.spec.cpus;
     let mut progress = Progress::new();
@@ -651,13 +669,19 @@ fn run_dut(
     dut_daemon.stop()?;
     peer.stop()?;
     canary.stop()?;
+    steal_witness.stop()?;
     let captured = capture.finish_checked()?;
     let canary_out = dir.join("canary.jsonl");
     if let Err(e) = hosts.dut.conn.download(&canary_remote, &canary_out) {
         eprintln!("warning: the canary's record did not come back: {e:#}");
     }
+    let steal_out = dir.join("steal.jsonl");
+    if let Err(e) = hosts.dut.conn.download(&steal_remote, &steal_out) {
+        eprintln!("warning: the steal witness's record did not come back (no steal can excuse a gap): {e:#}");
+    }
     let measured = super::Measured {
         stalls: crate::canary::read(&canary_out).unwrap_or_default(),
+        steal: crate::steal::StealTrace::read(&steal_out),
         pairs: vec![pair(hosts)],
         captured,
         capture_alive,

@@ -4,9 +4,11 @@
 //! the peer host stalls and sends nothing for 27 ms, the DUT's next packet
 //! is 27 ms late too, through no fault of its own (measured in CI: FRR on
 //! the peer's CPU silent 27.79 ms, the xdp DUT's gap 27.80 ms, its reply
-//! 21 us after the peer's packet). The peer is part of the instrument: a
-//! limit broken only by such mirrored gaps makes the run invalid, like a
-//! peer that declares the DUT dead too soon, never a pass or a fail.
+//! 21 us after the peer's packet). That is said beside the gap, but it
+//! excuses nothing: the DUT's own clock must send within its interval
+//! whatever the peer does (RFC 5880 6.8.7; the xdp backend's kernel clock
+//! exists to fill exactly such silences), so a mirrored gap over a limit
+//! is the DUT's failure.
 
 use linecard_capture_analyzer::analysis::{PacketRecord, PacketSink};
 use std::collections::{HashMap, HashSet};
@@ -48,9 +50,25 @@ impl PacketSink for LongGaps {
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LongGap {
     pub gap_ms: f64,
+    /// The capture's timestamp of the packet that ended it (CLOCK_REALTIME
+    /// ns; 0 in manifests written before it was recorded).
+    #[serde(default)]
+    pub end_ns: i64,
     /// The peer was silent at least as long (less the reply time) just
-    /// before the packet that ended it: the DUT was answering.
+    /// before the packet that ended it. Information only: a DUT's own
+    /// clock must send whatever the peer does (RFC 5880 6.8.7), so a
+    /// mirrored gap over a limit is the DUT's.
     pub mirrors_peer: bool,
+    /// Hypervisor steal on the DUT's CPUs that the steal witness placed
+    /// inside this gap, ms: the only steal that can excuse it.
+    #[serde(default)]
+    pub stolen_ms: f64,
+}
+
+impl LongGap {
+    pub fn start_ns(&self) -> i64 {
+        self.end_ns - (self.gap_ms * 1e6) as i64
+    }
 }
 
 /// The long gaps of the flows in `dut_flows` within [start, end), each
@@ -89,7 +107,9 @@ pub fn judge_gaps(
             });
             LongGap {
                 gap_ms: gap as f64 / 1e6,
+                end_ns: end,
                 mirrors_peer,
+                stolen_ms: 0.0,
             }
         })
         .collect()
@@ -147,11 +167,15 @@ mod tests {
             [
                 LongGap {
                     gap_ms: 27.8,
-                    mirrors_peer: true
+                    end_ns: 1_000 * MS + 21_000,
+                    mirrors_peer: true,
+                    stolen_ms: 0.0,
                 },
                 LongGap {
                     gap_ms: 25.0,
-                    mirrors_peer: false
+                    end_ns: 2_000 * MS,
+                    mirrors_peer: false,
+                    stolen_ms: 0.0,
                 }
             ]
         );

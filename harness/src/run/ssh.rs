@@ -706,8 +706,8 @@ pub struct RemoteHost {
     pub online_cpus: Vec<usize>,
 }
 
-/// A CPU list for `taskset -c`.
-fn cpu_list(cpus: &[usize]) -> String {
+/// A CPU list for `taskset -c` and `linecard steal-witness --cpus`.
+pub(crate) fn cpu_list(cpus: &[usize]) -> String {
     cpus.iter()
         .map(usize::to_string)
         .collect::<Vec<_>>()
@@ -744,11 +744,21 @@ impl RemoteHost {
     /// CPUs, after writing its PID (the shell's, kept by `exec`) to
     /// `pid_file`.
     pub fn launch_line(&self, pid_file: &str, program: &str, args: &[String]) -> String {
+        self.launch_line_on(&self.spec.cpus, pid_file, program, args)
+    }
+
+    /// [`RemoteHost::launch_line`] pinned where the harness's queries run,
+    /// off the DUT's CPUs.
+    pub fn launch_line_off_dut(&self, pid_file: &str, program: &str, args: &[String]) -> String {
+        self.launch_line_on(&self.query_cpus(), pid_file, program, args)
+    }
+
+    fn launch_line_on(&self, cpus: &[usize], pid_file: &str, program: &str, args: &[String]) -> String {
         let mut line = format!(
             "echo $$ > {} && exec env LINECARD_RUN={} {}{}",
             quote(pid_file),
             self.marker,
-            Self::pinned(&self.spec.cpus),
+            Self::pinned(cpus),
             quote(program)
         );
         for a in args {
