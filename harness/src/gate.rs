@@ -17,6 +17,10 @@ use std::path::Path;
 /// The figures the gate compares, by their name in baseline files.
 pub const METRICS: [&str; 4] = ["max_gap_ms", "p999_ms", "flaps", "over_budget"];
 
+/// The baseline format this linecard writes and reads: version 2 records
+/// the runs it came from, the slack's reason and a seal.
+pub const SCHEMA_VERSION: u32 = 2;
+
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Baseline {
@@ -24,8 +28,40 @@ pub struct Baseline {
     pub scenario: String,
     /// How the values were obtained (runs, machine), for the reader.
     pub provenance: String,
+    /// The run ids the observed values come from, in order.
+    pub recorded_from: Vec<String>,
+    /// Why the slack is what it is (a parameter of the recording, never a
+    /// later edit).
+    pub slack_reason: String,
+    /// A digest of everything above and every check, written by
+    /// `linecard baseline`: a value edited by hand breaks it, and the gate
+    /// refuses the file (record again instead).
+    pub seal: String,
     #[serde(rename = "check")]
     pub checks: Vec<Check>,
+}
+
+impl Baseline {
+    /// FNV-1a (64 bit) over the recorded content in a fixed order: not a
+    /// defence against forgery, a tripwire against hand edits.
+    fn compute_seal(&self) -> String {
+        let mut text = format!(
+            "{}\n{}\n{}\n{:?}\n{}\n",
+            self.schema_version, self.scenario, self.provenance, self.recorded_from, self.slack_reason
+        );
+        for c in &self.checks {
+            text.push_str(&format!(
+                "{}|{}|{}|{:?}|{:?}\n",
+                c.dut, c.phase, c.metric, c.observed, c.slack
+            ));
+        }
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for byte in text.bytes() {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+        format!("fnv1a64:{hash:016x}")
+    }
 }
 
 #[derive(Debug, Deserialize, Serialize, Clone)]
@@ -53,12 +89,20 @@ impl Baseline {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| InputError::read(&file, e))?;
         let b: Baseline = toml::from_str(&text).map_err(|e| InputError::syntax(&file, e))?;
-        if b.schema_version != 1 {
+        if b.schema_version != SCHEMA_VERSION {
             return Err(InputError::invalid(
                 &file,
                 "schema_version",
                 &b.schema_version,
-                "this linecard reads version 1",
+                &format!("this linecard reads version {SCHEMA_VERSION}: record it again with `linecard baseline`"),
+            ));
+        }
+        if b.seal != b.compute_seal() {
+            return Err(InputError::invalid(
+                &file,
+                "seal",
+                &b.seal,
+                "does not match the file's values: edited by hand? Record it again with `linecard baseline RUN_DIR... --slack-ms N --slack-reason ...`",
             ));
         }
         for (i, c) in b.checks.iter().enumerate() {
@@ -258,12 +302,31 @@ pub fn junit(r: &GateResult) -> String {
     out
 }
 
-/// A baseline from repeated runs of one scenario: every non-control DUT
-/// with evidence, every phase, every metric, with `slack_ms` for the gap
-/// metrics and 0 for the counts.
+/// How much slack a recording gives the gap metrics, and why.
+#[derive(Clone, Debug, Default)]
+pub struct Slack {
+    /// For every phase not named in `per_profile`, ms.
+    pub default_ms: f64,
+    /// By phase profile (`L4`), ms.
+    pub per_profile: Vec<(String, f64)>,
+    pub reason: String,
+}
+
+impl Slack {
+    fn for_phase(&self, profile: &str) -> f64 {
+        self.per_profile
+            .iter()
+            .find(|(p, _)| p == profile)
+            .map_or(self.default_ms, |&(_, ms)| ms)
+    }
+}
+
+/// A baseline from repeated runs of one scenario: every DUT the scenario
+/// judges by limits, with evidence, every phase, every metric, with the slack in ms for the
+/// gap metrics (by phase profile) and 0 for the counts.
 pub fn record(
     run_dirs: &[std::path::PathBuf],
-    slack_ms: f64,
+    slack: &Slack,
     provenance: &str,
 ) -> Result<Baseline> {
     let manifests = run_dirs
@@ -289,11 +352,13 @@ pub fn record(
         );
     }
     let mut checks = Vec::new();
-    for d in first
-        .duts
-        .iter()
-        .filter(|d| !d.spec.expect.positive_control)
-    {
+    // Only the rows the scenario judges (a flap or gap limit): a measured
+    // row has no claim to regress from, and a positive control must flap,
+    // which its verdict already enforces.
+    for d in first.duts.iter().filter(|d| {
+        let e = &d.spec.expect;
+        !e.positive_control && (e.max_flaps.is_some() || e.max_gap_ms.is_some())
+    }) {
         let Some(e) = &d.evidence else { continue };
         for p in &e.phases {
             for metric in METRICS {
@@ -305,7 +370,7 @@ pub fn record(
                         format!("DUT {:?} phase {} missing in a run", d.label, p.phase)
                     })?;
                 let slack = if metric.ends_with("_ms") {
-                    slack_ms
+                    slack.for_phase(&p.profile)
                 } else {
                     0.0
                 };
@@ -319,12 +384,17 @@ pub fn record(
             }
         }
     }
-    Ok(Baseline {
-        schema_version: 1,
+    let mut baseline = Baseline {
+        schema_version: SCHEMA_VERSION,
         scenario: first.scenario.name.clone(),
         provenance: provenance.to_string(),
+        recorded_from: manifests.iter().map(|m| m.run_id.clone()).collect(),
+        slack_reason: slack.reason.clone(),
+        seal: String::new(),
         checks,
-    })
+    };
+    baseline.seal = baseline.compute_seal();
+    Ok(baseline)
 }
 
 #[cfg(test)]
@@ -388,12 +458,50 @@ mod tests {
         assert!(xml.contains("21.530 above limit 15.000"), "{xml}");
     }
 
+    fn sealed(checks: Vec<Check>) -> Baseline {
+        let mut b = Baseline {
+            schema_version: SCHEMA_VERSION,
+            scenario: "smoke".into(),
+            provenance: "t".into(),
+            recorded_from: vec!["20261204T000000Z".into()],
+            slack_reason: "test".into(),
+            seal: String::new(),
+            checks,
+        };
+        b.seal = b.compute_seal();
+        b
+    }
+
+    #[test]
+    fn a_value_edited_by_hand_breaks_the_seal() {
+        let path = std::env::temp_dir().join(format!("lc-baseline-seal-{}", std::process::id()));
+        let b = sealed(vec![check("max_gap_ms", &[11.6, 12.2], 5.0)]);
+        let text = toml::to_string(&b).unwrap();
+        std::fs::write(&path, &text).unwrap();
+        assert!(Baseline::load(&path).is_ok());
+        std::fs::write(&path, text.replace("slack = 5.0", "slack = 8.0")).unwrap();
+        let e = Baseline::load(&path).unwrap_err().to_string();
+        std::fs::remove_file(&path).unwrap();
+        assert!(e.contains("seal") && e.contains("edited by hand"), "{e}");
+    }
+
+    #[test]
+    fn the_slack_is_per_phase_profile_with_a_default() {
+        let slack = Slack {
+            default_ms: 2.0,
+            per_profile: vec![("L4".into(), 8.0)],
+            reason: "r".into(),
+        };
+        assert_eq!(slack.for_phase("L4"), 8.0);
+        assert_eq!(slack.for_phase("idle"), 2.0);
+    }
+
     #[test]
     fn a_bad_baseline_names_file_key_and_value() {
         let dir = std::env::temp_dir().join(format!("lc-baseline-{}", std::process::id()));
         std::fs::write(
             &dir,
-            "schema_version = 1\nscenario = \"smoke\"\nprovenance = \"t\"\n[[check]]\ndut = \"xdp\"\nphase = \"L4\"\nmetric = \"mean_ms\"\nobserved = [1.0]\nslack = 0.0\n",
+            toml::to_string(&sealed(vec![check("mean_ms", &[1.0], 0.0)])).unwrap(),
         )
         .unwrap();
         let e = Baseline::load(&dir).unwrap_err().to_string();

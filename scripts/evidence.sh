@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Copies run directories into docs/evidence/<scenario>/<run-id>/, where the
+# README's and the baselines' numbers are traced to: the manifest, summary
+# and status, and per DUT its analysis, canary and steal records, logs,
+# configurations and its capture when it is at most 2 MB (a larger one is
+# left out and named in MISSING-CAPTURES, its figures still in analysis/).
+# Usage: scripts/evidence.sh RUN_DIR...
+set -euo pipefail
+cd "$(dirname "$0")/.."
+max_capture_bytes=$((2 * 1024 * 1024))
+for run in "$@"; do
+    run=${run%/}
+    [[ -f $run/manifest.json ]] || { echo "evidence: $run has no manifest.json" >&2; exit 2; }
+    scenario=$(basename "$(dirname "$run")")
+    into=docs/evidence/$scenario/$(basename "$run")
+    mkdir -p "$into"
+    (cd "$run" && find . -type f ! -name '*.pcap' ! -name '*.sock' -print0) |
+        while IFS= read -r -d '' f; do
+            mkdir -p "$into/$(dirname "$f")"
+            cp "$run/$f" "$into/$f"
+        done
+    (cd "$run" && find . -type f -name '*.pcap' -print0) |
+        while IFS= read -r -d '' f; do
+            if (($(stat -c %s "$run/$f") <= max_capture_bytes)); then
+                mkdir -p "$into/$(dirname "$f")"
+                cp "$run/$f" "$into/$f"
+            else
+                echo "$f ($(stat -c %s "$run/$f") bytes)" >>"$into/MISSING-CAPTURES"
+            fi
+        done
+    echo "$into"
+done
