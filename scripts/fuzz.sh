@@ -12,6 +12,7 @@ if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
     cargo install --locked --quiet --version 0.13.2 cargo-fuzz
 fi
 target_dir="$PWD/target/fuzz"
+failed=0
 for dir in engine/fuzz capture-analyzer/fuzz harness/fuzz; do
     for target in $(cd "$dir" && cargo +nightly fuzz list); do
         echo "fuzz: $dir $target for ${seconds}s" >&2
@@ -20,6 +21,14 @@ for dir in engine/fuzz capture-analyzer/fuzz harness/fuzz; do
         # a scratch one, so the committed corpus changes only by choice.
         found="$target_dir/found/${dir%%/*}/$target"
         mkdir -p "$found"
-        (cd "$dir" && cargo +nightly fuzz run --target-dir "$target_dir" "$target" "$found" "corpus/$target" -- -max_total_time="$seconds")
+        # One line per target in libtest's words, counted by
+        # scripts/outcomes.sh; a crash fails the target, not the loop.
+        if (cd "$dir" && cargo +nightly fuzz run --target-dir "$target_dir" "$target" "$found" "corpus/$target" -- -max_total_time="$seconds"); then
+            echo "fuzz ${dir%%/*} $target ... ok"
+        else
+            echo "fuzz ${dir%%/*} $target ... FAILED"
+            failed=1
+        fi
     done
 done
+exit "$failed"

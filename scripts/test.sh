@@ -1,29 +1,39 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need, then runs every test,
-# privileged ones included (as root they create and remove their own lab).
+# privileged ones included (as root they create and remove their own lab),
+# and every fuzz target briefly on its committed corpus. Ends with one line,
+# `N passed, N failed, N inconclusive`, and exits non-zero when anything
+# failed. Extra arguments go to `cargo test` (e.g. `--test run`); with them
+# the fuzz step is left out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 # Fail instead of skipping when eBPF or root is missing: CI must test the
 # real thing, and a skipped test is not a passed one.
 export LINECARD_REQUIRE_EBPF=1 LINECARD_REQUIRE_PRIVILEGED=1
-# The privileged tests run the real binaries (linecardd among them).
-cargo build --locked --bins
+# A test whose measurement was not taken (the hypervisor kept it from
+# measuring) records it here and is counted inconclusive, never passed
+# (harness/tests/common.rs, `inconclusive`).
+mkdir -p target
+export LINECARD_INCONCLUSIVE_LOG="$PWD/target/inconclusive.log"
+log="$PWD/target/test-output.log"
+rm -f "$LINECARD_INCONCLUSIVE_LOG" "$log"
 # The privileged tests share one lab and leave it up for the next; take it
 # down however they end (the project's own teardown: lc-* namespaces,
 # cpusets, the root cpuset's load balancing).
-# Timing tests that every attempt of was invalid while the hypervisor took
-# >= 1 % of the machine are inconclusive, not passed, and measurements the
-# lab cannot take for a documented reason are known limits: both listed
-# here, printed last (harness/tests/common.rs, `inconclusive`, `known_limit`).
-export LINECARD_INCONCLUSIVE_LOG="$PWD/target/inconclusive.log"
-rm -f "$LINECARD_INCONCLUSIVE_LOG"
-report_inconclusive() {
-  if [ -s "$LINECARD_INCONCLUSIVE_LOG" ]; then
-    echo "==== $(wc -l <"$LINECARD_INCONCLUSIVE_LOG") timing measurement(s) NOT TAKEN (INCONCLUSIVE: the hypervisor kept them from measuring; KNOWN LIMIT: see the README's Limitations); not passed ====" >&2
-    cat "$LINECARD_INCONCLUSIVE_LOG" >&2
-  fi
-}
-trap 'target/debug/linecard lab down >/dev/null || echo "linecard lab down failed" >&2; report_inconclusive' EXIT
-# Every test binary runs even after a failure, so one run shows everything.
-cargo test --locked --no-fail-fast "$@"  # default members; xdp/ is built by bpf-objects
+trap 'target/debug/linecard lab down >/dev/null 2>&1 || echo "linecard lab down failed" >&2' EXIT
+status=0
+{
+    # The privileged tests run the real binaries (linecardd among them).
+    cargo build --locked --bins &&
+        # Every test binary runs even after a failure, so one run shows
+        # everything. Default members; xdp/ is built by bpf-objects.
+        cargo test --locked --no-fail-fast "$@"
+} 2>&1 | tee "$log" || status=$?
+if (($# == 0)); then
+    bash scripts/fuzz.sh "${LINECARD_FUZZ_SECONDS:-10}" 2>&1 | tee -a "$log" || status=$((status ? status : $?))
+fi
+target/debug/linecard lab down >/dev/null 2>&1 || echo "linecard lab down failed" >&2
+trap - EXIT
+echo "==== outcomes (target/test-output.log) ===="
+bash scripts/outcomes.sh "$log" "$LINECARD_INCONCLUSIVE_LOG" "$status"

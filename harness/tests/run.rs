@@ -14,6 +14,11 @@ use std::time::{Duration, Instant};
 /// The lab's DUT namespace.
 const DUT_NS: &str = linecard_harness::lab::spec::DUT.namespace;
 
+/// The bake-off's rows, shortened (`scenarios/ci.toml`: idle 5 s, L4 15 s
+/// each), run and judged by the product: the run's own verdicts, then the
+/// gate against `baselines/ci.toml`. What is asserted here beyond them is
+/// what makes the run a measurement: the controls flapped, the stress bit,
+/// the fast path ran on the DUT's CPU, every figure traces to a capture.
 #[test]
 fn the_bakeoff_reproduces_the_reference_table_with_this_kernels_physics() {
     if !privileged("the_bakeoff_reproduces_the_reference_table") {
@@ -24,25 +29,29 @@ fn the_bakeoff_reproduces_the_reference_table_with_this_kernels_physics() {
     let meter = StealMeter::start();
     let out = linecard(&[
         "run",
-        repo().join("scenarios/bakeoff.toml").to_str().unwrap(),
+        repo().join("scenarios/ci.toml").to_str().unwrap(),
         "--results",
         results.to_str().unwrap(),
         "--json",
     ]);
     let manifest = stdout_json(&out);
-    let dir = run_dir(&results, "bakeoff");
+    let dir = run_dir(&results, "ci");
     eprintln!(
         "{}",
         std::fs::read_to_string(dir.join("summary.md")).unwrap_or_default()
     );
-    if inconclusive_run("bakeoff", &dir, &meter) {
+    if inconclusive_run("ci", &dir, &meter) {
         return;
     }
-    assert_exit(
-        &out,
-        0,
-        &format!("linecard run bakeoff ({})", dir.display()),
-    );
+    assert_exit(&out, 0, &format!("linecard run ci ({})", dir.display()));
+    let gate = linecard(&[
+        "gate",
+        dir.to_str().unwrap(),
+        "--baseline",
+        repo().join("baselines/ci.toml").to_str().unwrap(),
+    ]);
+    eprintln!("{}", String::from_utf8_lossy(&gate.stdout));
+    assert_exit(&gate, 0, "the gate on the CI bake-off");
     assert_eq!(manifest["status"], "complete");
     assert_eq!(
         std::fs::read_to_string(dir.join("status")).unwrap(),
@@ -99,10 +108,9 @@ fn the_bakeoff_reproduces_the_reference_table_with_this_kernels_physics() {
         "{txtime}"
     );
     let xdp = dut("xdp");
+    // Its timing (0 flaps, the 20 ms bound) is the verdict's and the
+    // gate's, above.
     assert_eq!(xdp["verdict"]["status"], "pass");
-    assert_eq!(l4("xdp")["flaps"], 0);
-    // The scenario's bound (see scenarios/bakeoff.toml for the tail).
-    assert!(l4("xdp")["max_ms"].as_f64().unwrap() <= 20.0);
     // The RX-clocked signature: our p50 is the peer's jittered clock.
     assert!(l4("xdp")["p50_ms"].as_f64().unwrap() < 9.5);
     let placement = &xdp["evidence"]["fast_path_on_dut_cpus"];
@@ -141,17 +149,17 @@ fn the_bakeoff_reproduces_the_reference_table_with_this_kernels_physics() {
             dut_flow["gap_ms"]["max"].as_f64().unwrap()
                 >= phase(d, "L4")["max_ms"].as_f64().unwrap()
         );
-        let record = &d["phases"][0];
+        let record = &d["phases"][1];
         assert!(
             record["stress_ng"]
                 .as_str()
                 .unwrap()
-                .starts_with("stress-ng --cpu 1 --sched fifo --sched-prio 50 --timeout 60s"),
+                .starts_with("stress-ng --cpu 1 --sched fifo --sched-prio 50 --timeout 15s"),
             "{record}"
         );
     }
     let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
-    assert!(summary.contains("| xdp | L4 | 0 |"), "{summary}");
+    assert!(summary.contains("| xdp | L4#1 | 0 |") || summary.contains("| xdp | L4 | 0 |"), "{summary}");
     let _ = std::fs::remove_dir_all(&results);
 }
 
@@ -668,58 +676,34 @@ fn a_bad_scenario_is_refused_before_anything_starts() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The gate's negative control: the CI bake-off's xdp row with its fast
+/// path's replies switched off (`engine = { xdp_replies = false }`: the
+/// kernel validates, userspace transmits at normal priority) must fail its
+/// own limits and the gate against `baselines/ci.toml`, naming the
+/// regressed metrics. (The good run and its gate are
+/// `the_bakeoff_reproduces_the_reference_table_with_this_kernels_physics`.)
 #[test]
-fn smoke_passes_its_committed_baseline_and_a_degraded_engine_fails_the_gate() {
-    if !privileged("smoke_passes_its_committed_baseline") {
+fn a_degraded_engine_fails_the_gate() {
+    if !privileged("a_degraded_engine_fails_the_gate") {
         return;
     }
     let _lock = lock_lab();
     let results = scratch_dir("run-gate");
-    let baseline = repo().join("baselines/smoke.toml");
+    let baseline = repo().join("baselines/ci.toml");
     let meter = StealMeter::start();
-    let out = linecard(&[
-        "run",
-        repo().join("scenarios/smoke.toml").to_str().unwrap(),
-        "--results",
-        results.join("good").to_str().unwrap(),
-    ]);
-    let good = run_dir(&results.join("good"), "smoke");
-    if inconclusive_run("smoke", &good, &meter) {
-        return;
-    }
-    assert_exit(&out, 0, &format!("linecard run smoke ({})", good.display()));
-    let junit = results.join("gate.xml");
-    let gate = linecard(&[
-        "gate",
-        good.to_str().unwrap(),
-        "--baseline",
-        baseline.to_str().unwrap(),
-        "--junit",
-        junit.to_str().unwrap(),
-    ]);
-    eprintln!("{}", String::from_utf8_lossy(&gate.stdout));
-    assert_exit(&gate, 0, "the gate on a good smoke run");
-    let xml = std::fs::read_to_string(&junit).unwrap();
-    assert!(
-        xml.contains("failures=\"0\"") && xml.contains("L4#1 max_gap_ms"),
-        "{xml}"
-    );
-
-    // The same engine with its fast path's replies switched off: the xdp
-    // backend transmits from userspace at normal priority.
     let scenarios = results.join("degraded/scenarios");
     std::fs::create_dir_all(&scenarios).unwrap();
-    let text = std::fs::read_to_string(repo().join("scenarios/smoke.toml"))
+    let text = std::fs::read_to_string(repo().join("scenarios/ci.toml"))
         .unwrap()
         .replace(
             "backend = \"xdp\"\n",
             "backend = \"xdp\"\nengine = { xdp_replies = false }\n",
         );
     assert!(text.contains("xdp_replies = false"));
-    std::fs::write(scenarios.join("smoke.toml"), text).unwrap();
+    std::fs::write(scenarios.join("ci.toml"), text).unwrap();
     let out = linecard(&[
         "run",
-        scenarios.join("smoke.toml").to_str().unwrap(),
+        scenarios.join("ci.toml").to_str().unwrap(),
         "--profiles",
         repo().join("stress-profiles").to_str().unwrap(),
         "--only",
@@ -727,12 +711,8 @@ fn smoke_passes_its_committed_baseline_and_a_degraded_engine_fails_the_gate() {
         "--results",
         results.join("bad").to_str().unwrap(),
     ]);
-    let bad = run_dir(&results.join("bad"), "smoke");
-    // The runner ran it up to three times; still invalid under the
-    // hypervisor's steal (a CI run here: the peer host stalled 41-49 ms in
-    // each, 2350-2970 ms stolen from its CPU), the gate has nothing valid
-    // to judge.
-    if inconclusive_run("smoke, the degraded engine", &bad, &meter) {
+    let bad = run_dir(&results.join("bad"), "ci");
+    if inconclusive_run("ci, the degraded engine", &bad, &meter) {
         return;
     }
     assert_exit(&out, 1, "the degraded engine's own limits");
@@ -740,11 +720,14 @@ fn smoke_passes_its_committed_baseline_and_a_degraded_engine_fails_the_gate() {
     // (failed by its flaps), not refused as invalid.
     let status = std::fs::read_to_string(bad.join("status")).unwrap();
     assert!(status.starts_with("failed: xdp: FAIL: "), "{status}");
+    let junit = results.join("gate.xml");
     let gate = linecard(&[
         "gate",
         bad.to_str().unwrap(),
         "--baseline",
         baseline.to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
     ]);
     let diff = String::from_utf8_lossy(&gate.stdout);
     eprintln!("{diff}");
@@ -762,6 +745,11 @@ fn smoke_passes_its_committed_baseline_and_a_degraded_engine_fails_the_gate() {
     };
     assert!(regressed("flaps") && regressed("max_gap_ms"), "{diff}");
     assert!(diff.contains("gate: FAILED"));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("L4#1 max_gap_ms") && !xml.contains("failures=\"0\""),
+        "{xml}"
+    );
     let _ = std::fs::remove_dir_all(&results);
 }
 
