@@ -24,8 +24,10 @@ pub struct SessionView {
     /// The session authenticates (RFC 5880 6.7): the kernel verifies but
     /// does not sign, so it never answers for it.
     pub authenticated: bool,
-    /// Our steady packet, the reply the kernel would send for us.
-    pub steady_reply: [u8; HEADER_LEN],
+    /// Our steady packet, the reply the kernel would send for us; `None`
+    /// for an authenticated session (its packets carry a section the
+    /// kernel does not sign, so there is no fixed template).
+    pub steady_reply: Option<[u8; HEADER_LEN]>,
     /// The detection time in force (6.8.4), ns; 0 while there is none.
     pub detection_ns: u64,
     /// Demand mode is active on our side: the remote's silence is what we
@@ -41,11 +43,12 @@ pub struct SessionView {
 
 impl SessionView {
     pub fn of(session: &Session, offload_allowed: bool, own_clock_allowed: bool) -> Self {
+        let authenticated = session.auth().is_some();
         Self {
             role: session.fast_path_role(),
             offload_allowed,
-            authenticated: session.auth().is_some(),
-            steady_reply: session.steady_packet().header_bytes(),
+            authenticated,
+            steady_reply: (!authenticated).then(|| session.steady_packet().header_bytes()),
             detection_ns: session.detection_time_ns().unwrap_or(0) as u64,
             local_demand: session.local_demand_active(),
             tx_interval_ns: session.tx_interval_ns() as u64,
@@ -104,7 +107,7 @@ pub fn placement(s: &SessionView, k: &KernelView) -> Option<Placement> {
     match (want, k.role) {
         (Some(role), None) => Some(Placement::Offload(role)),
         // The kernel's reply is no longer ours.
-        (Some(role), Some(held)) if role == held && k.reply != s.steady_reply => {
+        (Some(role), Some(held)) if role == held && Some(k.reply) != s.steady_reply => {
             Some(Placement::Offload(role))
         }
         (Some(_), Some(_)) | (None, Some(_)) if want != k.role => Some(Placement::Withdraw),
@@ -175,7 +178,7 @@ mod tests {
             role: Some(Steady),
             offload_allowed: true,
             authenticated: false,
-            steady_reply: REPLY,
+            steady_reply: Some(REPLY),
             detection_ns: 30 * MS,
             local_demand: false,
             tx_interval_ns: 10 * MS,
@@ -220,7 +223,7 @@ mod tests {
         // A Poll of ours announced new timers (6.8.3): the kernel's reply
         // is no longer ours.
         let s = SessionView {
-            steady_reply: [0x21; HEADER_LEN],
+            steady_reply: Some([0x21; HEADER_LEN]),
             ..steady()
         };
         assert_eq!(

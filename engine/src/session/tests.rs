@@ -591,6 +591,26 @@ mod authentication {
     }
 
     #[test]
+    fn an_authenticated_steady_session_is_never_offloaded_and_has_no_template() {
+        // The kernel verifies but does not sign: the offload policy must
+        // keep it in userspace without ever building an unsigned template
+        // (CI: building one panicked the engine in a debug build).
+        use crate::daemon::offload::{placement, KernelView, Placement, SessionView};
+        for auth_type in TYPES {
+            let (a, _, _) = up_pair(auth_type);
+            assert!(a.is_steady(), "{auth_type:?}");
+            let view = SessionView::of(&a, true, true);
+            assert_eq!(view.steady_reply, None, "{auth_type:?}");
+            // Registered (for its sequence window), never offloaded.
+            assert_eq!(
+                placement(&view, &KernelView::default()),
+                Some(Placement::Reregister),
+                "{auth_type:?}"
+            );
+        }
+    }
+
+    #[test]
     fn every_type_brings_a_session_up_and_keyed_sequences_advance() {
         for auth_type in TYPES {
             let (a, b, _) = up_pair(auth_type);
