@@ -202,18 +202,6 @@ pub fn wait_sessions(
     }
 }
 
-/// Time the hypervisor took from `cpus` so far, in ms (the runner's own
-/// measure).
-pub fn steal_ms(cpus: &[usize]) -> f64 {
-    linecard_harness::run::cpu::steal_ms(cpus)
-}
-
-/// What the hypervisor has stolen from the whole machine so far, ms (10 ms
-/// ticks): subtract two readings for a window.
-pub fn machine_steal_ms() -> f64 {
-    linecard_harness::run::cpu::machine_ticks().1 as f64 * 10.0
-}
-
 /// A duration in seconds from the environment, or `default`.
 pub fn env_seconds(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -288,7 +276,14 @@ pub struct StealWitness {
 impl StealWitness {
     /// Starts watching the DUT's CPUs for at most `seconds`.
     pub fn start(dir: &std::path::Path, seconds: u64) -> Self {
+        Self::start_on(dir, seconds, &[dut_cpu()])
+    }
+
+    /// Starts watching `cpus` (e.g. both ends' when each side is under
+    /// test) for at most `seconds`.
+    pub fn start_on(dir: &std::path::Path, seconds: u64, cpus: &[usize]) -> Self {
         use linecard_harness::lab::spec;
+        let cpus: Vec<String> = cpus.iter().map(usize::to_string).collect();
         let out = dir.join("steal.jsonl");
         let daemon = linecard_harness::procs::Daemon::spawn(
             "steal-witness",
@@ -298,7 +293,7 @@ impl StealWitness {
             &[
                 "steal-witness".into(),
                 "--cpus".into(),
-                dut_cpu().to_string(),
+                cpus.join(","),
                 "--seconds".into(),
                 seconds.to_string(),
                 "--out".into(),

@@ -74,8 +74,8 @@ fn once() -> Result<(), String> {
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
     let kills: usize = env_seconds("LINECARD_KILLS", 20) as usize;
     let dir = scratch_dir("detection");
-    // What the hypervisor takes from the DUT's CPU during the kills.
-    let steal_before = steal_ms(&[dut_cpu()]);
+    // What the hypervisor takes from the DUT's CPU, placed in time.
+    let steal_witness = StealWitness::start(&dir, 40 * kills as u64 + 60);
     let capture = capture_dut_port(&dir);
     let socket = dir.join("dut.sock");
     let session = DutSession {
@@ -150,6 +150,7 @@ fn once() -> Result<(), String> {
         });
     }
     let stalls = witness.finish();
+    let steal = steal_witness.finish();
     dut.stop().unwrap();
     let pcap = capture.finish().unwrap();
     let mut silences = Silences::default();
@@ -213,6 +214,9 @@ fn once() -> Result<(), String> {
         ));
     }
     let (mut kernel, mut wire) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
+    // Steal the witness placed between the peer's last packet and our
+    // Down, per kill (in the order of `kernel` and `wire`).
+    let mut stolen: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     for kill in &done {
         let down = downs
             .iter()
@@ -237,6 +241,7 @@ fn once() -> Result<(), String> {
         let k = usize::from(kill.stressed);
         kernel[k].push((kill.kernel_unix_ns - peer_last_ns) as f64 / 1e6);
         wire[k].push(wire_ms);
+        stolen[k].push(steal.within(peer_last_ns, down.at_ns));
     }
     // The stress bit, for the L4 batch: the canary on the DUT's CPU was kept
     // from running for a detection time or more while it ran. (Per kill it
@@ -279,24 +284,38 @@ fn once() -> Result<(), String> {
     // in twenty reached the wire 35.18 ms and, in another run, 37.17 ms
     // after the peer's last packet (the kernel's detection 30.99 ms), so
     // that one may take up to 40 ms.
-    // Late kills while the hypervisor stole from the DUT's CPU say
-    // nothing about the sweep: the run is invalid and repeated (seen: 6 of
-    // 20 idle kills 30.5-32.3 ms late on a VM losing seconds a minute).
-    let stolen = steal_ms(&[dut_cpu()]) - steal_before;
-    for (v, cap, label) in [
-        (&kernel_idle, 35.0, "kernel detection, idle"),
-        (&kernel_l4, 35.0, "kernel detection, L4"),
-        (&wire_idle, 35.0, "Down on the wire, idle"),
-        (&wire_l4, 40.0, "Down on the wire, L4"),
+    // A late kill while the hypervisor stole from the DUT's CPU between
+    // the peer's last packet and our Down says nothing about the sweep
+    // (seen: 6 of 20 idle kills 30.5-32.3 ms late on a VM losing seconds a
+    // minute): if the batch is on time without the kills that saw steal
+    // inside their own window, the run is invalid and repeated once.
+    let (kernel_raw, wire_raw) = (kernel.clone(), wire.clone());
+    for (k, v, cap, label) in [
+        (0, &kernel_idle, 35.0, "kernel detection, idle"),
+        (1, &kernel_l4, 35.0, "kernel detection, L4"),
+        (0, &wire_idle, 35.0, "Down on the wire, idle"),
+        (1, &wire_l4, 40.0, "Down on the wire, L4"),
     ] {
         let precise = 30.5;
         let late = v.iter().filter(|&&ms| ms > precise).count();
         let on_time = v[0] >= 29.9 && late * 20 <= v.len() && v[v.len() - 1] <= cap;
-        if !on_time && stolen > 0.0 {
-            let _ = std::fs::remove_dir_all(&dir);
-            return Err(format!(
-                "invalid run: {label}: {late} later than {precise} ms while the hypervisor stole {stolen:.0} ms from the DUT's CPU"
-            ));
+        if !on_time {
+            let raw = if label.starts_with("kernel") { &kernel_raw[k] } else { &wire_raw[k] };
+            let unexcused: Vec<f64> = raw
+                .iter()
+                .zip(&stolen[k])
+                .filter(|&(&ms, &st)| !(ms > precise && st > 0.0))
+                .map(|(&ms, _)| ms)
+                .collect();
+            let late_unexcused = unexcused.iter().filter(|&&ms| ms > precise).count();
+            let excused = late - late_unexcused;
+            let worst = unexcused.iter().copied().fold(0.0, f64::max);
+            if v[0] >= 29.9 && excused > 0 && late_unexcused * 20 <= v.len() && worst <= cap {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(format!(
+                    "invalid run: {label}: {late} later than {precise} ms, {excused} of them with the hypervisor's steal inside their own window"
+                ));
+            }
         }
         assert!(
             on_time,

@@ -1,8 +1,8 @@
 //! The xdp backend under L4 (real-time hogs on the DUT's CPU) against FRR
 //! bfdd in the same DUT position, with the peer killed before the end:
 //! detection in the kernel while userspace is starved. The bake-off's other
-//! rows run through `linecard run scenarios/bakeoff.toml` (tests/run.rs).
-//! Duration: `LINECARD_XDP_STRESS_SECONDS` (default 60).
+//! rows run through `linecard run scenarios/ci.toml` (tests/run.rs).
+//! Duration: `LINECARD_XDP_STRESS_SECONDS` (default 20).
 
 mod common;
 
@@ -37,29 +37,18 @@ struct Row {
     p999: f64,
     max: f64,
     packets: u64,
-    /// The DUT's gaps above 12 ms before any kill, each marked when it only
-    /// mirrored the peer's own silence (see `run::mirror`).
+    /// The DUT's gaps above 12 ms before any kill, each with the steal the
+    /// witness placed inside it and whether it followed the peer's own
+    /// silence (said, never an excuse: see `run::mirror`).
     long_gaps: Vec<linecard_harness::run::mirror::LongGap>,
 }
 
 impl Row {
-    /// The longest gap that was the DUT's own, not a mirror of the peer's
-    /// silence (gaps below 12 ms are not examined: they count as own).
-    fn own_max(&self) -> f64 {
-        let mirrored = |ms: f64| {
-            self.long_gaps
-                .iter()
-                .any(|g| g.mirrors_peer && (g.gap_ms - ms).abs() < 1e-6)
-        };
-        if !mirrored(self.max) {
-            return self.max;
-        }
-        self.long_gaps
-            .iter()
-            .filter(|g| !g.mirrors_peer)
-            .map(|g| g.gap_ms)
-            .fold(0.0, f64::max)
-            .max(self.p999)
+    /// Whether steal measured inside every gap over `limit_ms` can excuse
+    /// this row's broken limit (there must be such a gap).
+    fn excused_by_steal(&self, limit_ms: f64) -> bool {
+        let over: Vec<_> = self.long_gaps.iter().filter(|g| g.gap_ms > limit_ms).collect();
+        !over.is_empty() && over.iter().all(|g| g.stolen_ms > 0.0)
     }
 }
 
@@ -99,6 +88,7 @@ fn run_with_kill(
         .unwrap()
         .trim()
         .to_string();
+    let witness = StealWitness::start(&dir, seconds + 60);
     let session = session_3x10(PEER.ipv4, DUT.ipv4);
     let mut frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &[session]).unwrap();
     let socket = dir.join("dut.sock");
@@ -242,7 +232,8 @@ fn run_with_kill(
     .unwrap();
     let flow_from = |src: &str| whole.all.flows.iter().position(|f| f.src == src);
     let (dut_flow, peer_flow) = (flow_from(DUT.ipv4), flow_from(PEER.ipv4));
-    let long_gaps = dut_flow.map_or(Vec::new(), |d| {
+    let steal = witness.finish();
+    let mut long_gaps = dut_flow.map_or(Vec::new(), |d| {
         linecard_harness::run::mirror::judge_gaps(
             &long,
             &[d],
@@ -251,6 +242,9 @@ fn run_with_kill(
             killed_at_unix.unwrap_or(i64::MAX),
         )
     });
+    for gap in &mut long_gaps {
+        gap.stolen_ms = steal.within(gap.start_ns(), gap.end_ns);
+    }
     let kill = killed_at_unix.map(|_| {
         let peer_last = full
             .all
@@ -331,46 +325,51 @@ fn l4_xdp_against_frr_in_the_dut_position() {
     }
     let _lock = lock_lab();
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
-    let seconds: u64 = env_seconds("LINECARD_XDP_STRESS_SECONDS", 60);
+    // 20 s: the 60 s claim is the bake-off's (scenarios/bakeoff.toml).
+    let seconds: u64 = env_seconds("LINECARD_XDP_STRESS_SECONDS", 20);
     let frr = run("FRR bfdd 8.4.4", Dut::Frr, seconds);
     // The peer is killed 5 s before the stress ends: detection under L4.
-    let dut_cpus = spec::parse_cpu_list(
-        &std::fs::read_to_string(spec::cpuset_dir(spec::DUT_CPUSET).join("cpuset.cpus")).unwrap(),
-    )
-    .unwrap();
     let xdp_run = || {
-        let steal_before = steal_ms(&dut_cpus);
-        let row = run_with_kill(
+        run_with_kill(
             "linecardd xdp (normal priority)",
             Dut::Linecardd("xdp"),
             seconds,
             Some(Duration::from_secs(5)),
-        );
-        (row, steal_ms(&dut_cpus) - steal_before)
+        )
     };
-    let (mut xdp, mut steal) = xdp_run();
-    // A run whose window held hypervisor steal on the DUT's CPU cannot
-    // blame the engine for a late packet: it is invalid, and repeated, at
-    // most three runs in all (CI once saw 20 ms of steal in the first run
-    // and 1500 ms in the second, with 2 flaps).
-    for _ in 0..2 {
-        if !((xdp.flaps > 0 || xdp.max > MAX_GAP_MS) && steal > 0.0) {
-            break;
+    // A late packet is excused only by steal the witness placed inside the
+    // very gap that went over the limit (a flap needs a gap over the
+    // detection time): such a run is repeated once, and a second one is
+    // inconclusive.
+    let spoiled = |row: &Row| {
+        (row.flaps > 0 && row.excused_by_steal(30.0))
+            || (row.flaps == 0 && row.max > MAX_GAP_MS && row.excused_by_steal(MAX_GAP_MS))
+    };
+    let mut xdp = xdp_run();
+    if spoiled(&xdp) {
+        eprintln!(
+            "invalid run: max {:.2} ms, {} flaps, steal inside the late gaps: {:?}; running again once",
+            xdp.max, xdp.flaps, xdp.long_gaps
+        );
+        xdp = xdp_run();
+        if spoiled(&xdp) {
+            inconclusive(
+                "l4_xdp_against_frr_in_the_dut_position",
+                &format!(
+                    "twice a late gap with steal inside it: max {:.2} ms, {} flaps: {:?}",
+                    xdp.max, xdp.flaps, xdp.long_gaps
+                ),
+                &StealMeter::start(),
+            );
+            return;
         }
-        eprintln!("invalid run: max {:.2} ms, {} flaps while the hypervisor stole {steal} ms from the DUT's CPU; running again", xdp.max, xdp.flaps);
-        (xdp, steal) = xdp_run();
     }
-    // The RX-clocked DUT answers within microseconds: a gap that only
-    // followed the peer's own silence is the peer host's stall.
     if xdp.max > MAX_GAP_MS {
         eprintln!(
-            "xdp max {:.2} ms; the DUT's own longest gap {:.2} ms (the rest mirrored the peer's silence: {:?})",
-            xdp.max,
-            xdp.own_max(),
-            xdp.long_gaps
+            "xdp max {:.2} ms; the DUT's long gaps (with the steal inside each, and whether each followed the peer's silence): {:?}",
+            xdp.max, xdp.long_gaps
         );
     }
-    eprintln!("hypervisor steal on the DUT's CPU during the xdp run: {steal} ms");
     eprintln!("L4 for {seconds} s on the DUT's CPU, 3 x 10 ms against FRR bfdd 8.4.4, DUT -> peer gaps (ms):");
     eprintln!(
         "{:<34} {:>6} {:>7} {:>7} {:>7} {:>8}",
@@ -416,11 +415,13 @@ fn l4_xdp_against_frr_in_the_dut_position() {
         "replies on the DUT's CPUs: {on_dut} of {total}"
     );
     assert_eq!(xdp.flaps, 0, "the xdp backend flapped under L4");
+    // Its own clock fills a peer's silence: a gap over the limit is ours
+    // whatever the peer did (RFC 5880 6.8.7).
     assert!(
-        xdp.own_max() <= MAX_GAP_MS,
-        "xdp max gap {} ms under L4 (own {} ms)",
+        xdp.max <= MAX_GAP_MS,
+        "xdp max gap {} ms under L4: {:?}",
         xdp.max,
-        xdp.own_max()
+        xdp.long_gaps
     );
     // The RX-clocked signature: our p50 is the peer's jittered clock, not 10 ms.
     assert!(xdp.p50 < 9.5, "p50 {} ms is not RX-clocked", xdp.p50);
