@@ -329,8 +329,9 @@ impl FaultBreach {
 /// What the figures say about the DUT: a breach when the fault did not
 /// bite or the instrument disagrees with itself (invalid), or the DUT broke
 /// a rule (fail).
-/// `steal_ms`: what the hypervisor took from the DUT's CPUs inside the
-/// fault's phase (the steal witness's placement); it can excuse a late
+/// `steal_ms`: what a disturbance measured in the fault's phase took from
+/// the DUT's CPUs (`PhaseFigures::disturbed_ms`: the steal the witness
+/// placed inside it, or the idle CPU's canary stall); it can excuse a late
 /// packet of ours, never a missed or early Down. None measured, none
 /// excused.
 pub fn judge(
@@ -388,7 +389,7 @@ pub fn judge(
                 // taken (CI: 21.70 ms, 90 ms stolen from the DUT's CPU).
                 return if steal_ms > 0.0 && f.up_gap_max_ms - interval_ms <= steal_ms {
                     Err(FaultBreach::Stolen(format!(
-                        "{what}: {why}, while the hypervisor stole {steal_ms:.0} ms from the DUT's CPUs"
+                        "{what}: {why}, while a disturbance took {steal_ms:.0} ms of the DUT's CPUs (hypervisor steal, or the idle CPU's canary stalled)"
                     )))
                 } else {
                     fail(why)
@@ -538,7 +539,7 @@ mod tests {
             matches!(judge(&f, 30.0, 10.0, 0.0), Err(FaultBreach::Fail(why)) if why.contains("21.70 ms"))
         );
         assert!(
-            matches!(judge(&f, 30.0, 10.0, 90.0), Err(FaultBreach::Stolen(why)) if why.contains("stole 90 ms"))
+            matches!(judge(&f, 30.0, 10.0, 90.0), Err(FaultBreach::Stolen(why)) if why.contains("took 90 ms"))
         );
         // 10 ms of steal cannot make 11.7 ms of lateness.
         assert!(matches!(

@@ -63,6 +63,11 @@ pub struct LongGap {
     /// inside this gap, ms: the only steal that can excuse it.
     #[serde(default)]
     pub stolen_ms: f64,
+    /// In a phase without stress, the canary's longest stall inside this
+    /// gap, ms (the idle CPU taken from every normal task); 0 under stress,
+    /// where the canary's stalls are the stress itself.
+    #[serde(default)]
+    pub stalled_ms: f64,
 }
 
 impl LongGap {
@@ -110,6 +115,7 @@ pub fn judge_gaps(
                 end_ns: end,
                 mirrors_peer,
                 stolen_ms: 0.0,
+                stalled_ms: 0.0,
             }
         })
         .collect()
@@ -170,12 +176,14 @@ mod tests {
                     end_ns: 1_000 * MS + 21_000,
                     mirrors_peer: true,
                     stolen_ms: 0.0,
+                    stalled_ms: 0.0,
                 },
                 LongGap {
                     gap_ms: 25.0,
                     end_ns: 2_000 * MS,
                     mirrors_peer: false,
                     stolen_ms: 0.0,
+                    stalled_ms: 0.0,
                 }
             ]
         );

@@ -1160,8 +1160,20 @@ pub(crate) fn judge_dut(
             )
         })
         .collect();
+    // What a disturbance took inside each gap: steal anywhere; a canary
+    // stall only in a phase without stress.
+    let unstressed: Vec<(i64, i64)> = outcome
+        .phases
+        .iter()
+        .filter(|p| p.stress_ng.is_none())
+        .map(|p| (p.start_ns, p.end_ns))
+        .collect();
     for gap in &mut long_gaps {
         gap.stolen_ms = steal.within(gap.start_ns(), gap.end_ns);
+        if unstressed.iter().any(|&(a, b)| (a..b).contains(&gap.end_ns)) {
+            gap.stalled_ms =
+                crate::canary::longest_stall_ms(&stalls, gap.start_ns(), gap.end_ns);
+        }
     }
     // Each fault's phase, walked packet by packet.
     let from_dut: Vec<bool> = flows.iter().map(|f| dut_addrs.contains(&f.src)).collect();
@@ -1388,6 +1400,7 @@ fn figures_of(
         canary_stall_ms: crate::canary::longest_stall_ms(stalls, record.start_ns, record.end_ns),
         canary_required_ms: phase.profile.canary_min_stall_ms,
         stolen_ms: steal.within(record.start_ns, record.end_ns),
+        stressed: record.stress_ng.is_some(),
         fault: None,
         echo,
         auth,
