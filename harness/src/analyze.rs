@@ -2,6 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use linecard_capture_analyzer::analysis::Tee;
+#[cfg(feature = "parquet")]
 use linecard_capture_analyzer::export::parquet::{write_flows, PacketParquet};
 use linecard_capture_analyzer::export::{flows_csv, PacketCsv};
 use linecard_capture_analyzer::model::Analysis;
@@ -97,20 +98,29 @@ fn write_all(captures: &[PathBuf], options: &Options, dir: &std::path::Path) -> 
     let file = std::fs::File::create(&packets_tmp)
         .with_context(|| format!("creating {}", packets_tmp.display()))?;
     let mut csv = PacketCsv::new(std::io::BufWriter::new(file))?;
+    #[cfg(feature = "parquet")]
     let parquet_tmp = dir.join(".packets.parquet.tmp");
+    #[cfg(feature = "parquet")]
     let mut parquet = PacketParquet::create(&parquet_tmp).context("creating packets.parquet")?;
     let analysis = analyze(
         captures,
         options,
-        Some(&mut Tee(vec![&mut csv, &mut parquet])),
+        Some(&mut Tee(vec![
+            &mut csv,
+            #[cfg(feature = "parquet")]
+            &mut parquet,
+        ])),
     )?;
     csv.finish().context("writing packets.csv")?;
-    parquet.finish().context("writing packets.parquet")?;
     std::fs::rename(&packets_tmp, dir.join("packets.csv"))?;
-    std::fs::rename(&parquet_tmp, dir.join("packets.parquet"))?;
-    let flows_tmp = dir.join(".flows.parquet.tmp");
-    write_flows(&analysis, &flows_tmp).context("writing flows.parquet")?;
-    std::fs::rename(&flows_tmp, dir.join("flows.parquet"))?;
+    #[cfg(feature = "parquet")]
+    {
+        parquet.finish().context("writing packets.parquet")?;
+        std::fs::rename(&parquet_tmp, dir.join("packets.parquet"))?;
+        let flows_tmp = dir.join(".flows.parquet.tmp");
+        write_flows(&analysis, &flows_tmp).context("writing flows.parquet")?;
+        std::fs::rename(&flows_tmp, dir.join("flows.parquet"))?;
+    }
     write_atomically(&dir.join("flows.csv"), flows_csv(&analysis).as_bytes())?;
     write_atomically(
         &dir.join("analysis.json"),
