@@ -47,7 +47,11 @@ impl Baseline {
     fn compute_seal(&self) -> String {
         let mut text = format!(
             "{}\n{}\n{}\n{:?}\n{}\n",
-            self.schema_version, self.scenario, self.provenance, self.recorded_from, self.slack_reason
+            self.schema_version,
+            self.scenario,
+            self.provenance,
+            self.recorded_from,
+            self.slack_reason
         );
         for c in &self.checks {
             text.push_str(&format!(

@@ -706,7 +706,9 @@ fn parse_phase_slack(text: &str) -> Result<(String, f64), String> {
         .parse()
         .map_err(|e| format!("{text:?}: the slack {ms:?} is not a number ({e})"))?;
     if !(ms.is_finite() && ms >= 0.0) || profile.is_empty() {
-        return Err(format!("{text:?}: expected a profile name and a slack of 0 ms or more"));
+        return Err(format!(
+            "{text:?}: expected a profile name and a slack of 0 ms or more"
+        ));
     }
     Ok((profile.to_string(), ms))
 }

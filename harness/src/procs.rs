@@ -126,10 +126,7 @@ impl Daemon {
         };
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let pid = host
-                .read(pid_file)
-                .ok()
-                .and_then(|t| t.trim().parse().ok());
+            let pid = host.read(pid_file).ok().and_then(|t| t.trim().parse().ok());
             if let Some(pid) = pid {
                 daemon.remote = Some((host.clone(), pid));
                 return Ok(daemon);

@@ -300,7 +300,11 @@ fn once() -> Result<(), String> {
         let late = v.iter().filter(|&&ms| ms > precise).count();
         let on_time = v[0] >= 29.9 && late * 20 <= v.len() && v[v.len() - 1] <= cap;
         if !on_time {
-            let raw = if label.starts_with("kernel") { &kernel_raw[k] } else { &wire_raw[k] };
+            let raw = if label.starts_with("kernel") {
+                &kernel_raw[k]
+            } else {
+                &wire_raw[k]
+            };
             let unexcused: Vec<f64> = raw
                 .iter()
                 .zip(&stolen[k])

@@ -159,7 +159,10 @@ fn the_bakeoff_reproduces_the_reference_table_with_this_kernels_physics() {
         );
     }
     let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
-    assert!(summary.contains("| xdp | L4#1 | 0 |") || summary.contains("| xdp | L4 | 0 |"), "{summary}");
+    assert!(
+        summary.contains("| xdp | L4#1 | 0 |") || summary.contains("| xdp | L4 | 0 |"),
+        "{summary}"
+    );
     let _ = std::fs::remove_dir_all(&results);
 }
 

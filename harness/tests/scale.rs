@@ -116,8 +116,11 @@ fn sixty_four_xdp_sessions_come_up_offloaded_and_are_answered_by_the_kernel() {
     std::thread::sleep(Duration::from_millis(200));
     let pcap = capture.finish().unwrap();
     // In the peer's words too: FRR's bfdd has every session Up.
-    let peers = linecard_harness::procs::vtysh(PEER.namespace, &dir.join("frr"), &["show bfd peers json"])
-        .map(|out| serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap_or_default());
+    let peers =
+        linecard_harness::procs::vtysh(PEER.namespace, &dir.join("frr"), &["show bfd peers json"])
+            .map(|out| {
+                serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap_or_default()
+            });
     dut.stop().unwrap();
 
     use linecard_common::bfd::verdict;
@@ -159,7 +162,12 @@ fn sixty_four_xdp_sessions_come_up_offloaded_and_are_answered_by_the_kernel() {
     );
     // Every session Up on the wire, in both directions, throughout.
     for f in &r.flows {
-        assert!(f.up_gap_ms.count > 0, "{} -> {} never Up on the wire", f.src, f.dst);
+        assert!(
+            f.up_gap_ms.count > 0,
+            "{} -> {} never Up on the wire",
+            f.src,
+            f.dst
+        );
     }
     let peers = peers.unwrap_or_else(|e| panic!("FRR's session states: {e:#}"));
     let up = peers
@@ -185,7 +193,10 @@ fn sixty_four_xdp_sessions_come_up_offloaded_and_are_answered_by_the_kernel() {
         .filter(|(cpu, _)| *cpu != dut_cpu)
         .map(|(_, c)| c[verdict::REPLIED as usize].as_u64().unwrap())
         .sum();
-    assert_eq!(elsewhere, 0, "replies on a CPU other than the DUT's: {on_dut:?}");
+    assert_eq!(
+        elsewhere, 0,
+        "replies on a CPU other than the DUT's: {on_dut:?}"
+    );
     eprintln!("fast path: {after}");
     for i in 0..SESSIONS {
         for (ns, addr) in [

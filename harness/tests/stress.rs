@@ -47,7 +47,11 @@ impl Row {
     /// Whether steal measured inside every gap over `limit_ms` can excuse
     /// this row's broken limit (there must be such a gap).
     fn excused_by_steal(&self, limit_ms: f64) -> bool {
-        let over: Vec<_> = self.long_gaps.iter().filter(|g| g.gap_ms > limit_ms).collect();
+        let over: Vec<_> = self
+            .long_gaps
+            .iter()
+            .filter(|g| g.gap_ms > limit_ms)
+            .collect();
         !over.is_empty() && over.iter().all(|g| g.stolen_ms > 0.0)
     }
 }

@@ -148,7 +148,11 @@ fn once() -> Result<(), String> {
         .iter()
         .any(|f| f.flaps > 0 || f.gap_ms.max >= 30.0)
     {
-        let gaps: Vec<(i64, i64)> = window.flows.iter().flat_map(|f| gaps_over(f, 30.0)).collect();
+        let gaps: Vec<(i64, i64)> = window
+            .flows
+            .iter()
+            .flat_map(|f| gaps_over(f, 30.0))
+            .collect();
         if let Some(why) = disturbed_inside(&gaps, &steal, &stalls) {
             let _ = std::fs::remove_dir_all(&dir);
             return Err(format!("invalid run: a flap or a 30 ms gap after {why}"));

@@ -159,19 +159,20 @@ impl Engine {
                 let (desired, required) = session.advertised();
                 // The kernel's own view, fresh: the loop may not have
                 // passed since.
-                let (own_clock_requests, last_own_clock) = match (&self.fast, peer.kernel.offloaded()) {
-                    (Some(fast), true) => fast.state(id as u32).map_or(
-                        (peer.own_clock_requests, peer.last_own_clock),
-                        |state| {
-                            (
-                                state.clock_tx_requests,
-                                (state.clock_tx_ns != 0)
-                                    .then(|| state.clock_tx_ns as i64 - self.epoch_mono_ns),
-                            )
-                        },
-                    ),
-                    _ => (peer.own_clock_requests, peer.last_own_clock),
-                };
+                let (own_clock_requests, last_own_clock) =
+                    match (&self.fast, peer.kernel.offloaded()) {
+                        (Some(fast), true) => fast.state(id as u32).map_or(
+                            (peer.own_clock_requests, peer.last_own_clock),
+                            |state| {
+                                (
+                                    state.clock_tx_requests,
+                                    (state.clock_tx_ns != 0)
+                                        .then(|| state.clock_tx_ns as i64 - self.epoch_mono_ns),
+                                )
+                            },
+                        ),
+                        _ => (peer.own_clock_requests, peer.last_own_clock),
+                    };
                 // Recent: within the last three intervals.
                 let own_clock_recent =
                     last_own_clock.is_some_and(|t| now - t < 3 * session.tx_interval_ns());

@@ -9,8 +9,8 @@
 
 pub mod control;
 mod due;
-pub mod offload;
 mod frr;
+pub mod offload;
 
 use crate::backend::responder::Prepared;
 use crate::backend::xdp::{self as fast_path, FastPath};
@@ -553,8 +553,7 @@ impl Engine {
                 let view = SessionView::of(session, allowed, self.config.xdp_own_clock);
                 match offload::placement(&view, &peer.kernel) {
                     Some(Placement::Offload(role)) => {
-                        let neighbours =
-                            neighbours.get_or_insert_with(fast_path::Neighbours::read);
+                        let neighbours = neighbours.get_or_insert_with(fast_path::Neighbours::read);
                         offload(fast, &path, session, peer, id as u32, role, neighbours);
                     }
                     Some(Placement::Withdraw) => {

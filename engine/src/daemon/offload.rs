@@ -340,7 +340,10 @@ mod tests {
 
     #[test]
     fn userspace_detects_a_grace_late_only_behind_an_armed_sweep() {
-        assert_eq!(detection_grace(&offloaded(Steady)), KERNEL_DETECTION_GRACE_NS);
+        assert_eq!(
+            detection_grace(&offloaded(Steady)),
+            KERNEL_DETECTION_GRACE_NS
+        );
         let unarmed = KernelView {
             armed_detect_ns: 0,
             ..offloaded(Steady)

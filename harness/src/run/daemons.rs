@@ -1022,6 +1022,11 @@ impl Bfd {
         }
     }
 
+    /// Whether the daemon's process has ended.
+    pub fn exited(&mut self) -> bool {
+        !self.daemon.running()
+    }
+
     /// Whether the daemon reports all its `expected` sessions Up and
     /// steady, in its own words; `Err` says what it reports instead.
     pub fn sessions_up(&mut self, expected: usize) -> Result<(), String> {

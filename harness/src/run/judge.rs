@@ -347,6 +347,10 @@ impl Verdict {
     }
 }
 
+/// How readiness says that the DUT's own process ended before its
+/// sessions came Up: the DUT failed (a crash is never a spoiled run).
+pub const DUT_EXITED: &str = "the DUT exited before its sessions came Up: ";
+
 /// Share of replies that must come from the DUT's CPUs for the fast path's
 /// placement to count (the rest: frames processed before steering settled).
 const PLACEMENT_SHARE_PERCENT: u64 = 95;
@@ -369,6 +373,9 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
         _ => {}
     }
     if let Err(why) = &e.up_before_phases {
+        if why.starts_with(DUT_EXITED) {
+            return Verdict::Fail(format!("sessions never came Up: {why}"));
+        }
         return Verdict::Invalid(format!("sessions never came Up: {why}"));
     }
     if let Some((on_dut, total)) = e.fast_path_on_dut_cpus {
@@ -733,6 +740,17 @@ mod tests {
     }
 
     #[test]
+    fn a_dut_that_died_before_its_sessions_came_up_failed() {
+        let mut e = evidence(vec![phase(0, 10.0, 40.0)]);
+        e.up_before_phases = Err(format!("{DUT_EXITED}linecardd exited: panicked"));
+        assert!(matches!(judge(&hold(), &e), Verdict::Fail(w) if w.contains("panicked")));
+        assert!(!spoiled(&hold(), &e));
+        // A peer that never answered says nothing about the DUT.
+        e.up_before_phases = Err("FRR bfdd lists 0 sessions, 0 up, of 1".into());
+        assert!(matches!(judge(&hold(), &e), Verdict::Invalid(_)));
+    }
+
+    #[test]
     fn a_control_plane_that_saw_a_down_fails_the_dut() {
         let mut e = evidence(vec![phase(0, 10.0, 40.0)]);
         e.control_plane_uninterrupted = Some(Err("FRR's bfdd saw 1 of 1 sessions go down".into()));
@@ -744,7 +762,12 @@ mod tests {
         assert_eq!(judge(&hold(), &e), Verdict::Pass);
     }
 
-    fn long_gap(gap_ms: f64, end_ms: i64, mirrors_peer: bool, stolen_ms: f64) -> super::super::mirror::LongGap {
+    fn long_gap(
+        gap_ms: f64,
+        end_ms: i64,
+        mirrors_peer: bool,
+        stolen_ms: f64,
+    ) -> super::super::mirror::LongGap {
         super::super::mirror::LongGap {
             gap_ms,
             end_ns: end_ms * 1_000_000,

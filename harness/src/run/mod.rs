@@ -649,6 +649,14 @@ fn wait_up(
 ) -> Result<(), String> {
     let deadline = Instant::now() + within;
     loop {
+        // A DUT that died is the DUT's failure, never an untrustworthy run.
+        if dut.exited() {
+            return Err(format!(
+                "{}{}",
+                judge::DUT_EXITED,
+                dut.sessions_up(sessions).err().unwrap_or_default()
+            ));
+        }
         let state = dut
             .sessions_up(sessions)
             .and_then(|()| peer.sessions_up(sessions));
@@ -1170,9 +1178,11 @@ pub(crate) fn judge_dut(
         .collect();
     for gap in &mut long_gaps {
         gap.stolen_ms = steal.within(gap.start_ns(), gap.end_ns);
-        if unstressed.iter().any(|&(a, b)| (a..b).contains(&gap.end_ns)) {
-            gap.stalled_ms =
-                crate::canary::longest_stall_ms(&stalls, gap.start_ns(), gap.end_ns);
+        if unstressed
+            .iter()
+            .any(|&(a, b)| (a..b).contains(&gap.end_ns))
+        {
+            gap.stalled_ms = crate::canary::longest_stall_ms(&stalls, gap.start_ns(), gap.end_ns);
         }
     }
     // Each fault's phase, walked packet by packet.

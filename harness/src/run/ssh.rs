@@ -753,7 +753,13 @@ impl RemoteHost {
         self.launch_line_on(&self.query_cpus(), pid_file, program, args)
     }
 
-    fn launch_line_on(&self, cpus: &[usize], pid_file: &str, program: &str, args: &[String]) -> String {
+    fn launch_line_on(
+        &self,
+        cpus: &[usize],
+        pid_file: &str,
+        program: &str,
+        args: &[String],
+    ) -> String {
         let mut line = format!(
             "echo $$ > {} && exec env LINECARD_RUN={} {}{}",
             quote(pid_file),
