@@ -971,7 +971,11 @@ fn the_echo_scenario_reflects_in_the_kernel_negotiates_and_stays_advisory() {
     for phase in [0, 1] {
         let peer = echo(driven, phase, "peer", "IPv4");
         assert!(n(&peer, "sent") > 500, "{driven}, phase {phase}: {peer}");
-        assert_eq!(n(&peer, "returned"), n(&peer, "sent"), "{peer}");
+        // Every one reflected: none lost, and at most the one in flight
+        // when the phase's window closed not yet back (fresh-clone CI: 1142
+        // of 1143 returned, 0 lost).
+        assert_eq!(n(&peer, "lost"), 0, "{peer}");
+        assert!(n(&peer, "sent") - n(&peer, "returned") <= 1, "{peer}");
         let own = echo(driven, phase, "dut", "IPv4");
         assert!(
             n(&own, "sent") > 0,
