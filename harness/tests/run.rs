@@ -975,7 +975,10 @@ fn the_echo_scenario_reflects_in_the_kernel_negotiates_and_stays_advisory() {
         // when the phase's window closed not yet back (fresh-clone CI: 1142
         // of 1143 returned, 0 lost).
         assert_eq!(n(&peer, "lost"), 0, "{peer}");
-        assert!(n(&peer, "sent").saturating_sub(n(&peer, "returned")) <= 1, "{peer}");
+        assert!(
+            n(&peer, "sent").saturating_sub(n(&peer, "returned")) <= 1,
+            "{peer}"
+        );
         let own = echo(driven, phase, "dut", "IPv4");
         assert!(
             n(&own, "sent") > 0,
