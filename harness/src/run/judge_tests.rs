@@ -1,0 +1,541 @@
+//! The judge's rules, one test each, on hand-built evidence.
+use super::*;
+
+fn phase(flaps: u64, max_ms: f64, stall: f64) -> PhaseFigures {
+    PhaseFigures {
+        phase: "L4".into(),
+        profile: "L4".into(),
+        packets: 1000,
+        flaps,
+        p50_ms: 8.8,
+        p99_ms: 10.0,
+        p999_ms: 10.1,
+        max_ms,
+        over_budget: Some(0),
+        sessions: 1,
+        sessions_flapped: usize::from(flaps > 0),
+        correlated_flaps: usize::from(flaps > 0),
+        canary_stall_ms: stall,
+        canary_required_ms: Some(30.0),
+        stolen_ms: 0.0,
+        stressed: true,
+        fault: None,
+        echo: Vec::new(),
+        auth: Vec::new(),
+        demand: Vec::new(),
+    }
+}
+
+fn evidence(phases: Vec<PhaseFigures>) -> Evidence {
+    Evidence {
+        capture_died_early: false,
+        capture_dropped: Some(0),
+        up_before_phases: Ok(()),
+        fast_path_on_dut_cpus: None,
+        responder: None,
+        steal_ms: 0.0,
+        peer_steal_ms: 0.0,
+        premature_peer_detections_ms: Vec::new(),
+        silent_peer_detections_ms: Vec::new(),
+        peer_stalls_ms: Vec::new(),
+        detection_ms: 30.0,
+        control_plane_uninterrupted: None,
+        long_gaps: Vec::new(),
+        phases,
+    }
+}
+
+#[test]
+fn a_dut_that_died_before_its_sessions_came_up_failed() {
+    let mut e = evidence(vec![phase(0, 10.0, 40.0)]);
+    e.up_before_phases = Err(format!("{DUT_EXITED}linecardd exited: panicked"));
+    assert!(matches!(judge(&hold(), &e), Verdict::Fail(w) if w.contains("panicked")));
+    assert!(!spoiled(&hold(), &e));
+    // A peer that never answered says nothing about the DUT.
+    e.up_before_phases = Err("FRR bfdd lists 0 sessions, 0 up, of 1".into());
+    assert!(matches!(judge(&hold(), &e), Verdict::Invalid(_)));
+}
+
+#[test]
+fn a_control_plane_that_saw_a_down_fails_the_dut() {
+    let mut e = evidence(vec![phase(0, 10.0, 40.0)]);
+    e.control_plane_uninterrupted = Some(Err("FRR's bfdd saw 1 of 1 sessions go down".into()));
+    assert_eq!(
+        judge(&hold(), &e),
+        Verdict::Fail("FRR's bfdd saw 1 of 1 sessions go down".into())
+    );
+    e.control_plane_uninterrupted = Some(Ok("kept".into()));
+    assert_eq!(judge(&hold(), &e), Verdict::Pass);
+}
+
+fn long_gap(
+    gap_ms: f64,
+    end_ms: i64,
+    mirrors_peer: bool,
+    stolen_ms: f64,
+) -> super::super::mirror::LongGap {
+    super::super::mirror::LongGap {
+        gap_ms,
+        end_ns: end_ms * 1_000_000,
+        mirrors_peer,
+        stolen_ms,
+        stalled_ms: 0.0,
+    }
+}
+
+#[test]
+fn a_gap_over_the_limit_that_mirrors_the_peer_is_the_dut_s_failure() {
+    // The peer was silent 27.8 ms and the DUT's reply followed it: its
+    // own clock should have sent after one interval (RFC 5880 6.8.7).
+    let mut e = evidence(vec![phase(0, 27.8, 40.0)]);
+    e.long_gaps = vec![long_gap(27.8, 1_000, true, 0.0)];
+    assert!(matches!(judge(&hold(), &e), Verdict::Fail(why) if why.contains("27.80")));
+    assert!(!spoiled(&hold(), &e));
+}
+
+#[test]
+fn demand_mode_must_show_d_the_asked_silence_and_answered_polls() {
+    let side = |who: &str, d: u64, silences: u64, polls: u64, finals: u64| DemandFigures {
+        side: who.into(),
+        packets: 20,
+        demand_packets: d,
+        silences,
+        silence_max_ms: 1000.0,
+        polls,
+        finals,
+        final_max_ms: 0.5,
+    };
+    let expect = Expectation {
+        demand: Some(DemandAsker::Dut),
+        ..Default::default()
+    };
+    let with = |demand: Vec<DemandFigures>| {
+        let mut p = phase(0, 10.0, 900.0);
+        p.demand = demand;
+        evidence(vec![p])
+    };
+    // The DUT asked, the peer fell silent and answered every Poll.
+    let good = with(vec![side("dut", 20, 0, 10, 0), side("peer", 0, 9, 0, 10)]);
+    assert_eq!(judge(&expect, &good), Verdict::Pass);
+    // A peer that kept sending: Demand mode never took effect.
+    let loud = with(vec![side("dut", 20, 0, 10, 0), side("peer", 0, 0, 0, 10)]);
+    assert!(matches!(judge(&expect, &loud), Verdict::Fail(w) if w.contains("never fell silent")));
+    // A DUT without D, and Polls nobody answered.
+    let mute = with(vec![side("dut", 0, 0, 10, 0), side("peer", 0, 9, 0, 0)]);
+    assert!(
+        matches!(judge(&expect, &mute), Verdict::Fail(w) if w.contains("never set D") && w.contains("got 0 Finals"))
+    );
+    // Without sessions.demand nothing of it is judged.
+    assert_eq!(judge(&Expectation::default(), &mute), Verdict::Pass);
+}
+
+fn hold() -> Expectation {
+    Expectation {
+        positive_control: false,
+        max_flaps: Some(0),
+        max_gap_ms: Some(15.0),
+        ..Default::default()
+    }
+}
+
+fn control() -> Expectation {
+    Expectation {
+        positive_control: true,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn limits_pass_and_fail_on_the_capture_figures() {
+    assert_eq!(
+        judge(&hold(), &evidence(vec![phase(0, 14.1, 900.0)])),
+        Verdict::Pass
+    );
+    let v = judge(&hold(), &evidence(vec![phase(2, 960.0, 900.0)]));
+    assert_eq!(
+        v,
+        Verdict::Fail("2 flaps (limit 0), max gap 960.00 ms (limit 15 ms)".into())
+    );
+}
+
+#[test]
+fn echo_expectations_are_judged_on_the_wire_per_phase() {
+    let echoes = |who: &str, sent: u64, lost: u64| EchoFigures {
+        originator: who.into(),
+        sent,
+        returned: sent - lost,
+        lost,
+        ..Default::default()
+    };
+    let with = |echo: Vec<EchoFigures>| {
+        let mut p = phase(0, 10.0, 900.0);
+        p.echo = echo;
+        evidence(vec![p])
+    };
+    let reflect = Expectation {
+        peer_echo: Some(PeerEcho::Reflected),
+        own_echo: true,
+        ..hold()
+    };
+    let good = with(vec![echoes("peer", 100, 0), echoes("dut", 100, 0)]);
+    assert_eq!(judge(&reflect, &good), Verdict::Pass);
+    let v = judge(
+        &reflect,
+        &with(vec![echoes("peer", 100, 3), echoes("dut", 100, 0)]),
+    );
+    assert!(
+        matches!(&v, Verdict::Fail(w) if w.contains("the peer's echoes, 100 sent, 3 lost")),
+        "{v:?}"
+    );
+    // No echo from the peer at all is no proof of reflection.
+    let v = judge(&reflect, &with(vec![echoes("dut", 100, 0)]));
+    assert!(
+        matches!(&v, Verdict::Fail(w) if w.contains("0 sent")),
+        "{v:?}"
+    );
+    let v = judge(&reflect, &with(vec![echoes("peer", 100, 0)]));
+    assert!(
+        matches!(&v, Verdict::Fail(w) if w.contains("the DUT's echoes, 0 sent")),
+        "{v:?}"
+    );
+    let absent = Expectation {
+        peer_echo: Some(PeerEcho::Absent),
+        ..hold()
+    };
+    assert_eq!(
+        judge(&absent, &with(vec![echoes("dut", 100, 0)])),
+        Verdict::Pass
+    );
+    let v = judge(&absent, &with(vec![echoes("peer", 7, 0)]));
+    assert!(
+        matches!(&v, Verdict::Fail(w) if w.contains("sent 7 echoes")),
+        "{v:?}"
+    );
+}
+
+#[test]
+fn authentication_is_judged_on_every_packet_of_both_sides() {
+    let side = |who: &str, types: Vec<u8>, unauthenticated: u64, same: u64| AuthFigures {
+        side: who.into(),
+        packets: 1000,
+        authenticated: 1000 - unauthenticated,
+        types,
+        key_ids: vec![1],
+        sequence_next: 999 - same,
+        sequence_same: same,
+        sequence_other: 0,
+    };
+    let with = |auth: Vec<AuthFigures>| {
+        let mut p = phase(0, 10.0, 50.0);
+        p.auth = auth;
+        evidence(vec![p])
+    };
+    let meticulous = Expectation {
+        auth: Some(crate::scenario::WireAuth {
+            auth_type: 5,
+            key_id: 1,
+            meticulous: true,
+        }),
+        ..hold()
+    };
+    let good = with(vec![
+        side("dut", vec![5], 0, 0),
+        side("peer", vec![5], 0, 0),
+    ]);
+    assert_eq!(judge(&meticulous, &good), Verdict::Pass);
+    for (bad, why) in [
+        (
+            with(vec![
+                side("dut", vec![5], 3, 0),
+                side("peer", vec![5], 0, 0),
+            ]),
+            "3 of the dut's 1000 control packets without",
+        ),
+        (
+            with(vec![
+                side("dut", vec![5], 0, 0),
+                side("peer", vec![4, 5], 0, 0),
+            ]),
+            "the peer sent Auth Types [4, 5]",
+        ),
+        (
+            with(vec![
+                side("dut", vec![5], 0, 2),
+                side("peer", vec![5], 0, 0),
+            ]),
+            "the dut's meticulous sequence numbers repeated 2 times",
+        ),
+        (
+            with(vec![side("dut", vec![5], 0, 0)]),
+            "no control packet of the peer",
+        ),
+    ] {
+        let v = judge(&meticulous, &bad);
+        assert!(
+            matches!(&v, Verdict::Fail(w) if w.contains(why)),
+            "{why}: {v:?}"
+        );
+    }
+    // Keyed, not meticulous: a repeated number is allowed (6.7.3).
+    let keyed = Expectation {
+        auth: Some(crate::scenario::WireAuth {
+            auth_type: 4,
+            key_id: 1,
+            meticulous: false,
+        }),
+        ..hold()
+    };
+    let repeats = with(vec![
+        side("dut", vec![4], 0, 5),
+        side("peer", vec![4], 0, 9),
+    ]);
+    assert_eq!(judge(&keyed, &repeats), Verdict::Pass);
+}
+
+#[test]
+fn a_positive_control_that_holds_invalidates_the_run() {
+    assert_eq!(
+        judge(&control(), &evidence(vec![phase(40, 960.0, 900.0)])),
+        Verdict::Pass
+    );
+    assert!(matches!(
+        judge(&control(), &evidence(vec![phase(0, 10.0, 900.0)])),
+        Verdict::Invalid(w) if w.contains("positive control")
+    ));
+}
+
+#[test]
+fn stress_that_did_not_bite_is_invalid_even_when_the_numbers_look_good() {
+    let v = judge(&hold(), &evidence(vec![phase(0, 10.0, 3.0)]));
+    assert!(matches!(v, Verdict::Invalid(w) if w.contains("did not bite")));
+}
+
+#[test]
+fn an_untrustworthy_capture_never_passes() {
+    let mut e = evidence(vec![phase(0, 10.0, 900.0)]);
+    e.capture_dropped = Some(3);
+    assert!(matches!(judge(&hold(), &e), Verdict::Invalid(_)));
+    e.capture_dropped = None;
+    assert!(matches!(judge(&hold(), &e), Verdict::Invalid(_)));
+    e.capture_died_early = true;
+    assert!(matches!(judge(&hold(), &e), Verdict::Fail(w) if w.contains("partial capture kept")));
+}
+
+#[test]
+fn placement_elsewhere_and_sessions_never_up_are_invalid() {
+    let mut e = evidence(vec![phase(0, 10.0, 900.0)]);
+    e.fast_path_on_dut_cpus = Some((10, 1000));
+    assert!(matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("DUT's CPUs")));
+    e.fast_path_on_dut_cpus = Some((0, 0));
+    assert!(matches!(judge(&hold(), &e), Verdict::Invalid(_)));
+    e.fast_path_on_dut_cpus = Some((1000, 1000));
+    e.up_before_phases = Err("DUT Down".into());
+    assert!(matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("never came Up")));
+}
+
+#[test]
+fn a_peer_that_declares_the_dut_dead_too_soon_invalidates_the_run() {
+    let mut e = evidence(vec![phase(1, 370.0, 900.0)]);
+    e.premature_peer_detections_ms = vec![25.32];
+    assert!(
+        matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("25.32 ms") && w.contains("peer host stalled"))
+    );
+    assert!(spoiled(&hold(), &e));
+}
+
+#[test]
+fn a_positive_control_that_flapped_more_than_the_peer_s_premature_downs_still_flapped() {
+    // 56 flaps, one of them a Down the peer sent too soon: the other
+    // 55 are the control's own, and it proves the stress bit.
+    let mut e = evidence(vec![phase(56, 956.0, 1388.0)]);
+    e.premature_peer_detections_ms = vec![1.56];
+    assert_eq!(judge(&control(), &e), Verdict::Pass);
+    assert!(!spoiled(&control(), &e));
+    // Many premature Downs beside many flaps of its own: it flapped.
+    let mut e = evidence(vec![phase(67, 960.0, 952.0)]);
+    e.premature_peer_detections_ms = vec![2.47, 1.89, 11.08, 9.89, 0.97, 3.81, 11.24];
+    assert_eq!(judge(&control(), &e), Verdict::Pass);
+    assert!(!spoiled(&control(), &e));
+    // Its only flap was the peer's doing: nothing proves the stress.
+    let mut e = evidence(vec![phase(1, 25.0, 31.0)]);
+    e.premature_peer_detections_ms = vec![1.56];
+    assert!(matches!(judge(&control(), &e), Verdict::Invalid(w) if w.contains("1.56 ms")));
+    assert!(spoiled(&control(), &e));
+}
+
+#[test]
+fn a_peer_that_stalls_in_a_fault_phase_invalidates_the_run_unless_the_link_was_down() {
+    use super::super::faults::{Fault, FaultFigures};
+    // The engine stopped with the dead-man guard off: the kernel went
+    // on answering, yet the peer declared us Down 4.65 ms after our
+    // last packet (seen in CI): its host stalled with ours queued.
+    let mut stopped = phase(1, 1000.0, 3.0);
+    stopped.canary_required_ms = None;
+    stopped.fault = Some(FaultFigures {
+        fault: Some(Fault::EngineStop { stop_ms: 2000 }),
+        peer_detections_ms: vec![4.65],
+        recovered_ms: Some(1.0),
+        ..FaultFigures::default()
+    });
+    let mut e = evidence(vec![phase(0, 10.0, 40.0), stopped]);
+    assert!(
+        matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("4.65 ms") && w.contains("peer host stalled"))
+    );
+    assert!(spoiled(&hold(), &e));
+    // On time, it is the fault's own outcome.
+    e.phases[1].fault.as_mut().unwrap().peer_detections_ms = vec![30.07];
+    assert_eq!(judge(&hold(), &e), Verdict::Pass);
+    assert!(!spoiled(&hold(), &e));
+    // A link flap loses our packets after the capture: the peer's Down
+    // soon after our last one on the DUT's port is no stall.
+    let flap = e.phases[1].fault.as_mut().unwrap();
+    flap.fault = Some(Fault::LinkFlap { down_ms: 500 });
+    flap.peer_detections_ms = vec![4.65];
+    flap.detections_ms = vec![30.2];
+    assert_eq!(judge(&hold(), &e), Verdict::Pass);
+}
+
+#[test]
+fn a_peer_silent_in_a_fault_phase_outside_its_fault_invalidates_the_run() {
+    use super::super::faults::{Fault, FaultFigures, Silence};
+    let mut restarted = phase(2, 645.0, 39.9);
+    restarted.canary_required_ms = None;
+    restarted.fault = Some(FaultFigures {
+        fault: Some(Fault::EngineRestart),
+        start_ns: 975_210_000_000,
+        end_ns: 975_560_000_000,
+        missed_ms: vec![45.91],
+        peer_silences: vec![Silence {
+            from_ns: 974_563_512_000,
+            to_ns: 974_609_426_000,
+        }],
+        peer_detections_ms: vec![30.07],
+        recovered_ms: Some(7.0),
+        ..FaultFigures::default()
+    });
+    let mut e = evidence(vec![phase(0, 10.0, 40.0), restarted]);
+    assert!(
+        matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("45.91 ms") && w.contains("peer host stalled"))
+    );
+    assert!(spoiled(&hold(), &e));
+    // Without that silence the missed detection is the DUT's.
+    e.phases[1].fault.as_mut().unwrap().peer_silences.clear();
+    assert!(matches!(judge(&hold(), &e), Verdict::Fail(w) if w.contains("never declared")));
+    assert!(!spoiled(&hold(), &e));
+}
+
+#[test]
+fn a_dut_that_declares_a_silent_peer_dead_invalidates_the_run() {
+    // The flap is real but the DUT's Down is the truth about a peer
+    // that sent nothing for a detection time: the peer host stalled.
+    let mut e = evidence(vec![phase(1, 807.32, 900.0)]);
+    assert!(matches!(judge(&hold(), &e), Verdict::Fail(_)));
+    assert!(!spoiled(&hold(), &e));
+    e.silent_peer_detections_ms = vec![31.01];
+    assert!(
+        matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("31.01 ms") && w.contains("first Down"))
+    );
+    assert!(spoiled(&hold(), &e));
+    // A positive control whose only flap was that Down proves nothing;
+    // with flaps of its own, its verdict stands.
+    assert!(matches!(judge(&control(), &e), Verdict::Invalid(w) if w.contains("first Down")));
+    assert!(spoiled(&control(), &e));
+    e.phases = vec![phase(5, 807.32, 900.0)];
+    assert_eq!(judge(&control(), &e), Verdict::Pass);
+    assert!(!spoiled(&control(), &e));
+}
+
+#[test]
+fn downs_the_wire_proves_were_not_the_dut_s_are_excused_while_the_limits_hold() {
+    // CI, 60 s under L4 with 1.5-3 s a minute of hypervisor steal: the
+    // peer declared the DUT dead 0.23 ms after its last packet, and
+    // that was the run's only flap; every gap held its limit.
+    let mut e = evidence(vec![phase(1, 14.0, 950.0)]);
+    assert!(matches!(judge(&hold(), &e), Verdict::Fail(w) if w.contains("1 flaps")));
+    e.premature_peer_detections_ms = vec![0.23];
+    assert_eq!(judge(&hold(), &e), Verdict::Pass);
+    assert!(!spoiled(&hold(), &e));
+    // A true detection of a silent peer as well: two excused.
+    e.phases = vec![phase(2, 14.0, 950.0)];
+    e.silent_peer_detections_ms = vec![31.2];
+    assert_eq!(judge(&hold(), &e), Verdict::Pass);
+    // A flap beyond the excused ones is the DUT's own.
+    e.phases = vec![phase(3, 14.0, 950.0)];
+    assert!(matches!(judge(&hold(), &e), Verdict::Fail(w) if w.contains("1 flaps")));
+    // More excused Downs than a window can spare: invalid.
+    e.premature_peer_detections_ms = vec![0.23, 4.1];
+    assert!(matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("0.23 ms")));
+    assert!(spoiled(&hold(), &e));
+    // Measured, not judged (no limits): 40 flaps, one the peer's.
+    let mut e = evidence(vec![phase(40, 58.96, 950.0)]);
+    e.premature_peer_detections_ms = vec![19.28];
+    assert_eq!(judge(&Expectation::default(), &e), Verdict::Pass);
+    assert!(!spoiled(&Expectation::default(), &e));
+}
+
+#[test]
+fn a_peer_silent_for_a_detection_time_in_a_plain_phase_invalidates_the_run() {
+    // Seen in CI under L4: both sides silent 109.96 ms at once (the
+    // machine stalled), the peer's Down after it, our gap a mirror.
+    let mut e = evidence(vec![phase(1, 109.96, 950.0)]);
+    assert!(matches!(judge(&hold(), &e), Verdict::Fail(_)));
+    e.peer_stalls_ms = vec![109.9];
+    assert!(
+        matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("109.90 ms") && w.contains("peer host stalled"))
+    );
+    assert!(spoiled(&hold(), &e));
+    // A positive control must flap anyway: its verdict stands.
+    assert_eq!(judge(&control(), &e), Verdict::Pass);
+    assert!(!spoiled(&control(), &e));
+    // Limits held: the stall changes nothing.
+    let mut held = evidence(vec![phase(0, 10.0, 950.0)]);
+    held.peer_stalls_ms = vec![29.5];
+    assert_eq!(judge(&hold(), &held), Verdict::Pass);
+    assert!(!spoiled(&hold(), &held));
+}
+
+#[test]
+fn steal_excuses_only_the_gap_it_fell_inside() {
+    // 21.89 ms against a 15 ms limit, 10 ms stolen inside that gap:
+    // steal can have caused it (invalid, run again).
+    let mut close = evidence(vec![phase(0, 21.89, 900.0)]);
+    close.steal_ms = 10.0;
+    close.long_gaps = vec![long_gap(21.89, 5_000, false, 10.0)];
+    assert!(
+        matches!(judge(&hold(), &close), Verdict::Invalid(w) if w.contains("stalled 10 ms") && w.contains("inside"))
+    );
+    assert!(spoiled(&hold(), &close));
+    // The same gap with 2000 ms stolen elsewhere in the run and none
+    // inside it: the DUT's.
+    let mut elsewhere = close.clone();
+    elsewhere.steal_ms = 2000.0;
+    elsewhere.long_gaps = vec![long_gap(21.89, 5_000, false, 0.0)];
+    assert!(matches!(judge(&hold(), &elsewhere), Verdict::Fail(_)));
+    assert!(!spoiled(&hold(), &elsewhere));
+    // Every gap over the limit needs its own: one excused, one not.
+    let mut two = close.clone();
+    two.long_gaps.push(long_gap(17.0, 9_000, false, 0.0));
+    assert!(matches!(judge(&hold(), &two), Verdict::Fail(_)));
+    // Ten stolen ms cannot explain a 956 ms gap and 15 flaps.
+    let mut degraded = evidence(vec![phase(15, 955.83, 900.0)]);
+    degraded.long_gaps = vec![long_gap(955.83, 5_000, false, 10.0)];
+    assert!(matches!(judge(&hold(), &degraded), Verdict::Fail(_)));
+    assert!(!spoiled(&hold(), &degraded));
+    // A flap with no gap on record beyond the detection time: nothing
+    // steal could have stretched.
+    let mut flap = evidence(vec![phase(1, 12.0, 900.0)]);
+    flap.steal_ms = 120.0;
+    assert!(matches!(judge(&hold(), &flap), Verdict::Fail(_)));
+    // Outside stress, a canary stall inside the gap as long as its
+    // excess excuses it too (CI: a 22.57 ms gap beside a 21.2 ms stall
+    // of the idle DUT CPU, no steal counted).
+    let mut stalled = elsewhere.clone();
+    stalled.long_gaps[0].stalled_ms = 7.0;
+    assert!(matches!(judge(&hold(), &stalled), Verdict::Invalid(_)));
+    stalled.long_gaps[0].stalled_ms = 6.0;
+    assert!(matches!(judge(&hold(), &stalled), Verdict::Fail(_)));
+    // Steal does not excuse what steal cannot cause.
+    let mut dropped = close.clone();
+    dropped.capture_dropped = Some(1);
+    assert!(!spoiled(&hold(), &dropped));
+}
