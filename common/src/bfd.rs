@@ -201,6 +201,28 @@ pub mod auth_type {
     pub const METICULOUS_KEYED_SHA1: u8 = 5;
 }
 
+/// How long bfd.AuthSeqKnown outlives a packet accepted now, ns: RFC 5880
+/// 6.8.1 lets it lapse after no packet for at least twice the Detection
+/// Time. Twice the larger of the session's detection time as it stood
+/// before this packet (`session_detect_ns`, 0 when not known yet) and the
+/// one the packet itself implies (its Detect Mult times its Desired Min
+/// TX, 6.8.4). The kernel and userspace both call this one function, so
+/// that the two planes never disagree on whether a replay is still inside
+/// the window.
+pub const fn auth_seq_known_lapse_ns(
+    session_detect_ns: u64,
+    packet_detect_mult: u8,
+    packet_desired_min_tx_us: u32,
+) -> u64 {
+    let implied = packet_detect_mult as u64 * packet_desired_min_tx_us as u64 * 1_000;
+    let detect = if session_detect_ns > implied {
+        session_detect_ns
+    } else {
+        implied
+    };
+    2 * detect
+}
+
 /// Auth Len of the keyed sections (RFC 5880 sections 4.3 and 4.4), and
 /// the Length of a packet that carries one and nothing more.
 pub const MD5_AUTH_LEN: usize = 24;
@@ -483,5 +505,20 @@ mod tests {
         assert_eq!(offset_of!(SessionState, last_rx_ns), 0);
         assert_eq!(offset_of!(SessionState, finals_sent), 24);
         assert_eq!(offset_of!(SessionState, passed), 32);
+    }
+
+    #[test]
+    fn the_sequence_window_outlives_twice_the_larger_detection_time() {
+        // The session's 3 x 10 ms against a packet implying 3 x 50 ms: the
+        // packet's (the peer slowed down, 6.8.3); and the other way round.
+        assert_eq!(auth_seq_known_lapse_ns(30_000_000, 3, 50_000), 300_000_000);
+        assert_eq!(auth_seq_known_lapse_ns(150_000_000, 3, 10_000), 300_000_000);
+        // Not known yet: the packet's alone.
+        assert_eq!(auth_seq_known_lapse_ns(0, 3, 10_000), 60_000_000);
+        // The widest fields do not overflow: 255 x (2^32 - 1) us.
+        assert_eq!(
+            auth_seq_known_lapse_ns(0, u8::MAX, u32::MAX),
+            2 * 255 * u32::MAX as u64 * 1_000
+        );
     }
 }

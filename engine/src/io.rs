@@ -27,6 +27,9 @@ pub struct Received {
     /// Destination address (IP_PKTINFO / IPV6_PKTINFO): the session's local
     /// address for demultiplexing.
     pub dst: IpAddr,
+    /// The interface it arrived on (IP_PKTINFO / IPV6_PKTINFO): whether
+    /// our XDP program saw it first.
+    pub ifindex: u32,
     /// TTL or hop limit as received; 0 if the kernel did not say.
     pub ttl: u8,
     /// IPv6 with a hop-by-hop, destination options or routing header:
@@ -136,7 +139,7 @@ impl RxSocket {
         let src = unsafe { SockAddr::new(addr, msg.msg_namelen) }
             .as_socket()
             .ok_or_else(|| io::Error::other("recvmsg returned a non-IP source"))?;
-        let (mut dst, mut ttl, mut extension_headers) = (None, 0u8, false);
+        let (mut dst, mut ifindex, mut ttl, mut extension_headers) = (None, 0u32, 0u8, false);
         // SAFETY: CMSG_* walk the control buffer the kernel filled, within
         // msg_controllen; each data pointer is read with its cmsg's type.
         unsafe {
@@ -152,6 +155,7 @@ impl RxSocket {
                         dst = Some(IpAddr::from(
                             u32::from_be(info.ipi_addr.s_addr).to_be_bytes(),
                         ));
+                        ifindex = info.ipi_ifindex as u32;
                     }
                     (libc::IPPROTO_IPV6, libc::IPV6_HOPLIMIT) => {
                         ttl = std::ptr::read_unaligned(data.cast::<i32>()) as u8
@@ -159,6 +163,7 @@ impl RxSocket {
                     (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
                         let info = std::ptr::read_unaligned(data.cast::<libc::in6_pktinfo>());
                         dst = Some(IpAddr::from(info.ipi6_addr.s6_addr));
+                        ifindex = info.ipi6_ifindex;
                     }
                     (
                         libc::IPPROTO_IPV6,
@@ -176,6 +181,7 @@ impl RxSocket {
             len: n as usize,
             src,
             dst,
+            ifindex,
             ttl,
             extension_headers,
         }))

@@ -249,7 +249,7 @@ fn install_authenticated_sessions(bpf: &mut aya::Ebpf) -> Result<Vec<(String, Ve
 
 /// The engine's own verification of the same packets, timed in a loop.
 fn userspace_auth(repeat: u32) -> Result<Vec<UserspaceAuthRow>> {
-    use linecard_engine::session::auth::{Auth, AuthConfig, AuthKey};
+    use linecard_engine::session::auth::{Auth, AuthConfig, AuthKey, SequenceJudge};
     use linecard_engine::wire::{AuthType, Repr};
     let mut rows = Vec::new();
     for (auth_type, name) in [
@@ -275,8 +275,14 @@ fn userspace_auth(repeat: u32) -> Result<Vec<UserspaceAuthRow>> {
         for _ in 0..ROUNDS {
             let start = std::time::Instant::now();
             for _ in 0..repeat {
-                auth.verify(0, std::hint::black_box(&packet), wire, 30_000_000)
-                    .map_err(|e| anyhow::anyhow!("{name}: the engine refused it ({e:?})"))?;
+                auth.verify(
+                    0,
+                    std::hint::black_box(&packet),
+                    wire,
+                    60_000_000,
+                    SequenceJudge::Here,
+                )
+                .map_err(|e| anyhow::anyhow!("{name}: the engine refused it ({e:?})"))?;
             }
             samples.push((start.elapsed().as_nanos() / u128::from(repeat.max(1))) as u32);
         }

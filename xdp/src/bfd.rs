@@ -35,10 +35,11 @@ use aya_ebpf::{
 };
 use core::ffi::c_void;
 use linecard_common::bfd::{
-    auth_type, drop, event, verdict, AuthKeyRef, AuthSecret, DeadMan, EchoPeer, SessionConfig,
-    SessionState, SlotConfig, SweepEvent, DROP_REASONS, FLAG_MULTIHOP, FLAG_POLLS_ONLY, FLAG_REPLY,
-    MAX_AUTH_KEYS, MAX_SESSIONS, MD5_AUTH_LEN, PORT_ECHO, PORT_MULTI_HOP, PORT_SINGLE_HOP,
-    SHA1_AUTH_LEN, SWEEP_MIN_NS, SWEEP_PERIOD_NS, SWEEP_SLOTS, VERDICTS,
+    auth_seq_known_lapse_ns, auth_type, drop, event, verdict, AuthKeyRef, AuthSecret, DeadMan,
+    EchoPeer, SessionConfig, SessionState, SlotConfig, SweepEvent, DROP_REASONS, FLAG_MULTIHOP,
+    FLAG_POLLS_ONLY, FLAG_REPLY, MAX_AUTH_KEYS, MAX_SESSIONS, MD5_AUTH_LEN, PORT_ECHO,
+    PORT_MULTI_HOP, PORT_SINGLE_HOP, SHA1_AUTH_LEN, SWEEP_MIN_NS, SWEEP_PERIOD_NS, SWEEP_SLOTS,
+    VERDICTS,
 };
 use linecard_common::digest::{md5_single_block_in, sha1_single_block_in};
 
@@ -653,15 +654,17 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
         return Err(drop::AUTH_MISMATCH);
     }
     if config.auth_type != auth_type::NONE {
-        // bfd.AuthSeqKnown outlives twice the detection time (6.8.1): the
-        // session's, or, when that is not known yet or shorter, the one
-        // this packet implies (its Detect Mult times its Desired Min TX).
-        let implied = u64::from(b[2]) * u64::from(u32::from_be_bytes([b[12], b[13], b[14], b[15]]));
+        // bfd.AuthSeqKnown outlives twice the detection time (6.8.1), by
+        // the rule userspace keeps too.
         let packet = Received {
             at: bfd_offset,
             length,
             detect_mult: b[2],
-            lapse_ns: 2 * max(config.detect_ns, implied * 1_000),
+            lapse_ns: auth_seq_known_lapse_ns(
+                config.detect_ns,
+                b[2],
+                u32::from_be_bytes([b[12], b[13], b[14], b[15]]),
+            ),
             now: arrived,
         };
         verify_auth(ctx, &packet, your, config.auth_type, session)?;

@@ -49,6 +49,9 @@ impl Transmitter for RxClocked {
 pub struct FastPath {
     bpf: aya::Ebpf,
     interfaces: Vec<String>,
+    /// Their indexes: a packet that arrived on one of them went through
+    /// `lc_bfd` before it reached a socket.
+    ifindexes: Vec<u32>,
     /// Owns the kernel's sweep events (LC_EVENTS): sends each session's
     /// first Down and its own clock's packets.
     responder: Responder,
@@ -102,6 +105,7 @@ impl FastPath {
         Ok(Self {
             bpf,
             interfaces: Vec::new(),
+            ifindexes: Vec::new(),
             sweep_len: 0,
             keys: std::collections::HashMap::new(),
             responder: Responder::start(
@@ -128,7 +132,15 @@ impl FastPath {
             .attach(interface, XdpMode::Driver)
             .with_context(|| format!("attaching lc_bfd to {interface} in native mode"))?;
         self.interfaces.push(interface.to_string());
+        self.ifindexes.extend(crate::echo::ifindex(interface));
         Ok(())
+    }
+
+    /// Whether `lc_bfd` judged a packet that arrived on `ifindex` before
+    /// any socket saw it (it runs on every frame of the interfaces it is
+    /// attached to).
+    pub fn saw_first(&self, ifindex: u32) -> bool {
+        self.ifindexes.contains(&ifindex)
     }
 
     fn sessions(&mut self) -> Result<HashMap<&mut MapData, u32, SessionConfig>> {

@@ -75,6 +75,23 @@ impl AuthConfig {
     }
 }
 
+/// Which plane judges a received Sequence Number against bfd.RcvAuthSeq.
+///
+/// The first plane that sees a packet decides. With the fast path attached
+/// the kernel has already applied the window to every packet of a
+/// registered session, by the same rule
+/// ([`linecard_common::bfd::auth_seq_known_lapse_ns`]); a second verdict
+/// here, by a clock read later, could only disagree at the lapse's edge:
+/// refuse a packet the kernel rightly took as the peer's restart (6.8.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SequenceJudge {
+    /// This plane: nothing judged the packet before it reached us.
+    Here,
+    /// The kernel did: record the packet's Sequence Number, refuse nothing
+    /// for it. The digest is still checked here.
+    Kernel,
+}
+
 /// What `ctl list` shows of a session's authentication (never a secret).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct AuthStatus {
@@ -159,15 +176,17 @@ impl Auth {
     }
 
     /// Verifies a received packet (6.7.1-6.7.4): `wire` is the packet as
-    /// received (its Length field says how much of it is the packet); `detection_ns` the detection
-    /// time the packet implies, for the lapse of bfd.AuthSeqKnown. A
-    /// packet that fails changes nothing.
+    /// received (its Length field says how much of it is the packet);
+    /// `lapse_ns` how long bfd.AuthSeqKnown outlives it if accepted
+    /// ([`linecard_common::bfd::auth_seq_known_lapse_ns`]); `judge` who
+    /// applies the sequence window. A packet that fails changes nothing.
     pub fn verify(
         &mut self,
         now: Nanos,
         packet: &Repr,
         wire: &[u8],
-        detection_ns: Nanos,
+        lapse_ns: Nanos,
+        judge: SequenceJudge,
     ) -> Result<(), DropReason> {
         // 6.7.1: A bit and Auth Type must match what is configured.
         let Some(section) = packet.auth else {
@@ -192,7 +211,7 @@ impl Auth {
         if now - self.known_until > 0 {
             self.rcv_seq = None;
         }
-        if let Some(last) = self.rcv_seq {
+        if let (Some(last), SequenceJudge::Here) = (self.rcv_seq, judge) {
             // 6.7.3: within bfd.RcvAuthSeq (+1 when meticulous) to
             // bfd.RcvAuthSeq + 3 x Detect Mult, in circular space.
             let ahead = sequence.wrapping_sub(last);
@@ -218,7 +237,7 @@ impl Auth {
         }
         // Accepted: bfd.AuthSeqKnown = 1, bfd.RcvAuthSeq = the received one.
         self.rcv_seq = Some(sequence);
-        self.known_until = now + 2 * detection_ns;
+        self.known_until = now + lapse_ns;
         Ok(())
     }
 }

@@ -13,7 +13,7 @@ pub mod table;
 mod tests;
 
 use crate::wire::{Diagnostic, DropReason, Repr, State};
-use auth::Auth;
+use auth::{Auth, SequenceJudge};
 use serde::Serialize;
 
 /// Nanoseconds on the caller's monotonic clock.
@@ -363,17 +363,33 @@ impl Session {
         packet: &Repr,
         wire: &[u8],
     ) -> Result<Option<Transition>, DropReason> {
+        self.receive_judged(now, packet, wire, SequenceJudge::Here)
+    }
+
+    /// [`Session::receive`] of a packet whose authentication sequence
+    /// `judge` has applied the window to (the fast path, when it saw the
+    /// packet first).
+    pub fn receive_judged(
+        &mut self,
+        now: Nanos,
+        packet: &Repr,
+        wire: &[u8],
+        judge: SequenceJudge,
+    ) -> Result<Option<Transition>, DropReason> {
         // 6.8.6: the A bit must match the session's configuration, and a
         // packet that carries authentication must pass it (6.7).
+        let detection_before = self.detection_time_ns().unwrap_or(0) as u64;
         match &mut self.auth {
             None if packet.auth.is_some() => return Err(DropReason::AuthMismatch),
             None => {}
             Some(auth) => {
-                // The detection time this packet implies (6.8.4): what
-                // bfd.AuthSeqKnown outlives twice (6.8.1).
-                let interval = self.rx_in_force_us.max(packet.desired_min_tx_us);
-                let detection = i64::from(packet.detect_mult) * i64::from(interval) * 1_000;
-                auth.verify(now, packet, wire, detection)?;
+                // 6.8.1, by the rule the kernel keeps too.
+                let lapse = linecard_common::bfd::auth_seq_known_lapse_ns(
+                    detection_before,
+                    packet.detect_mult,
+                    packet.desired_min_tx_us,
+                );
+                auth.verify(now, packet, wire, lapse as Nanos, judge)?;
             }
         }
         if self.state == State::AdminDown {

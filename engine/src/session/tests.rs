@@ -503,7 +503,7 @@ fn only_a_steady_up_session_is_offloaded() {
 mod authentication {
     //! RFC 5880 section 6.7, through the bytes a peer sends.
     use super::*;
-    use crate::session::auth::{Auth, AuthConfig, AuthKey};
+    use crate::session::auth::{Auth, AuthConfig, AuthKey, SequenceJudge};
     use crate::wire::AuthType;
 
     const TYPES: [AuthType; 5] = [
@@ -734,6 +734,52 @@ mod authentication {
                 Err(DropReason::AuthSequence)
             );
             assert_eq!(hear(&mut a, now + 61 * MS, &late), Ok(()), "{auth_type:?}");
+        }
+    }
+
+    #[test]
+    fn a_window_the_kernel_judged_is_recorded_not_judged_again() {
+        // The fast path saw the packet first and let it through (its window
+        // had lapsed, so the number restarts the window, 6.8.1); a second
+        // verdict here by a later clock must not refuse it. The digest is
+        // still checked.
+        for auth_type in TYPES.into_iter().filter(|t| t.meticulous()) {
+            let (mut a, mut b, now) = up_pair(auth_type);
+            let last = a.auth().unwrap().status().receive_sequence.unwrap();
+            let next = b.poll_transmit(now + S).or_else(|| {
+                b.on_timer(now);
+                b.poll_transmit(now + 10 * MS)
+            });
+            let mut replay = next.expect("b transmits");
+            replay.auth.as_mut().unwrap().sequence = Some(last);
+            let wire = replay.to_bytes();
+            let repr = Repr::parse_bytes(&wire).unwrap();
+            assert_eq!(
+                a.receive_judged(now, &repr, &wire, SequenceJudge::Here)
+                    .map(|_| ()),
+                Err(DropReason::AuthSequence),
+                "{auth_type:?}: judged here, a replay"
+            );
+            assert!(
+                a.receive_judged(now, &repr, &wire, SequenceJudge::Kernel)
+                    .is_ok(),
+                "{auth_type:?}: judged by the kernel"
+            );
+            assert_eq!(a.auth().unwrap().status().receive_sequence, Some(last));
+            let mut forged = replay;
+            forged.auth.as_mut().unwrap().bytes[..8].copy_from_slice(b"linecarD");
+            let wire = forged.to_bytes();
+            assert_eq!(
+                a.receive_judged(
+                    now,
+                    &Repr::parse_bytes(&wire).unwrap(),
+                    &wire,
+                    SequenceJudge::Kernel
+                )
+                .map(|_| ()),
+                Err(DropReason::AuthFailed),
+                "{auth_type:?}: a digest the kernel passed is still checked"
+            );
         }
     }
 
