@@ -39,7 +39,23 @@ pub fn object() -> Result<&'static [u8], ObjectError> {
 
 /// Loads the embedded object into the kernel (programs not yet attached).
 pub fn load() -> Result<aya::Ebpf, ObjectError> {
-    Ok(aya::Ebpf::load(object()?)?)
+    load_with(Switches::default())
+}
+
+/// The load-time constants of the object: negative controls, each off in
+/// a faithful engine.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Switches {
+    /// `names::FIXED_SWEEP_GLOBAL`: the detection sweep on its fixed period.
+    pub fixed_sweep: bool,
+}
+
+/// [`load`] with `switches` set before the verifier sees the program.
+pub fn load_with(switches: Switches) -> Result<aya::Ebpf, ObjectError> {
+    let fixed = u8::from(switches.fixed_sweep);
+    Ok(aya::EbpfLoader::new()
+        .override_global(linecard_common::names::FIXED_SWEEP_GLOBAL, &fixed, true)
+        .load(object()?)?)
 }
 
 /// Checks the `LC_LAYOUT_VERSION` symbol an object carries.

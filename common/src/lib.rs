@@ -69,9 +69,14 @@ pub mod names {
     /// Hash map: [`crate::bfd::AuthKeyRef`] -> [`crate::bfd::AuthSecret`],
     /// the keys of authenticated sessions (userspace-written).
     pub const AUTH_KEYS_MAP: &str = "LC_AUTH_KEYS";
+    /// Load-time constant (`.rodata`, u8): 1 re-arms the detection sweep
+    /// on its fixed `bfd::SWEEP_PERIOD_NS` instead of at the next deadline
+    /// of any slot. A negative control only (`engine.xdp_sweep_fixed_period`):
+    /// the detection test must fail with it.
+    pub const FIXED_SWEEP_GLOBAL: &str = "LC_FIXED_SWEEP";
 }
 
 /// Bumped whenever a shared type changes layout. The object records the
 /// version it was built with, and the loader refuses a mismatch so that a
 /// stale object fails loudly instead of misreading maps.
-pub const LAYOUT_VERSION: u32 = 10;
+pub const LAYOUT_VERSION: u32 = 11;

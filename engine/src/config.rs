@@ -32,6 +32,7 @@ struct RawEngine {
     txtime_depth: Option<i64>,
     xdp_replies: Option<bool>,
     xdp_own_clock: Option<bool>,
+    xdp_sweep_fixed_period: Option<bool>,
     sched_deadline: Option<bool>,
     dead_man_ms: Option<i64>,
 }
@@ -98,6 +99,11 @@ pub struct EngineConfig {
     /// control: replies then follow the peer alone, and a stalled peer's
     /// silence becomes ours.
     pub xdp_own_clock: bool,
+    /// The xdp backend's detection sweep re-armed on its fixed 0.5 ms
+    /// period instead of at the next deadline. `true` is the negative
+    /// control: the Down then leaves up to 0.5 ms after the detection time
+    /// expires (the detection test fails with it).
+    pub xdp_sweep_fixed_period: bool,
     /// The xdp backend's responder asks for SCHED_DEADLINE before
     /// SCHED_FIFO (default). `false`: SCHED_FIFO only, as the reference
     /// engine ran: RT throttling then holds it with the RT hogs.
@@ -328,6 +334,7 @@ impl EngineConfig {
             txtime_depth: txtime_depth as usize,
             xdp_replies: raw.engine.xdp_replies.unwrap_or(true),
             xdp_own_clock: raw.engine.xdp_own_clock.unwrap_or(true),
+            xdp_sweep_fixed_period: raw.engine.xdp_sweep_fixed_period.unwrap_or(false),
             sched_deadline: raw.engine.sched_deadline.unwrap_or(true),
             dead_man_ms,
             frr_dataplane,

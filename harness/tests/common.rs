@@ -676,3 +676,55 @@ pub fn ssh_keys(dir: &Path) {
     }
     std::fs::copy(dir.join("client_key.pub"), dir.join("authorized_keys")).unwrap();
 }
+
+/// The text of shipped scenario `text` with its phases' lengths replaced:
+/// each `(profile, seconds)` sets every phase of that profile, and 0 drops
+/// it. For the functional tests that read a shipped scenario's figures but
+/// need not wait its full length (the full length is the scenario's own,
+/// gated in `--test run`). Panics when a named profile has no phase, so a
+/// renamed phase cannot silently keep its length.
+pub fn with_phase_seconds(text: &str, seconds: &[(&str, u64)]) -> String {
+    let mut out = String::new();
+    let mut seen = Vec::new();
+    // Tables start at "[[" or "[": cut there and rewrite the phase ones.
+    for (i, table) in text.split("\n[").enumerate() {
+        let table = if i == 0 {
+            table.to_string()
+        } else {
+            format!("\n[{table}")
+        };
+        let profile = table
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("profile = "))
+            .map(|p| p.trim_matches('"').to_string());
+        let wanted = match (table.starts_with("\n[[phase]]"), &profile) {
+            (true, Some(p)) => seconds.iter().find(|(name, _)| name == p),
+            _ => None,
+        };
+        match wanted {
+            None => out.push_str(&table),
+            Some((name, 0)) => seen.push(*name),
+            Some((name, s)) => {
+                seen.push(*name);
+                let lines: Vec<String> = table
+                    .split('\n')
+                    .map(|l| {
+                        if l.trim_start().starts_with("seconds = ") {
+                            format!("seconds = {s}")
+                        } else {
+                            l.to_string()
+                        }
+                    })
+                    .collect();
+                out.push_str(&lines.join("\n"));
+            }
+        }
+    }
+    for (name, _) in seconds {
+        assert!(
+            seen.contains(name),
+            "no {name} phase in the scenario: {text}"
+        );
+    }
+    out
+}

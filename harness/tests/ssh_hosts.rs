@@ -124,10 +124,12 @@ fn tables(dir: &Path, remote: &Path, dut_cpu: usize, peer_port: u16) -> String {
     text
 }
 
-/// The shipped smoke scenario (or `body` instead of its phases and DUTs)
-/// on the three hosts, as `dir/name.toml`.
+/// The shipped smoke scenario, its phases shortened (idle 3 s, L4 9 s,
+/// which still starve the naive control), or `body` instead of its phases
+/// and DUTs, on the three hosts, as `dir/name.toml`.
 fn scenario(dir: &Path, name: &str, ssh: &str, body: Option<&str>) -> PathBuf {
     let smoke = std::fs::read_to_string(repo().join("scenarios/smoke.toml")).unwrap();
+    let smoke = with_phase_seconds(&smoke, &[("idle", 3), ("L4", 9)]);
     let text = match body {
         None => smoke
             .replace("name = \"smoke\"", &format!("name = \"{name}\""))
@@ -295,6 +297,7 @@ fn smoke_runs_on_three_ssh_hosts_and_a_dead_capture_ctrl_c_or_lost_host_is_repor
         let xdp = dut(&manifest, "xdp");
         let placed = &xdp["evidence"]["fast_path_on_dut_cpus"];
         let (on, all) = (placed[0].as_u64().unwrap(), placed[1].as_u64().unwrap());
+        // 12 s of the peer's 100 a second, and more while coming Up.
         assert!(
             all > 1000 && on == all,
             "fast path frames on the DUT's CPU: {on} of {all}"

@@ -79,7 +79,9 @@ impl FastPath {
     /// Loads the program and starts the responder as `config` asks (see
     /// [`Responder`]).
     pub fn load(config: &EngineConfig) -> Result<Self> {
-        let mut bpf = linecard_bpf_objects::load()?;
+        let mut bpf = linecard_bpf_objects::load_with(linecard_bpf_objects::Switches {
+            fixed_sweep: config.xdp_sweep_fixed_period,
+        })?;
         let program: &mut Xdp = bpf
             .program_mut(names::BFD_PROGRAM)
             .context("the object has no lc_bfd")?
