@@ -48,14 +48,31 @@ pub fn load() -> Result<aya::Ebpf, ObjectError> {
 pub struct Switches {
     /// `names::FIXED_SWEEP_GLOBAL`: the detection sweep on its fixed period.
     pub fixed_sweep: bool,
+    /// `names::UNVERIFIED_AUTH_GLOBAL`: authentication sections taken as
+    /// genuine unchecked.
+    pub unverified_auth: bool,
+    /// `names::ECHO_UNLISTED_GLOBAL`: any self-addressed echo reflected.
+    pub echo_unlisted: bool,
+    /// `names::GTSM_FIRST_GLOBAL`: GTSM before the echo branch.
+    pub gtsm_first: bool,
 }
 
 /// [`load`] with `switches` set before the verifier sees the program.
 pub fn load_with(switches: Switches) -> Result<aya::Ebpf, ObjectError> {
-    let fixed = u8::from(switches.fixed_sweep);
-    Ok(aya::EbpfLoader::new()
-        .override_global(linecard_common::names::FIXED_SWEEP_GLOBAL, &fixed, true)
-        .load(object()?)?)
+    use linecard_common::names;
+    let values = [
+        (names::FIXED_SWEEP_GLOBAL, u8::from(switches.fixed_sweep)),
+        (names::UNVERIFIED_AUTH_GLOBAL, u8::from(switches.unverified_auth)),
+        (names::ECHO_UNLISTED_GLOBAL, u8::from(switches.echo_unlisted)),
+        (names::GTSM_FIRST_GLOBAL, u8::from(switches.gtsm_first)),
+    ];
+    let mut loader = aya::EbpfLoader::new();
+    for (name, value) in &values {
+        // `true`: a name the object lacks is an error, not a switch that
+        // silently does nothing.
+        loader.override_global(name, value, true);
+    }
+    Ok(loader.load(object()?)?)
 }
 
 /// Checks the `LC_LAYOUT_VERSION` symbol an object carries.

@@ -6,7 +6,7 @@
 
 use aya::maps::{Array, HashMap, MapData, PerCpuArray};
 use aya::programs::Xdp;
-use linecard_bpf_objects::test_run;
+use linecard_bpf_objects::{test_run, Switches};
 use linecard_common::bfd::{
     auth_type, verdict, AuthKeyRef, AuthSecret, DeadMan, EchoPeer, SessionConfig, SessionState,
 };
@@ -39,7 +39,12 @@ impl FastPath {
     }
 
     fn load_with(config: SessionConfig) -> Self {
-        let mut bpf = linecard_bpf_objects::load().expect("loading the XDP object");
+        Self::load_switched(config, Switches::default())
+    }
+
+    /// With load-time `switches` (the negative controls) set.
+    fn load_switched(config: SessionConfig, switches: Switches) -> Self {
+        let mut bpf = linecard_bpf_objects::load_with(switches).expect("loading the XDP object");
         let program: &mut Xdp = bpf
             .program_mut(names::BFD_PROGRAM)
             .unwrap()
@@ -574,6 +579,53 @@ fn only_a_listed_peers_self_addressed_echo_is_reflected() {
         "every other echo counted as passed"
     );
     assert_eq!(fast_sum(&fast, verdict::DROPPED), 0, "none dropped");
+}
+
+/// The echo branch's guards as negative controls (load-time switches of
+/// the object): with the `LC_ECHO_PEERS` lookup removed a stranger's
+/// self-addressed echo is reflected (an amplifier), and with GTSM put
+/// before the echo branch our own echo returning at TTL 254 is dropped;
+/// the test above passes both cases, so it fails with either switch.
+#[test]
+fn without_its_guards_the_echo_branch_reflects_strangers_and_drops_our_own() {
+    if !test_run::privileged(module_path!()) {
+        return;
+    }
+    let payload = b"LCE1 opaque to the reflector, 32B";
+    let stranger = echo_frame(STRANGER_IP, STRANGER_IP, 255, payload);
+    let own = echo_frame(DUT_IP, DUT_IP, 254, payload);
+    // The faithful object, for contrast: both pass untouched.
+    let fast = FastPath::load(true);
+    assert_eq!(fast.run(&stranger).action, XDP_PASS);
+    assert_eq!(fast.run(&own).action, XDP_PASS);
+
+    let unlisted = Switches {
+        echo_unlisted: true,
+        ..Switches::default()
+    };
+    let fast = FastPath::load_switched(session(true), unlisted);
+    assert_eq!(
+        fast.run(&stranger).action,
+        XDP_TX,
+        "the list lookup removed: a stranger's echo must be reflected, or this control proves nothing"
+    );
+    assert_eq!(fast_sum(&fast, verdict::ECHO_REFLECTED), 1);
+
+    let gtsm_first = Switches {
+        gtsm_first: true,
+        ..Switches::default()
+    };
+    let fast = FastPath::load_switched(session(true), gtsm_first);
+    assert_eq!(
+        fast.run(&own).action,
+        XDP_DROP,
+        "GTSM first: our own returning echo must be dropped"
+    );
+    assert_eq!(
+        fast.per_cpu_sum(names::DROPS_MAP, drop::BAD_TTL),
+        1,
+        "counted as bad_ttl"
+    );
 }
 
 fn fast_sum(fast: &FastPath, verdict: u32) -> u64 {

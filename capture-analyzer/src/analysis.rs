@@ -168,6 +168,10 @@ pub struct Analyzer {
     echo_senders: FxHashMap<[u8; 16], EchoSender>,
     echo_pending: FxHashMap<Vec<u8>, (i64, [u8; 16])>,
     echo_order: VecDeque<(i64, Vec<u8>)>,
+    /// Echoes seen in the [`ECHO_TIMEOUT_NS`] before the window and not
+    /// back by its start: their return inside the window is neither a
+    /// departure nor a loss of it.
+    echo_before: FxHashMap<Vec<u8>, ()>,
     pub integrity: Integrity,
 }
 
@@ -188,6 +192,7 @@ impl Analyzer {
             echo_senders: FxHashMap::default(),
             echo_pending: FxHashMap::default(),
             echo_order: VecDeque::new(),
+            echo_before: FxHashMap::default(),
             integrity: Integrity {
                 malformed: MALFORMED_REASONS.iter().map(|&r| (r, 0)).collect(),
                 ..Default::default()
@@ -198,6 +203,27 @@ impl Analyzer {
     pub fn in_window(&self, ts: i64) -> bool {
         self.window
             .is_none_or(|(start, end)| ts >= start && ts < end)
+    }
+
+    /// Whether `ts` falls in the echo timeout before the window: the
+    /// echoes seen then may return inside it.
+    pub fn before_window(&self, ts: i64) -> bool {
+        self.window
+            .is_some_and(|(start, _)| ts < start && ts >= start - ECHO_TIMEOUT_NS)
+    }
+
+    /// An echo seen just before the window ([`Analyzer::before_window`]):
+    /// its first sighting departs, its second returns, as in the window,
+    /// but nothing is counted. (A window that opened between an echo's
+    /// departure and its return used to take the return for a departure
+    /// never answered: a loss that the capture as a whole did not have.)
+    pub fn echo_before_window(&mut self, d: &Datagram<'_>) {
+        if d.service != Service::Echo {
+            return;
+        }
+        if self.echo_before.remove(d.payload).is_none() {
+            self.echo_before.insert(d.payload.to_vec(), ());
+        }
     }
 
     pub fn malformed(&mut self, reason: Malformed) {
@@ -457,6 +483,10 @@ impl Analyzer {
             if let Some((_, sender)) = self.echo_pending.remove(&payload) {
                 self.echo_senders.entry(sender).or_default().lost += 1;
             }
+        }
+        if self.echo_before.remove(d.payload).is_some() {
+            // The return of an echo that left before the window.
+            return;
         }
         match self.echo_pending.remove(d.payload) {
             Some((sent_at, sender)) => {

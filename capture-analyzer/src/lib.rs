@@ -239,8 +239,12 @@ fn feed(
         Decoded::Malformed(reason) => all.malformed(reason),
         Decoded::Bfd(d) => {
             all.datagram(meta.ts_ns, &d, sink);
-            for w in windows.iter_mut().filter(|w| w.in_window(meta.ts_ns)) {
-                w.datagram(meta.ts_ns, &d, None);
+            for w in windows.iter_mut() {
+                if w.in_window(meta.ts_ns) {
+                    w.datagram(meta.ts_ns, &d, None);
+                } else if w.before_window(meta.ts_ns) {
+                    w.echo_before_window(&d);
+                }
             }
         }
     }

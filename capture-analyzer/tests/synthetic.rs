@@ -440,6 +440,46 @@ fn echo_round_trips_and_losses() {
     assert!(close(e.send_gap_ms.max, 10.0), "{:?}", e.send_gap_ms);
 }
 
+/// A phase that opens between an echo's departure and its return: the
+/// return is neither a departure nor a loss in that phase (fresh-clone CI:
+/// every echo of a run came back on the capture, and a phase still counted
+/// one lost, failing the echo scenario).
+#[test]
+fn an_echo_in_flight_at_a_phase_boundary_is_not_lost() {
+    let a = "192.0.2.1";
+    let mut frames = Vec::new();
+    for i in 0..300u32 {
+        let payload = i.to_be_bytes().repeat(4);
+        let t = T0 + i64::from(i) * 10 * MS;
+        frames.push((t, frame(a, a, 49152, 3785, &payload)));
+        frames.push((t + 200_000, frame(a, a, 49152, 3785, &payload)));
+    }
+    let path = write_capture("echo-boundary.pcap", Format::PcapNanos, &frames);
+    // The second phase opens 0.1 ms after echo 100 left, before its return.
+    let boundary = T0 + 100 * 10 * MS + 100_000;
+    let phases = [
+        Phase {
+            name: "before".into(),
+            start_ns: T0,
+            end_ns: boundary,
+        },
+        Phase {
+            name: "after".into(),
+            start_ns: boundary,
+            end_ns: T0 + 300 * 10 * MS,
+        },
+    ];
+    let r = analyze_files(&[path], &phases).unwrap();
+    let after = &r.phases[1].result.echo[0];
+    assert_eq!(
+        (after.sent, after.returned, after.lost),
+        (199, 199, 0),
+        "echo 100's return opened the phase"
+    );
+    let before = &r.phases[0].result.echo[0];
+    assert_eq!((before.sent, before.returned, before.lost), (101, 100, 0));
+}
+
 #[test]
 fn truncated_capture_yields_what_it_holds_and_a_warning() {
     let path = write_capture(

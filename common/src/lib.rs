@@ -74,6 +74,19 @@ pub mod names {
     /// of any slot. A negative control only (`engine.xdp_sweep_fixed_period`):
     /// the detection test must fail with it.
     pub const FIXED_SWEEP_GLOBAL: &str = "LC_FIXED_SWEEP";
+    /// Load-time constant (`.rodata`, u8): 1 takes every authentication
+    /// section of the session's type as genuine, unchecked. A negative
+    /// control only (`engine.verify_authentication = false`): the forgery
+    /// test must fail with it.
+    pub const UNVERIFIED_AUTH_GLOBAL: &str = "LC_UNVERIFIED_AUTH";
+    /// Load-time constant (`.rodata`, u8): 1 reflects any self-addressed
+    /// echo at TTL 255, its source listed in `LC_ECHO_PEERS` or not (the
+    /// list lookup removed). A negative control of the fast-path tests.
+    pub const ECHO_UNLISTED_GLOBAL: &str = "LC_ECHO_UNLISTED";
+    /// Load-time constant (`.rodata`, u8): 1 applies GTSM before the echo
+    /// branch, so our own echo returning at TTL 254 is dropped. A negative
+    /// control of the fast-path tests.
+    pub const GTSM_FIRST_GLOBAL: &str = "LC_GTSM_FIRST";
 }
 
 /// Bumped whenever a shared type changes layout. The object records the

@@ -33,6 +33,7 @@ struct RawEngine {
     xdp_replies: Option<bool>,
     xdp_own_clock: Option<bool>,
     xdp_sweep_fixed_period: Option<bool>,
+    verify_authentication: Option<bool>,
     sched_deadline: Option<bool>,
     dead_man_ms: Option<i64>,
 }
@@ -104,6 +105,11 @@ pub struct EngineConfig {
     /// control: the Down then leaves up to 0.5 ms after the detection time
     /// expires (the detection test fails with it).
     pub xdp_sweep_fixed_period: bool,
+    /// Authenticated sessions' packets verified (RFC 5880 6.7), in the
+    /// kernel and in userspace. `false` is the negative control only: any
+    /// section of the configured type is taken as genuine (the forgery
+    /// test must fail with it); linecardd says so loudly at start.
+    pub verify_authentication: bool,
     /// The xdp backend's responder asks for SCHED_DEADLINE before
     /// SCHED_FIFO (default). `false`: SCHED_FIFO only, as the reference
     /// engine ran: RT throttling then holds it with the RT hogs.
@@ -335,6 +341,7 @@ impl EngineConfig {
             xdp_replies: raw.engine.xdp_replies.unwrap_or(true),
             xdp_own_clock: raw.engine.xdp_own_clock.unwrap_or(true),
             xdp_sweep_fixed_period: raw.engine.xdp_sweep_fixed_period.unwrap_or(false),
+            verify_authentication: raw.engine.verify_authentication.unwrap_or(true),
             sched_deadline: raw.engine.sched_deadline.unwrap_or(true),
             dead_man_ms,
             frr_dataplane,

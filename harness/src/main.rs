@@ -58,6 +58,21 @@ enum Command {
         #[command(flatten)]
         output: Output,
     },
+    /// Regenerate a Markdown file's measured tables from the committed runs they name
+    ///
+    /// A table is published between `<!-- evidence: docs/evidence/<scenario>/<run-id> -->`
+    /// and `<!-- /evidence -->` (the path relative to the file); everything between them is
+    /// rewritten from that run's manifest.json: a row per DUT and phase, max beside p99, the
+    /// verdict (`measured` where nothing was judged). With --check nothing is written, and a
+    /// table that differs from its evidence exits 1 naming the line.
+    /// Example: linecard tables README.md --check
+    Tables {
+        /// The Markdown file (README.md)
+        file: std::path::PathBuf,
+        /// Change nothing; exit 1 when a table differs from its evidence
+        #[arg(long)]
+        check: bool,
+    },
     /// Markdown, self-contained HTML and JSON reports of one or more runs, side by side
     ///
     /// Tables (max beside p99 always), plots re-derived from each DUT's capture (gap time
@@ -375,6 +390,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 println!("\nresults: {}", result.dir.display());
             }
             Ok(ExitCode::from(result.exit_code() as u8))
+        }
+        Command::Tables { file, check } => {
+            let outcome = linecard_harness::evidence_tables::apply(&file, check)?;
+            if let Some(differs) = outcome.differs {
+                eprintln!("{differs}");
+                return Ok(ExitCode::from(1));
+            }
+            let verb = if check { "agree with" } else { "regenerated from" };
+            println!(
+                "{}: {} tables {verb} their evidence",
+                file.display(),
+                outcome.runs.len()
+            );
+            for run in outcome.runs {
+                println!("  {run}");
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Report { runs, format, out } => {
             let views = runs

@@ -102,12 +102,6 @@ pub fn load(run_dir: &Path) -> Result<RunView> {
     })
 }
 
-fn verdict_text(v: &Verdict, positive_control: bool) -> String {
-    match v {
-        Verdict::Pass if positive_control => "flapped, as a positive control must".into(),
-        v => v.describe(),
-    }
-}
 
 /// Rows of the bake-off table: (DUT, phase, flaps, p50, p99, p99.9, max,
 /// over budget, verdict, capture).
@@ -128,7 +122,7 @@ fn rows(view: &RunView) -> Vec<[String; 10]> {
                 "-".into(),
                 "-".into(),
                 "-".into(),
-                verdict_text(&d.verdict, d.spec.expect.positive_control),
+                d.shown_verdict(),
                 capture,
             ]),
             Some(e) => {
@@ -142,7 +136,7 @@ fn rows(view: &RunView) -> Vec<[String; 10]> {
                         format!("{:.2}", p.p999_ms),
                         format!("{:.2}", p.max_ms),
                         p.over_budget.map_or("-".into(), |n| n.to_string()),
-                        verdict_text(&d.verdict, d.spec.expect.positive_control),
+                        d.shown_verdict(),
                         capture.clone(),
                     ]);
                 }
@@ -256,7 +250,7 @@ fn family_rows(view: &RunView) -> Vec<[String; 8]> {
                     format!("{:.2}", p.p99_ms),
                     format!("{:.2}", p.max_ms),
                     if i == 0 {
-                        verdict_text(&f.verdict, d.spec.expect_for(f.family).positive_control)
+                        f.verdict.shown(&d.spec.expect_for(f.family), false)
                     } else {
                         String::new()
                     },
@@ -393,7 +387,7 @@ pub fn esc(s: &str) -> String {
 const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1200px;color:#222}\
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}\
 td:first-child,th:first-child,td:nth-child(2),td:nth-child(9){text-align:left}\
-.pass{color:#070}.fail{color:#b00;font-weight:bold}.invalid{color:#a60;font-weight:bold}.unavailable{color:#666}\
+.pass{color:#070}.fail{color:#b00;font-weight:bold}.invalid{color:#a60;font-weight:bold}.unavailable{color:#666}.measured{color:#333}\
 figure{margin:1em 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}pre{background:#f6f6f6;padding:1em;overflow:auto}";
 
 fn verdict_class(text: &str) -> &'static str {
@@ -403,6 +397,8 @@ fn verdict_class(text: &str) -> &'static str {
         "invalid"
     } else if text.starts_with("unavailable") {
         "unavailable"
+    } else if text == "measured" {
+        "measured"
     } else {
         "pass"
     }

@@ -48,7 +48,7 @@ fn start_peer(dir: &Path, auth: &SessionAuth) -> Daemon {
 
 /// linecardd (rt) with the two sessions to BIRD, each with its own auth.
 fn start_dut(dir: &Path, socket: &Path, v4: &SessionAuth, v6: &SessionAuth) -> Daemon {
-    start_dut_on("rt", dir, socket, v4, v6)
+    start_dut_on("rt", dir, socket, v4, v6, "")
 }
 
 /// The same on `backend`: with `xdp`, the kernel verifies every packet
@@ -59,9 +59,10 @@ fn start_dut_on(
     socket: &Path,
     v4: &SessionAuth,
     v6: &SessionAuth,
+    engine_extra: &str,
 ) -> Daemon {
     let mut config = format!(
-        "[engine]\ncontrol_socket = \"{}\"\ncpu = {}\n",
+        "[engine]\ncontrol_socket = \"{}\"\ncpu = {}\n{engine_extra}",
         socket.display(),
         dut_cpu()
     );
@@ -318,20 +319,44 @@ fn a_dead_peer_is_declared_down_whatever_forgeries_arrive() {
     in_the_lab("auth_forgeries", || {
         for backend in ["rt", "xdp"] {
             retrying_invalid(&format!("forgeries ({backend})"), || {
-                forgeries_once(backend)
+                forgeries_once(backend, Verification::On)
             })
         }
     });
 }
 
-fn forgeries_once(backend: &str) -> Result<(), String> {
+/// The negative control: with verification switched off in both planes
+/// (`engine.verify_authentication = false`), the same forgeries keep the
+/// dead peer's session Up for as long as they arrive: the test above must
+/// fail with it.
+#[test]
+fn with_verification_off_the_forgeries_keep_a_dead_session_up() {
+    in_the_lab("auth_forgeries_unverified", || {
+        retrying_invalid("forgeries, verification off", || {
+            forgeries_once("xdp", Verification::Off)
+        })
+    });
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Verification {
+    On,
+    /// The negative control.
+    Off,
+}
+
+fn forgeries_once(backend: &str, verification: Verification) -> Result<(), String> {
     let dir = scratch_dir("auth-forgeries");
     let secret = "meticulous-1";
     let a = auth("meticulous_keyed_sha1", secret);
     let mut bird = start_peer(&dir, &a);
     let capture = capture_dut_port(&dir);
     let socket = dir.join("dut.sock");
-    let mut dut = start_dut_on(backend, &dir, &socket, &a, &a);
+    let engine_extra = match verification {
+        Verification::On => "",
+        Verification::Off => "verify_authentication = false\n",
+    };
+    let mut dut = start_dut_on(backend, &dir, &socket, &a, &a, engine_extra);
     let sessions = wait_sessions(&socket, &mut dut, Duration::from_secs(10), "both Up", up);
     let v4 = sessions.iter().find(|s| s["peer"] == PEER.ipv4).unwrap();
     let our = v4["local_discr"].as_u64().unwrap() as u32;
@@ -355,6 +380,41 @@ fn forgeries_once(backend: &str) -> Result<(), String> {
     let analysis = analyze_window(capture.finish().unwrap(), "kill", start - 500_000_000, end);
 
     let ours = flow(&analysis, DUT.ipv4, PEER.ipv4);
+    if verification == Verification::Off {
+        let forged = analysis.phases[0]
+            .result
+            .flows
+            .iter()
+            .find(|f| f.src == PEER.ipv4 && f.src_port == 49152)
+            .expect("the forgeries on the wire");
+        // Precondition: the forgeries ran for many detection times.
+        assert!(
+            forged.last_ts_ns - forged.first_ts_ns > 150_000_000,
+            "{forged:?}"
+        );
+        let v4 = view["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["peer"] == PEER.ipv4)
+            .unwrap();
+        let early_down = ours
+            .flap_events
+            .iter()
+            .find(|e| e.at_ns < forged.last_ts_ns);
+        assert!(
+            early_down.is_none() && v4["state"] == "up",
+            "unverified, the forgeries still failed to keep the dead session Up (Down at {early_down:?}, state {}): the forgery test would pass without verification",
+            v4["state"]
+        );
+        eprintln!(
+            "verification off: {} forged packets kept the dead session Up for {:.0} ms",
+            forged.packets,
+            (forged.last_ts_ns - forged.first_ts_ns) as f64 / 1e6
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        return Ok(());
+    }
     let down = ours
         .flap_events
         .first()

@@ -130,7 +130,7 @@ fn the_markdown_report_carries_the_table_and_the_quality_section() {
         &md.replace(dir.to_str().unwrap(), "<DIR>"),
     );
     assert!(
-        md.contains("| FRR bfdd 8.4.4 | L3 | 8 | 8.70 | 10.10 | 10.20 | 62.00 | 8 | flapped, as a positive control must |"),
+        md.contains("| FRR bfdd 8.4.4 | L3 | 8 | 8.70 | 10.10 | 10.20 | 62.00 | 8 | flapped (positive control) |"),
         "{md}"
     );
     assert!(md.contains("frr/capture.pcap`"), "{md}");
@@ -246,5 +246,53 @@ fn the_html_report_renders_in_headless_chromium_with_its_plots_visible() {
         .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught"))
         .collect();
     assert!(console.is_empty(), "console messages: {console:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The README publishes measured tables only from committed runs: each is
+/// regenerated from the run directory its marker names and must agree
+/// with it; a number edited by hand fails the check (exit 1, the line
+/// named), and a marker naming a run that is not committed is an input
+/// error (exit 2).
+#[test]
+fn the_readme_tables_agree_with_the_evidence_they_name() {
+    let readme = repo().join("README.md");
+    let out = linecard(&["tables", readme.to_str().unwrap(), "--check"]);
+    assert_exit(&out, 0, "linecard tables README.md --check");
+    let text = std::fs::read_to_string(&readme).unwrap();
+    // Precondition: the README publishes tables this way at all.
+    let marked = text.matches("<!-- evidence: ").count();
+    assert!(marked >= 1, "no evidence-marked table in the README");
+    // A copy beside the same evidence, one figure changed by hand.
+    let dir = scratch_dir("readme-tables");
+    std::os::unix::fs::symlink(repo().join("docs"), dir.join("docs")).unwrap();
+    let at = text.find("<!-- evidence: ").unwrap();
+    let row = at + text[at..].find("\n| ").unwrap() + 1;
+    let row = row + text[row..].find('\n').unwrap() + 1; // past the header
+    let row = row + text[row..].find('\n').unwrap() + 1; // past the rule
+    let line_end = row + text[row..].find('\n').unwrap();
+    let edited_line = text[row..line_end].replacen(" | ", " | 9", 2);
+    let tampered = format!("{}{edited_line}{}", &text[..row], &text[line_end..]);
+    assert_ne!(tampered, text);
+    std::fs::write(dir.join("README.md"), &tampered).unwrap();
+    let out = linecard(&["tables", dir.join("README.md").to_str().unwrap(), "--check"]);
+    assert_exit(&out, 1, "a hand-edited table");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("differs from the evidence"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Regenerating restores the evidence's figures.
+    let out = linecard(&["tables", dir.join("README.md").to_str().unwrap()]);
+    assert_exit(&out, 0, "regenerating");
+    assert_eq!(std::fs::read_to_string(dir.join("README.md")).unwrap(), text);
+    // A run that is not there.
+    std::fs::write(
+        dir.join("README.md"),
+        "<!-- evidence: docs/evidence/none/19700101T000000Z -->\n<!-- /evidence -->\n",
+    )
+    .unwrap();
+    let out = linecard(&["tables", dir.join("README.md").to_str().unwrap(), "--check"]);
+    assert_exit(&out, 2, "a table without its evidence");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -167,9 +167,7 @@ unsafe extern "C" fn sweep(_map: *mut c_void, _key: *mut u32, cell: *mut SweepTi
     };
     // The negative control re-arms on the fixed period, whatever the
     // deadlines: the Down then leaves up to a period after the expiry.
-    // SAFETY: a read of a load-time constant.
-    let fixed = unsafe { core::ptr::read_volatile(&LC_FIXED_SWEEP) } != 0;
-    let wait = if fixed {
+    let wait = if switch_on(&LC_FIXED_SWEEP) {
         SWEEP_PERIOD_NS
     } else {
         max(pass.next, SWEEP_MIN_NS)
@@ -183,6 +181,26 @@ unsafe extern "C" fn sweep(_map: *mut c_void, _key: *mut u32, cell: *mut SweepTi
 /// the loader before verification, so the verifier sees a constant.
 #[no_mangle]
 static LC_FIXED_SWEEP: u8 = 0;
+
+/// `names::UNVERIFIED_AUTH_GLOBAL`: 1 only for the negative control, set
+/// by the loader like [`LC_FIXED_SWEEP`].
+#[no_mangle]
+static LC_UNVERIFIED_AUTH: u8 = 0;
+
+/// `names::ECHO_UNLISTED_GLOBAL` and `names::GTSM_FIRST_GLOBAL`: 1 only
+/// for the fast-path tests' negative controls (guards removed).
+#[no_mangle]
+static LC_ECHO_UNLISTED: u8 = 0;
+#[no_mangle]
+static LC_GTSM_FIRST: u8 = 0;
+
+/// Reads a load-time constant (`.rodata`): the volatile read keeps LLVM
+/// from folding the default 0, so the loader's value is what runs.
+#[inline(always)]
+fn switch_on(global: &u8) -> bool {
+    // SAFETY: a read of a static.
+    unsafe { core::ptr::read_volatile(global) != 0 }
+}
 
 /// One sweep pass, shared with `bpf_loop`'s callback.
 #[repr(C)]
@@ -576,6 +594,10 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
     let Some(net) = network(ctx)? else {
         return not_bfd();
     };
+    // The negative control puts GTSM first: our returning echo is lost.
+    if switch_on(&LC_GTSM_FIRST) && !net.multihop && net.hops != 255 {
+        return Err(drop::BAD_TTL);
+    }
     // Before GTSM: our own echoes return at TTL 254 by definition.
     if net.echo {
         return echo(ctx, net.hops, &net.src, &net.dst);
@@ -853,6 +875,10 @@ fn verify_auth(
     if packet.length != BFD_LEN + auth_len {
         return Err(drop::BAD_AUTH);
     }
+    // The negative control: taken as genuine unchecked.
+    if switch_on(&LC_UNVERIFIED_AUTH) {
+        return Ok(());
+    }
     let key = AuthKeyRef::new(discr, key_id);
     // SAFETY: a hash map lookup; the value stays valid for this program run.
     let Some(secret) = (unsafe { LC_AUTH_KEYS.get(&key) }) else {
@@ -1104,7 +1130,7 @@ fn echo(ctx: &XdpContext, hops: u8, src: &[u8; 16], dst: &[u8; 16]) -> Result<u3
     // 4-byte halves, which the verifier refuses.
     let key: [u8; 16] = *src;
     // SAFETY: a hash map lookup; the value is not kept.
-    if unsafe { LC_ECHO_PEERS.get(&key) }.is_none() {
+    if unsafe { LC_ECHO_PEERS.get(&key) }.is_none() && !switch_on(&LC_ECHO_UNLISTED) {
         return echo_passed();
     }
     let Some(eth) = ptr_at::<Eth>(ctx, 0) else {

@@ -81,6 +81,8 @@ impl FastPath {
     pub fn load(config: &EngineConfig) -> Result<Self> {
         let mut bpf = linecard_bpf_objects::load_with(linecard_bpf_objects::Switches {
             fixed_sweep: config.xdp_sweep_fixed_period,
+            unverified_auth: !config.verify_authentication,
+            ..linecard_bpf_objects::Switches::default()
         })?;
         let program: &mut Xdp = bpf
             .program_mut(names::BFD_PROGRAM)

@@ -153,6 +153,12 @@ impl Engine {
 
     /// `port`: the BFD control port (tests use others to avoid clashes).
     pub fn with_port(config: EngineConfig, port: u16) -> Result<Self> {
+        if !config.verify_authentication {
+            log("NEGATIVE CONTROL: verify_authentication = false: authenticated sessions accept forged and replayed packets");
+        }
+        if config.xdp_sweep_fixed_period {
+            log("NEGATIVE CONTROL: xdp_sweep_fixed_period = true: the kernel detects up to 0.5 ms late");
+        }
         let loop_kind = loop_kind(&config)?;
         if let Availability::Unavailable { reason } = loop_kind.availability() {
             bail!("the {loop_kind} backend cannot run here: {reason}");
@@ -330,7 +336,11 @@ impl Engine {
         let mut session = Session::new(config, self.now(), self.seed);
         if let Some(auth) = &spec.auth {
             // bfd.XmitAuthSeq starts at a random value (6.8.1).
-            session = session.with_auth(Auth::new(auth.clone(), random_u64() as u32));
+            let mut state = Auth::new(auth.clone(), random_u64() as u32);
+            if !self.config.verify_authentication {
+                state = state.unverified();
+            }
+            session = session.with_auth(state);
         }
         let path = PathKey {
             local: spec.local,

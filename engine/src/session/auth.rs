@@ -114,6 +114,9 @@ pub struct Auth {
     /// bfd.AuthSeqKnown lapses once nothing has been accepted for twice
     /// the detection time (6.8.1).
     known_until: Nanos,
+    /// `false` only for the negative control (`engine.verify_authentication
+    /// = false`): every section of the configured type is taken as genuine.
+    verify: bool,
 }
 
 impl Auth {
@@ -123,7 +126,16 @@ impl Auth {
             xmit_seq: initial_seq,
             rcv_seq: None,
             known_until: 0,
+            verify: true,
         }
+    }
+
+    /// The negative control: a section of the configured type is accepted
+    /// whatever its key, digest or Sequence Number. Never for a real
+    /// deployment: a test must fail with it.
+    pub fn unverified(mut self) -> Self {
+        self.verify = false;
+        self
     }
 
     pub fn config(&self) -> &AuthConfig {
@@ -194,6 +206,10 @@ impl Auth {
         };
         if section.auth_type != self.config.auth_type {
             return Err(DropReason::AuthMismatch);
+        }
+        if !self.verify {
+            self.rcv_seq = section.sequence;
+            return Ok(());
         }
         let key = self
             .config

@@ -337,6 +337,19 @@ impl Verdict {
         }
     }
 
+    /// The verdict as every table shows it (summary.md, `linecard
+    /// report`, the README's evidence tables): a positive control's pass
+    /// says it flapped, and a pass by limits that judge nothing says
+    /// `measured`: nothing was held against its figures.
+    pub fn shown(&self, expect: &Expectation, faults_judged: bool) -> String {
+        match self {
+            Self::Pass if expect.positive_control => "flapped (positive control)".into(),
+            Self::Pass if !expect.judges_anything() && !faults_judged => "measured".into(),
+            // One table row: a tool's multi-line error on one line.
+            v => v.describe().replace('\n', " "),
+        }
+    }
+
     pub fn label(&self) -> &'static str {
         match self {
             Self::Pass => "pass",

@@ -539,3 +539,21 @@ fn steal_excuses_only_the_gap_it_fell_inside() {
     dropped.capture_dropped = Some(1);
     assert!(!spoiled(&hold(), &dropped));
 }
+
+#[test]
+fn a_pass_that_nothing_judged_is_shown_as_measured() {
+    // No limit, no control: the figures were measured, not held to anything.
+    assert_eq!(Verdict::Pass.shown(&Expectation::default(), false), "measured");
+    // A fault phase's own checks judged it.
+    assert_eq!(Verdict::Pass.shown(&Expectation::default(), true), "pass");
+    assert_eq!(Verdict::Pass.shown(&hold(), false), "pass");
+    assert_eq!(
+        Verdict::Pass.shown(&control(), false),
+        "flapped (positive control)"
+    );
+    // A failure says why, on one line.
+    assert_eq!(
+        Verdict::Fail("two\nlines".into()).shown(&hold(), false),
+        "FAIL: two lines"
+    );
+}

@@ -5,11 +5,7 @@ use super::*;
 
 /// A DUT's verdict as the table shows it.
 fn row_verdict(d: &DutOutcome) -> String {
-    match d.verdict {
-        Verdict::Pass if d.spec.expect.positive_control => "flapped (positive control)".into(),
-        // One table row: a tool's multi-line error on one line.
-        ref v => v.describe().replace('\n', " "),
-    }
+    d.shown_verdict()
 }
 
 /// The table people read: one row per DUT and phase, max beside p99,

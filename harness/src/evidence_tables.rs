@@ -1,0 +1,158 @@
+//! `linecard tables FILE [--check]`: the measured tables of a Markdown file
+//! (the README), regenerated from the committed run directories they name.
+//!
+//! A table is published only between two markers that name its run:
+//!
+//! ```text
+//! <!-- evidence: docs/evidence/bakeoff/20261204T130000Z -->
+//! | DUT | phase | flaps | ... |
+//! <!-- /evidence -->
+//! ```
+//!
+//! The path is relative to the file's directory. Everything between the
+//! markers is rewritten from that run's `manifest.json` by [`table`]; with
+//! `--check` nothing is written and a table that differs from its evidence
+//! is an error naming it. A number typed by hand between the markers does
+//! not survive the next regeneration, and fails the check until then.
+
+use crate::gate::load_manifest;
+use crate::run::Manifest;
+use anyhow::{bail, Context, Result};
+use std::path::Path;
+
+const OPEN: &str = "<!-- evidence: ";
+const CLOSE: &str = "<!-- /evidence -->";
+
+/// One run's table: a row per DUT and phase, max beside p99, the verdict
+/// as every table shows it (`measured` where nothing was judged).
+pub fn table(m: &Manifest) -> String {
+    let mut out = String::from(
+        "| DUT | phase | flaps | p50 ms | p99 ms | p99.9 ms | max ms | verdict |\n\
+         |---|---|---|---|---|---|---|---|\n",
+    );
+    for d in &m.duts {
+        let verdict = d.shown_verdict();
+        match d.evidence.as_ref().filter(|e| !e.phases.is_empty()) {
+            None => out.push_str(&format!(
+                "| {} | - | - | - | - | - | - | {verdict} |\n",
+                d.label
+            )),
+            Some(e) => {
+                for p in &e.phases {
+                    out.push_str(&format!(
+                        "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {verdict} |\n",
+                        d.label, p.profile, p.flaps, p.p50_ms, p.p99_ms, p.p999_ms, p.max_ms
+                    ));
+                }
+            }
+        }
+    }
+    out.push_str(&format!(
+        "\n(run {}, status {}: `{}`)\n",
+        m.run_id, m.status, m.scenario.name
+    ));
+    out
+}
+
+/// `text` with every marked table regenerated from its run under `base`.
+pub fn regenerate(text: &str, base: &Path) -> Result<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(OPEN) {
+        let (before, marked) = rest.split_at(at);
+        out.push_str(before);
+        let line_end = marked
+            .find('\n')
+            .context("an evidence marker with nothing after it")?;
+        let opening = &marked[..line_end];
+        let run = opening
+            .strip_prefix(OPEN)
+            .and_then(|r| r.strip_suffix(" -->"))
+            .with_context(|| format!("malformed evidence marker: {opening}"))?
+            .trim();
+        let Some(close) = marked.find(CLOSE) else {
+            bail!("the evidence table of {run} has no closing {CLOSE}");
+        };
+        let manifest = load_manifest(&base.join(run))
+            .with_context(|| format!("the evidence of a published table: {run}"))?;
+        out.push_str(opening);
+        out.push('\n');
+        out.push_str(&table(&manifest));
+        out.push_str(CLOSE);
+        rest = &marked[close + CLOSE.len()..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// The runs `text`'s tables name, in order.
+pub fn runs(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(OPEN)?.strip_suffix(" -->"))
+        .map(|r| r.trim().to_string())
+        .collect()
+}
+
+/// What [`apply`] found.
+pub struct Outcome {
+    /// The runs the file's tables name, in order.
+    pub runs: Vec<String>,
+    /// With `check`: where the file first differs from its evidence.
+    pub differs: Option<String>,
+}
+
+/// Rewrites `file`'s tables, or (`check`) says where they differ from
+/// their evidence. An error is bad input: an unreadable file, a marker
+/// without its end, a run directory without a manifest.
+pub fn apply(file: &Path, check: bool) -> Result<Outcome> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let base = file.parent().unwrap_or(Path::new("."));
+    let fresh = regenerate(&text, base)?;
+    let runs = runs(&text);
+    if fresh == text {
+        return Ok(Outcome { runs, differs: None });
+    }
+    if check {
+        let first = text
+            .lines()
+            .zip(fresh.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| text.lines().count().min(fresh.lines().count()));
+        let differs = format!(
+            "{}: line {} differs from the evidence it names (regenerate with `linecard tables {}`):\n  file:     {}\n  evidence: {}",
+            file.display(),
+            first + 1,
+            file.display(),
+            text.lines().nth(first).unwrap_or(""),
+            fresh.lines().nth(first).unwrap_or("")
+        );
+        return Ok(Outcome {
+            runs,
+            differs: Some(differs),
+        });
+    }
+    std::fs::write(file, fresh).with_context(|| format!("writing {}", file.display()))?;
+    Ok(Outcome { runs, differs: None })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_name_their_runs_and_unclosed_ones_are_refused() {
+        let text = "intro\n<!-- evidence: docs/evidence/ci/1 -->\n| old |\n<!-- /evidence -->\ntail\n";
+        assert_eq!(runs(text), vec!["docs/evidence/ci/1".to_string()]);
+        let unclosed = "<!-- evidence: docs/evidence/ci/1 -->\n| old |\n";
+        let err = regenerate(unclosed, Path::new("/nonexistent")).unwrap_err();
+        assert!(format!("{err:#}").contains("no closing"), "{err:#}");
+        let missing = regenerate(text, Path::new("/nonexistent")).unwrap_err();
+        assert!(
+            format!("{missing:#}").contains("docs/evidence/ci/1"),
+            "{missing:#}"
+        );
+        // No marker: nothing to do, the text unchanged.
+        assert_eq!(regenerate("plain\n", Path::new(".")).unwrap(), "plain\n");
+    }
+}
