@@ -62,8 +62,14 @@ pub fn load_with(switches: Switches) -> Result<aya::Ebpf, ObjectError> {
     use linecard_common::names;
     let values = [
         (names::FIXED_SWEEP_GLOBAL, u8::from(switches.fixed_sweep)),
-        (names::UNVERIFIED_AUTH_GLOBAL, u8::from(switches.unverified_auth)),
-        (names::ECHO_UNLISTED_GLOBAL, u8::from(switches.echo_unlisted)),
+        (
+            names::UNVERIFIED_AUTH_GLOBAL,
+            u8::from(switches.unverified_auth),
+        ),
+        (
+            names::ECHO_UNLISTED_GLOBAL,
+            u8::from(switches.echo_unlisted),
+        ),
         (names::GTSM_FIRST_GLOBAL, u8::from(switches.gtsm_first)),
     ];
     let mut loader = aya::EbpfLoader::new();

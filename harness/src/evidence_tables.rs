@@ -111,7 +111,10 @@ pub fn apply(file: &Path, check: bool) -> Result<Outcome> {
     let fresh = regenerate(&text, base)?;
     let runs = runs(&text);
     if fresh == text {
-        return Ok(Outcome { runs, differs: None });
+        return Ok(Outcome {
+            runs,
+            differs: None,
+        });
     }
     if check {
         let first = text
@@ -133,7 +136,10 @@ pub fn apply(file: &Path, check: bool) -> Result<Outcome> {
         });
     }
     std::fs::write(file, fresh).with_context(|| format!("writing {}", file.display()))?;
-    Ok(Outcome { runs, differs: None })
+    Ok(Outcome {
+        runs,
+        differs: None,
+    })
 }
 
 #[cfg(test)]
@@ -142,7 +148,8 @@ mod tests {
 
     #[test]
     fn markers_name_their_runs_and_unclosed_ones_are_refused() {
-        let text = "intro\n<!-- evidence: docs/evidence/ci/1 -->\n| old |\n<!-- /evidence -->\ntail\n";
+        let text =
+            "intro\n<!-- evidence: docs/evidence/ci/1 -->\n| old |\n<!-- /evidence -->\ntail\n";
         assert_eq!(runs(text), vec!["docs/evidence/ci/1".to_string()]);
         let unclosed = "<!-- evidence: docs/evidence/ci/1 -->\n| old |\n";
         let err = regenerate(unclosed, Path::new("/nonexistent")).unwrap_err();

@@ -397,7 +397,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 eprintln!("{differs}");
                 return Ok(ExitCode::from(1));
             }
-            let verb = if check { "agree with" } else { "regenerated from" };
+            let verb = if check {
+                "agree with"
+            } else {
+                "regenerated from"
+            };
             println!(
                 "{}: {} tables {verb} their evidence",
                 file.display(),

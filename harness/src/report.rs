@@ -102,7 +102,6 @@ pub fn load(run_dir: &Path) -> Result<RunView> {
     })
 }
 
-
 /// Rows of the bake-off table: (DUT, phase, flaps, p50, p99, p99.9, max,
 /// over budget, verdict, capture).
 fn rows(view: &RunView) -> Vec<[String; 10]> {

@@ -285,7 +285,10 @@ fn the_readme_tables_agree_with_the_evidence_they_name() {
     // Regenerating restores the evidence's figures.
     let out = linecard(&["tables", dir.join("README.md").to_str().unwrap()]);
     assert_exit(&out, 0, "regenerating");
-    assert_eq!(std::fs::read_to_string(dir.join("README.md")).unwrap(), text);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("README.md")).unwrap(),
+        text
+    );
     // A run that is not there.
     std::fs::write(
         dir.join("README.md"),

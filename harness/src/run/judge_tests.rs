@@ -543,7 +543,10 @@ fn steal_excuses_only_the_gap_it_fell_inside() {
 #[test]
 fn a_pass_that_nothing_judged_is_shown_as_measured() {
     // No limit, no control: the figures were measured, not held to anything.
-    assert_eq!(Verdict::Pass.shown(&Expectation::default(), false), "measured");
+    assert_eq!(
+        Verdict::Pass.shown(&Expectation::default(), false),
+        "measured"
+    );
     // A fault phase's own checks judged it.
     assert_eq!(Verdict::Pass.shown(&Expectation::default(), true), "pass");
     assert_eq!(Verdict::Pass.shown(&hold(), false), "pass");

@@ -103,7 +103,11 @@ impl DutOutcome {
     /// Its verdict as tables show it ([`Verdict::shown`]): judged by its
     /// limits, any family's, or a fault phase's own checks.
     pub fn shown_verdict(&self) -> String {
-        let judged = self.spec.per_family.iter().any(|(_, e)| e.judges_anything())
+        let judged = self
+            .spec
+            .per_family
+            .iter()
+            .any(|(_, e)| e.judges_anything())
             || self.phases.iter().any(|p| p.fault.is_some());
         self.verdict.shown(&self.spec.expect, judged)
     }
