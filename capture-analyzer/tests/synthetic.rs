@@ -418,18 +418,25 @@ fn poll_final_latency_and_detection_latency() {
     assert!(close(detection.max, 30.5), "{detection:?}");
 }
 
-#[test]
-fn echo_round_trips_and_losses() {
+/// `count` self-addressed echoes of 192.0.2.1 every 10 ms, echo `i` back
+/// 0.2 ms later when `returned(i)`.
+fn echo_frames(count: u32, returned: impl Fn(u32) -> bool) -> Vec<(i64, Vec<u8>)> {
     let a = "192.0.2.1";
     let mut frames = Vec::new();
-    for i in 0..200u32 {
+    for i in 0..count {
         let payload = i.to_be_bytes().repeat(4);
         let t = T0 + i64::from(i) * 10 * MS;
         frames.push((t, frame(a, a, 49152, 3785, &payload)));
-        if i % 10 != 0 {
+        if returned(i) {
             frames.push((t + 200_000, frame(a, a, 49152, 3785, &payload)));
         }
     }
+    frames
+}
+
+#[test]
+fn echo_round_trips_and_losses() {
+    let frames = echo_frames(200, |i| i % 10 != 0);
     let path = write_capture("echo.pcap", Format::PcapNanos, &frames);
     let r = analyze_files(&[path], &[]).unwrap();
     let e = &r.all.echo[0];
@@ -446,14 +453,7 @@ fn echo_round_trips_and_losses() {
 /// one lost, failing the echo scenario).
 #[test]
 fn an_echo_in_flight_at_a_phase_boundary_is_not_lost() {
-    let a = "192.0.2.1";
-    let mut frames = Vec::new();
-    for i in 0..300u32 {
-        let payload = i.to_be_bytes().repeat(4);
-        let t = T0 + i64::from(i) * 10 * MS;
-        frames.push((t, frame(a, a, 49152, 3785, &payload)));
-        frames.push((t + 200_000, frame(a, a, 49152, 3785, &payload)));
-    }
+    let frames = echo_frames(300, |_| true);
     let path = write_capture("echo-boundary.pcap", Format::PcapNanos, &frames);
     // The second phase opens 0.1 ms after echo 100 left, before its return.
     let boundary = T0 + 100 * 10 * MS + 100_000;

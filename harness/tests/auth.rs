@@ -380,24 +380,26 @@ fn forgeries_once(backend: &str, verification: Verification) -> Result<(), Strin
     let analysis = analyze_window(capture.finish().unwrap(), "kill", start - 500_000_000, end);
 
     let ours = flow(&analysis, DUT.ipv4, PEER.ipv4);
+    // BIRD's own flow (its port) and the forgeries' (the crafted 49152).
+    let window = &analysis.phases[0].result;
+    let forged = window
+        .flows
+        .iter()
+        .find(|f| f.src == PEER.ipv4 && f.src_port == 49152)
+        .expect("the forgeries on the wire");
+    // The engine's own account of the IPv4 session.
+    let v4 = view["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["peer"] == PEER.ipv4)
+        .unwrap();
     if verification == Verification::Off {
-        let forged = analysis.phases[0]
-            .result
-            .flows
-            .iter()
-            .find(|f| f.src == PEER.ipv4 && f.src_port == 49152)
-            .expect("the forgeries on the wire");
         // Precondition: the forgeries ran for many detection times.
         assert!(
             forged.last_ts_ns - forged.first_ts_ns > 150_000_000,
             "{forged:?}"
         );
-        let v4 = view["sessions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["peer"] == PEER.ipv4)
-            .unwrap();
         let early_down = ours
             .flap_events
             .iter()
@@ -420,8 +422,6 @@ fn forgeries_once(backend: &str, verification: Verification) -> Result<(), Strin
         .first()
         .unwrap_or_else(|| panic!("the DUT never went Down: {ours:?}"));
     assert_eq!(down.diag, 1, "Down for another reason: {down:?}");
-    // BIRD's own flow (its port) and the forgeries' (the crafted 49152).
-    let window = &analysis.phases[0].result;
     let bird_last = window
         .flows
         .iter()
@@ -429,11 +429,6 @@ fn forgeries_once(backend: &str, verification: Verification) -> Result<(), Strin
         .map(|f| f.last_ts_ns)
         .max()
         .unwrap();
-    let forged = window
-        .flows
-        .iter()
-        .find(|f| f.src == PEER.ipv4 && f.src_port == 49152)
-        .expect("the forgeries on the wire");
     // Precondition: the forgeries were on the wire while the detection
     // time ran, and after it.
     assert!(
@@ -459,12 +454,6 @@ fn forgeries_once(backend: &str, verification: Verification) -> Result<(), Strin
     }
     // The engine's account of why: guessed digests and the replay, refused
     // in userspace (rt) or in the kernel before userspace (xdp).
-    let v4 = view["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["peer"] == PEER.ipv4)
-        .unwrap();
     let by_kernel = |reason: &str| kernel["drops_by_reason"][reason].as_u64().unwrap_or(0);
     if backend == "xdp" {
         // Precondition: the program ran here and passed BIRD's genuine
