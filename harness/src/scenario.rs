@@ -208,20 +208,6 @@ pub struct Expectation {
     pub demand: Option<DemandAsker>,
 }
 
-impl Expectation {
-    /// Whether these limits hold anything against a DUT's figures: a DUT
-    /// judged by none was measured, not passed.
-    pub fn judges_anything(&self) -> bool {
-        self.positive_control
-            || self.max_flaps.is_some()
-            || self.max_gap_ms.is_some()
-            || self.peer_echo.is_some()
-            || self.own_echo
-            || self.auth.is_some()
-            || self.demand.is_some()
-    }
-}
-
 /// Authentication as the wire must show it: this Auth Type and Key ID on
 /// every control packet, and for a meticulous type each sender's Sequence
 /// Number one up from its last (RFC 5880 6.7.3).

@@ -17,7 +17,7 @@ use crate::backend::xdp::{self as fast_path, FastPath};
 use crate::backend::{self, txtime, Availability, BackendKind, Departure, Transmitter};
 use crate::config::{EngineConfig, SessionSpec};
 use crate::io::{Received, RxSocket, TxSocket};
-use crate::session::auth::{Auth, SequenceJudge};
+use crate::session::auth::Auth;
 use crate::session::table::{PathKey, SessionId, SessionTable};
 use crate::session::{FastPathRole, Nanos, Session, SessionConfig, Transition};
 use crate::wire::{DropReason, Repr, State, PORT_MULTI_HOP, PORT_SINGLE_HOP};
@@ -454,18 +454,15 @@ impl Engine {
             peer.stale = true;
             self.due.touch(id);
         }
-        // A registered session's packet that came through `lc_bfd` had its
-        // authentication sequence judged there (6.7.3-6.7.4): the first
-        // plane that sees a packet decides (SequenceJudge).
-        let judge = match &self.fast {
-            Some(fast)
-                if fast.saw_first(received.ifindex)
-                    && repr.your_discr == session.config().local_discr =>
-            {
-                SequenceJudge::Kernel
-            }
-            _ => SequenceJudge::Here,
-        };
+        let through_fast_path = self
+            .fast
+            .as_ref()
+            .is_some_and(|f| f.saw_first(received.ifindex));
+        let judge = offload::sequence_judge(
+            through_fast_path,
+            repr.your_discr,
+            session.config().local_discr,
+        );
         match session.receive_judged(now, &repr, bytes, judge) {
             Ok(Some(t)) => {
                 peer.last_transition = Some(t);

@@ -5,6 +5,7 @@
 //! functions, performs what they return on the fast path and records the
 //! outcome in its [`KernelView`]. Each rule has a test below.
 
+use crate::session::auth::SequenceJudge;
 use crate::session::{FastPathRole, Nanos, Session};
 use crate::wire::HEADER_LEN;
 
@@ -163,6 +164,20 @@ pub fn detection_grace(k: &KernelView) -> Nanos {
 /// the kernel; our own Polls still leave from userspace (6.8.7).
 pub fn kernel_transmits(k: &KernelView) -> bool {
     k.role == Some(FastPathRole::Steady)
+}
+
+/// Who judges a received packet's authentication sequence (6.7.3-6.7.4):
+/// the first plane that saw it. Every registered session is in `lc_bfd`'s
+/// map, so a packet that came through the program (`through_fast_path`:
+/// it arrived on an interface the program is attached to) and names our
+/// discriminator had its window applied there; a bootstrap packet (Your
+/// Discriminator 0) or one from elsewhere reaches userspace unjudged.
+pub fn sequence_judge(through_fast_path: bool, your_discr: u32, local_discr: u32) -> SequenceJudge {
+    if through_fast_path && your_discr == local_discr {
+        SequenceJudge::Kernel
+    } else {
+        SequenceJudge::Here
+    }
 }
 
 #[cfg(test)]
@@ -350,5 +365,14 @@ mod tests {
         };
         assert_eq!(detection_grace(&unarmed), 0);
         assert_eq!(detection_grace(&KernelView::default()), 0);
+    }
+
+    #[test]
+    fn the_first_plane_that_saw_a_packet_judges_its_sequence() {
+        assert_eq!(sequence_judge(true, 7, 7), SequenceJudge::Kernel);
+        // Bootstrap: selected by addresses, never looked up in the kernel.
+        assert_eq!(sequence_judge(true, 0, 7), SequenceJudge::Here);
+        // An interface without the program.
+        assert_eq!(sequence_judge(false, 7, 7), SequenceJudge::Here);
     }
 }

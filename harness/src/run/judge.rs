@@ -360,6 +360,34 @@ impl Verdict {
     }
 }
 
+impl Expectation {
+    /// Whether these limits hold anything against a DUT's figures: a DUT
+    /// judged by none was measured, not passed.
+    pub fn judges_anything(&self) -> bool {
+        self.positive_control
+            || self.max_flaps.is_some()
+            || self.max_gap_ms.is_some()
+            || self.peer_echo.is_some()
+            || self.own_echo
+            || self.auth.is_some()
+            || self.demand.is_some()
+    }
+}
+
+impl super::DutOutcome {
+    /// Its verdict as tables show it ([`Verdict::shown`]): judged by its
+    /// limits, any family's, or a fault phase's own checks.
+    pub fn shown_verdict(&self) -> String {
+        let judged = self
+            .spec
+            .per_family
+            .iter()
+            .any(|(_, e)| e.judges_anything())
+            || self.phases.iter().any(|p| p.fault.is_some());
+        self.verdict.shown(&self.spec.expect, judged)
+    }
+}
+
 /// How readiness says that the DUT's own process ended before its
 /// sessions came Up: the DUT failed (a crash is never a spoiled run).
 pub const DUT_EXITED: &str = "the DUT exited before its sessions came Up: ";

@@ -100,18 +100,6 @@ pub struct FamilyOutcome {
 }
 
 impl DutOutcome {
-    /// Its verdict as tables show it ([`Verdict::shown`]): judged by its
-    /// limits, any family's, or a fault phase's own checks.
-    pub fn shown_verdict(&self) -> String {
-        let judged = self
-            .spec
-            .per_family
-            .iter()
-            .any(|(_, e)| e.judges_anything())
-            || self.phases.iter().any(|p| p.fault.is_some());
-        self.verdict.shown(&self.spec.expect, judged)
-    }
-
     /// Whether its environment spoiled the run (`judge::spoiled`), for
     /// the DUT's sessions as a whole or any family's judged alone.
     fn spoiled(&self) -> bool {
