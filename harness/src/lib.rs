@@ -6,6 +6,7 @@ pub mod bench;
 pub mod bench_xdp;
 pub mod canary;
 pub mod evidence_tables;
+pub mod freeze;
 pub mod gate;
 pub mod inject;
 pub mod lab;

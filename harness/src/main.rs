@@ -167,6 +167,16 @@ enum Command {
         #[arg(long)]
         out: std::path::PathBuf,
     },
+    /// The freeze witness (started by `linecard run` on the DUT's CPUs): wakes every 1 ms at
+    /// SCHED_DEADLINE and records as JSON lines each time it woke more than 2 ms late, when no
+    /// CPU of the DUT's could run anything (the machine itself stood still)
+    #[command(hide = true)]
+    FreezeWitness {
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        seconds: u64,
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
     /// The steal witness (started by `linecard run` off the DUT's CPUs): reads the DUT CPUs'
     /// hypervisor steal from /proc/stat every 2 ms and records each change as a JSON line, so
     /// that steal excuses only a gap it fell inside
@@ -488,6 +498,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::StealWitness { cpus, seconds, out } => {
             linecard_harness::steal::run(&cpus, std::time::Duration::from_secs(seconds), &out)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::FreezeWitness { seconds, out } => {
+            linecard_harness::freeze::run(seconds, &out)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Canary { seconds, out } => {

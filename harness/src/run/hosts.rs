@@ -575,6 +575,21 @@ fn run_dut(
         ],
         &dir.join("canary.log"),
     )?;
+    let freeze_remote = format!("{remote_dir}/freeze.jsonl");
+    let mut freeze_witness = Daemon::spawn_remote(
+        "freeze-witness",
+        &hosts.dut,
+        &remote_dir,
+        &format!("{}/linecard", hosts.dut.dir),
+        &[
+            "freeze-witness".into(),
+            "--seconds".into(),
+            (total + 2).to_string(),
+            "--out".into(),
+            freeze_remote.clone(),
+        ],
+        &dir.join("freeze-witness.log"),
+    )?;
     // The steal witness, on the DUT host off the DUT's CPUs.
     let steal_remote = format!("{remote_dir}/steal.jsonl");
     let mut steal_witness = Daemon::spawn_remote_off_dut(
@@ -669,11 +684,16 @@ fn run_dut(
     dut_daemon.stop()?;
     peer.stop()?;
     canary.stop()?;
+    freeze_witness.stop()?;
     steal_witness.stop()?;
     let captured = capture.finish_checked()?;
     let canary_out = dir.join("canary.jsonl");
     if let Err(e) = hosts.dut.conn.download(&canary_remote, &canary_out) {
         eprintln!("warning: the canary's record did not come back: {e:#}");
+    }
+    let freeze_out = dir.join("freeze.jsonl");
+    if let Err(e) = hosts.dut.conn.download(&freeze_remote, &freeze_out) {
+        eprintln!("warning: the freeze witness's record did not come back (no freeze can excuse a gap): {e:#}");
     }
     let steal_out = dir.join("steal.jsonl");
     if let Err(e) = hosts.dut.conn.download(&steal_remote, &steal_out) {
@@ -681,6 +701,7 @@ fn run_dut(
     }
     let measured = super::Measured {
         stalls: crate::canary::read(&canary_out).unwrap_or_default(),
+        freezes: crate::canary::read(&freeze_out).unwrap_or_default(),
         steal: crate::steal::StealTrace::read(&steal_out),
         pairs: vec![pair(hosts)],
         captured,

@@ -513,7 +513,7 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
     // excuses only what it could have caused, inside the gap it fell in.
     if let Some(stolen) = steal_explains(expect, e) {
         return Verdict::Invalid(format!(
-            "{} while the hypervisor stole or stalled {stolen:.0} ms of the DUT's CPUs inside the gaps over the limit",
+            "{} while the hypervisor stole, stalled or froze {stolen:.0} ms of the DUT's CPUs inside the gaps over the limit",
             broken.join(", "),
         ));
     }
@@ -543,11 +543,16 @@ pub fn spoiled(expect: &Expectation, e: &Evidence) -> bool {
     for gap in &mut without_steal.long_gaps {
         gap.stolen_ms = 0.0;
         gap.stalled_ms = 0.0;
+        gap.frozen_ms = 0.0;
     }
     steal_explains(expect, e).is_some()
         && !broken_limits(expect, e).is_empty()
         && matches!(judge(expect, &without_steal), Verdict::Fail(_))
 }
+
+/// A freeze began at most a witness period before the witness's missed
+/// wake (it slept until then), so it may be that much longer than recorded.
+const FREEZE_GRAIN_MS: f64 = crate::freeze::PERIOD_NS as f64 / 1e6;
 
 /// /proc/stat counts steal in ticks of 10 ms (USER_HZ 100).
 const STEAL_TICK_MS: f64 = crate::steal::TICK_MS;
@@ -575,11 +580,16 @@ fn steal_explains(expect: &Expectation, e: &Evidence) -> Option<f64> {
     let explained = |g: &&super::mirror::LongGap| {
         (g.stolen_ms > 0.0 && g.gap_ms - bar <= g.stolen_ms + STEAL_TICK_MS)
             || (g.stalled_ms > 0.0 && g.gap_ms - bar <= g.stalled_ms)
+            || (g.frozen_ms > 0.0 && g.gap_ms - bar <= g.frozen_ms + FREEZE_GRAIN_MS)
     };
     if over.is_empty() || !over.iter().all(explained) {
         return None;
     }
-    Some(over.iter().map(|g| g.stolen_ms.max(g.stalled_ms)).sum())
+    Some(
+        over.iter()
+            .map(|g| g.stolen_ms.max(g.stalled_ms).max(g.frozen_ms))
+            .sum(),
+    )
 }
 
 fn broken_limits(expect: &Expectation, e: &Evidence) -> Vec<String> {

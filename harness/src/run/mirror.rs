@@ -68,6 +68,10 @@ pub struct LongGap {
     /// where the canary's stalls are the stress itself.
     #[serde(default)]
     pub stalled_ms: f64,
+    /// How long inside this gap no CPU of the DUT's could run anything
+    /// (the freeze witness: the machine stood still, steal or not), ms.
+    #[serde(default)]
+    pub frozen_ms: f64,
 }
 
 impl LongGap {
@@ -116,6 +120,7 @@ pub fn judge_gaps(
                 mirrors_peer,
                 stolen_ms: 0.0,
                 stalled_ms: 0.0,
+                frozen_ms: 0.0,
             }
         })
         .collect()
@@ -177,6 +182,7 @@ mod tests {
                     mirrors_peer: true,
                     stolen_ms: 0.0,
                     stalled_ms: 0.0,
+                    frozen_ms: 0.0,
                 },
                 LongGap {
                     gap_ms: 25.0,
@@ -184,6 +190,7 @@ mod tests {
                     mirrors_peer: false,
                     stolen_ms: 0.0,
                     stalled_ms: 0.0,
+                    frozen_ms: 0.0,
                 }
             ]
         );

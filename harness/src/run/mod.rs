@@ -790,6 +790,25 @@ fn run_dut(
         ],
         &dir.join("canary.log"),
     )?;
+    // The freeze witness, on the DUT's CPUs at SCHED_DEADLINE (nothing the
+    // stress starts can delay it; only the machine standing still can).
+    let freeze_out = dir.join("freeze.jsonl");
+    let mut freeze_witness = Daemon::spawn(
+        "freeze-witness",
+        spec::DUT.namespace,
+        Some(&dut_cpuset),
+        std::env::current_exe()?
+            .to_str()
+            .context("non-UTF-8 path")?,
+        &[
+            "freeze-witness".into(),
+            "--seconds".into(),
+            (total + 2).to_string(),
+            "--out".into(),
+            freeze_out.display().to_string(),
+        ],
+        &dir.join("freeze-witness.log"),
+    )?;
     // The steal witness, off the DUT's CPUs (the stress must not starve it).
     let steal_out = dir.join("steal.jsonl");
     let mut steal_witness = Daemon::spawn(
@@ -959,10 +978,12 @@ fn run_dut(
     dut_daemon.stop()?;
     peer.stop()?;
     canary.stop()?;
+    freeze_witness.stop()?;
     steal_witness.stop()?;
     let captured = capture.finish_checked()?;
     let measured = Measured {
         stalls: crate::canary::read(&canary_out).unwrap_or_default(),
+        freezes: crate::canary::read(&freeze_out).unwrap_or_default(),
         steal: crate::steal::StealTrace::read(&steal_out),
         pairs,
         captured,
@@ -988,6 +1009,8 @@ pub(crate) struct Measured {
     pub capture_alive: bool,
     /// The canary's stalls on the DUT's CPUs.
     pub stalls: Vec<crate::canary::Stall>,
+    /// When no CPU of the DUT's could run anything (the freeze witness).
+    pub freezes: Vec<crate::canary::Stall>,
     /// The hypervisor's steal on the DUT's CPUs, placed in time.
     pub steal: crate::steal::StealTrace,
     /// Every session Up in both daemons' own words before the phases.
@@ -1013,6 +1036,7 @@ pub(crate) fn judge_dut(
         captured,
         capture_alive,
         stalls,
+        freezes,
         steal,
         up,
         up_at,
@@ -1180,6 +1204,7 @@ pub(crate) fn judge_dut(
         .collect();
     for gap in &mut long_gaps {
         gap.stolen_ms = steal.within(gap.start_ns(), gap.end_ns);
+        gap.frozen_ms = crate::freeze::frozen_within_ms(&freezes, gap.start_ns(), gap.end_ns);
         if unstressed
             .iter()
             .any(|&(a, b)| (a..b).contains(&gap.end_ns))
