@@ -134,8 +134,6 @@ pub fn session(reply: bool) -> SessionConfig {
         flags: if reply { FLAG_REPLY } else { 0 },
         slot: SLOT,
         detect_ns: 30_000_000,
-        // Always answer (a repeated test run would otherwise be heard).
-        min_reply_gap_ns: 0,
     }
 }
 

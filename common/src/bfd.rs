@@ -47,7 +47,7 @@ pub struct EchoPeer {
 /// (the Your Discriminator of the peer's packets). Written by userspace.
 ///
 /// Field order keeps every field naturally aligned without padding:
-/// 16 + 16 + 6 + 6 + 2 + 1 + 1 + 24 + 4 + 4 + 8 + 8 = 96 bytes, 8-aligned.
+/// 16 + 16 + 6 + 6 + 2 + 1 + 1 + 24 + 4 + 4 + 8 = 88 bytes, 8-aligned.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SessionConfig {
@@ -76,12 +76,6 @@ pub struct SessionConfig {
     pub slot: u32,
     /// Detection time, ns.
     pub detect_ns: u64,
-    /// A packet from the peer that arrives sooner than this after our last
-    /// transmission (kernel's or userspace's) is heard but not answered,
-    /// unless it is a Poll: it answers us. Two RX-clocked engines facing
-    /// each other would otherwise answer each other's answers at wire
-    /// speed. 0: always answer.
-    pub min_reply_gap_ns: u64,
 }
 
 /// Value of the `LC_STATE` array (index: `SessionConfig::slot`). Written by
@@ -123,10 +117,12 @@ pub struct SessionState {
     pub clock_tx_ns: u64,
     /// How many [`event::TRANSMIT_DUE`] the sweep raised for this slot.
     pub clock_tx_requests: u64,
-    /// The gap the sweep drew, at its last `TRANSMIT_DUE`, for the next
-    /// one should nothing else leave meanwhile: 75-100 % of the interval
-    /// (RFC 5880 6.8.7's jitter).
-    pub clock_gap_ns: u64,
+    /// The jittered gap drawn at our last transmission, kernel reply or
+    /// own-clock request ([`jittered_gap_ns`]): the earliest the next
+    /// periodic packet may follow it where the peer sends faster than our
+    /// interval ([`reply_floor_ns`]), and the own clock's wait after its
+    /// own packet.
+    pub next_gap_ns: u64,
     /// `bpf_ktime_get_ns` until which bfd.AuthSeqKnown is 1: the last
     /// accepted authenticated packet plus twice the detection time as it
     /// stood then (RFC 5880 6.8.1); 0: none accepted yet.
@@ -201,6 +197,53 @@ pub mod auth_type {
     pub const METICULOUS_KEYED_SHA1: u8 = 5;
 }
 
+/// RFC 5880 6.8.7 in one place for both planes: the interval between our
+/// periodic packets before jitter, ns: the larger of our
+/// bfd.DesiredMinTxInterval and the remote's Required Min RX, or 0 when the
+/// remote asks for none (Required Min RX 0: no periodic packet at all; a
+/// Final to its Poll still goes, 6.5). The remote's value is the one its
+/// last packet carried, so a rise it announces is obeyed from that packet
+/// on.
+pub const fn periodic_interval_ns(desired_min_tx_ns: u64, remote_required_min_rx_us: u32) -> u64 {
+    if remote_required_min_rx_us == 0 {
+        return 0;
+    }
+    let remote_ns = remote_required_min_rx_us as u64 * 1_000;
+    if desired_min_tx_ns > remote_ns {
+        desired_min_tx_ns
+    } else {
+        remote_ns
+    }
+}
+
+/// The jittered gap before our next periodic packet (6.8.7): the interval
+/// less a random 0-25 %, or 10-25 % when our bfd.DetectMult is 1 (never
+/// more than 90 % of it then). `draw` is any random number.
+pub const fn jittered_gap_ns(interval_ns: u64, detect_mult: u8, draw: u32) -> u64 {
+    let span = if detect_mult == 1 { 15 } else { 25 };
+    interval_ns * (75 + draw as u64 % (span + 1)) / 100
+}
+
+/// How long after our last packet the kernel may answer a peer's periodic
+/// packet, ns. A peer that sends no faster than our interval clocks us:
+/// its own jitter is ours, and the floor is the shortest jittered gap (75
+/// %), so a punctual peer is answered every time. A peer that sends faster
+/// (its Desired Min TX below our interval: it raised its Required Min RX,
+/// or ours is the slower side) is paced: the first of its packets after
+/// the gap drawn at our last packet (`drawn_gap_ns`) is answered, the
+/// others are heard.
+pub const fn reply_floor_ns(
+    interval_ns: u64,
+    remote_desired_min_tx_us: u32,
+    drawn_gap_ns: u64,
+) -> u64 {
+    if remote_desired_min_tx_us as u64 * 1_000 >= interval_ns {
+        interval_ns * 3 / 4
+    } else {
+        drawn_gap_ns
+    }
+}
+
 /// How long bfd.AuthSeqKnown outlives a packet accepted now, ns: RFC 5880
 /// 6.8.1 lets it lapse after no packet for at least twice the Detection
 /// Time. Twice the larger of the session's detection time as it stood
@@ -233,7 +276,8 @@ pub const MAX_AUTH_KEYS: u32 = 2 * MAX_SESSIONS;
 
 /// Value of the `LC_SLOTS` array: what the kernel's detection sweep needs
 /// per slot, and what the fast path needs to know of userspace's own
-/// transmissions. Written by userspace. 8 + 4 + 4 + 8 + 8 = 32 bytes.
+/// transmissions. Written by userspace. 8 + 4 + 4 + 8 + 8 + 4 + 4 = 40
+/// bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SlotConfig {
@@ -247,14 +291,19 @@ pub struct SlotConfig {
     /// it wrote this value: where the session's own clock starts counting
     /// before the kernel has sent anything.
     pub user_tx_ns: u64,
-    /// Our transmit interval, ns, for the session's own clock (0: none).
+    /// Our bfd.DesiredMinTxInterval in force, ns, for the session's own
+    /// clock (0: no own clock). The interval is this against the peer's
+    /// Required Min RX from its last packet ([`periodic_interval_ns`]).
     /// The peer clocks us while it transmits; when it does not (it stalls,
     /// or it is RX-clocked too), the sweep raises [`event::TRANSMIT_DUE`]
     /// and the responder thread sends the steady packet: 1.1 intervals
     /// after an RX-clocked reply (past a punctual peer's longest gap, so
     /// that the peer alone clocks us while it is on time), then every
-    /// 75-100 % of an interval while nothing else leaves.
-    pub tx_interval_ns: u64,
+    /// jittered interval while nothing else leaves.
+    pub desired_min_tx_ns: u64,
+    /// Our bfd.DetectMult (the jitter's range depends on it, 6.8.7).
+    pub detect_mult: u32,
+    pub _reserved: u32,
 }
 
 /// Value of the one-entry `LC_DEAD_MAN` array: the engine's heartbeat,
@@ -298,7 +347,7 @@ pub mod event {
     /// (RFC 5880 6.8.4): reported once per silence.
     pub const PEER_SILENT: u32 = 0;
     /// Nothing has left the session for its own clock's gap (see
-    /// `SlotConfig::tx_interval_ns`): send the steady packet now.
+    /// `SlotConfig::desired_min_tx_ns`): send the steady packet now.
     pub const TRANSMIT_DUE: u32 = 1;
 }
 
@@ -400,8 +449,9 @@ pub mod verdict {
     /// Answered in the kernel with XDP_TX.
     pub const REPLIED: u32 = 2;
     pub const DROPPED: u32 = 3;
-    /// Valid, counted as heard, not answered: it came too soon after our
-    /// own transmission (`SessionConfig::min_reply_gap_ns`).
+    /// Valid, counted as heard, not answered: a periodic packet of ours
+    /// may not leave yet ([`super::reply_floor_ns`]), or the peer wants
+    /// none (Required Min RX 0, RFC 5880 6.8.7).
     pub const HEARD: u32 = 4;
     /// Valid and Up, not answered: the engine's heartbeat is older than
     /// its limit ([`super::DeadMan`]), so the frame went to userspace.
@@ -444,9 +494,41 @@ mod tests {
     use super::*;
     use core::mem::{align_of, offset_of, size_of};
 
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn the_interval_is_the_slower_side_s_and_none_for_a_remote_that_wants_none() {
+        assert_eq!(periodic_interval_ns(10 * MS, 10_000), 10 * MS);
+        // The remote raised its Required Min RX (6.8.7: never faster).
+        assert_eq!(periodic_interval_ns(10 * MS, 200_000), 200 * MS);
+        // Our Desired Min TX is the slower.
+        assert_eq!(periodic_interval_ns(300 * MS, 10_000), 300 * MS);
+        // Required Min RX 0: no periodic packet at all.
+        assert_eq!(periodic_interval_ns(10 * MS, 0), 0);
+    }
+
+    #[test]
+    fn the_jitter_spans_75_to_100_percent_or_75_to_90_with_detect_mult_1() {
+        let gaps = |mult| (0..1_000u32).map(move |d| jittered_gap_ns(100 * MS, mult, d));
+        assert_eq!(gaps(3).min(), Some(75 * MS));
+        assert_eq!(gaps(3).max(), Some(100 * MS));
+        assert_eq!(gaps(1).min(), Some(75 * MS));
+        assert_eq!(gaps(1).max(), Some(90 * MS));
+    }
+
+    #[test]
+    fn a_punctual_peer_clocks_us_and_a_faster_one_is_paced() {
+        // The peer sends every 10 ms against our 10 ms: any of its packets
+        // 7.5 ms or more after ours is answered, whatever was drawn.
+        assert_eq!(reply_floor_ns(10 * MS, 10_000, 9 * MS), 7_500_000);
+        // It asked for 200 ms but still sends every 50 ms: paced by the
+        // gap drawn at our last packet.
+        assert_eq!(reply_floor_ns(200 * MS, 50_000, 180 * MS), 180 * MS);
+    }
+
     #[test]
     fn session_config_layout_is_pinned() {
-        assert_eq!(size_of::<SessionConfig>(), 96);
+        assert_eq!(size_of::<SessionConfig>(), 88);
         assert_eq!(align_of::<SessionConfig>(), 8);
         assert_eq!(offset_of!(SessionConfig, local_ip), 0);
         assert_eq!(offset_of!(SessionConfig, peer_ip), 16);
@@ -458,7 +540,6 @@ mod tests {
         assert_eq!(offset_of!(SessionConfig, flags), 72);
         assert_eq!(offset_of!(SessionConfig, slot), 76);
         assert_eq!(offset_of!(SessionConfig, detect_ns), 80);
-        assert_eq!(offset_of!(SessionConfig, min_reply_gap_ns), 88);
     }
 
     #[test]
@@ -470,7 +551,7 @@ mod tests {
         assert_eq!(offset_of!(SessionState, last_tx_ns), 64);
         assert_eq!(offset_of!(SessionState, clock_tx_ns), 72);
         assert_eq!(offset_of!(SessionState, clock_tx_requests), 80);
-        assert_eq!(offset_of!(SessionState, clock_gap_ns), 88);
+        assert_eq!(offset_of!(SessionState, next_gap_ns), 88);
         assert_eq!(offset_of!(SessionState, rcv_auth_seq), 52);
         assert_eq!(offset_of!(SessionState, auth_known_until_ns), 96);
         assert_eq!(size_of::<SessionState>(), 104);
@@ -478,11 +559,12 @@ mod tests {
 
     #[test]
     fn slot_config_and_event_layouts_are_pinned() {
-        assert_eq!(size_of::<SlotConfig>(), 32);
+        assert_eq!(size_of::<SlotConfig>(), 40);
         assert_eq!(offset_of!(SlotConfig, discr), 8);
         assert_eq!(offset_of!(SlotConfig, armed), 12);
         assert_eq!(offset_of!(SlotConfig, user_tx_ns), 16);
-        assert_eq!(offset_of!(SlotConfig, tx_interval_ns), 24);
+        assert_eq!(offset_of!(SlotConfig, desired_min_tx_ns), 24);
+        assert_eq!(offset_of!(SlotConfig, detect_mult), 32);
         assert_eq!(size_of::<SweepEvent>(), 32);
         assert_eq!(size_of::<DeadMan>(), 16);
         assert_eq!(size_of::<EchoPeer>(), 8);

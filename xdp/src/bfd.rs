@@ -35,11 +35,11 @@ use aya_ebpf::{
 };
 use core::ffi::c_void;
 use linecard_common::bfd::{
-    auth_seq_known_lapse_ns, auth_type, drop, event, verdict, AuthKeyRef, AuthSecret, DeadMan,
-    EchoPeer, SessionConfig, SessionState, SlotConfig, SweepEvent, DROP_REASONS, FLAG_MULTIHOP,
-    FLAG_POLLS_ONLY, FLAG_REPLY, MAX_AUTH_KEYS, MAX_SESSIONS, MD5_AUTH_LEN, PORT_ECHO,
-    PORT_MULTI_HOP, PORT_SINGLE_HOP, SHA1_AUTH_LEN, SWEEP_MIN_NS, SWEEP_PERIOD_NS, SWEEP_SLOTS,
-    VERDICTS,
+    auth_seq_known_lapse_ns, auth_type, drop, event, jittered_gap_ns, periodic_interval_ns,
+    reply_floor_ns, verdict, AuthKeyRef, AuthSecret, DeadMan, EchoPeer, SessionConfig,
+    SessionState, SlotConfig, SweepEvent, DROP_REASONS, FLAG_MULTIHOP, FLAG_POLLS_ONLY, FLAG_REPLY,
+    MAX_AUTH_KEYS, MAX_SESSIONS, MD5_AUTH_LEN, PORT_ECHO, PORT_MULTI_HOP, PORT_SINGLE_HOP,
+    SHA1_AUTH_LEN, SWEEP_MIN_NS, SWEEP_PERIOD_NS, SWEEP_SLOTS, VERDICTS,
 };
 use linecard_common::digest::{md5_single_block_in, sha1_single_block_in};
 
@@ -260,7 +260,13 @@ fn sweep_slot(now: u64, slot: u32, config: &SlotConfig, state: &mut SessionState
     } else {
         u64::MAX
     };
-    let interval = config.tx_interval_ns;
+    // 6.8.7: our Desired Min TX against the Required Min RX the peer's
+    // last packet carried; none to a peer that asks for none.
+    let interval = if config.desired_min_tx_ns == 0 {
+        0
+    } else {
+        periodic_interval_ns(config.desired_min_tx_ns, state.remote_required_min_rx_us)
+    };
     // After a detection the session is userspace's again: no clock.
     if interval == 0 || silent > config.detect_ns as i64 {
         return until_expiry;
@@ -269,10 +275,14 @@ fn sweep_slot(now: u64, slot: u32, config: &SlotConfig, state: &mut SessionState
     let clock_sent = clock_sent(slot);
     let last_tx = max(max(xdp_tx, clock_sent), config.user_tx_ns);
     // After an RX-clocked reply, give the peer until past its longest
-    // regular gap (100 % of the interval, RFC 5880 6.8.7); once our own
-    // clock sent last, nobody else is clocking us: keep the interval.
-    let wait = if clock_sent != 0 && clock_sent >= xdp_tx {
-        state.clock_gap_ns
+    // regular gap (100 % of the interval, RFC 5880 6.8.7). Once our own
+    // clock sent last, nobody else is clocking us, and once the fast path
+    // heard a peer packet it could not yet answer (too soon after ours,
+    // `reply_floor_ns`), we owe one: either way, the gap drawn at our last
+    // packet.
+    let owed = clock_sent != 0 && clock_sent >= xdp_tx || last_rx > last_tx;
+    let wait = if owed && state.next_gap_ns != 0 {
+        state.next_gap_ns
     } else {
         interval + interval / 10
     };
@@ -285,8 +295,8 @@ fn sweep_slot(now: u64, slot: u32, config: &SlotConfig, state: &mut SessionState
         state.clock_tx_ns = now;
         state.clock_tx_requests += 1;
         // SAFETY: a helper without arguments.
-        let draw = u64::from(unsafe { bpf_get_prandom_u32() });
-        state.clock_gap_ns = interval - draw % (interval / 4 + 1);
+        let draw = unsafe { bpf_get_prandom_u32() };
+        state.next_gap_ns = jittered_gap_ns(interval, config.detect_mult as u8, draw);
         report(now, last_rx, slot, config, event::TRANSMIT_DUE);
     }
     until_expiry
@@ -740,17 +750,45 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
         count(&LC_VERDICTS, verdict::HEARD);
         return Ok(xdp_action::XDP_DROP);
     }
-    if !poll && config.min_reply_gap_ns != 0 {
-        // An answer to our own packet is heard, not answered: two
-        // RX-clocked engines would otherwise ping-pong at wire speed.
+    // 6.8.7, the rule userspace keeps: our periodic packets no more often
+    // than the larger of our Desired Min TX (the reply's own field) and
+    // the Required Min RX this packet carries, jittered, and none to a peer
+    // that asks for none. A Poll is answered at once (6.5).
+    let interval = periodic_interval_ns(
+        u64::from(u32::from_be_bytes([
+            config.reply[12],
+            config.reply[13],
+            config.reply[14],
+            config.reply[15],
+        ])) * 1_000,
+        session.remote_required_min_rx_us,
+    );
+    if !poll {
+        if interval == 0 {
+            count(&LC_VERDICTS, verdict::HEARD);
+            return Ok(xdp_action::XDP_DROP);
+        }
+        // Too soon after our last packet, whoever sent it: heard, not
+        // answered (an answer to our own answer among them: two
+        // RX-clocked engines would otherwise ping-pong at wire speed).
         let user_tx = LC_SLOTS.get(config.slot).map_or(0, |s| s.user_tx_ns);
         let last_tx = max(max(user_tx, session.last_tx_ns), clock_sent(config.slot));
+        let floor = reply_floor_ns(
+            interval,
+            session.remote_desired_min_tx_us,
+            session.next_gap_ns,
+        );
         // Signed: the responder's stamp a hair ahead of this packet's.
-        if (now as i64).wrapping_sub(last_tx as i64) < config.min_reply_gap_ns as i64 {
+        if last_tx != 0 && (now as i64).wrapping_sub(last_tx as i64) < floor as i64 {
             count(&LC_VERDICTS, verdict::HEARD);
             return Ok(xdp_action::XDP_DROP);
         }
     }
+    // The gap before our next periodic packet, drawn now for the reply
+    // below (its instant is `now`).
+    // SAFETY: a helper without arguments.
+    let draw = unsafe { bpf_get_prandom_u32() };
+    session.next_gap_ns = jittered_gap_ns(interval, config.reply[2], draw);
 
     // The RX-clocked reply: rewrite the peer's frame into ours.
     let Some(eth) = ptr_at::<Eth>(ctx, 0) else {

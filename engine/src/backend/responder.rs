@@ -19,7 +19,7 @@
 use super::rt::{make_current_thread_timely, ThreadPolicy, Timeliness};
 use anyhow::{Context, Result};
 use aya::maps::{Array, MapData, RingBuf};
-use linecard_common::bfd::{event, DeadMan, SweepEvent};
+use linecard_common::bfd::{event, DeadMan, SessionState, SweepEvent};
 use socket2::{SockAddr, Socket};
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -98,10 +98,12 @@ impl Responder {
     /// SCHED_DEADLINE when the kernel admits it, else at SCHED_FIFO
     /// `priority`, else at normal priority (and says so).
     /// It stamps each own-clock packet it sends in `clock_sent` (slot ->
-    /// CLOCK_MONOTONIC ns), the only writer of that map.
+    /// CLOCK_MONOTONIC ns), the only writer of that map, and reads the
+    /// kernel's `states` to skip a request the fast path overtook.
     pub fn start(
         events: RingBuf<MapData>,
         clock_sent: Array<MapData, u64>,
+        states: Array<MapData, SessionState>,
         heartbeat: Heartbeat,
         want: Timeliness,
     ) -> Result<Self> {
@@ -134,7 +136,7 @@ impl Responder {
                         ),
                     }
                     *policy_slot.lock().expect("set once, never poisoned") = Some(got);
-                    respond(events, clock_sent, heartbeat, &armed, &sender, &wake, &stop);
+                    respond(events, clock_sent, states, heartbeat, &armed, &sender, &wake, &stop);
                 })
                 .context("starting the responder thread")?
         };
@@ -194,9 +196,11 @@ impl Drop for Responder {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn respond(
     mut events: RingBuf<MapData>,
     mut clock_sent: Array<MapData, u64>,
+    states: Array<MapData, SessionState>,
     mut heartbeat: Heartbeat,
     armed: &Mutex<HashMap<u32, Prepared>>,
     detections: &Sender<Detection>,
@@ -223,10 +227,10 @@ fn respond(
             continue;
         }
         let mut any = false;
-        // (discr, slot) of each session whose own clock is due, once: a
-        // thread held off (RT throttling) finds several requests waiting
-        // and sends one packet, late, rather than a burst.
-        let mut due: Vec<(u32, u32)> = Vec::new();
+        // (discr, slot, asked at) of each session whose own clock is due,
+        // once: a thread held off (RT throttling) finds several requests
+        // waiting and sends one packet, late, rather than a burst.
+        let mut due: Vec<(u32, u32, u64)> = Vec::new();
         while let Some(item) = events.next() {
             if item.len() < std::mem::size_of::<SweepEvent>() {
                 continue;
@@ -235,8 +239,12 @@ fn respond(
             // read_unaligned copes with the ring's alignment.
             let event = unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<SweepEvent>()) };
             if event.kind == event::TRANSMIT_DUE {
-                if !due.contains(&(event.discr, event.slot)) {
-                    due.push((event.discr, event.slot));
+                match due
+                    .iter_mut()
+                    .find(|d| (d.0, d.1) == (event.discr, event.slot))
+                {
+                    Some(known) => known.2 = event.at_ns,
+                    None => due.push((event.discr, event.slot, event.at_ns)),
                 }
                 continue;
             }
@@ -263,14 +271,28 @@ fn respond(
             let armed = armed
                 .lock()
                 .expect("the loop never panics holding the lock");
-            for (discr, slot) in due {
+            for (discr, slot, asked_ns) in due {
                 // Disarmed meanwhile: the session is userspace's again.
                 let Some(prepared) = armed.get(&discr) else {
                     continue;
                 };
                 // Stamped first: the peer's answer must find it (the fast
-                // path hears, not answers, a packet that follows ours).
+                // path hears, not answers, a packet that follows ours), and
+                // a reply the fast path sends from now on sees it.
+                let before = clock_sent.get(&slot, 0).unwrap_or(0);
                 let _ = clock_sent.set(slot, crate::io::clock_ns(libc::CLOCK_MONOTONIC), 0);
+                // Then: did the fast path answer the peer since the request
+                // (this thread held off, or the peer's packet came with
+                // it)? A second packet now would follow that reply sooner
+                // than 6.8.7 allows (seen: 47 us apart). The stamp goes
+                // back; nothing was sent.
+                if states
+                    .get(&slot, 0)
+                    .is_ok_and(|state| state.last_tx_ns >= asked_ns)
+                {
+                    let _ = clock_sent.set(slot, before, 0);
+                    continue;
+                }
                 // A full buffer is what the peer's detection is for.
                 let _ = prepared.socket.send_to(&prepared.steady, &prepared.peer);
             }

@@ -99,6 +99,16 @@ impl FastPath {
             bpf.take_map(names::CLOCK_SENT_MAP)
                 .context("no clock-sent map")?,
         )?;
+        // A handle of its own on the sessions' state for the responder
+        // thread (the loop keeps the object's).
+        let states = {
+            let map = bpf.map(names::STATE_MAP).context("no state map")?;
+            let id = match map {
+                aya::maps::Map::Array(data) => data.info()?.id(),
+                _ => anyhow::bail!("the state map is not an array"),
+            };
+            Array::try_from(aya::maps::Map::Array(aya::maps::MapData::from_id(id)?))?
+        };
         let heartbeat = Heartbeat {
             map: Array::try_from(
                 bpf.take_map(names::DEAD_MAN_MAP)
@@ -115,6 +125,7 @@ impl FastPath {
             responder: Responder::start(
                 events,
                 clock_sent,
+                states,
                 heartbeat,
                 config.responder_scheduling(),
             )?,

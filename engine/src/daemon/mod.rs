@@ -611,7 +611,9 @@ impl Engine {
                         // The clock counts from our last packet until the
                         // kernel sends one.
                         user_tx_ns: (peer.last_user_tx.unwrap_or(now) + self.epoch_mono_ns) as u64,
-                        tx_interval_ns: clock_ns,
+                        desired_min_tx_ns: clock_ns,
+                        detect_mult: u32::from(session.config().detect_mult),
+                        _reserved: 0,
                     };
                     match fast.set_slot(id as u32, slot) {
                         Ok(()) => {
@@ -1007,7 +1009,6 @@ fn registered_config(
         flags: hop_flags(&peer.spec),
         slot,
         detect_ns: session.detection_time_ns().unwrap_or(0) as u64,
-        min_reply_gap_ns: 0,
     }
 }
 
@@ -1085,8 +1086,5 @@ fn fast_path_config(
         flags: linecard_common::bfd::FLAG_REPLY | role_flags | hop_flags(&peer.spec),
         slot,
         detect_ns: session.detection_time_ns().unwrap_or(0) as u64,
-        // Half an interval: the peer's own packets come no sooner than
-        // 75 % of one (RFC 5880 6.8.7); an answer to ours comes at once.
-        min_reply_gap_ns: (session.tx_interval_ns() / 2) as u64,
     })
 }

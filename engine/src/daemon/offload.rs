@@ -34,9 +34,10 @@ pub struct SessionView {
     /// Demand mode is active on our side: the remote's silence is what we
     /// asked for, and detection is Poll-timed, userspace's (6.8.4).
     pub local_demand: bool,
-    /// Our transmit interval, ns (bfd.DesiredMinTxInterval against the
-    /// remote's Required Min RX, 6.8.7).
-    pub tx_interval_ns: u64,
+    /// Our bfd.DesiredMinTxInterval in force, ns: the own clock's base,
+    /// which the kernel holds against the Required Min RX of the peer's
+    /// last packet (6.8.7, `linecard_common::bfd::periodic_interval_ns`).
+    pub desired_min_tx_ns: u64,
     /// The kernel's own clock may send for us (`xdp_own_clock`; `false`
     /// only as the negative control).
     pub own_clock_allowed: bool,
@@ -52,7 +53,7 @@ impl SessionView {
             steady_reply: (!authenticated).then(|| session.steady_packet().header_bytes()),
             detection_ns: session.detection_time_ns().unwrap_or(0) as u64,
             local_demand: session.local_demand_active(),
-            tx_interval_ns: session.tx_interval_ns() as u64,
+            desired_min_tx_ns: session.desired_min_tx_in_force_ns() as u64,
             own_clock_allowed,
         }
     }
@@ -119,8 +120,8 @@ pub fn placement(s: &SessionView, k: &KernelView) -> Option<Placement> {
     }
 }
 
-/// What the kernel's sweep slot should hold: (detection time, own-clock
-/// interval), ns, 0 for off. Asked after the placement was carried out, so
+/// What the kernel's sweep slot should hold: (detection time, the own
+/// clock's Desired Min TX), ns, 0 for off. Asked after the placement was carried out, so
 /// that a session offloaded in a pass is armed in the same pass (armed a
 /// pass later, it went up to a detection time with neither own clock nor
 /// kernel detection: 17-27 ms gaps under 30 % loss).
@@ -136,7 +137,7 @@ pub fn sweep(s: &SessionView, k: &KernelView) -> (u64, u64) {
     };
     let detect_ns = if s.local_demand { 0 } else { s.detection_ns };
     let clock_ns = if role == FastPathRole::Steady && s.own_clock_allowed {
-        s.tx_interval_ns
+        s.desired_min_tx_ns
     } else {
         0
     };
@@ -196,7 +197,7 @@ mod tests {
             steady_reply: Some(REPLY),
             detection_ns: 30 * MS,
             local_demand: false,
-            tx_interval_ns: 10 * MS,
+            desired_min_tx_ns: 10 * MS,
             own_clock_allowed: true,
         }
     }
@@ -317,7 +318,7 @@ mod tests {
     fn a_new_detection_time_rearms_the_sweep() {
         let s = SessionView {
             detection_ns: 150 * MS,
-            tx_interval_ns: 50 * MS,
+            desired_min_tx_ns: 50 * MS,
             ..steady()
         };
         assert!(sweep_stale(&s, &offloaded(Steady)));

@@ -576,6 +576,12 @@ impl Session {
             && (self.polling || !self.remote_demand_active())
     }
 
+    /// Our bfd.DesiredMinTxInterval in force (6.8.3: a rise waits for
+    /// the end of its Poll Sequence), ns.
+    pub fn desired_min_tx_in_force_ns(&self) -> Nanos {
+        i64::from(self.tx_in_force_us) * 1_000
+    }
+
     /// The transmit interval in force (6.8.7, before jitter): the larger
     /// of our Desired Min TX in force and the remote's Required Min RX.
     pub fn tx_interval_ns(&self) -> Nanos {
@@ -588,9 +594,12 @@ impl Session {
         self.rng ^= self.rng << 13;
         self.rng ^= self.rng >> 7;
         self.rng ^= self.rng << 17;
-        let span = if self.config.detect_mult == 1 { 15 } else { 25 };
-        let percent = 75 + (self.rng % (span + 1)) as i64;
-        interval * percent / 100
+        // One rule for both planes (the kernel draws the same way).
+        linecard_common::bfd::jittered_gap_ns(
+            interval as u64,
+            self.config.detect_mult,
+            self.rng as u32,
+        ) as Nanos
     }
 
     fn packet(&self, poll: bool, final_: bool) -> Repr {
