@@ -980,3 +980,36 @@ fn with_detect_mult_1_the_kernel_draws_at_most_90_percent() {
         "jittered per packet: {drawn:?}"
     );
 }
+
+/// RFC 5880 6.8.4: every valid packet sets the detection time the sweep
+/// judges the next silence by, from that packet's Detect Mult and Desired
+/// Min TX and our Required Min RX: a peer that slows down by a Poll the
+/// kernel answers is not declared dead by the old time (6.8.3).
+#[test]
+fn each_packet_sets_the_detection_time_the_sweep_judges_by() {
+    if !test_run::privileged(module_path!()) {
+        return;
+    }
+    const MS: u64 = 1_000_000;
+    let fast = FastPath::load(true);
+    assert_eq!(fast.run(&frame(255, &peer_up())).action, XDP_TX);
+    assert_eq!(fast.state().detect_ns, 30 * MS, "3 x 10 ms");
+    // The peer's Poll announcing 50 ms at Detect Mult 5, answered here.
+    let mut slower = with_timers(bfd(3, 0x20, PEER_DISCR, OUR_DISCR), 50_000, 10_000);
+    slower[2] = 5;
+    assert_eq!(fast.run(&frame(255, &slower)).action, XDP_TX, "the Final");
+    assert_eq!(
+        fast.state().detect_ns,
+        250 * MS,
+        "5 x 50 ms from the Poll on"
+    );
+    // Our Required Min RX (the reply's) is the larger: it counts.
+    let mut ours = bfd(3, 0, OUR_DISCR, PEER_DISCR);
+    ours[16..20].copy_from_slice(&100_000u32.to_be_bytes());
+    let slow_receiver = FastPath::load_with(SessionConfig {
+        reply: ours,
+        ..session(true)
+    });
+    slow_receiver.run(&frame(255, &peer_up()));
+    assert_eq!(slow_receiver.state().detect_ns, 300 * MS, "3 x 100 ms");
+}

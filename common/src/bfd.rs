@@ -79,7 +79,7 @@ pub struct SessionConfig {
 }
 
 /// Value of the `LC_STATE` array (index: `SessionConfig::slot`). Written by
-/// the kernel only. 5 x 8 + 4 x 4 + 6 x 8 = 104 bytes, 8-aligned.
+/// the kernel only. 5 x 8 + 4 x 4 + 7 x 8 = 112 bytes, 8-aligned.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SessionState {
@@ -127,6 +127,12 @@ pub struct SessionState {
     /// accepted authenticated packet plus twice the detection time as it
     /// stood then (RFC 5880 6.8.1); 0: none accepted yet.
     pub auth_known_until_ns: u64,
+    /// The detection time as the peer's last valid packet set it
+    /// ([`detection_time_ns`] of its Detect Mult and Desired Min TX and
+    /// the Required Min RX of our reply), ns: the sweep's, so that a peer
+    /// that slows down by a Poll answered here is not judged by the old
+    /// time (6.8.3, 6.8.4). 0 before the first packet.
+    pub detect_ns: u64,
 }
 
 /// Key of the `LC_AUTH_KEYS` hash map: one key of one authenticated
@@ -214,6 +220,23 @@ pub const fn periodic_interval_ns(desired_min_tx_ns: u64, remote_required_min_rx
     } else {
         remote_ns
     }
+}
+
+/// RFC 5880 6.8.4 in one place for both planes: the detection time in
+/// Asynchronous mode, ns: the remote's Detect Mult times the larger of our
+/// bfd.RequiredMinRxInterval in force and the remote's Desired Min TX, as
+/// its last packet said them.
+pub const fn detection_time_ns(
+    remote_detect_mult: u8,
+    required_min_rx_us: u32,
+    remote_desired_min_tx_us: u32,
+) -> u64 {
+    let interval_us = if required_min_rx_us > remote_desired_min_tx_us {
+        required_min_rx_us
+    } else {
+        remote_desired_min_tx_us
+    };
+    remote_detect_mult as u64 * interval_us as u64 * 1_000
 }
 
 /// The jittered gap before our next periodic packet (6.8.7): the interval
@@ -517,6 +540,16 @@ mod tests {
     }
 
     #[test]
+    fn the_detection_time_is_the_remote_s_multiple_of_the_slower_side() {
+        // 3 x 10 ms both ways.
+        assert_eq!(detection_time_ns(3, 10_000, 10_000), 30 * MS);
+        // The peer slowed its transmission to 50 ms: 5 x 50 ms.
+        assert_eq!(detection_time_ns(5, 10_000, 50_000), 250 * MS);
+        // We receive no faster than 100 ms.
+        assert_eq!(detection_time_ns(3, 100_000, 10_000), 300 * MS);
+    }
+
+    #[test]
     fn a_punctual_peer_clocks_us_and_a_faster_one_is_paced() {
         // The peer sends every 10 ms against our 10 ms: any of its packets
         // 7.5 ms or more after ours is answered, whatever was drawn.
@@ -554,7 +587,8 @@ mod tests {
         assert_eq!(offset_of!(SessionState, next_gap_ns), 88);
         assert_eq!(offset_of!(SessionState, rcv_auth_seq), 52);
         assert_eq!(offset_of!(SessionState, auth_known_until_ns), 96);
-        assert_eq!(size_of::<SessionState>(), 104);
+        assert_eq!(offset_of!(SessionState, detect_ns), 104);
+        assert_eq!(size_of::<SessionState>(), 112);
     }
 
     #[test]

@@ -263,6 +263,7 @@ fn multihop_run(backend: &str) {
             .max_by_key(|f| f.packets)
             .unwrap_or_else(|| panic!("no flow {src} -> {dst} on the capture"))
     };
+    let mut ours = 0u64;
     for (src, dst, port, ttl) in [
         (DUT.ipv4, PEER.ipv4, 3784, (255, 255)),
         (PEER.ipv4, DUT.ipv4, 3784, (255, 255)),
@@ -280,17 +281,8 @@ fn multihop_run(backend: &str) {
         assert_eq!(f.dst_port, port, "{src} -> {dst}: the wrong port");
         assert_eq!((f.ttl_min, f.ttl_max), ttl, "{src} -> {dst}: TTL");
         assert_eq!(f.flaps, 0, "{src} -> {dst} flapped");
-        if fast_path && (src == DUT.ipv4 || src == DUT.ipv6) {
-            // Answered from the kernel: mostly replies; the rest is the
-            // session's own clock covering the peer's stalls (FRR and the
-            // crafted stream share the peer side's CPU: 103 of 118 were
-            // replies in one CI run).
-            assert!(
-                f.reply_latency_ms.count * 100 >= f.packets * 75,
-                "{src} -> {dst}: {} replies of {} packets",
-                f.reply_latency_ms.count,
-                f.packets
-            );
+        if src == DUT.ipv4 || src == DUT.ipv6 {
+            ours += f.packets;
         }
     }
     if fast_path {
@@ -300,7 +292,21 @@ fn multihop_run(backend: &str) {
             .iter()
             .map(|c| c[2].as_u64().unwrap())
             .sum();
-        assert!(answered > 300, "the kernel answered {answered} packets");
+        // Most are replies (295 of 359 here; BIRD's packets, every 7.5-10
+        // ms, often come too soon after ours to be answered).
+        assert!(
+            answered * 2 >= ours,
+            "the kernel answered {answered} of our {ours} packets"
+        );
+        // Sent by the fast path: its replies, and its own clock where a
+        // peer's packet came too soon after ours to be answered (RFC 5880
+        // 6.8.7) or not at all (the peer stalled). Userspace sent the
+        // rest (before the offload): at most a tenth.
+        let own_clock = replied["fast_path"]["own_clock_sent"].as_u64().unwrap();
+        assert!(
+            (answered + own_clock) * 10 >= ours * 9,
+            "the fast path sent {answered} replies and {own_clock} own-clock packets of the {ours} on the capture"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

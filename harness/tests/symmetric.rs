@@ -3,7 +3,8 @@
 //! without care they ping-pong at wire speed or, once both offload after
 //! the Poll/Final exchange, both fall silent (measured before the fix: a
 //! flap every ~31 ms). The fast path hears but does not answer a packet
-//! that follows its own transmission by less than half an interval, and
+//! that follows its own transmission sooner than RFC 5880 6.8.7 allows
+//! (75 % of the interval, `common::bfd::reply_floor_ns`), and
 //! userspace sends a packet itself when nothing has left for 1.25
 //! intervals, saying so in the session's status. Measured on the capture:
 //! no meltdown, no silence, no flap.

@@ -23,7 +23,7 @@ use linecard_common::bfd::{event, DeadMan, SessionState, SweepEvent};
 use socket2::{SockAddr, Socket};
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -90,6 +90,8 @@ pub struct Responder {
     /// Readable whenever detections wait (an eventfd the loop polls).
     wake: Arc<OwnedFd>,
     stop: Arc<AtomicBool>,
+    /// Own-clock packets sent so far.
+    sent: Arc<AtomicU64>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -116,10 +118,12 @@ impl Responder {
         let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(raw) });
         let armed: Arc<Mutex<HashMap<u32, Prepared>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
+        let sent = Arc::new(AtomicU64::new(0));
         let (sender, detections) = channel();
         let policy: Arc<Mutex<Option<ThreadPolicy>>> = Arc::default();
         let thread = {
-            let (armed, stop, wake) = (armed.clone(), stop.clone(), wake.clone());
+            let (armed, stop, wake, sent) =
+                (armed.clone(), stop.clone(), wake.clone(), sent.clone());
             let policy_slot = policy.clone();
             std::thread::Builder::new()
                 .name("lc-responder".into())
@@ -136,7 +140,14 @@ impl Responder {
                         ),
                     }
                     *policy_slot.lock().expect("set once, never poisoned") = Some(got);
-                    respond(events, clock_sent, states, heartbeat, &armed, &sender, &wake, &stop);
+                    let shared = Shared {
+                        armed: &armed,
+                        detections: &sender,
+                        wake: &wake,
+                        stop: &stop,
+                        sent: &sent,
+                    };
+                    respond(events, clock_sent, states, heartbeat, shared);
                 })
                 .context("starting the responder thread")?
         };
@@ -146,8 +157,14 @@ impl Responder {
             detections,
             wake,
             stop,
+            sent,
             thread: Some(thread),
         })
+    }
+
+    /// Own-clock packets the thread has sent.
+    pub fn own_clock_sent(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
     }
 
     /// Prepares (or replaces) the packets of session `discr`.
@@ -196,17 +213,29 @@ impl Drop for Responder {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What the thread shares with the engine.
+struct Shared<'a> {
+    armed: &'a Mutex<HashMap<u32, Prepared>>,
+    detections: &'a Sender<Detection>,
+    wake: &'a OwnedFd,
+    stop: &'a AtomicBool,
+    sent: &'a AtomicU64,
+}
+
 fn respond(
     mut events: RingBuf<MapData>,
     mut clock_sent: Array<MapData, u64>,
     states: Array<MapData, SessionState>,
     mut heartbeat: Heartbeat,
-    armed: &Mutex<HashMap<u32, Prepared>>,
-    detections: &Sender<Detection>,
-    wake: &OwnedFd,
-    stop: &AtomicBool,
+    shared: Shared,
 ) {
+    let Shared {
+        armed,
+        detections,
+        wake,
+        stop,
+        sent,
+    } = shared;
     let fd = events.as_fd().as_raw_fd();
     let period_ms = heartbeat.period_ms();
     let period_ns = i64::from(period_ms) * 1_000_000;
@@ -294,7 +323,13 @@ fn respond(
                     continue;
                 }
                 // A full buffer is what the peer's detection is for.
-                let _ = prepared.socket.send_to(&prepared.steady, &prepared.peer);
+                if prepared
+                    .socket
+                    .send_to(&prepared.steady, &prepared.peer)
+                    .is_ok()
+                {
+                    sent.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
         if any {

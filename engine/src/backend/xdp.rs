@@ -73,6 +73,9 @@ pub struct FastPathCounters {
     pub verdicts_per_cpu: Vec<[u64; VERDICTS as usize]>,
     /// How the responder thread is scheduled (None in its first instants).
     pub responder: Option<ThreadPolicy>,
+    /// Own-clock packets the responder sent (every session): with the
+    /// REPLIED verdicts, everything the fast path transmitted.
+    pub own_clock_sent: u64,
 }
 
 impl FastPath {
@@ -346,6 +349,7 @@ impl FastPath {
             drops,
             verdicts_per_cpu: per_cpu,
             responder: self.responder.policy(),
+            own_clock_sent: self.responder.own_clock_sent(),
         })
     }
 }

@@ -340,8 +340,12 @@ impl Session {
         if self.local_demand_active() {
             return Some(i64::from(self.config.detect_mult) * self.tx_interval_ns());
         }
-        let interval = self.rx_in_force_us.max(self.remote.desired_min_tx_us);
-        Some(i64::from(self.remote.detect_mult) * i64::from(interval) * 1_000)
+        // One rule for both planes (the kernel's sweep keeps it too).
+        Some(linecard_common::bfd::detection_time_ns(
+            self.remote.detect_mult,
+            self.rx_in_force_us,
+            self.remote.desired_min_tx_us,
+        ) as Nanos)
     }
 
     /// When the remote is declared down unless a packet arrives first. In

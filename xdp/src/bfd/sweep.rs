@@ -1,0 +1,222 @@
+//! The detection sweep: one `bpf_timer` that visits every armed slot at
+//! the earliest deadline (or every `SWEEP_PERIOD_NS`), reports silent
+//! peers (RFC 5880 6.8.4) and raises each session's own clock (6.8.7).
+
+use super::*;
+
+/// The detection sweep's timer. A map value holding a `bpf_timer` needs BTF,
+/// hence a BTF-defined map.
+#[repr(C)]
+pub struct SweepTimer {
+    timer: bpf_timer,
+    /// 0 until some CPU has started the sweep.
+    started: u64,
+}
+
+#[btf_map]
+static LC_SWEEP: BtfArray<SweepTimer, 1> = BtfArray::new();
+
+/// bpf_ringbuf_output flag: wake the consumer now.
+const BPF_RB_FORCE_WAKEUP: u64 = 2;
+
+/// CLOCK_MONOTONIC, the clock of `bpf_ktime_get_ns`, for bpf_timer_init.
+const CLOCK_MONOTONIC: u64 = 1;
+
+/// Starts the detection sweep once (the first packet on any CPU does it).
+#[inline(always)]
+pub(super) fn ensure_sweep() {
+    let Some(cell) = LC_SWEEP.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: the timer lives in a map value of LC_SWEEP, the map passed.
+    // Two CPUs racing here is harmless: the second bpf_timer_init fails
+    // with -EBUSY and that CPU goes no further.
+    unsafe {
+        if (*cell).started != 0 {
+            return;
+        }
+        let timer = core::ptr::addr_of_mut!((*cell).timer);
+        let map = core::ptr::from_ref(&LC_SWEEP).cast_mut().cast::<c_void>();
+        let rc = bpf_timer_init(timer, map, CLOCK_MONOTONIC);
+        (*cell).started = 1;
+        if rc != 0 {
+            return;
+        }
+        bpf_timer_set_callback(timer, sweep as *mut c_void);
+        bpf_timer_start(timer, SWEEP_PERIOD_NS, 0);
+    }
+}
+
+/// The sweep over each armed slot, with the kernel's timestamp, so that
+/// neither instant depends on userspace being scheduled. It runs again at
+/// the earliest detection deadline of any slot, or after SWEEP_PERIOD_NS
+/// if that is sooner (the own clock's granularity), never sooner than
+/// SWEEP_MIN_NS: a detection is as late as the timer fires, not up to a
+/// period (issue 11: the Down within 0.5 ms of the expiry).
+/// - detection: a peer silent for longer than its detection time is
+///   reported once per silence (`event::PEER_SILENT`);
+/// - the session's own clock: when nothing has left the session for 1.1
+///   intervals after an RX-clocked reply, or 75-100 % of one after its own
+///   packet, `event::TRANSMIT_DUE` asks the responder thread to send.
+unsafe extern "C" fn sweep(_map: *mut c_void, _key: *mut u32, cell: *mut SweepTimer) -> i32 {
+    let mut pass = SweepPass {
+        now: unsafe { bpf_ktime_get_ns() },
+        next: SWEEP_PERIOD_NS,
+    };
+    // bpf_loop, not a loop here: the verifier walks a bounded loop's every
+    // iteration, and 4096 of them exceed its budget (E2BIG); a bpf_loop
+    // callback is verified once.
+    let used = min(
+        u64::from(LC_SWEEP_LEN.get(0).copied().unwrap_or(0)),
+        u64::from(SWEEP_SLOTS),
+    );
+    // SAFETY: the callback takes the pass on this stack, which outlives
+    // the call.
+    unsafe {
+        bpf_loop(
+            used as u32,
+            sweep_one as *mut c_void,
+            core::ptr::addr_of_mut!(pass).cast(),
+            0,
+        )
+    };
+    // The negative control re-arms on the fixed period, whatever the
+    // deadlines: the Down then leaves up to a period after the expiry.
+    let wait = if switch_on(&LC_FIXED_SWEEP) {
+        SWEEP_PERIOD_NS
+    } else {
+        max(pass.next, SWEEP_MIN_NS)
+    };
+    // SAFETY: re-arms the timer this callback belongs to.
+    unsafe { bpf_timer_start(core::ptr::addr_of_mut!((*cell).timer), wait, 0) };
+    0
+}
+
+/// One sweep pass, shared with `bpf_loop`'s callback.
+#[repr(C)]
+struct SweepPass {
+    now: u64,
+    /// The earliest wait the slots visited so far ask for, ns.
+    next: u64,
+}
+
+/// `bpf_loop`'s callback: sweeps slot `index`; 0 goes on to the next.
+unsafe extern "C" fn sweep_one(index: u64, pass: *mut SweepPass) -> i64 {
+    let slot = index as u32;
+    if let Some(config) = LC_SLOTS.get(slot) {
+        if config.armed != 0 {
+            if let Some(state) = LC_STATE.get_ptr_mut(slot) {
+                // SAFETY: `pass` is the sweep's stack value (bpf_loop hands
+                // it back), `state` a live map value of LC_STATE.
+                unsafe {
+                    let wait = sweep_slot((*pass).now, slot, config, &mut *state);
+                    (*pass).next = min((*pass).next, wait);
+                }
+            }
+        }
+    }
+    0
+}
+
+/// Returns how long until this slot's detection deadline, ns (`u64::MAX`:
+/// none pending).
+#[inline(always)]
+fn sweep_slot(now: u64, slot: u32, config: &SlotConfig, state: &mut SessionState) -> u64 {
+    // The fast path writes `last_rx_ns` and `last_tx_ns` concurrently: read
+    // each once, volatile. The sweep, a single timer and so never
+    // concurrent with itself, alone writes `reported_rx_ns` and the clock
+    // fields, so each event is raised once without atomics.
+    // SAFETY: plain loads of fields of a live map value.
+    let last_rx = unsafe { core::ptr::read_volatile(core::ptr::addr_of!(state.last_rx_ns)) };
+    // Signed: a packet stamped after `now` (racing this sweep on another
+    // CPU) is not an enormous silence.
+    let silent = now as i64 - last_rx as i64;
+    // The detection time the peer's last packet set (6.8.4), once there
+    // is one; userspace's until then. Armed at all only while userspace
+    // wants kernel detection (`config.detect_ns` not 0).
+    let detect_ns = if state.detect_ns != 0 {
+        state.detect_ns
+    } else {
+        config.detect_ns
+    };
+    if last_rx != 0 && silent > detect_ns as i64 && state.reported_rx_ns != last_rx {
+        state.reported_rx_ns = last_rx;
+        report(now, last_rx, slot, config, event::PEER_SILENT);
+    }
+    // The first instant this silence counts as expired (`silent` above
+    // must exceed the detection time), if it has not been reported.
+    let until_expiry = if last_rx != 0 && state.reported_rx_ns != last_rx {
+        let remaining = detect_ns as i64 + 1 - silent;
+        if remaining > 0 {
+            remaining as u64
+        } else {
+            0
+        }
+    } else {
+        u64::MAX
+    };
+    // 6.8.7: our Desired Min TX against the Required Min RX the peer's
+    // last packet carried; none to a peer that asks for none.
+    let interval = if config.desired_min_tx_ns == 0 {
+        0
+    } else {
+        periodic_interval_ns(config.desired_min_tx_ns, state.remote_required_min_rx_us)
+    };
+    // After a detection the session is userspace's again: no clock.
+    if interval == 0 || silent > detect_ns as i64 {
+        return until_expiry;
+    }
+    let xdp_tx = unsafe { core::ptr::read_volatile(core::ptr::addr_of!(state.last_tx_ns)) };
+    let clock_sent = clock_sent(slot);
+    let last_tx = max(max(xdp_tx, clock_sent), config.user_tx_ns);
+    // After an RX-clocked reply, give the peer until past its longest
+    // regular gap (100 % of the interval, RFC 5880 6.8.7). Once our own
+    // clock sent last, nobody else is clocking us, and once the fast path
+    // heard a peer packet it could not yet answer (too soon after ours,
+    // `reply_floor_ns`), we owe one: either way, the gap drawn at our last
+    // packet.
+    let owed = clock_sent != 0 && clock_sent >= xdp_tx || last_rx > last_tx;
+    let wait = if owed && state.next_gap_ns != 0 {
+        state.next_gap_ns
+    } else {
+        interval + interval / 10
+    };
+    // Due since the last packet that left, and not asked for since: a
+    // responder held off is asked again a gap later, not every sweep.
+    if last_tx != 0
+        && now as i64 - last_tx as i64 > wait as i64
+        && now as i64 - state.clock_tx_ns as i64 > wait as i64
+    {
+        state.clock_tx_ns = now;
+        state.clock_tx_requests += 1;
+        // SAFETY: a helper without arguments.
+        let draw = unsafe { bpf_get_prandom_u32() };
+        state.next_gap_ns = jittered_gap_ns(interval, config.detect_mult as u8, draw);
+        report(now, last_rx, slot, config, event::TRANSMIT_DUE);
+    }
+    until_expiry
+}
+
+#[inline(always)]
+pub(super) fn clock_sent(slot: u32) -> u64 {
+    LC_CLOCK_SENT
+        .get_ptr(slot)
+        // SAFETY: a live map value; userspace may be writing it (an 8-byte
+        // aligned store), read once.
+        .map_or(0, |sent| unsafe { core::ptr::read_volatile(sent) })
+}
+
+#[inline(always)]
+fn report(now: u64, last_rx: u64, slot: u32, config: &SlotConfig, kind: u32) {
+    let event = SweepEvent {
+        at_ns: now,
+        last_rx_ns: last_rx,
+        discr: config.discr,
+        slot,
+        kind,
+        _reserved: 0,
+    };
+    // Force the wakeup: the reader must act at once, not at its next poll
+    // of its own.
+    let _ = LC_EVENTS.output::<SweepEvent>(&event, BPF_RB_FORCE_WAKEUP);
+}
