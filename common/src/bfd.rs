@@ -129,9 +129,10 @@ pub struct SessionState {
     pub auth_known_until_ns: u64,
     /// The detection time as the peer's last valid packet set it
     /// ([`detection_time_ns`] of its Detect Mult and Desired Min TX and
-    /// the Required Min RX of our reply), ns: the sweep's, so that a peer
-    /// that slows down by a Poll answered here is not judged by the old
-    /// time (6.8.3, 6.8.4). 0 before the first packet.
+    /// the Required Min RX of our reply), ns. The sweep judges by the
+    /// larger of this and userspace's `SlotConfig::detect_ns`, so that a
+    /// peer that slows down by a Poll answered here is not judged by the
+    /// old time (6.8.3, 6.8.4). 0 before the first packet.
     pub detect_ns: u64,
 }
 

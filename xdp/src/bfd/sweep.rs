@@ -131,14 +131,14 @@ fn sweep_slot(now: u64, slot: u32, config: &SlotConfig, state: &mut SessionState
     // Signed: a packet stamped after `now` (racing this sweep on another
     // CPU) is not an enormous silence.
     let silent = now as i64 - last_rx as i64;
-    // The detection time the peer's last packet set (6.8.4), once there
-    // is one; userspace's until then. Armed at all only while userspace
-    // wants kernel detection (`config.detect_ns` not 0).
-    let detect_ns = if state.detect_ns != 0 {
-        state.detect_ns
-    } else {
-        config.detect_ns
-    };
+    // The larger of the detection time the peer's last packet set (6.8.4:
+    // a peer that slowed down by a Poll answered here) and userspace's
+    // (which keeps our side's Poll rules, 6.8.3: after our Poll raised our
+    // Required Min RX, the peer's Final was judged while the session was
+    // not offloaded, with no reply of ours to read it from). A false Down
+    // is the harm; a detection a pass lenient until userspace rewrites the
+    // slot is not. Armed only while userspace wants kernel detection.
+    let detect_ns = max(state.detect_ns, config.detect_ns);
     if last_rx != 0 && silent > detect_ns as i64 && state.reported_rx_ns != last_rx {
         state.reported_rx_ns = last_rx;
         report(now, last_rx, slot, config, event::PEER_SILENT);
