@@ -77,6 +77,23 @@ fn start_control_plane(dir: &Path) -> linecard_harness::procs::Daemon {
 }
 
 /// The DUT -> peer direction sent from linecardd's ports.
+/// What the fast path transmitted so far: its replies (REPLIED, every
+/// CPU) and its own clock's packets.
+fn fast_path_sent(socket: &std::path::Path) -> u64 {
+    let drops = ctl(socket, &["drops"]);
+    let replied: u64 = drops["fast_path"]["verdicts_per_cpu"]
+        .as_array()
+        .expect("the fast path's verdicts")
+        .iter()
+        .map(|cpu| {
+            cpu[linecard_common::bfd::verdict::REPLIED as usize]
+                .as_u64()
+                .unwrap()
+        })
+        .sum();
+    replied + drops["fast_path"]["own_clock_sent"].as_u64().unwrap()
+}
+
 fn ours_on(flows: &[FlowResult]) -> &FlowResult {
     flows
         .iter()
@@ -145,8 +162,10 @@ fn drive_once() -> Result<(), String> {
     assert_eq!(frr["remote-detect-multiplier"], 3, "{frr:#}");
 
     let steady_s = env_seconds("LINECARD_IDLE_SECONDS", 10);
+    let sent_before = fast_path_sent(&socket);
     std::thread::sleep(Duration::from_secs(steady_s));
     let steady_end = epoch_ns();
+    let sent_in_steady = fast_path_sent(&socket) - sent_before;
 
     // A timer change in FRR's configuration reaches the wire as a Poll
     // Sequence on the same session (DP_ADD_SESSION is an update).
@@ -299,11 +318,19 @@ fn drive_once() -> Result<(), String> {
         steady.packets,
         (steady_end - up_ns) / 1_000_000
     );
-    // The fast path answered: the RX-clocked signature on the wire.
+    // The fast path sent them: its replies (the RX-clocked signature on
+    // the wire: most answer the peer within 2 ms) and its own clock where
+    // a peer's packet came too soon after ours to be answered (RFC 5880
+    // 6.8.7: 131 of 1121 here once).
     assert!(
-        steady.reply_latency_ms.count * 10 >= steady.packets * 9,
+        steady.reply_latency_ms.count * 4 >= steady.packets * 3,
         "only {} of {} packets answered the peer within 2 ms",
         steady.reply_latency_ms.count,
+        steady.packets
+    );
+    assert!(
+        sent_in_steady * 100 >= steady.packets * 95,
+        "the fast path sent {sent_in_steady} of the {} packets on the capture",
         steady.packets
     );
     assert_eq!(change.flaps, 0, "{:?}", change.flap_events);
