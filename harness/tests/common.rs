@@ -728,3 +728,14 @@ pub fn with_phase_seconds(text: &str, seconds: &[(&str, u64)]) -> String {
     }
     out
 }
+
+/// One of the fast path's verdict counters (`linecard_common::bfd::verdict`)
+/// from `linecardd ctl drops`, summed over CPUs.
+pub fn fast_path_verdicts(drops: &serde_json::Value, verdict: u32) -> u64 {
+    drops["fast_path"]["verdicts_per_cpu"]
+        .as_array()
+        .expect("the fast path's verdicts")
+        .iter()
+        .map(|cpu| cpu[verdict as usize].as_u64().unwrap())
+        .sum()
+}

@@ -174,17 +174,10 @@ fn run_peer(view: &Mutex<PeerView>, stop: &AtomicBool, limit: Duration) {
 }
 
 fn heard(socket: &std::path::Path) -> u64 {
-    let drops = ctl(socket, &["drops"]);
-    drops["fast_path"]["verdicts_per_cpu"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|cpu| {
-            cpu[linecard_common::bfd::verdict::HEARD as usize]
-                .as_u64()
-                .unwrap()
-        })
-        .sum()
+    fast_path_verdicts(
+        &ctl(socket, &["drops"]),
+        linecard_common::bfd::verdict::HEARD,
+    )
 }
 
 fn gaps_ms(at: &[Instant]) -> Vec<f64> {

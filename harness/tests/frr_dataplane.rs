@@ -81,17 +81,8 @@ fn start_control_plane(dir: &Path) -> linecard_harness::procs::Daemon {
 /// CPU) and its own clock's packets.
 fn fast_path_sent(socket: &std::path::Path) -> u64 {
     let drops = ctl(socket, &["drops"]);
-    let replied: u64 = drops["fast_path"]["verdicts_per_cpu"]
-        .as_array()
-        .expect("the fast path's verdicts")
-        .iter()
-        .map(|cpu| {
-            cpu[linecard_common::bfd::verdict::REPLIED as usize]
-                .as_u64()
-                .unwrap()
-        })
-        .sum();
-    replied + drops["fast_path"]["own_clock_sent"].as_u64().unwrap()
+    fast_path_verdicts(&drops, linecard_common::bfd::verdict::REPLIED)
+        + drops["fast_path"]["own_clock_sent"].as_u64().unwrap()
 }
 
 fn ours_on(flows: &[FlowResult]) -> &FlowResult {

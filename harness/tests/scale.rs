@@ -31,15 +31,6 @@ fn dut_address(i: usize) -> IpAddr {
     IpAddr::from([192, 0, 2, 180 + i as u8])
 }
 
-fn fast_path_verdicts(drops: &serde_json::Value, verdict: u32) -> u64 {
-    drops["fast_path"]["verdicts_per_cpu"]
-        .as_array()
-        .expect("the fast path's verdicts")
-        .iter()
-        .map(|cpu| cpu[verdict as usize].as_u64().unwrap())
-        .sum()
-}
-
 #[test]
 fn sixty_four_xdp_sessions_come_up_offloaded_and_are_answered_by_the_kernel() {
     if !privileged("sixty_four_xdp_sessions_come_up_offloaded") {

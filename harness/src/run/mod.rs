@@ -17,6 +17,7 @@
 pub mod cpu;
 pub mod daemons;
 pub mod faults;
+mod figures;
 pub mod hosts;
 pub mod judge;
 pub mod mirror;
@@ -774,60 +775,37 @@ fn run_dut(
     let up_at = unix_ns();
     let total: u64 = scenario.seconds_per_dut();
     let canary_out = dir.join("canary.jsonl");
-    let mut canary = Daemon::spawn(
+    let mut canary = spawn_recorder(
         "canary",
         spec::DUT.namespace,
-        Some(&dut_cpuset),
-        std::env::current_exe()?
-            .to_str()
-            .context("non-UTF-8 path")?,
-        &[
-            "canary".into(),
-            "--seconds".into(),
-            (total + 2).to_string(),
-            "--out".into(),
-            canary_out.display().to_string(),
-        ],
-        &dir.join("canary.log"),
+        &dut_cpuset,
+        &[],
+        total + 2,
+        &canary_out,
+        &dir,
     )?;
     // The freeze witness, on the DUT's CPUs at SCHED_DEADLINE (nothing the
     // stress starts can delay it; only the machine standing still can).
     let freeze_out = dir.join("freeze.jsonl");
-    let mut freeze_witness = Daemon::spawn(
+    let mut freeze_witness = spawn_recorder(
         "freeze-witness",
         spec::DUT.namespace,
-        Some(&dut_cpuset),
-        std::env::current_exe()?
-            .to_str()
-            .context("non-UTF-8 path")?,
-        &[
-            "freeze-witness".into(),
-            "--seconds".into(),
-            (total + 2).to_string(),
-            "--out".into(),
-            freeze_out.display().to_string(),
-        ],
-        &dir.join("freeze-witness.log"),
+        &dut_cpuset,
+        &[],
+        total + 2,
+        &freeze_out,
+        &dir,
     )?;
     // The steal witness, off the DUT's CPUs (the stress must not starve it).
     let steal_out = dir.join("steal.jsonl");
-    let mut steal_witness = Daemon::spawn(
+    let mut steal_witness = spawn_recorder(
         "steal-witness",
         spec::OBSERVER_NS,
-        Some(&rest),
-        std::env::current_exe()?
-            .to_str()
-            .context("non-UTF-8 path")?,
-        &[
-            "steal-witness".into(),
-            "--cpus".into(),
-            ssh::cpu_list(&host.dut_cpus),
-            "--seconds".into(),
-            (total + 2).to_string(),
-            "--out".into(),
-            steal_out.display().to_string(),
-        ],
-        &dir.join("steal-witness.log"),
+        &rest,
+        &["--cpus".into(), ssh::cpu_list(&host.dut_cpus)],
+        total + 2,
+        &steal_out,
+        &dir,
     )?;
     let rest_cpus: Vec<usize> = host
         .online_cpus
@@ -1000,6 +978,38 @@ fn run_dut(
     Ok(outcome)
 }
 
+/// Starts one of this binary's own recorders (`linecard NAME [EXTRA]
+/// --seconds S --out OUT`: the canary, the freeze and steal witnesses) in
+/// `namespace` and `cpuset`, its log beside its record in `dir`.
+fn spawn_recorder(
+    name: &str,
+    namespace: &str,
+    cpuset: &Path,
+    extra: &[String],
+    seconds: u64,
+    out: &Path,
+    dir: &Path,
+) -> Result<Daemon> {
+    let mut args = vec![name.to_string()];
+    args.extend_from_slice(extra);
+    args.extend([
+        "--seconds".into(),
+        seconds.to_string(),
+        "--out".into(),
+        out.display().to_string(),
+    ]);
+    Daemon::spawn(
+        name,
+        namespace,
+        Some(cpuset),
+        std::env::current_exe()?
+            .to_str()
+            .context("non-UTF-8 path")?,
+        &args,
+        &dir.join(format!("{name}.log")),
+    )
+}
+
 /// What a DUT's run measured, for [`judge_dut`]: the capture, and the
 /// evidence taken beside it outside the engine.
 pub(crate) struct Measured {
@@ -1095,7 +1105,7 @@ pub(crate) fn judge_dut(
             .zip(&analysis.phases)
             .zip(&scenario.phases)
             .map(|((record, result), phase)| {
-                figures_of(record, &result.result, phase, pairs, &stalls, &steal)
+                figures::figures_of(record, &result.result, phase, pairs, &stalls, &steal)
             })
             .collect()
     };
@@ -1344,200 +1354,6 @@ fn worst_of_families(families: &[FamilyOutcome]) -> Verdict {
         })
         .unwrap_or(Verdict::Pass)
 }
-
-/// One phase's figures over `pairs`' sessions, from its slice of the
-/// capture.
-fn figures_of(
-    record: &PhaseRecord,
-    window: &linecard_capture_analyzer::model::WindowResult,
-    phase: &PhaseSpec,
-    pairs: &[daemons::Pair],
-    stalls: &[crate::canary::Stall],
-    steal: &crate::steal::StealTrace,
-) -> PhaseFigures {
-    let flows = &window.flows;
-    // One row per originator and family: each session's echoes come from
-    // its own address (the analyzer's sender).
-    let echo = window
-        .echo
-        .iter()
-        .filter_map(|e| {
-            let (originator, address) = pairs.iter().find_map(|p| {
-                if e.sender == p.dut.to_string() {
-                    Some(("dut", p.dut))
-                } else if e.sender == p.peer.to_string() {
-                    Some(("peer", p.peer))
-                } else {
-                    None
-                }
-            })?;
-            Some(judge::EchoFigures {
-                originator: originator.into(),
-                family: Family::of(address).name().into(),
-                sent: e.sent,
-                returned: e.returned,
-                lost: e.lost,
-                rtt_max_ms: e.rtt_ms.max,
-                send_gap_max_ms: e.send_gap_ms.max,
-                send_gap_p99_ms: e.send_gap_ms.p99,
-            })
-        })
-        .collect();
-    let dut_flows: Vec<_> = flows
-        .iter()
-        .filter(|f| pairs.iter().any(|p| f.src == p.dut.to_string()))
-        .collect();
-    let auth = auth_figures(flows, pairs);
-    let demand = demand_figures(flows, pairs);
-    // Per session: the flaps either side showed, and when.
-    let per_session: Vec<(u64, Vec<i64>)> = pairs
-        .iter()
-        .map(|p| {
-            let of = |src: IpAddr, dst: IpAddr| {
-                flows
-                    .iter()
-                    .find(|f| f.src == src.to_string() && f.dst == dst.to_string())
-            };
-            let both = [of(p.dut, p.peer), of(p.peer, p.dut)];
-            let flaps = both.iter().flatten().map(|f| f.flaps).max().unwrap_or(0);
-            let at = both
-                .iter()
-                .flatten()
-                .flat_map(|f| f.flap_events.iter().map(|e| e.at_ns))
-                .collect();
-            (flaps, at)
-        })
-        .collect();
-    let fold = |pick: fn(&linecard_capture_analyzer::model::FlowResult) -> f64| {
-        dut_flows.iter().map(|f| pick(f)).fold(0.0, f64::max)
-    };
-    let mut p50s: Vec<f64> = dut_flows.iter().map(|f| f.gap_ms.p50).collect();
-    p50s.sort_by(f64::total_cmp);
-    PhaseFigures {
-        phase: record.name.clone(),
-        profile: record.profile.clone(),
-        packets: dut_flows.iter().map(|f| f.packets).sum(),
-        flaps: per_session.iter().map(|(n, _)| n).sum(),
-        // One session: its own figures. Several: the median
-        // session's p50 and the worst session's tail.
-        p50_ms: p50s.get(p50s.len() / 2).copied().unwrap_or(0.0),
-        p99_ms: fold(|f| f.gap_ms.p99),
-        p999_ms: fold(|f| f.gap_ms.p999),
-        max_ms: fold(|f| f.gap_ms.max),
-        over_budget: Some(dut_flows.iter().map(|f| f.over_budget).sum()),
-        sessions: pairs.len(),
-        sessions_flapped: per_session.iter().filter(|(n, _)| *n > 0).count(),
-        correlated_flaps: correlated(
-            &per_session
-                .iter()
-                .map(|(_, at)| at.clone())
-                .collect::<Vec<_>>(),
-            CORRELATION_WINDOW_NS,
-        ),
-        canary_stall_ms: crate::canary::longest_stall_ms(stalls, record.start_ns, record.end_ns),
-        canary_required_ms: phase.profile.canary_min_stall_ms,
-        stolen_ms: steal.within(record.start_ns, record.end_ns),
-        stressed: record.stress_ng.is_some(),
-        fault: None,
-        echo,
-        auth,
-        demand,
-    }
-}
-
-/// One side's (`dut` or `peer`) control flows over `pairs`' sessions.
-fn side_flows<'a>(
-    flows: &'a [linecard_capture_analyzer::model::FlowResult],
-    pairs: &'a [daemons::Pair],
-    side: &'a str,
-) -> impl Iterator<Item = &'a linecard_capture_analyzer::model::FlowResult> + 'a {
-    use linecard_capture_analyzer::decode::Service;
-    flows.iter().filter(move |f| {
-        f.service != Service::Echo
-            && pairs.iter().any(|p| {
-                let (from, to) = if side == "dut" {
-                    (p.dut, p.peer)
-                } else {
-                    (p.peer, p.dut)
-                };
-                f.src == from.to_string() && f.dst == to.to_string()
-            })
-    })
-}
-
-/// Each side's control packets over `pairs`' sessions and their
-/// authentication, from the capture's flows.
-fn auth_figures(
-    flows: &[linecard_capture_analyzer::model::FlowResult],
-    pairs: &[daemons::Pair],
-) -> Vec<judge::AuthFigures> {
-    let mut all = Vec::new();
-    for side in ["dut", "peer"] {
-        let mut figures = judge::AuthFigures {
-            side: side.into(),
-            ..Default::default()
-        };
-        for flow in side_flows(flows, pairs, side) {
-            figures.packets += flow.packets;
-            let Some(a) = &flow.auth else { continue };
-            figures.authenticated += a.packets;
-            for (all, some) in [
-                (&mut figures.types, &a.types),
-                (&mut figures.key_ids, &a.key_ids),
-            ] {
-                all.extend(
-                    some.iter()
-                        .filter(|v| !all.contains(v))
-                        .copied()
-                        .collect::<Vec<_>>(),
-                );
-                all.sort_unstable();
-            }
-            figures.sequence_next += a.sequence_next;
-            figures.sequence_same += a.sequence_same;
-            figures.sequence_other += a.sequence_other;
-        }
-        if figures.packets > 0 {
-            all.push(figures);
-        }
-    }
-    all
-}
-
-/// Each side's control packets over `pairs`' sessions and what they show
-/// of Demand mode, from the capture's flows.
-fn demand_figures(
-    flows: &[linecard_capture_analyzer::model::FlowResult],
-    pairs: &[daemons::Pair],
-) -> Vec<judge::DemandFigures> {
-    ["dut", "peer"]
-        .into_iter()
-        .map(|side| {
-            side_flows(flows, pairs, side).fold(
-                judge::DemandFigures {
-                    side: side.into(),
-                    ..Default::default()
-                },
-                |mut d, f| {
-                    d.packets += f.packets;
-                    d.demand_packets += f.demand_packets;
-                    d.silences += f.demand_silence_ms.count;
-                    d.silence_max_ms = d.silence_max_ms.max(f.demand_silence_ms.max);
-                    d.polls += f.polls;
-                    d.finals += f.poll_final_ms.count;
-                    d.final_max_ms = d.final_max_ms.max(f.poll_final_ms.max);
-                    d
-                },
-            )
-        })
-        .filter(|d| d.packets > 0)
-        .collect()
-}
-
-/// Flaps of different sessions closer than this share a cause (a stall of
-/// the DUT, not of one session): 100 ms, beyond a 3 x 10 ms detection time
-/// and its jitter.
-const CORRELATION_WINDOW_NS: i64 = 100_000_000;
 
 /// The most sessions that flapped within one `window`: 1 or 0 for
 /// independent flaps, many for a correlated flap.
