@@ -248,6 +248,16 @@ pub const fn jittered_gap_ns(interval_ns: u64, detect_mult: u8, draw: u32) -> u6
     interval_ns * (75 + draw as u64 % (span + 1)) / 100
 }
 
+/// The longest legal jittered gap (6.8.7): the whole interval, or 90 % of
+/// it when our bfd.DetectMult is 1.
+pub const fn longest_gap_ns(interval_ns: u64, detect_mult: u8) -> u64 {
+    if detect_mult == 1 {
+        interval_ns * 90 / 100
+    } else {
+        interval_ns
+    }
+}
+
 /// How long after our last packet the kernel may answer a peer's periodic
 /// packet, ns. A peer that sends no faster than our interval clocks us:
 /// its own jitter is ours, and the floor is the shortest jittered gap (75
@@ -318,12 +328,12 @@ pub struct SlotConfig {
     /// Our bfd.DesiredMinTxInterval in force, ns, for the session's own
     /// clock (0: no own clock). The interval is this against the peer's
     /// Required Min RX from its last packet ([`periodic_interval_ns`]).
-    /// The peer clocks us while it transmits; when it does not (it stalls,
-    /// or it is RX-clocked too), the sweep raises [`event::TRANSMIT_DUE`]
-    /// and the responder thread sends the steady packet: 1.1 intervals
-    /// after an RX-clocked reply (past a punctual peer's longest gap, so
-    /// that the peer alone clocks us while it is on time), then every
-    /// jittered interval while nothing else leaves.
+    /// The peer clocks us while it transmits at our interval; when
+    /// nothing has left for the whole interval after an RX-clocked reply
+    /// (the peer is slower, stalled, or RX-clocked too), the sweep raises
+    /// [`event::TRANSMIT_DUE`] and the responder thread sends the steady
+    /// packet, then every jittered gap (6.8.7) while nothing else leaves:
+    /// no gap of ours is longer than the interval.
     pub desired_min_tx_ns: u64,
     /// Our bfd.DetectMult (the jitter's range depends on it, 6.8.7).
     pub detect_mult: u32,

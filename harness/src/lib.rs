@@ -5,6 +5,7 @@ pub mod analyze;
 pub mod bench;
 pub mod bench_xdp;
 pub mod canary;
+pub mod conformance;
 pub mod evidence_tables;
 pub mod freeze;
 pub mod gate;

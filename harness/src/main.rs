@@ -58,6 +58,16 @@ enum Command {
         #[command(flatten)]
         output: Output,
     },
+    /// RFC 5880/5881 conformance: a scripted peer judges each DUT on the wire
+    ///
+    /// A remote system in the peer's namespace runs one script against every linecardd
+    /// backend and, as controls, FRR bfdd and BIRD, idle and under a stress profile:
+    /// discard rules, slow rate while not Up, the three-way handshake, Poll/Final, a raised,
+    /// lowered and zero Required Min RX, jitter, a slower peer, a multiplier change without a
+    /// Poll, detection and its Diag, AdminDown. Writes conformance.json, summary.md and each
+    /// DUT's trace.jsonl; exits 1 when a linecardd backend breaks a rule (the controls'
+    /// findings are reported, never fatal).
+    Conformance(linecard_harness::conformance::ConformanceArgs),
     /// Regenerate a Markdown file's measured tables from the committed runs they name
     ///
     /// A table is published between `<!-- evidence: docs/evidence/<scenario>/<run-id> -->`
@@ -400,6 +410,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 println!("\nresults: {}", result.dir.display());
             }
             Ok(ExitCode::from(result.exit_code() as u8))
+        }
+        Command::Conformance(args) => {
+            let (report, dir) = match &args.judge {
+                Some(dir) => (linecard_harness::conformance::rejudge(dir)?, dir.clone()),
+                None => linecard_harness::conformance::run(&args)?,
+            };
+            print!("{}", linecard_harness::conformance::table(&report));
+            let failed = report.failed();
+            println!("\n{}: {failed} failed", dir.display());
+            Ok(if failed == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         Command::Tables { file, check } => {
             let outcome = linecard_harness::evidence_tables::apply(&file, check)?;

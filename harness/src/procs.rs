@@ -187,6 +187,29 @@ impl Daemon {
         Ok(self.child.wait()?)
     }
 
+    /// SIGKILL to every descendant of this (local) process, then
+    /// [`Daemon::stop`]: a stress-ng whose SCHED_FIFO workers hold the
+    /// CPUs its own normal-priority parent needs to pass on a SIGTERM
+    /// would otherwise run to its `--timeout`.
+    pub fn stop_with_descendants(&mut self) -> Result<ExitStatus> {
+        if self.remote.is_none() {
+            let mut pending = vec![self.child.id()];
+            while let Some(pid) = pending.pop() {
+                let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                    .unwrap_or_default();
+                for child in children
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok())
+                {
+                    pending.push(child);
+                    // SAFETY: kill on a descendant of our own child, by PID.
+                    unsafe { libc::kill(child as i32, libc::SIGKILL) };
+                }
+            }
+        }
+        self.stop()
+    }
+
     /// SIGTERM, then SIGKILL after 3 s.
     pub fn stop(&mut self) -> Result<ExitStatus> {
         if let Some(status) = self.child.try_wait()? {

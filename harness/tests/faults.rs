@@ -535,8 +535,8 @@ fn loss_once() -> Result<(), String> {
         // (only its frames are lost: ours all reach it, our Down included;
         // before our Down kept the peer's discriminator, FRR discarded it
         // and timed out 30 ms after our last Up packet, 12-13 times at
-        // 30 %); our own clock covers every lost frame, 1.1 intervals at
-        // most (measured 11.56-11.62 ms; 27.18-27.91 ms while the kernel's
+        // 30 %); our own clock covers every lost frame, one interval at
+        // most (1.1 until session 9) (measured 11.56-11.62 ms; 27.18-27.91 ms while the kernel's
         // sweep was armed a pass after the offload; two intervals allow for
         // this VM's stalls).
         let mut broken: Vec<String> = v

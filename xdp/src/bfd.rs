@@ -36,8 +36,8 @@ use aya_ebpf::{
 use core::ffi::c_void;
 use linecard_common::bfd::{
     auth_seq_known_lapse_ns, auth_type, detection_time_ns, drop, event, jittered_gap_ns,
-    periodic_interval_ns, reply_floor_ns, verdict, AuthKeyRef, AuthSecret, DeadMan, EchoPeer,
-    SessionConfig, SessionState, SlotConfig, SweepEvent, DROP_REASONS, FLAG_MULTIHOP,
+    longest_gap_ns, periodic_interval_ns, reply_floor_ns, verdict, AuthKeyRef, AuthSecret, DeadMan,
+    EchoPeer, SessionConfig, SessionState, SlotConfig, SweepEvent, DROP_REASONS, FLAG_MULTIHOP,
     FLAG_POLLS_ONLY, FLAG_REPLY, MAX_AUTH_KEYS, MAX_SESSIONS, MD5_AUTH_LEN, PORT_ECHO,
     PORT_MULTI_HOP, PORT_SINGLE_HOP, SHA1_AUTH_LEN, SWEEP_MIN_NS, SWEEP_PERIOD_NS, SWEEP_SLOTS,
     VERDICTS,

@@ -50,8 +50,9 @@ pub struct Peer {
     /// Engine time of userspace's last packet for this session.
     last_user_tx: Option<Nanos>,
     /// How often the kernel's sweep asked for a packet of the session's
-    /// own clock while offloaded (none had left for 1.1 intervals, or
-    /// 75-100 % of one after its own).
+    /// own clock while offloaded (nothing had left for the interval after
+    /// an RX-clocked reply, or for the jittered gap after its own packet,
+    /// RFC 5880 6.8.7).
     pub own_clock_requests: u64,
     /// When the last of them was due (engine time).
     pub last_own_clock: Option<Nanos>,

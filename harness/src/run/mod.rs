@@ -981,7 +981,7 @@ fn run_dut(
 /// Starts one of this binary's own recorders (`linecard NAME [EXTRA]
 /// --seconds S --out OUT`: the canary, the freeze and steal witnesses) in
 /// `namespace` and `cpuset`, its log beside its record in `dir`.
-fn spawn_recorder(
+pub(crate) fn spawn_recorder(
     name: &str,
     namespace: &str,
     cpuset: &Path,

@@ -55,9 +55,10 @@ pub(super) fn ensure_sweep() {
 /// period (issue 11: the Down within 0.5 ms of the expiry).
 /// - detection: a peer silent for longer than its detection time is
 ///   reported once per silence (`event::PEER_SILENT`);
-/// - the session's own clock: when nothing has left the session for 1.1
-///   intervals after an RX-clocked reply, or 75-100 % of one after its own
-///   packet, `event::TRANSMIT_DUE` asks the responder thread to send.
+/// - the session's own clock: when nothing has left the session for the
+///   whole interval after an RX-clocked reply, or for the jittered gap
+///   drawn at its own packet (RFC 5880 6.8.7), `event::TRANSMIT_DUE` asks
+///   the responder thread to send.
 unsafe extern "C" fn sweep(_map: *mut c_void, _key: *mut u32, cell: *mut SweepTimer) -> i32 {
     let mut pass = SweepPass {
         now: unsafe { bpf_ktime_get_ns() },
@@ -118,8 +119,8 @@ unsafe extern "C" fn sweep_one(index: u64, pass: *mut SweepPass) -> i64 {
     0
 }
 
-/// Returns how long until this slot's detection deadline, ns (`u64::MAX`:
-/// none pending).
+/// Returns how long until this slot next needs the sweep (its detection
+/// deadline or its own clock), ns (`u64::MAX`: nothing pending).
 #[inline(always)]
 fn sweep_slot(now: u64, slot: u32, config: &SlotConfig, state: &mut SessionState) -> u64 {
     // The fast path writes `last_rx_ns` and `last_tx_ns` concurrently: read
@@ -169,17 +170,22 @@ fn sweep_slot(now: u64, slot: u32, config: &SlotConfig, state: &mut SessionState
     let xdp_tx = unsafe { core::ptr::read_volatile(core::ptr::addr_of!(state.last_tx_ns)) };
     let clock_sent = clock_sent(slot);
     let last_tx = max(max(xdp_tx, clock_sent), config.user_tx_ns);
-    // After an RX-clocked reply, give the peer until past its longest
-    // regular gap (100 % of the interval, RFC 5880 6.8.7). Once our own
-    // clock sent last, nobody else is clocking us, and once the fast path
-    // heard a peer packet it could not yet answer (too soon after ours,
+    // 6.8.7: no gap longer than the interval allows. After an RX-clocked
+    // reply, the whole of it: a punctual peer's next packet comes first
+    // and clocks us (its jitter is ours), and a slow or stalled one leaves
+    // us at the window's end, not past it (1.1 intervals until session 9:
+    // 55 ms gaps beside a peer sending every 300 ms). Once our own clock
+    // sent last, nobody else is clocking us, and once the fast path heard
+    // a peer packet it could not yet answer (too soon after ours,
     // `reply_floor_ns`), we owe one: either way, the gap drawn at our last
-    // packet.
+    // packet, kept inside the window of the interval in force should the
+    // peer's Required Min RX have moved since.
+    let longest = longest_gap_ns(interval, config.detect_mult as u8);
     let owed = clock_sent != 0 && clock_sent >= xdp_tx || last_rx > last_tx;
     let wait = if owed && state.next_gap_ns != 0 {
-        state.next_gap_ns
+        min(max(state.next_gap_ns, interval * 3 / 4), longest)
     } else {
-        interval + interval / 10
+        longest
     };
     // Due since the last packet that left, and not asked for since: a
     // responder held off is asked again a gap later, not every sweep.
@@ -194,7 +200,17 @@ fn sweep_slot(now: u64, slot: u32, config: &SlotConfig, state: &mut SessionState
         state.next_gap_ns = jittered_gap_ns(interval, config.detect_mult as u8, draw);
         report(now, last_rx, slot, config, event::TRANSMIT_DUE);
     }
-    until_expiry
+    // Wake for whichever is first, the expiry or the clock: a clock that
+    // waited for the sweep's period would stretch the gap by up to one.
+    if last_tx == 0 {
+        return until_expiry;
+    }
+    let due = max(last_tx, state.clock_tx_ns) as i64 + wait as i64 + 1;
+    let until_due = due - now as i64;
+    min(
+        until_expiry,
+        if until_due > 0 { until_due as u64 } else { 0 },
+    )
 }
 
 #[inline(always)]
