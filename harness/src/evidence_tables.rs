@@ -10,7 +10,9 @@
 //! ```
 //!
 //! The path is relative to the file's directory. Everything between the
-//! markers is rewritten from that run's `manifest.json` by [`table`]; with
+//! markers is rewritten from that run's `manifest.json` by [`table`] (or,
+//! for a `linecard conformance` run, its `conformance.json` by
+//! `conformance::table`); with
 //! `--check` nothing is written and a table that differs from its evidence
 //! is an error naming it. A number typed by hand between the markers does
 //! not survive the next regeneration, and fails the check until then.
@@ -73,11 +75,19 @@ pub fn regenerate(text: &str, base: &Path) -> Result<String> {
         let Some(close) = marked.find(CLOSE) else {
             bail!("the evidence table of {run} has no closing {CLOSE}");
         };
-        let manifest = load_manifest(&base.join(run))
-            .with_context(|| format!("the evidence of a published table: {run}"))?;
+        let dir = base.join(run);
+        // A conformance run, or a scenario's run.
+        let fresh = if dir.join("conformance.json").exists() {
+            crate::conformance::table(&crate::conformance::load(&dir)?)
+        } else {
+            table(
+                &load_manifest(&dir)
+                    .with_context(|| format!("the evidence of a published table: {run}"))?,
+            )
+        };
         out.push_str(opening);
         out.push('\n');
-        out.push_str(&table(&manifest));
+        out.push_str(&fresh);
         out.push_str(CLOSE);
         rest = &marked[close + CLOSE.len()..];
     }

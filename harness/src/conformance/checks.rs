@@ -265,7 +265,7 @@ fn not_up(j: &mut Judge) {
         );
         j.record(
             "discard-your-discr-zero",
-            Probe::YourDiscrZero.rule(),
+            Probe::YourDiscrZero.section(),
             false,
             Verdict::Inconclusive,
             why,
@@ -329,9 +329,10 @@ fn not_up(j: &mut Judge) {
             }
         }
     };
+    let detail = format!("{}: {detail}", Probe::YourDiscrZero.rule());
     j.record(
         "discard-your-discr-zero",
-        Probe::YourDiscrZero.rule(),
+        Probe::YourDiscrZero.section(),
         false,
         verdict,
         detail,
@@ -484,7 +485,13 @@ fn probes(j: &mut Judge) {
     if let Some(why) = j.stuck_in(Step::Probes) {
         for probe in Probe::WHILE_UP {
             let id = format!("discard-{}", probe.name());
-            j.record(&id, probe.rule(), false, Verdict::Inconclusive, why.clone());
+            j.record(
+                &id,
+                probe.section(),
+                false,
+                Verdict::Inconclusive,
+                why.clone(),
+            );
         }
         return;
     }
@@ -535,7 +542,13 @@ fn probes(j: &mut Judge) {
                 format!("{seen_after} packets from the DUT after the probe"),
             ),
         };
-        j.record(&id, probe.rule(), false, verdict, detail);
+        j.record(
+            &id,
+            probe.section(),
+            false,
+            verdict,
+            format!("{}: {detail}", probe.rule()),
+        );
     }
 }
 

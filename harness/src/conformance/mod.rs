@@ -57,13 +57,17 @@ pub struct ConformanceArgs {
     pub judge: Option<PathBuf>,
 }
 
-/// Judges an earlier run's traces again and rewrites its report.
-pub fn rejudge(dir: &Path) -> Result<Report> {
+/// A run's report, as `conformance.json` holds it.
+pub fn load(dir: &Path) -> Result<Report> {
     let path = dir.join("conformance.json");
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let mut report: Report =
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+/// Judges an earlier run's traces again and rewrites its report.
+pub fn rejudge(dir: &Path) -> Result<Report> {
+    let mut report = load(dir)?;
     for j in report.judged.iter_mut().filter(|j| j.not_run.is_none()) {
         let run = dir.join(format!("{}-{}", j.dut, j.load));
         let trace = read_trace(&run.join("trace.jsonl"))?;
@@ -444,10 +448,19 @@ fn judge_one(
     })
 }
 
-/// The run's table: a row per check, a column per DUT and load.
+/// The run's table: a row per check, a column per DUT, its loads in
+/// one cell in the run's order (`idle / L4`).
 pub fn table(report: &Report) -> String {
     let mut ids: Vec<(String, String, bool)> = Vec::new();
+    let mut duts: Vec<&str> = Vec::new();
+    let mut loads: Vec<&str> = Vec::new();
     for j in &report.judged {
+        if !duts.contains(&j.dut.as_str()) {
+            duts.push(&j.dut);
+        }
+        if !loads.contains(&j.load.as_str()) {
+            loads.push(&j.load);
+        }
         for o in &j.outcomes {
             if !ids.iter().any(|(id, _, _)| *id == o.id) {
                 ids.push((o.id.clone(), o.rfc.clone(), o.timing));
@@ -456,45 +469,52 @@ pub fn table(report: &Report) -> String {
     }
     let mut out = String::from("| check | RFC |");
     let mut rule = String::from("|---|---|");
-    for j in &report.judged {
-        out.push_str(&format!(" {} {} |", j.dut, j.load));
+    for dut in &duts {
+        out.push_str(&format!(" {dut} |"));
         rule.push_str("---|");
     }
     out.push('\n');
     out.push_str(&rule);
     out.push('\n');
+    let cell = |j: &Judged, id: &str| match (&j.not_run, j.outcomes.iter().find(|o| o.id == id)) {
+        (Some(_), _) => "n/a",
+        (None, None) => "-",
+        (None, Some(o)) => match o.verdict {
+            Verdict::Pass => "pass",
+            Verdict::Inconclusive => "inconcl.",
+            Verdict::Fail if j.fails_run(o) => "**FAIL**",
+            Verdict::Fail => "fail",
+        },
+    };
     for (id, rfc, timing) in &ids {
         out.push_str(&format!(
             "| {id}{} | {rfc} |",
             if *timing { " (timing)" } else { "" }
         ));
-        for j in &report.judged {
-            let cell = match (&j.not_run, j.outcomes.iter().find(|o| o.id == *id)) {
-                (Some(_), _) => "not run",
-                (None, None) => "-",
-                (None, Some(o)) => match o.verdict {
-                    Verdict::Pass => "pass",
-                    Verdict::Inconclusive => "inconclusive",
-                    Verdict::Fail if j.fails_run(o) => "**FAIL**",
-                    Verdict::Fail => "fail",
-                },
-            };
-            out.push_str(&format!(" {cell} |"));
+        for dut in &duts {
+            let cells: Vec<&str> = report
+                .judged
+                .iter()
+                .filter(|j| j.dut == *dut)
+                .map(|j| cell(j, id))
+                .collect();
+            out.push_str(&format!(" {} |", cells.join(" / ")));
         }
         out.push('\n');
     }
     out.push_str(&format!(
-        "\n`**FAIL**`: a linecardd backend broke a rule it must keep (the run fails); `fail`: a control's finding, or a timing window under load that only {} must hold. Run {} at {}.\n",
+        "\nEach cell: {}. `**FAIL**`: a linecardd backend broke a rule it must keep (the run fails); `fail`: a control's finding, or a timing window under load that only {} must hold; `inconcl.`: the script could not set the check up (e.g. the DUT sent nothing to judge by), or a freeze of the machine fell in the only gaps that broke it. Run {} at {}.\n",
+        loads.join(" / "),
         TIMELY_UNDER_LOAD.join(" and "),
         report.run_id,
         report.git_revision.get(..12).unwrap_or(&report.git_revision)
     ));
-    for j in report.judged.iter().filter(|j| j.not_run.is_some()) {
-        out.push_str(&format!(
-            "\n{} not run: {}\n",
-            j.dut,
-            j.not_run.as_deref().unwrap_or("")
-        ));
-    }
+    let mut not_run: Vec<String> = report
+        .judged
+        .iter()
+        .filter_map(|j| Some(format!("\n{} not run: {}\n", j.dut, j.not_run.as_deref()?)))
+        .collect();
+    not_run.dedup();
+    out.extend(not_run);
     out
 }

@@ -82,21 +82,27 @@ impl Probe {
             .unwrap_or_default()
     }
 
+    /// The section that says to discard it.
+    pub fn section(self) -> &'static str {
+        match self {
+            Probe::Ttl254 => "RFC 5881 5",
+            _ => "RFC 5880 6.8.6",
+        }
+    }
+
     /// The rule the probe breaks.
     pub fn rule(self) -> &'static str {
         match self {
-            Probe::YourDiscrZero => {
-                "RFC 5880 6.8.6: Your Discriminator zero and State neither Down nor AdminDown"
-            }
-            Probe::Version2 => "RFC 5880 6.8.6: version not 1",
-            Probe::LengthBelowMinimum => "RFC 5880 6.8.6: Length below the minimum (24)",
-            Probe::LengthBeyondPayload => "RFC 5880 6.8.6: Length beyond the UDP payload",
-            Probe::DetectMultZero => "RFC 5880 6.8.6: Detect Mult zero",
-            Probe::Multipoint => "RFC 5880 6.8.6: Multipoint (M) bit set",
-            Probe::MyDiscrZero => "RFC 5880 6.8.6: My Discriminator zero",
-            Probe::YourDiscrUnknown => "RFC 5880 6.8.6: Your Discriminator selects no session",
-            Probe::AuthBitWithoutAuth => "RFC 5880 6.8.6: A bit set, no authentication in use",
-            Probe::Ttl254 => "RFC 5881 5: TTL not 255 on an unauthenticated session",
+            Probe::YourDiscrZero => "Your Discriminator zero and State neither Down nor AdminDown",
+            Probe::Version2 => "version not 1",
+            Probe::LengthBelowMinimum => "Length below the minimum (24)",
+            Probe::LengthBeyondPayload => "Length beyond the UDP payload",
+            Probe::DetectMultZero => "Detect Mult zero",
+            Probe::Multipoint => "Multipoint (M) bit set",
+            Probe::MyDiscrZero => "My Discriminator zero",
+            Probe::YourDiscrUnknown => "Your Discriminator selects no session",
+            Probe::AuthBitWithoutAuth => "A bit set, no authentication in use",
+            Probe::Ttl254 => "TTL not 255 on an unauthenticated session",
         }
     }
 
