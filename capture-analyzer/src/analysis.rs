@@ -72,6 +72,32 @@ struct Flow {
     /// This flow's silences that the reverse flow asked for (Demand mode):
     /// kept out of the gap distributions and the budget.
     demand_silences: GapStats,
+    /// The legal interval for the gap this flow's last packet began (RFC
+    /// 5880 6.8.7), ns; `None` where none applies.
+    interval_ns: Option<u64>,
+    interval: IntervalCheck,
+}
+
+/// Capture timestamps' slack on the interval's bounds.
+const INTERVAL_SLACK_NS: u64 = 500_000;
+
+impl IntervalCheck {
+    fn record(&mut self, gap: u64, legal: u64, beside_final: bool) {
+        let share = gap as f64 / legal as f64;
+        let ms = gap as f64 / 1e6;
+        self.gaps += 1;
+        self.legal_ms = Some(legal as f64 / 1e6);
+        self.shortest_share = Some(self.shortest_share.map_or(share, |s| s.min(share)));
+        self.longest_share = Some(self.longest_share.map_or(share, |s| s.max(share)));
+        self.shortest_ms = Some(self.shortest_ms.map_or(ms, |s| s.min(ms)));
+        self.longest_ms = Some(self.longest_ms.map_or(ms, |s| s.max(ms)));
+        if !beside_final && gap + INTERVAL_SLACK_NS < legal * 3 / 4 {
+            self.too_soon += 1;
+        }
+        if gap > legal + INTERVAL_SLACK_NS {
+            self.late += 1;
+        }
+    }
 }
 
 impl Flow {
@@ -369,6 +395,9 @@ impl Analyzer {
             if let Some(gap) = judged {
                 if prev.state == State::Up && c.state == State::Up {
                     flow.up_gaps.record(gap, ts);
+                    if let (Some(legal), false) = (flow.interval_ns, asked) {
+                        flow.interval.record(gap, legal, prev.final_ || c.final_);
+                    }
                 } else {
                     flow.other_gaps.record(gap, ts);
                 }
@@ -410,6 +439,11 @@ impl Analyzer {
         // latest packet) and the sender's Desired Min TX.
         flow.budget_ns = rev_required_rx
             .map(|rx| u64::from(c.detect_mult) * u64::from(rx.max(c.desired_min_tx_us)) * 1_000);
+        // The legal interval for that gap (6.8.7): none to a receiver
+        // that asks for no periodic packets.
+        flow.interval_ns = rev_required_rx
+            .filter(|rx| *rx != 0)
+            .map(|rx| u64::from(rx.max(c.desired_min_tx_us)) * 1_000);
         let prev_state = flow.last.map(|l| l.state);
         // 6.8.7: D only while both sides are Up; a D in any other state is
         // not a request anyone may honour.
@@ -553,6 +587,7 @@ impl Analyzer {
                     auth: f.auth.clone(),
                     demand_packets: f.demand_packets,
                     demand_silence_ms: f.demand_silences.summary(),
+                    interval: f.interval.clone(),
                 }
             })
             .collect();

@@ -118,6 +118,36 @@ pub struct FlowResult {
     /// `over_budget`; once the request ends, the rest of a gap counts
     /// there). `count` 0: none.
     pub demand_silence_ms: GapSummary,
+    /// RFC 5880 6.8.7 on the wire: this sender's gaps between two Up
+    /// packets against the interval in force when each began.
+    #[serde(default)]
+    pub interval: IntervalCheck,
+}
+
+/// A sender's periodic gaps against its legal interval (RFC 5880 6.8.7):
+/// the larger of its Desired Min TX and the receiver's Required Min RX,
+/// each from its side's latest packet when the gap began; the gap must
+/// fall in 75-100 % of it (the jitter), give or take
+/// `INTERVAL_SLACK_NS` of capture timestamps. A gap next to a Final is
+/// not judged too short (a Final goes off the timer, 6.5); none is judged
+/// where the receiver asked for Required Min RX 0 or Demand mode.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct IntervalCheck {
+    /// The legal interval when the last judged gap began, ms.
+    pub legal_ms: Option<f64>,
+    /// Gaps judged.
+    pub gaps: u64,
+    /// Each gap as a share of its own legal interval: the shortest and
+    /// the longest (1.0: exactly the interval).
+    pub shortest_share: Option<f64>,
+    pub longest_share: Option<f64>,
+    /// The shortest and longest judged gap, ms.
+    pub shortest_ms: Option<f64>,
+    pub longest_ms: Option<f64>,
+    /// Shorter than 75 % of the interval: more often than allowed.
+    pub too_soon: u64,
+    /// Longer than the interval: late.
+    pub late: u64,
 }
 
 /// A flow's authentication as seen on the wire (RFC 5880 6.7): which

@@ -675,3 +675,52 @@ fn authentication_types_keys_and_sequence_steps_per_flow() {
     );
     assert!(flow(a, "192.0.2.3").auth.is_none());
 }
+
+/// RFC 5880 6.8.7 on the wire, asymmetric timers: A sends every 10 ms and
+/// asks for 50 (Required Min RX); B must send no more often than every
+/// 37.5-50 ms, and A's own interval is max(its 10, B's Required Min RX 10).
+#[test]
+fn each_direction_is_judged_against_its_own_legal_interval() {
+    let a_pkt = |t: i64| {
+        let mut p = up(1, 2);
+        p.rx_us = 50_000;
+        (
+            t,
+            frame("192.0.2.1", "192.0.2.2", 50001, 3784, &bfd_bytes(&p)),
+        )
+    };
+    let b_pkt = |t: i64| {
+        (
+            t,
+            frame("192.0.2.2", "192.0.2.1", 50002, 3784, &bfd_bytes(&up(2, 1))),
+        )
+    };
+    let mut frames = Vec::new();
+    for i in 0..100 {
+        frames.push(a_pkt(T0 + i * 10 * MS));
+    }
+    // B: 40 ms, 45 ms, then one 20 ms gap (too soon) and one 60 ms (late).
+    let mut t = T0 + MS;
+    for gap in [40, 45, 40, 20, 45, 60, 40, 45] {
+        frames.push(b_pkt(t));
+        t += gap * MS;
+    }
+    frames.push(b_pkt(t));
+    frames.sort_by_key(|f| f.0);
+    let path = write_capture("asymmetric.pcap", Format::PcapNanos, &frames);
+    let a = analyze_files(&[path], &[]).unwrap();
+    let fa = a.all.flows.iter().find(|f| f.src == "192.0.2.1").unwrap();
+    let fb = a.all.flows.iter().find(|f| f.src == "192.0.2.2").unwrap();
+    // A: 10 ms gaps against max(10, B's 10) = 10 ms: none out of place.
+    assert_eq!(fa.interval.legal_ms, Some(10.0));
+    assert_eq!((fa.interval.too_soon, fa.interval.late), (0, 0));
+    // The first gap began before B had said its Required Min RX: unjudged.
+    assert_eq!(fa.interval.gaps, 98);
+    // B: against max(10, A's 50) = 50 ms: one too soon, one late.
+    assert_eq!(fb.interval.legal_ms, Some(50.0));
+    assert_eq!(fb.interval.gaps, 8);
+    assert_eq!((fb.interval.too_soon, fb.interval.late), (1, 1));
+    assert_eq!(fb.interval.shortest_ms, Some(20.0));
+    assert_eq!(fb.interval.longest_ms, Some(60.0));
+    assert_eq!(fb.interval.longest_share, Some(1.2));
+}

@@ -91,6 +91,15 @@ struct RawDut {
     ipv6: Option<RawLimits>,
     peer_echo: Option<String>,
     own_echo: Option<bool>,
+    peer_timers: Option<RawPeerTimers>,
+}
+
+/// `dut.peer_timers = { tx_interval_ms = 10, rx_interval_ms = 50 }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPeerTimers {
+    tx_interval_ms: Option<i64>,
+    rx_interval_ms: Option<i64>,
 }
 
 /// A DUT's limits for one address family's sessions (`family = "dual"`).
@@ -261,9 +270,34 @@ pub struct DutSpec {
     /// alone, instead of `expect`.
     #[serde(default)]
     pub per_family: Vec<(Family, Expectation)>,
+    /// The peer's own timers facing this DUT, where they differ from the
+    /// sessions' (asymmetric timers, RFC 5880 6.8.2: each direction runs
+    /// at the larger of its sender's Desired Min TX and its receiver's
+    /// Required Min RX).
+    #[serde(default)]
+    pub peer_timers: Option<PeerTimers>,
+}
+
+/// The peer's Desired Min TX and Required Min RX, ms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PeerTimers {
+    pub tx_interval_ms: u32,
+    pub rx_interval_ms: u32,
 }
 
 impl DutSpec {
+    /// The sessions as the peer facing this DUT is configured.
+    pub fn peer_sessions(&self, sessions: &Sessions) -> Sessions {
+        match self.peer_timers {
+            None => sessions.clone(),
+            Some(t) => Sessions {
+                tx_interval_ms: t.tx_interval_ms,
+                rx_interval_ms: t.rx_interval_ms,
+                ..sessions.clone()
+            },
+        }
+    }
+
     /// The limits a family's sessions are judged by: its own, else the
     /// DUT's.
     pub fn expect_for(&self, family: Family) -> Expectation {
@@ -1080,7 +1114,34 @@ impl Scenario {
                 limits.auth = wire_auth;
                 limits.demand = sessions.demand;
             }
+            let peer_timers = match &d.peer_timers {
+                None => None,
+                Some(_) if raw.ssh.is_some() => {
+                    return Err(invalid(
+                        &key("peer_timers"),
+                        &"(set)",
+                        "the peer's own timers are the local lab's only",
+                    ))
+                }
+                Some(t) => Some(PeerTimers {
+                    tx_interval_ms: interval(
+                        &key("peer_timers.tx_interval_ms"),
+                        Some(
+                            t.tx_interval_ms
+                                .unwrap_or(i64::from(sessions.tx_interval_ms)),
+                        ),
+                    )?,
+                    rx_interval_ms: interval(
+                        &key("peer_timers.rx_interval_ms"),
+                        Some(
+                            t.rx_interval_ms
+                                .unwrap_or(i64::from(sessions.rx_interval_ms)),
+                        ),
+                    )?,
+                }),
+            };
             duts.push(DutSpec {
+                peer_timers,
                 label: d.label.clone(),
                 implementation,
                 rt_throttling,

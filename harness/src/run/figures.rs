@@ -48,6 +48,7 @@ pub(super) fn figures_of(
         .collect();
     let auth = auth_figures(flows, pairs);
     let demand = demand_figures(flows, pairs);
+    let intervals = interval_figures(flows, pairs);
     // Per session: the flaps either side showed, and when.
     let per_session: Vec<(u64, Vec<i64>)> = pairs
         .iter()
@@ -101,7 +102,39 @@ pub(super) fn figures_of(
         echo,
         auth,
         demand,
+        intervals,
     }
+}
+
+/// Each side's periodic gaps against its legal interval (RFC 5880 6.8.7),
+/// over its sessions' control flows.
+fn interval_figures(
+    flows: &[linecard_capture_analyzer::model::FlowResult],
+    pairs: &[daemons::Pair],
+) -> Vec<judge::IntervalFigures> {
+    let merge = |a: Option<f64>, b: Option<f64>, pick: fn(f64, f64) -> f64| match (a, b) {
+        (Some(a), Some(b)) => Some(pick(a, b)),
+        (a, b) => a.or(b),
+    };
+    ["dut", "peer"]
+        .into_iter()
+        .map(|side| {
+            let mut figures = judge::IntervalFigures {
+                side: side.into(),
+                ..Default::default()
+            };
+            for flow in side_flows(flows, pairs, side) {
+                let i = &flow.interval;
+                figures.legal_ms = merge(figures.legal_ms, i.legal_ms, f64::max);
+                figures.gaps += i.gaps;
+                figures.shortest_ms = merge(figures.shortest_ms, i.shortest_ms, f64::min);
+                figures.longest_ms = merge(figures.longest_ms, i.longest_ms, f64::max);
+                figures.too_soon += i.too_soon;
+                figures.late += i.late;
+            }
+            figures
+        })
+        .collect()
 }
 
 /// One side's (`dut` or `peer`) control flows over `pairs`' sessions.

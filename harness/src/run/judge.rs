@@ -61,6 +61,29 @@ pub struct PhaseFigures {
     /// over every session's control packets (`sessions.demand`).
     #[serde(default)]
     pub demand: Vec<DemandFigures>,
+    /// Each side's periodic gaps against its legal interval (RFC 5880
+    /// 6.8.7), over every session's control packets.
+    #[serde(default)]
+    pub intervals: Vec<IntervalFigures>,
+}
+
+/// One side's gaps between Up packets against the interval in force when
+/// each began: the larger of its Desired Min TX and the other side's
+/// Required Min RX (the capture analyzer's `IntervalCheck`, merged).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct IntervalFigures {
+    /// `dut` or `peer`.
+    pub side: String,
+    /// The legal interval at the last judged gap, ms (the largest over the
+    /// sessions).
+    pub legal_ms: Option<f64>,
+    pub gaps: u64,
+    pub shortest_ms: Option<f64>,
+    pub longest_ms: Option<f64>,
+    /// Under 75 % of the interval (more often than allowed), and over it
+    /// (late).
+    pub too_soon: u64,
+    pub late: u64,
 }
 
 /// One side's control packets in a phase and what they show of Demand

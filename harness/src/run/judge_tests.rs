@@ -23,6 +23,7 @@ fn phase(flaps: u64, max_ms: f64, stall: f64) -> PhaseFigures {
         echo: Vec::new(),
         auth: Vec::new(),
         demand: Vec::new(),
+        intervals: Vec::new(),
     }
 }
 

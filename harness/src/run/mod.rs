@@ -757,10 +757,12 @@ fn run_dut(
     outcome.capture = Some(PathBuf::from(name).join("capture.pcap"));
     let pairs = daemons::pairs(&scenario.sessions);
     let _addresses = daemons::ExtraAddresses::add(&pairs)?;
+    // The peer as configured facing this DUT (its own timers, if any).
+    let peer_sessions = dut.peer_sessions(&scenario.sessions);
     let mut peer = daemons::start_peer(
         scenario.peer,
         scenario.peer_rt_priority,
-        &scenario.sessions,
+        &peer_sessions,
         &pairs,
         &dir,
     )?;
@@ -878,7 +880,7 @@ fn run_dut(
                         daemons::start_peer(
                             scenario.peer,
                             scenario.peer_rt_priority,
-                            &scenario.sessions,
+                            &peer_sessions,
                             &pairs,
                             &dir,
                         )

@@ -230,6 +230,31 @@ fn demand_markdown(m: &Manifest) -> String {
     )
 }
 
+/// Each side's periodic gaps against its legal interval (RFC 5880 6.8.7),
+/// for the DUTs whose peer runs timers of its own (`dut.peer_timers`):
+/// there each direction has an interval of its own.
+fn intervals_markdown(m: &Manifest) -> String {
+    let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
+    side_table(
+        m,
+        |d| d.spec.peer_timers.is_some(),
+        |p| &p.intervals,
+        |i| {
+            format!(
+                "{} | {} | {} | {} | {} | {} | {}",
+                side_name(&i.side),
+                ms(i.legal_ms),
+                i.gaps,
+                ms(i.shortest_ms),
+                ms(i.longest_ms),
+                i.too_soon,
+                i.late,
+            )
+        },
+        "Each direction against its own interval (RFC 5880 6.8.7: the larger of the sender's Desired Min TX and the receiver's Required Min RX, from the wire): gaps between two Up packets, the shortest and longest, how many came sooner than 75 % of the interval (more often than allowed; a gap beside a Final aside) and how many later than the interval (0.5 ms of capture slack either way).\n\n| DUT | phase | side | interval ms | gaps | shortest ms | longest ms | too soon | late |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n",
+    )
+}
+
 /// `what: 1.56, 25.32 ms`, or nothing for no figures.
 fn list_ms(what: &str, ms: &[f64]) -> String {
     if ms.is_empty() {
@@ -315,6 +340,7 @@ pub fn summary_markdown(m: &Manifest) -> String {
     out.push_str(&echo_markdown(m));
     out.push_str(&auth_markdown(m));
     out.push_str(&demand_markdown(m));
+    out.push_str(&intervals_markdown(m));
     out.push_str(&faults_markdown(m));
     out.push_str(&cpu_markdown(m));
     out.push_str("\nRT throttling per DUT (sched_rt_runtime_us during its run): ");
