@@ -63,10 +63,11 @@ enum Command {
     /// A remote system in the peer's namespace runs one script against every linecardd
     /// backend and, as controls, FRR bfdd and BIRD, idle and under a stress profile:
     /// discard rules, slow rate while not Up, the three-way handshake, Poll/Final, a raised,
-    /// lowered and zero Required Min RX, jitter, a slower peer, a multiplier change without a
-    /// Poll, detection and its Diag, AdminDown. Writes conformance.json, summary.md and each
-    /// DUT's trace.jsonl; exits 1 when a linecardd backend breaks a rule (the controls'
-    /// findings are reported, never fatal).
+    /// lowered and zero Required Min RX, the DUT's own timer change both ways (its Poll), jitter,
+    /// a slower peer, a multiplier change without a Poll, detection and its Diag, AdminDown.
+    /// Writes conformance.json, summary.md and each DUT's trace.jsonl; exits 1 when a
+    /// linecardd backend breaks a rule (the controls' findings are reported, never fatal).
+    /// Example: linecard conformance --dut xdp --load L4
     Conformance(linecard_harness::conformance::ConformanceArgs),
     /// Regenerate a Markdown file's measured tables from the committed runs they name
     ///

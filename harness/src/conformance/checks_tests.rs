@@ -294,3 +294,50 @@ fn a_step_the_script_could_not_set_up_is_inconclusive_never_passed() {
         Verdict::Inconclusive
     );
 }
+
+#[test]
+fn a_dut_that_changes_its_timers_must_poll_with_the_new_values() {
+    let run = |polls: bool| {
+        let mut b = Build::default();
+        b.began(0.0, Step::DutSlower)
+            .steady(0.0, 100.0, &JITTERED)
+            .heard_with(100.0, |p| {
+                p.poll = polls;
+                p.desired_min_tx_us = 100_000;
+                p.required_min_rx_us = 100_000;
+            })
+            .sent_with(100.2, None, |p| p.final_ = true)
+            .steady(180.0, 2_500.0, &[80.0, 95.0, 88.0, 76.0]);
+        judge(&b.trace, &[])
+    };
+    let all = run(true);
+    assert_eq!(
+        outcome(&all, "dut-raise-polls").verdict,
+        Verdict::Pass,
+        "{all:#?}"
+    );
+    assert_eq!(
+        outcome(&all, "dut-raise-window").verdict,
+        Verdict::Pass,
+        "{all:#?}"
+    );
+    // New timers without a Poll: 6.8.10 requires one.
+    assert_eq!(
+        outcome(&run(false), "dut-raise-polls").verdict,
+        Verdict::Fail
+    );
+    // A DUT the suite cannot drive (BIRD): not judged, never passed.
+    let mut b = Build::default();
+    b.began(0.0, Step::DutFaster)
+        .trace
+        .events
+        .push(Event::Stuck {
+            at_ns: MS,
+            why: "bird's timers change only by reconfiguration".into(),
+        });
+    let all = judge(&b.trace, &[]);
+    assert_eq!(
+        outcome(&all, "dut-cut-polls").verdict,
+        Verdict::Inconclusive
+    );
+}

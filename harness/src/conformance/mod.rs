@@ -4,8 +4,9 @@
 //! bfdd and BIRD as controls), idle and with a stress profile on the DUT's
 //! CPUs, and records what it heard on the wire; `checks.rs` judges the
 //! record, each check citing its section. Nothing is asked of the DUT but
-//! whether it has settled (its session offloaded, for xdp): the verdicts
-//! come from the wire.
+//! what its operator has (whether its session is offloaded, for xdp; a
+//! timer change, through linecardd's control socket or FRR's vtysh): the
+//! verdicts come from the wire.
 
 pub mod checks;
 pub mod packet;
@@ -349,6 +350,78 @@ fn start_dut(dut: &str, dir: &Path) -> Result<(Daemon, Option<PathBuf>)> {
     }
 }
 
+/// The operator's side of a DUT: its control socket (linecardd) or vtysh
+/// (FRR); BIRD changes timers only by reconfiguration, not driven here.
+struct Control<'a> {
+    dut: &'a str,
+    socket: Option<PathBuf>,
+    vty: PathBuf,
+}
+
+impl script::DutControl for Control<'_> {
+    fn settled(&self) -> bool {
+        if self.dut != "xdp" {
+            return true;
+        }
+        self.socket.as_ref().is_some_and(|s| {
+            daemons::linecardd_ctl(s, &["list", "--json"])
+                .ok()
+                .and_then(|v| v.get("sessions").and_then(|s| s.get(0)).cloned())
+                .is_some_and(|s| s["offloaded"] == true)
+        })
+    }
+
+    fn set_timers(&self, tx_ms: u32, rx_ms: u32) -> Result<(), String> {
+        let session = dut_session();
+        let (tx, rx) = (tx_ms.to_string(), rx_ms.to_string());
+        match (self.dut, &self.socket) {
+            (_, Some(socket)) => {
+                let (local, peer) = (session.local.to_string(), session.peer.to_string());
+                daemons::linecardd_ctl(
+                    socket,
+                    &[
+                        "set",
+                        "--local",
+                        &local,
+                        "--peer",
+                        &peer,
+                        "--tx-ms",
+                        &tx,
+                        "--rx-ms",
+                        &rx,
+                        "--multiplier",
+                        "3",
+                    ],
+                )
+                .map(|_| ())
+                .map_err(|e| format!("linecardd ctl set: {e:#}"))
+            }
+            ("frr", None) => {
+                let peer = format!("peer {} local-address {}", session.peer, session.local);
+                let tx = format!("transmit-interval {tx}");
+                let rx = format!("receive-interval {rx}");
+                let out = procs::vtysh(
+                    spec::DUT.namespace,
+                    &self.vty,
+                    &["configure terminal", "bfd", &peer, &tx, &rx],
+                )
+                .map_err(|e| format!("vtysh: {e:#}"))?;
+                if out.status.success() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "vtysh: {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ))
+                }
+            }
+            (other, None) => Err(format!(
+                "{other}'s timers change only by reconfiguration; the suite does not drive it"
+            )),
+        }
+    }
+}
+
 /// Runs the script against one DUT under one load and judges it.
 fn judge_one(
     dut: &str,
@@ -384,21 +457,16 @@ fn judge_one(
         )?);
     }
     let (mut daemon, socket) = start_dut(dut, dir)?;
-    let offloads = dut == "xdp";
-    let settled = || {
-        !offloads
-            || socket.as_ref().is_some_and(|s| {
-                daemons::linecardd_ctl(s, &["list", "--json"])
-                    .ok()
-                    .and_then(|v| v.get("sessions").and_then(|s| s.get(0)).cloned())
-                    .is_some_and(|s| s["offloaded"] == true)
-            })
+    let control = Control {
+        dut,
+        socket: socket.clone(),
+        vty: dir.join("dut-frr"),
     };
     let peer_ip: Ipv4Addr = spec::PEER.ipv4.parse()?;
     let dut_ip: Ipv4Addr = spec::DUT.ipv4.parse()?;
     let trace = crate::sys::in_netns(spec::PEER.namespace, || {
         let mut peer = script::Peer::new(peer_ip, dut_ip, LIMIT_S as i64 * 1_000_000_000)?;
-        script::run(&mut peer, &settled);
+        script::run(&mut peer, &control);
         Ok(peer.trace)
     });
     // The load must have lasted the whole script (the stress bit).

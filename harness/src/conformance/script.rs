@@ -433,9 +433,38 @@ impl Peer {
     }
 }
 
-/// The whole script. `settled` says when the DUT is ready to be judged
-/// once Up (e.g. its session offloaded); asked every 100 ms for 5 s.
-pub fn run(peer: &mut Peer, settled: &dyn Fn() -> bool) {
+/// The DUT's raised timers (its operator's change, both ways).
+pub const DUT_SLOW_US: u32 = 100_000;
+
+/// What the script may ask of the DUT besides the wire: what its
+/// operator would do.
+pub trait DutControl {
+    /// Ready to be judged once Up (e.g. its session offloaded).
+    fn settled(&self) -> bool;
+    /// Sets its Desired Min TX and Required Min RX (ms) as its operator
+    /// would; `Err` says why this DUT cannot be told (the steps that need
+    /// it are then inconclusive).
+    fn set_timers(&self, tx_ms: u32, rx_ms: u32) -> Result<(), String>;
+}
+
+/// Runs `f` (a question to the DUT's operator side) on a thread of its
+/// own while the peer keeps the session going: a starved DUT may take
+/// hundreds of ms to answer its control socket, and a peer that waited
+/// for it in silence would be declared dead for it (seen: `ctl set` took
+/// 363 ms under L4).
+fn beside<T: Send>(peer: &mut Peer, f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| {
+        let operator = s.spawn(f);
+        while !operator.is_finished() {
+            peer.run_for(5);
+        }
+        operator.join().expect("the operator's thread panicked")
+    })
+}
+
+/// The whole script. `dut.settled()` is asked every 100 ms for 5 s once
+/// Up.
+pub fn run(peer: &mut Peer, dut: &(dyn DutControl + Sync)) {
     // Not Up: the DUT alone at its slow rate, and one probe that would
     // take a Down DUT Up if it were accepted.
     peer.mark(Step::NotUp);
@@ -465,7 +494,7 @@ pub fn run(peer: &mut Peer, settled: &dyn Fn() -> bool) {
     }
     let mut ready = false;
     for _ in 0..50 {
-        if settled() {
+        if beside(peer, || dut.settled()) {
             ready = true;
             break;
         }
@@ -518,6 +547,22 @@ pub fn run(peer: &mut Peer, settled: &dyn Fn() -> bool) {
     peer.mark(Step::RestoredMinRx);
     peer.poll(|k| k.required_min_rx_us = BASE_INTERVAL_US);
     peer.run_for(300);
+
+    // The DUT's own change, both ways: its Poll with the new values
+    // (6.8.3, 6.8.10), our Final at once, then its new rate.
+    for (step, us) in [
+        (Step::DutSlower, DUT_SLOW_US),
+        (Step::DutFaster, BASE_INTERVAL_US),
+    ] {
+        peer.mark(step);
+        if let Err(why) = beside(peer, || dut.set_timers(us / 1_000, us / 1_000)) {
+            peer.stuck(why);
+            continue;
+        }
+        peer.run_for(2_500);
+    }
+    // Whatever the DUT did, the next steps start from both Up.
+    peer.ensure_up(8_000);
 
     peer.mark(Step::SlowerPeer);
     peer.poll(|k| k.desired_min_tx_us = SLOW_TX_US);

@@ -28,6 +28,10 @@ pub enum Step {
     ZeroMinRx,
     /// Back to 50 ms by a Poll, before the next step.
     RestoredMinRx,
+    /// The DUT's operator raises its timers to 100 ms (its Poll, 6.8.3).
+    DutSlower,
+    /// And lowers them back to 50 ms.
+    DutFaster,
     /// Our Desired Min TX raised to 300 ms by a Poll; we send that slowly.
     SlowerPeer,
     /// Detect Mult 3 -> 10 without a Poll, then silences the new
