@@ -189,6 +189,8 @@ pub struct Peer {
     send_now: bool,
     rng: u64,
     pub trace: Trace,
+    /// The DUT's packets heard so far.
+    heard: usize,
     /// Nothing runs past this.
     end_ns: i64,
 }
@@ -227,6 +229,7 @@ impl Peer {
             send_now: true,
             rng: (now as u64) | 1,
             trace: Trace::default(),
+            heard: 0,
             end_ns: now + limit_ns,
         })
     }
@@ -326,6 +329,7 @@ impl Peer {
         let Some(p) = Control::parse(&r.bytes[..r.len]) else {
             return;
         };
+        self.heard += 1;
         self.trace.events.push(Event::Heard {
             at_ns: r.at_ns,
             packet: p,
@@ -505,7 +509,11 @@ pub fn run(peer: &mut Peer, dut: &(dyn DutControl + Sync)) {
     if !ready {
         peer.stuck("the DUT did not settle (e.g. offload its session) within 5 s of Up".into());
     }
+    // Enough of the DUT's packets to see its jitter's spread (the check
+    // needs 20 gaps): 2.5 s, and up to 8 s more for a starved DUT.
+    let before = peer.heard;
     peer.run_for(2_500);
+    peer.pump(8_000 * MS, |p| p.heard >= before + 25);
 
     peer.mark(Step::Polls);
     for _ in 0..5 {
@@ -526,7 +534,12 @@ pub fn run(peer: &mut Peer, dut: &(dyn DutControl + Sync)) {
             peer.send_probe(probe, base);
             peer.run_for(10);
         }
+        // Two packets of the DUT's after the probe to judge it by: at
+        // least 250 ms, and up to 3 s for a DUT starved under load (the
+        // naive loop runs ~50 ms a second under L4).
+        let before = peer.heard;
         peer.run_for(250);
+        peer.pump(3_000 * MS, |p| p.heard >= before + 2);
     }
     peer.ensure_up(8_000);
 
