@@ -12,7 +12,10 @@
 //! The path is relative to the file's directory. Everything between the
 //! markers is rewritten from that run's `manifest.json` by [`table`] (or,
 //! for a `linecard conformance` run, its `conformance.json` by
-//! `conformance::table`); with
+//! `conformance::table`). A name after the path picks another table of the
+//! run's `summary.md` instead (`<!-- evidence: docs/evidence/echo/RUN echo
+//! -->`; the names are `run::summary::SECTIONS`), rendered by the same
+//! code as the summary; with
 //! `--check` nothing is written and a table that differs from its evidence
 //! is an error naming it. A number typed by hand between the markers does
 //! not survive the next regeneration, and fails the check until then.
@@ -56,6 +59,23 @@ pub fn table(m: &Manifest) -> String {
     out
 }
 
+/// The run's summary table `name`, with the run it came from.
+fn section_table(m: &Manifest, name: &str) -> Result<String> {
+    let Some(text) = crate::run::summary::section(name, m) else {
+        bail!(
+            "no table {name:?} in a run's summary (the names: {})",
+            crate::run::summary::SECTIONS.join(", ")
+        );
+    };
+    if text.is_empty() {
+        bail!("run {} has no {name} figures", m.run_id);
+    }
+    Ok(format!(
+        "{text}\n(run {}, status {}: `{}`)\n",
+        m.run_id, m.status, m.scenario.name
+    ))
+}
+
 /// `text` with every marked table regenerated from its run under `base`.
 pub fn regenerate(text: &str, base: &Path) -> Result<String> {
     let mut out = String::with_capacity(text.len());
@@ -75,15 +95,22 @@ pub fn regenerate(text: &str, base: &Path) -> Result<String> {
         let Some(close) = marked.find(CLOSE) else {
             bail!("the evidence table of {run} has no closing {CLOSE}");
         };
+        let (run, section) = match run.split_once(char::is_whitespace) {
+            Some((run, section)) => (run, Some(section.trim())),
+            None => (run, None),
+        };
         let dir = base.join(run);
         // A conformance run, or a scenario's run.
         let fresh = if dir.join("conformance.json").exists() {
             crate::conformance::table(&crate::conformance::load(&dir)?)
         } else {
-            table(
-                &load_manifest(&dir)
+            let m = load_manifest(&dir)
+                .with_context(|| format!("the evidence of a published table: {run}"))?;
+            match section {
+                None => table(&m),
+                Some(name) => section_table(&m, name)
                     .with_context(|| format!("the evidence of a published table: {run}"))?,
-            )
+            }
         };
         out.push_str(opening);
         out.push('\n');
@@ -99,7 +126,8 @@ pub fn regenerate(text: &str, base: &Path) -> Result<String> {
 pub fn runs(text: &str) -> Vec<String> {
     text.lines()
         .filter_map(|l| l.strip_prefix(OPEN)?.strip_suffix(" -->"))
-        .map(|r| r.trim().to_string())
+        .filter_map(|r| r.split_whitespace().next())
+        .map(str::to_string)
         .collect()
 }
 
@@ -169,6 +197,10 @@ mod tests {
             format!("{missing:#}").contains("docs/evidence/ci/1"),
             "{missing:#}"
         );
+        // A marker may name a summary table after its run; the run is
+        // still what it names.
+        let sectioned = "<!-- evidence: docs/evidence/echo/2 echo -->\n| old |\n<!-- /evidence -->\n";
+        assert_eq!(runs(sectioned), vec!["docs/evidence/echo/2".to_string()]);
         // No marker: nothing to do, the text unchanged.
         assert_eq!(regenerate("plain\n", Path::new(".")).unwrap(), "plain\n");
     }

@@ -14,8 +14,23 @@ use linecard_engine::config::ConfigError as InputError;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-/// The figures the gate compares, by their name in baseline files.
-pub const METRICS: [&str; 4] = ["max_gap_ms", "p999_ms", "flaps", "over_budget"];
+/// The figures the gate compares, by their name in baseline files: the
+/// capture's figures of a plain phase, and of a fault's phase the number
+/// of its rules the DUT broke (`run::faults::judge`: a late or missed
+/// Down, a peer that never saw a stopped engine go, no recovery).
+pub const METRICS: [&str; 5] = [
+    "max_gap_ms",
+    "p999_ms",
+    "flaps",
+    "over_budget",
+    "fault_failures",
+];
+
+/// Whether `metric` is a figure of a phase with (or without) a fault: a
+/// fault's phase is judged by its own rules, not by gaps it caused.
+fn gated_in(metric: &str, fault_phase: bool) -> bool {
+    (metric == "fault_failures") == fault_phase
+}
 
 /// The baseline format this linecard writes and reads: version 2 records
 /// the runs it came from, the slack's reason and a seal.
@@ -115,7 +130,7 @@ impl Baseline {
                     &file,
                     &format!("check[{i}].metric"),
                     &c.metric,
-                    "must be max_gap_ms, p999_ms, flaps or over_budget",
+                    "must be max_gap_ms, p999_ms, flaps, over_budget or fault_failures",
                 ));
             }
             if c.observed.is_empty() || c.observed.iter().any(|v| !v.is_finite() || *v < 0.0) {
@@ -171,7 +186,14 @@ fn value(manifest: &Manifest, dut: &str, phase: &str, metric: &str) -> Option<f6
         p.phase == phase
             || (p.profile == phase && e.phases.iter().filter(|q| q.profile == phase).count() == 1)
     })?;
+    if !gated_in(metric, p.fault.is_some()) {
+        return None;
+    }
     Some(match metric {
+        "fault_failures" => f64::from(u8::from(matches!(
+            e.fault_breach(p),
+            Some(crate::run::faults::FaultBreach::Fail(_))
+        ))),
         "max_gap_ms" => p.max_ms,
         "p999_ms" => p.p999_ms,
         "flaps" => p.flaps as f64,
@@ -244,7 +266,7 @@ pub fn render(r: &GateResult) -> String {
     let line = |c: &Comparison| {
         let value = c.value.map_or("missing".to_string(), |v| format!("{v:.2}"));
         format!(
-            "  {:<10} {:<24} {:<8} {:<12} {:>9} {} limit {:.2} (worst observed {:.2} + slack {:.2})\n",
+            "  {:<10} {:<24} {:<8} {:<14} {:>9} {} limit {:.2} (worst observed {:.2} + slack {:.2})\n",
             if c.passed { "ok" } else { "REGRESSED" },
             c.dut,
             c.phase,
@@ -365,7 +387,10 @@ pub fn record(
     }) {
         let Some(e) = &d.evidence else { continue };
         for p in &e.phases {
-            for metric in METRICS {
+            for metric in METRICS
+                .into_iter()
+                .filter(|m| gated_in(m, p.fault.is_some()))
+            {
                 let observed = manifests
                     .iter()
                     .map(|m| value(m, &d.label, &p.phase, metric))
@@ -512,7 +537,7 @@ mod tests {
         std::fs::remove_file(&dir).unwrap();
         assert!(
             e.ends_with(
-                "check[0].metric = mean_ms: must be max_gap_ms, p999_ms, flaps or over_budget"
+                "check[0].metric = mean_ms: must be max_gap_ms, p999_ms, flaps, over_budget or fault_failures"
             ),
             "{e}"
         );

@@ -398,9 +398,11 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// `scenarios/faults.toml` end to end: each fault's phase judged by its
-/// checks on the capture, the plain phase by the DUT's limits. Then the
-/// engine stop again with the dead-man guard off: the peer never declares
-/// the stopped engine Down, and the judge must fail the DUT for it.
+/// checks on the capture, the plain phase by the DUT's limits, then the
+/// gate against `baselines/faults.toml`. Then the same scenario with each
+/// negative control's switch on (the dead-man guard off, the kernel's own
+/// clock off): the judge and the gate must fail the DUT, the gate naming
+/// the phases whose fault rules broke.
 #[test]
 fn the_faults_scenario_judges_each_fault_on_the_wire() {
     if !privileged("the_faults_scenario") {
@@ -453,6 +455,14 @@ fn the_faults_scenario_judges_each_fault_on_the_wire() {
         summary.contains("| xdp | idle#5 | engine stopped 2000 ms |"),
         "{summary}"
     );
+    let gate = linecard(&[
+        "gate",
+        dir.to_str().unwrap(),
+        "--baseline",
+        repo().join("baselines/faults.toml").to_str().unwrap(),
+    ]);
+    eprintln!("{}", String::from_utf8_lossy(&gate.stdout));
+    assert_exit(&gate, 0, "the gate on the faults scenario");
 
     // Restarts, for xdp and rt: the new processes come Up under new
     // discriminators.
@@ -488,37 +498,68 @@ fn the_faults_scenario_judges_each_fault_on_the_wire() {
         );
     }
 
-    // The guard off: the same stop must fail the DUT.
-    let unguarded = results.join("unguarded.toml");
-    let text = std::fs::read_to_string(repo().join("scenarios/faults.toml")).unwrap();
-    let engine_stop_only = text
-        .split("[[phase]]")
-        .filter(|part| !part.contains("fault =") || part.contains("engine_stop"))
-        .collect::<Vec<_>>()
-        .join("[[phase]]")
-        .replace(
-            "max_gap_ms = 15.0",
-            "max_gap_ms = 15.0\nengine = { dead_man_ms = 0 }",
-        );
-    std::fs::write(&unguarded, engine_stop_only).unwrap();
-    let Some((out, unguarded_dir)) = judged_run(
-        &unguarded,
-        "faults",
-        &results,
-        "u",
-        &[
-            "--profiles",
-            repo().join("stress-profiles").to_str().unwrap(),
-        ],
-    ) else {
-        return;
-    };
-    assert_exit(&out, 1, "the engine stop without the dead-man guard");
-    let status = std::fs::read_to_string(unguarded_dir.join("status")).unwrap();
-    assert!(
-        status.contains("the peer never declared the stopped engine Down"),
-        "{status}"
-    );
+    // The negative controls, each alone: the same scenario must fail the
+    // DUT, by its verdict and by the gate, in the phases the switch
+    // concerns. Without the dead-man guard the kernel keeps answering for
+    // the stopped engine; without the own clock a lost frame of the
+    // peer's leaves a gap of ours (RFC 5880 6.8.7: we send on our own
+    // interval, whatever the peer does).
+    let controls = [
+        (
+            "dead_man_ms = 0",
+            "the peer never declared the stopped engine Down",
+            &["idle#5"][..],
+        ),
+        (
+            "xdp_own_clock = false",
+            "our own clock did not send",
+            &["idle#1", "idle#2"][..],
+        ),
+    ];
+    for (i, (switch, why, phases)) in controls.into_iter().enumerate() {
+        let scenario = results.join(format!("control{i}.toml"));
+        let text = std::fs::read_to_string(repo().join("scenarios/faults.toml"))
+            .unwrap()
+            .replace(
+                "max_gap_ms = 15.0",
+                &format!("max_gap_ms = 15.0\nengine = {{ {switch} }}"),
+            );
+        assert!(text.contains(switch));
+        std::fs::write(&scenario, text).unwrap();
+        let Some((out, control_dir)) = judged_run(
+            &scenario,
+            "faults",
+            &results,
+            &format!("c{i}"),
+            &[
+                "--profiles",
+                repo().join("stress-profiles").to_str().unwrap(),
+            ],
+        ) else {
+            return;
+        };
+        assert_exit(&out, 1, &format!("the faults scenario with {switch}"));
+        let status = std::fs::read_to_string(control_dir.join("status")).unwrap();
+        assert!(status.contains(why), "{switch}: {status}");
+        let gate = linecard(&[
+            "gate",
+            control_dir.to_str().unwrap(),
+            "--baseline",
+            repo().join("baselines/faults.toml").to_str().unwrap(),
+        ]);
+        let diff = String::from_utf8_lossy(&gate.stdout);
+        eprintln!("{switch}:\n{diff}");
+        assert_exit(&gate, 1, &format!("the gate with {switch}"));
+        assert!(!diff.contains("missing"), "{switch}: {diff}");
+        for phase in phases {
+            assert!(
+                diff.lines().any(|l| l.contains("REGRESSED")
+                    && l.split_whitespace().nth(2) == Some(phase)
+                    && l.split_whitespace().nth(3) == Some("fault_failures")),
+                "{switch}: the gate did not name {phase}'s fault_failures: {diff}"
+            );
+        }
+    }
     let _ = std::fs::remove_dir_all(&results);
 }
 
@@ -689,7 +730,9 @@ fn a_bad_scenario_is_refused_before_anything_starts() {
 /// kernel validates, userspace transmits at normal priority) must fail its
 /// own limits and the gate against `baselines/ci.toml`, naming the
 /// regressed metrics. (The good run and its gate are
-/// `the_bakeoff_reproduces_the_reference_table_with_this_kernels_physics`.)
+/// `the_bakeoff_reproduces_the_reference_table_with_this_kernels_physics`;
+/// the own clock's and the dead-man guard's controls are the faults
+/// scenario's, `the_faults_scenario_judges_each_fault_on_the_wire`.)
 #[test]
 fn a_degraded_engine_fails_the_gate() {
     if !privileged("a_degraded_engine_fails_the_gate") {

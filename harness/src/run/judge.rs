@@ -203,6 +203,11 @@ pub struct Evidence {
     /// The sessions' detection time, ms (multiplier x interval).
     #[serde(default = "default_detection_ms")]
     pub detection_ms: f64,
+    /// The sessions' interval, ms (the larger of their transmit and
+    /// receive intervals); absent in manifests written before it was
+    /// recorded, where it was the detection time's third.
+    #[serde(default)]
+    pub interval_ms: Option<f64>,
     /// A DUT whose control plane is FRR's bfdd: whether bfdd kept every
     /// session Up throughout and its dataplane connection survived
     /// counters sweeps (`Ok` says what was verified, `Err` what broke).
@@ -213,19 +218,6 @@ pub struct Evidence {
     #[serde(default)]
     pub long_gaps: Vec<super::mirror::LongGap>,
     pub phases: Vec<PhaseFigures>,
-}
-
-impl PhaseFigures {
-    /// What a disturbance measured in the phase took from the DUT's CPUs,
-    /// ms: the steal placed inside it, or, in a phase without stress, the
-    /// canary's longest stall (a normal task kept off an idle CPU).
-    pub fn disturbed_ms(&self) -> f64 {
-        if self.stressed {
-            self.stolen_ms
-        } else {
-            self.stolen_ms.max(self.canary_stall_ms)
-        }
-    }
 }
 
 impl Evidence {
@@ -253,9 +245,17 @@ impl Evidence {
     ///   either way.
     fn spoiling_peer_detection(&self, expect: &Expectation) -> Option<f64> {
         if let Some(in_fault) = self.phases.iter().find_map(|p| {
-            p.fault
-                .as_ref()?
-                .premature_peer_detection(self.detection_ms)
+            let f = p.fault.as_ref()?;
+            // A late packet of our own clock in that phase is ours,
+            // whatever the peer did after it: no excuse from the peer.
+            if f.fault
+                .as_ref()
+                .is_some_and(super::faults::Fault::leaves_our_clock_running)
+                && !f.late_own_gaps(self.interval_ms()).1.is_empty()
+            {
+                return None;
+            }
+            f.premature_peer_detection(self.detection_ms)
         }) {
             return Some(in_fault);
         }
@@ -297,17 +297,26 @@ impl Evidence {
         self.plain_flaps().saturating_sub(self.excused_flaps())
     }
 
-    /// A fault phase whose only fault was a late packet of ours while the
-    /// hypervisor stole at least that lateness from the DUT's CPUs.
+    /// What a fault's phase holds against the DUT by the fault's own rules
+    /// (`faults::judge`); `None` for a plain phase or a kept rule.
+    pub fn fault_breach(&self, p: &PhaseFigures) -> Option<super::faults::FaultBreach> {
+        let f = p.fault.as_ref()?;
+        super::faults::judge(f, self.detection_ms, self.interval_ms()).err()
+    }
+
+    /// The sessions' interval, ms.
+    fn interval_ms(&self) -> f64 {
+        self.interval_ms.unwrap_or(self.detection_ms / 3.0)
+    }
+
+    /// A fault phase whose only fault was late packets of ours, each with
+    /// a disturbance measured inside it that accounts for its lateness.
     fn fault_spoiled_by_steal(&self) -> bool {
-        let interval_ms = self.detection_ms / 3.0;
         self.phases.iter().any(|p| {
-            p.fault.as_ref().is_some_and(|f| {
-                matches!(
-                    super::faults::judge(f, self.detection_ms, interval_ms, p.disturbed_ms()),
-                    Err(super::faults::FaultBreach::Stolen(_))
-                )
-            })
+            matches!(
+                self.fault_breach(p),
+                Some(super::faults::FaultBreach::Stolen(_))
+            )
         })
     }
 
@@ -482,16 +491,13 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
     // a DUT that broke a rule under it fails, beside any broken limit.
     let mut fault_failures = Vec::new();
     for p in &e.phases {
-        if let Some(f) = &p.fault {
-            let interval_ms = e.detection_ms / 3.0;
-            match super::faults::judge(f, e.detection_ms, interval_ms, p.disturbed_ms()) {
-                Ok(()) => {}
-                Err(super::faults::FaultBreach::Fail(why)) => {
-                    fault_failures.push(format!("phase {}: {why}", p.phase))
-                }
-                Err(breach) => {
-                    return Verdict::Invalid(format!("phase {}: {}", p.phase, breach.why()));
-                }
+        match e.fault_breach(p) {
+            None => {}
+            Some(super::faults::FaultBreach::Fail(why)) => {
+                fault_failures.push(format!("phase {}: {why}", p.phase))
+            }
+            Some(breach) => {
+                return Verdict::Invalid(format!("phase {}: {}", p.phase, breach.why()));
             }
         }
     }
@@ -573,20 +579,11 @@ pub fn spoiled(expect: &Expectation, e: &Evidence) -> bool {
         && matches!(judge(expect, &without_steal), Verdict::Fail(_))
 }
 
-/// A freeze began at most a witness period before the witness's missed
-/// wake (it slept until then), so it may be that much longer than recorded.
-const FREEZE_GRAIN_MS: f64 = crate::freeze::PERIOD_NS as f64 / 1e6;
-
-/// /proc/stat counts steal in ticks of 10 ms (USER_HZ 100).
-const STEAL_TICK_MS: f64 = crate::steal::TICK_MS;
-
-/// Whether the hypervisor's steal, placed in time by the steal witness,
-/// can have caused every DUT gap over what it had to hold (the gap limit
-/// if one is broken, else the detection time: a flap needs a gap beyond
-/// it): each such gap's excess must fit in the steal inside that very gap
-/// (plus a tick of the counter's rounding). Steal elsewhere in the run
-/// excuses nothing; ten stolen milliseconds inside a 21.9 ms gap excuse it
-/// against a 15 ms limit, never a 956 ms one. Returns the steal that did.
+/// Whether a disturbance placed in time (steal, freeze, an idle CPU's
+/// canary stall) can have caused every DUT gap over what it had to hold
+/// (the gap limit if one is broken, else the detection time: a flap needs
+/// a gap beyond it), each by what was measured inside that very gap
+/// (`LongGap::excused_beyond`). Returns the disturbance that did.
 fn steal_explains(expect: &Expectation, e: &Evidence) -> Option<f64> {
     let max = e.plain_max_ms();
     let bar = match expect.max_gap_ms {
@@ -597,22 +594,10 @@ fn steal_explains(expect: &Expectation, e: &Evidence) -> Option<f64> {
         e.long_gaps.iter().filter(|g| g.gap_ms > bar).collect();
     // No gap over the bar on record: the broken limit is not a gap steal
     // could have stretched (a flap the wire does not explain).
-    // Each needs steal measured inside it (at least one tick) and enough
-    // of it (the counter rounds down, so a tick more may have gone unseen),
-    // or, outside stress, a canary stall inside it as long as its excess.
-    let explained = |g: &&super::mirror::LongGap| {
-        (g.stolen_ms > 0.0 && g.gap_ms - bar <= g.stolen_ms + STEAL_TICK_MS)
-            || (g.stalled_ms > 0.0 && g.gap_ms - bar <= g.stalled_ms)
-            || (g.frozen_ms > 0.0 && g.gap_ms - bar <= g.frozen_ms + FREEZE_GRAIN_MS)
-    };
-    if over.is_empty() || !over.iter().all(explained) {
+    if over.is_empty() || !over.iter().all(|g| g.excused_beyond(bar)) {
         return None;
     }
-    Some(
-        over.iter()
-            .map(|g| g.stolen_ms.max(g.stalled_ms).max(g.frozen_ms))
-            .sum(),
-    )
+    Some(over.iter().map(|g| g.disturbed_ms()).sum())
 }
 
 fn broken_limits(expect: &Expectation, e: &Evidence) -> Vec<String> {

@@ -40,6 +40,7 @@ fn evidence(phases: Vec<PhaseFigures>) -> Evidence {
         silent_peer_detections_ms: Vec::new(),
         peer_stalls_ms: Vec::new(),
         detection_ms: 30.0,
+        interval_ms: Some(10.0),
         control_plane_uninterrupted: None,
         long_gaps: Vec::new(),
         phases,
@@ -582,4 +583,39 @@ fn a_pass_that_nothing_judged_is_shown_as_measured() {
         Verdict::Fail("two\nlines".into()).shown(&hold(), false),
         "FAIL: two lines"
     );
+}
+
+#[test]
+fn a_late_packet_of_our_own_clock_is_ours_whatever_the_peer_did_after_it() {
+    use super::super::faults::{Fault, FaultFigures};
+    // The own clock off, 30 % of the peer's frames lost (seen here): our
+    // gaps mirrored the lost frames, and among the peer's Downs one came
+    // 5.77 ms after our last packet, which alone would say its host
+    // stalled.
+    let mut lossy = phase(3, 850.0, 3.0);
+    lossy.canary_required_ms = None;
+    lossy.fault = Some(FaultFigures {
+        fault: Some(Fault::Loss {
+            percent: 30.0,
+            seed: 13,
+        }),
+        frames_seen: Some(700),
+        frames_dropped: Some(210),
+        peer_packets: 490,
+        detections_ms: vec![30.13],
+        peer_detections_ms: vec![5.77, 30.13],
+        up_gap_max_ms: 28.4,
+        late_up_gaps: vec![long_gap(28.4, 500, true, 0.0)],
+        ..FaultFigures::default()
+    });
+    let mut e = evidence(vec![phase(0, 10.0, 40.0), lossy]);
+    assert!(
+        matches!(judge(&hold(), &e), Verdict::Fail(w) if w.contains("28.40 ms") && w.contains("own clock did not send"))
+    );
+    assert!(!spoiled(&hold(), &e));
+    // With a freeze inside that gap to account for it, the peer's early
+    // Down is its host's stall again: invalid, and worth repeating.
+    e.phases[1].fault.as_mut().unwrap().late_up_gaps[0].frozen_ms = 20.0;
+    assert!(matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("5.77 ms")));
+    assert!(spoiled(&hold(), &e));
 }

@@ -74,9 +74,35 @@ pub struct LongGap {
     pub frozen_ms: f64,
 }
 
+/// A freeze began at most a witness period before the witness's missed
+/// wake (it slept until then), so it may be that much longer than recorded.
+const FREEZE_GRAIN_MS: f64 = crate::freeze::PERIOD_NS as f64 / 1e6;
+
+/// /proc/stat counts steal in ticks of 10 ms (USER_HZ 100).
+const STEAL_TICK_MS: f64 = crate::steal::TICK_MS;
+
 impl LongGap {
     pub fn start_ns(&self) -> i64 {
         self.end_ns - (self.gap_ms * 1e6) as i64
+    }
+
+    /// The one validity rule: whether a disturbance measured inside this
+    /// very gap accounts for its excess over `bar_ms` (what it had to
+    /// hold): steal placed in it (plus a tick of the counter's rounding:
+    /// it rounds down), a freeze (plus the witness's period), or, outside
+    /// stress, a canary stall as long. A disturbance elsewhere in the run
+    /// excuses nothing: ten stolen ms inside a 21.9 ms gap excuse it
+    /// against a 15 ms bar, never against 956 ms.
+    pub fn excused_beyond(&self, bar_ms: f64) -> bool {
+        let excess = self.gap_ms - bar_ms;
+        (self.stolen_ms > 0.0 && excess <= self.stolen_ms + STEAL_TICK_MS)
+            || (self.stalled_ms > 0.0 && excess <= self.stalled_ms)
+            || (self.frozen_ms > 0.0 && excess <= self.frozen_ms + FREEZE_GRAIN_MS)
+    }
+
+    /// The largest disturbance measured inside the gap, ms.
+    pub fn disturbed_ms(&self) -> f64 {
+        self.stolen_ms.max(self.stalled_ms).max(self.frozen_ms)
     }
 }
 

@@ -25,7 +25,7 @@ pub mod provider;
 pub mod proxmox;
 pub mod space;
 pub mod ssh;
-mod summary;
+pub mod summary;
 pub use summary::summary_markdown;
 
 use crate::lab::spec;
@@ -1132,7 +1132,8 @@ pub(crate) fn judge_dut(
     // The peer's Downs for an expired detection time, within the phases,
     // that came before the detection time had passed on the wire.
     let s = &scenario.sessions;
-    let detection_ms = f64::from(s.multiplier) * f64::from(s.tx_interval_ms.max(s.rx_interval_ms));
+    let interval_ms = f64::from(s.tx_interval_ms.max(s.rx_interval_ms));
+    let detection_ms = f64::from(s.multiplier) * interval_ms;
     // A fault's phase has Downs by design: the checks on the peer's and
     // our Downs, and the long gaps, look at the other phases.
     let plain: Vec<(i64, i64)> = outcome
@@ -1214,7 +1215,7 @@ pub(crate) fn judge_dut(
         .filter(|p| p.stress_ng.is_none())
         .map(|p| (p.start_ns, p.end_ns))
         .collect();
-    for gap in &mut long_gaps {
+    let place_disturbances = |gap: &mut mirror::LongGap| {
         gap.stolen_ms = steal.within(gap.start_ns(), gap.end_ns);
         gap.frozen_ms = crate::freeze::frozen_within_ms(&freezes, gap.start_ns(), gap.end_ns);
         if unstressed
@@ -1223,7 +1224,8 @@ pub(crate) fn judge_dut(
         {
             gap.stalled_ms = crate::canary::longest_stall_ms(&stalls, gap.start_ns(), gap.end_ns);
         }
-    }
+    };
+    long_gaps.iter_mut().for_each(place_disturbances);
     // Each fault's phase, walked packet by packet.
     let from_dut: Vec<bool> = flows.iter().map(|f| dut_addrs.contains(&f.src)).collect();
     // The peer's silences of a detection time while both sides were Up, in
@@ -1238,7 +1240,7 @@ pub(crate) fn judge_dut(
                 &from_dut,
                 (start, end),
                 (start, start),
-                detection_ms,
+                (detection_ms, interval_ms),
             )
             .peer_silences
         })
@@ -1258,9 +1260,10 @@ pub(crate) fn judge_dut(
             &from_dut,
             (record.start_ns, record.end_ns),
             (applied.start_ns, applied.end_ns),
-            detection_ms,
+            (detection_ms, interval_ms),
         );
         f.fault = Some(fault.clone());
+        f.late_up_gaps.iter_mut().for_each(place_disturbances);
         f.frames_seen = applied.frames_seen;
         f.frames_dropped = applied.frames_dropped;
         figures.fault = Some(f);
@@ -1277,6 +1280,7 @@ pub(crate) fn judge_dut(
         silent_peer_detections_ms,
         peer_stalls_ms,
         detection_ms,
+        interval_ms: Some(interval_ms),
         control_plane_uninterrupted,
         long_gaps,
         phases: figures,

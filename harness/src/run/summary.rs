@@ -8,8 +8,6 @@ fn row_verdict(d: &DutOutcome) -> String {
     d.shown_verdict()
 }
 
-/// The table people read: one row per DUT and phase, max beside p99,
-/// every figure traced to its capture.
 /// The faults' table: what each fault did to each DUT, on the wire.
 fn faults_markdown(m: &Manifest) -> String {
     let range = |v: &[f64]| match v.iter().copied().reduce(f64::min) {
@@ -253,6 +251,36 @@ fn intervals_markdown(m: &Manifest) -> String {
         },
         "Each direction against its own interval (RFC 5880 6.8.7: the larger of the sender's Desired Min TX and the receiver's Required Min RX, from the wire): gaps between two Up packets, the shortest and longest, how many came sooner than 75 % of the interval (more often than allowed; a gap beside a Final aside) and how many later than the interval (0.5 ms of capture slack either way).\n\n| DUT | phase | side | interval ms | gaps | shortest ms | longest ms | too soon | late |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n",
     )
+}
+
+/// The tables of `summary.md` that a published file may embed by name
+/// (`linecard tables`: `<!-- evidence: RUN_DIR NAME -->`), each with its
+/// one-paragraph legend.
+pub const SECTIONS: [&str; 7] = [
+    "faults",
+    "families",
+    "echo",
+    "auth",
+    "demand",
+    "intervals",
+    "cpu",
+];
+
+/// The summary's table `name` (one of [`SECTIONS`]) of a run, legend
+/// first; `None` for an unknown name. Empty when the run has no such
+/// figures.
+pub fn section(name: &str, m: &Manifest) -> Option<String> {
+    let render = match name {
+        "faults" => faults_markdown,
+        "families" => families_markdown,
+        "echo" => echo_markdown,
+        "auth" => auth_markdown,
+        "demand" => demand_markdown,
+        "intervals" => intervals_markdown,
+        "cpu" => cpu_markdown,
+        _ => return None,
+    };
+    Some(render(m).trim_start().to_string())
 }
 
 /// `what: 1.56, 25.32 ms`, or nothing for no figures.
