@@ -10,10 +10,12 @@
 //! again: the peer detects it within its detection time of our last
 //! packet, and the new engine comes Up with a new discriminator.
 //!
-//! Loss, a link flap and a restarted peer are the product's to judge:
-//! `scenarios/faults.toml`, run, judged and gated by `--test run
-//! the_faults_scenario` (with the dead-man guard off as the gate's
-//! negative control).
+//! Loss, a link flap, a restarted peer and the engine stopped or
+//! restarted are also the product's to judge: `scenarios/faults.toml` and
+//! `scenarios/restart.toml`, run, judged and gated by
+//! `the_faults_scenario_judges_each_fault_on_the_wire` below, with the
+//! dead-man guard off and the own clock off as the gate's negative
+//! controls.
 
 mod common;
 
@@ -282,4 +284,170 @@ fn dead_man_once() -> Result<(), String> {
     );
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+/// `scenarios/faults.toml` end to end: each fault's phase judged by its
+/// checks on the capture, the plain phase by the DUT's limits, then the
+/// gate against `baselines/faults.toml`. Then the same scenario with each
+/// negative control's switch on (the dead-man guard off, the kernel's own
+/// clock off): the judge and the gate must fail the DUT, the gate naming
+/// the phases whose fault rules broke.
+#[test]
+fn the_faults_scenario_judges_each_fault_on_the_wire() {
+    if !privileged("the_faults_scenario") {
+        return;
+    }
+    let _lock = lock_lab();
+    // Short: the daemons' unix sockets live under it (`sun_path`).
+    let results = scratch_dir("rf");
+    let Some((out, dir)) = judged_run(
+        &repo().join("scenarios/faults.toml"),
+        "faults",
+        &results,
+        "f",
+        &[],
+    ) else {
+        return;
+    };
+    let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    eprintln!("{summary}");
+    assert_exit(&out, 0, "the faults scenario");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    let xdp = dut(&manifest, "xdp");
+    let faults: Vec<&serde_json::Value> = xdp["evidence"]["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["fault"].as_object().map(|_| &p["fault"]))
+        .collect();
+    assert_eq!(faults.len(), 5, "five fault phases");
+    let kind = |f: &serde_json::Value| f["fault"]["kind"].as_str().unwrap().to_string();
+    for f in &faults {
+        let detections = f["detections_ms"].as_array().unwrap();
+        match kind(f).as_str() {
+            // The positive controls: each of these must have made us
+            // declare the peer Down, and the peer must have seen ours.
+            "link_flap" | "peer_restart" => assert!(!detections.is_empty(), "{f:#}"),
+            "loss" if f["fault"]["percent"] == 30.0 => assert!(!detections.is_empty(), "{f:#}"),
+            "engine_stop" => assert!(
+                !f["peer_detections_ms"].as_array().unwrap().is_empty(),
+                "{f:#}"
+            ),
+            _ => {}
+        }
+        if kind(f) != "loss" {
+            assert!(f["recovered_ms"].as_f64().is_some(), "{f:#}");
+        }
+    }
+    assert!(
+        summary.contains("| xdp | idle#5 | engine stopped 2000 ms |"),
+        "{summary}"
+    );
+    let gate = linecard(&[
+        "gate",
+        dir.to_str().unwrap(),
+        "--baseline",
+        repo().join("baselines/faults.toml").to_str().unwrap(),
+    ]);
+    eprintln!("{}", String::from_utf8_lossy(&gate.stdout));
+    assert_exit(&gate, 0, "the gate on the faults scenario");
+
+    // Restarts, for xdp and rt: the new processes come Up under new
+    // discriminators.
+    let Some((out, restart_dir)) = judged_run(
+        &repo().join("scenarios/restart.toml"),
+        "restart",
+        &results,
+        "r",
+        &[],
+    ) else {
+        return;
+    };
+    eprintln!(
+        "{}",
+        std::fs::read_to_string(restart_dir.join("summary.md")).unwrap()
+    );
+    assert_exit(&out, 0, "the restart scenario");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(restart_dir.join("manifest.json")).unwrap())
+            .unwrap();
+    for label in ["xdp", "rt"] {
+        let restarted = dut(&manifest, label)["evidence"]["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["fault"]["fault"]["kind"] == "engine_restart")
+            .map(|p| p["fault"].clone())
+            .unwrap();
+        assert!(
+            restarted["our_discr_before"].is_u64()
+                && restarted["our_discr_before"] != restarted["our_discr_after"],
+            "{label}: {restarted:#}"
+        );
+    }
+
+    // The negative controls, each alone: the same scenario must fail the
+    // DUT, by its verdict and by the gate, in the phases the switch
+    // concerns. Without the dead-man guard the kernel keeps answering for
+    // the stopped engine; without the own clock a lost frame of the
+    // peer's leaves a gap of ours (RFC 5880 6.8.7: we send on our own
+    // interval, whatever the peer does).
+    let controls = [
+        (
+            "dead_man_ms = 0",
+            "the peer never declared the stopped engine Down",
+            &["idle#5"][..],
+        ),
+        (
+            "xdp_own_clock = false",
+            "our own clock did not send",
+            &["idle#1", "idle#2"][..],
+        ),
+    ];
+    for (i, (switch, why, phases)) in controls.into_iter().enumerate() {
+        let scenario = results.join(format!("control{i}.toml"));
+        let text = std::fs::read_to_string(repo().join("scenarios/faults.toml"))
+            .unwrap()
+            .replace(
+                "max_gap_ms = 15.0",
+                &format!("max_gap_ms = 15.0\nengine = {{ {switch} }}"),
+            );
+        assert!(text.contains(switch));
+        std::fs::write(&scenario, text).unwrap();
+        let Some((out, control_dir)) = judged_run(
+            &scenario,
+            "faults",
+            &results,
+            &format!("c{i}"),
+            &[
+                "--profiles",
+                repo().join("stress-profiles").to_str().unwrap(),
+            ],
+        ) else {
+            return;
+        };
+        assert_exit(&out, 1, &format!("the faults scenario with {switch}"));
+        let status = std::fs::read_to_string(control_dir.join("status")).unwrap();
+        assert!(status.contains(why), "{switch}: {status}");
+        let gate = linecard(&[
+            "gate",
+            control_dir.to_str().unwrap(),
+            "--baseline",
+            repo().join("baselines/faults.toml").to_str().unwrap(),
+        ]);
+        let diff = String::from_utf8_lossy(&gate.stdout);
+        eprintln!("{switch}:\n{diff}");
+        assert_exit(&gate, 1, &format!("the gate with {switch}"));
+        assert!(!diff.contains("missing"), "{switch}: {diff}");
+        for phase in phases {
+            assert!(
+                diff.lines().any(|l| l.contains("REGRESSED")
+                    && l.split_whitespace().nth(2) == Some(phase)
+                    && l.split_whitespace().nth(3) == Some("fault_failures")),
+                "{switch}: the gate did not name {phase}'s fault_failures: {diff}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&results);
 }

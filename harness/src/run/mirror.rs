@@ -106,6 +106,30 @@ impl LongGap {
     }
 }
 
+/// What the witnesses recorded on the DUT's CPUs during a run, to be
+/// placed inside each gap it is judged by.
+pub struct Witnesses<'a> {
+    pub steal: &'a crate::steal::StealTrace,
+    pub freezes: &'a [crate::canary::Stall],
+    pub stalls: &'a [crate::canary::Stall],
+    /// The phases without stress, where a canary stall is a disturbance
+    /// (under stress it is the stress itself).
+    pub unstressed: Vec<(i64, i64)>,
+}
+
+impl Witnesses<'_> {
+    /// Fills in what a disturbance took inside `gap`: steal and freezes
+    /// anywhere; a canary stall only in a phase without stress.
+    pub fn place(&self, gap: &mut LongGap) {
+        let (start, end) = (gap.start_ns(), gap.end_ns);
+        gap.stolen_ms = self.steal.within(start, end);
+        gap.frozen_ms = crate::freeze::frozen_within_ms(self.freezes, start, end);
+        if self.unstressed.iter().any(|&(a, b)| (a..b).contains(&end)) {
+            gap.stalled_ms = crate::canary::longest_stall_ms(self.stalls, start, end);
+        }
+    }
+}
+
 /// The long gaps of the flows in `dut_flows` within [start, end), each
 /// checked against the long gaps of its reverse flow (`reverse_of`).
 /// Indexed by flow, not compared pairwise: a flapping positive control at

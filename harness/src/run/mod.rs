@@ -1207,24 +1207,18 @@ pub(crate) fn judge_dut(
             )
         })
         .collect();
-    // What a disturbance took inside each gap: steal anywhere; a canary
-    // stall only in a phase without stress.
-    let unstressed: Vec<(i64, i64)> = outcome
-        .phases
-        .iter()
-        .filter(|p| p.stress_ng.is_none())
-        .map(|p| (p.start_ns, p.end_ns))
-        .collect();
-    let place_disturbances = |gap: &mut mirror::LongGap| {
-        gap.stolen_ms = steal.within(gap.start_ns(), gap.end_ns);
-        gap.frozen_ms = crate::freeze::frozen_within_ms(&freezes, gap.start_ns(), gap.end_ns);
-        if unstressed
+    let witnesses = mirror::Witnesses {
+        steal: &steal,
+        freezes: &freezes,
+        stalls: &stalls,
+        unstressed: outcome
+            .phases
             .iter()
-            .any(|&(a, b)| (a..b).contains(&gap.end_ns))
-        {
-            gap.stalled_ms = crate::canary::longest_stall_ms(&stalls, gap.start_ns(), gap.end_ns);
-        }
+            .filter(|p| p.stress_ng.is_none())
+            .map(|p| (p.start_ns, p.end_ns))
+            .collect(),
     };
+    let place_disturbances = |gap: &mut mirror::LongGap| witnesses.place(gap);
     long_gaps.iter_mut().for_each(place_disturbances);
     // Each fault's phase, walked packet by packet.
     let from_dut: Vec<bool> = flows.iter().map(|f| dut_addrs.contains(&f.src)).collect();
