@@ -2,8 +2,9 @@
 //! the RX-clocked signature (our p50 is the peer's), reply latency, crafted
 //! frames from the spare host dropped in the kernel by reason (while the
 //! live session's counter moves and the userspace socket sees none), the
-//! session's own clock covering a peer that stalls (SIGSTOP, 18 ms), and a
-//! killed peer detected within 31 ms. Idle window: LINECARD_IDLE_SECONDS
+//! session's own clock sending while a peer stalls (SIGSTOP, 18 ms; how
+//! soon is the faults scenario's gate's), and a killed peer detected within
+//! 31 ms. Idle window: LINECARD_IDLE_SECONDS
 //! (default 10: how the idle tail holds over minutes is a timing claim,
 //! `scenarios/ci.toml`'s idle phase, gated).
 
@@ -272,12 +273,14 @@ fn xdp_run() -> Result<(), String> {
         stalls.flows.iter().all(|f| f.flaps == 0),
         "a flap while the peer stalled"
     );
-    // 11 ms after our last packet, plus the sweep's 0.5 ms period and
-    // this VM's occasional few-millisecond stall of a CPU.
+    // The own clock sent through each stall (its counter moved). How soon
+    // it sends is a timing claim, the product's to judge: the faults
+    // scenario's gate (no gap of ours over 1.5 intervals while the peer's
+    // frames are lost, its negative control `xdp_own_clock = false`,
+    // `--test faults`).
     assert!(
-        ours_stalled.gap_ms.max <= 14.0 && clock_sent >= 5,
-        "our longest gap {} ms while the peer stalled ({} ms), own-clock requests {clock_sent}",
-        ours_stalled.gap_ms.max,
+        clock_sent >= 5,
+        "own-clock requests {clock_sent} while the peer stalled 5 times ({} ms)",
         theirs_stalled.gap_ms.max
     );
     let peer_last = a
@@ -307,51 +310,6 @@ fn xdp_run() -> Result<(), String> {
     );
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
-}
-
-/// The negative control of the own clock (`engine.xdp_own_clock = false`):
-/// the same 5 x 18 ms stalls of the peer, and our longest gap must now
-/// mirror the peer's silence, beyond the 14 ms that
-/// `xdp_backend_idle_injection_and_kill` holds us to with the clock on. If
-/// it did not, that test's bound would prove nothing about the clock.
-#[test]
-fn without_its_own_clock_a_stalled_peer_s_silence_becomes_ours() {
-    if !privileged("without_its_own_clock_a_stalled_peer_s_silence_becomes_ours") {
-        return;
-    }
-    let _lock = lock_lab();
-    assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
-    let dir = scratch_dir("xdp-no-clock");
-    let (frr, capture, socket, mut dut, _) = offloaded_session(&dir, "xdp_own_clock = false\n");
-    let start = epoch_ns();
-    stall_peer_five_times(&frr);
-    let end = epoch_ns();
-    let clock_sent = ctl(&socket, &["list", "--json"])["sessions"][0]["own_clock_requests"]
-        .as_u64()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(100));
-    let pcap = capture.finish().unwrap();
-    dut.stop().unwrap();
-    let a = analyze_window(pcap, "peer stalls", start, end);
-    let flows = &a.phases[0].result.flows;
-    let ours = flows.iter().find(|f| f.src == DUT.ipv4).unwrap();
-    let theirs = flows.iter().find(|f| f.src == PEER.ipv4).unwrap();
-    eprintln!(
-        "xdp without its own clock: the peer's longest gap {:.2} ms, ours {:.2} ms, {clock_sent} own-clock requests",
-        theirs.gap_ms.max, ours.gap_ms.max
-    );
-    assert!(
-        theirs.gap_ms.max >= 17.0,
-        "the peer's longest gap {} ms: the stall did not happen",
-        theirs.gap_ms.max
-    );
-    assert_eq!(clock_sent, 0, "the switch did not take the clock away");
-    assert!(
-        ours.gap_ms.max > 14.0,
-        "without its own clock our longest gap was {} ms: the 14 ms bound of the clock's test would not catch its loss",
-        ours.gap_ms.max
-    );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// FRR bfdd on the peer and linecardd xdp on the DUT (`engine_extra`: more
