@@ -398,7 +398,6 @@ pub fn judge(f: &FaultFigures, detection_ms: f64, interval_ms: f64) -> Result<()
     };
     let what = fault.describe();
     let fail = |why: String| Err(FaultBreach::Fail(format!("{what}: {why}")));
-    let invalid = |why: String| Err(FaultBreach::Invalid(format!("{what}: {why}")));
     if let Some(&early_or_late) = f
         .detections_ms
         .iter()
@@ -416,24 +415,36 @@ pub fn judge(f: &FaultFigures, detection_ms: f64, interval_ms: f64) -> Result<()
     // A fault on the peer's side leaves our own clock to send (RFC 5880
     // 6.8.7: every interval, whatever the peer does); judged first, since
     // a late packet of ours is ours whatever the peer did next.
-    if fault.leaves_our_clock_running() {
-        let (excused, late) = f.late_own_gaps(interval_ms);
-        if let Some(g) = late.first() {
-            return fail(format!(
-                "our gap while Up of {:.2} ms (ending {:+.0} ms from the fault's start), over {LATE_INTERVALS} intervals: our own clock did not send",
-                g.gap_ms,
-                ms(g.end_ns - f.start_ns)
-            ));
-        }
-        if !excused.is_empty() {
-            let took = excused.iter().map(|g| g.disturbed_ms()).fold(0.0, f64::max);
-            return Err(FaultBreach::Stolen(format!(
-                "{what}: {} gap(s) of ours over {LATE_INTERVALS} intervals while Up (the longest {:.2} ms), each with a disturbance inside it that accounts for it (up to {took:.0} ms: hypervisor steal, a freeze, or the idle CPU's canary stalled)",
-                excused.len(),
-                f.up_gap_max_ms
-            )));
-        }
+    let (excused, late) = if fault.leaves_our_clock_running() {
+        f.late_own_gaps(interval_ms)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    if let Some(g) = late.first() {
+        return fail(format!(
+            "our gap while Up of {:.2} ms (ending {:+.0} ms from the fault's start), over {LATE_INTERVALS} intervals: our own clock did not send",
+            g.gap_ms,
+            ms(g.end_ns - f.start_ns)
+        ));
     }
+    // Any other rule the DUT broke stands whatever a disturbance excused.
+    fault_rules(f, fault, detection_ms)?;
+    if !excused.is_empty() {
+        let took = excused.iter().map(|g| g.disturbed_ms()).fold(0.0, f64::max);
+        return Err(FaultBreach::Stolen(format!(
+            "{what}: {} gap(s) of ours over {LATE_INTERVALS} intervals while Up (the longest {:.2} ms), each with a disturbance inside it that accounts for it (up to {took:.0} ms: hypervisor steal, a freeze, or the idle CPU's canary stalled)",
+            excused.len(),
+            f.up_gap_max_ms
+        )));
+    }
+    Ok(())
+}
+
+/// Each fault kind's own rules, and the recovery after it.
+fn fault_rules(f: &FaultFigures, fault: &Fault, detection_ms: f64) -> Result<(), FaultBreach> {
+    let what = fault.describe();
+    let fail = |why: String| Err(FaultBreach::Fail(format!("{what}: {why}")));
+    let invalid = |why: String| Err(FaultBreach::Invalid(format!("{what}: {why}")));
     match fault {
         Fault::Loss { percent, .. } => {
             let (Some(seen), Some(dropped)) = (f.frames_seen, f.frames_dropped) else {
@@ -664,6 +675,31 @@ mod tests {
             judge(&on_time, 30.0, 10.0),
             Err(FaultBreach::Stolen(_))
         ));
+    }
+
+    #[test]
+    fn a_disturbance_that_excuses_a_late_packet_does_not_hide_another_broken_rule() {
+        let restart = |our_last_your_discr: u32| FaultFigures {
+            fault: Some(Fault::PeerRestart),
+            detections_ms: vec![30.1],
+            peer_discr_before: Some(7),
+            peer_discr_after: Some(8),
+            our_last_your_discr: Some(our_last_your_discr),
+            recovered_ms: Some(10.0),
+            up_gap_max_ms: 21.7,
+            late_up_gaps: vec![LongGap {
+                stolen_ms: 20.0,
+                ..gap(21.7, 500)
+            }],
+            ..FaultFigures::default()
+        };
+        assert!(matches!(
+            judge(&restart(8), 30.0, 10.0),
+            Err(FaultBreach::Stolen(_))
+        ));
+        assert!(
+            matches!(judge(&restart(7), 30.0, 10.0), Err(FaultBreach::Fail(why)) if why.contains("our last Up packet names"))
+        );
     }
 
     #[test]
