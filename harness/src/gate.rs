@@ -1,6 +1,7 @@
 //! `linecard gate RUN_DIR --baseline FILE`: the CI regression gate. Compares
-//! each gated DUT's capture figures (per phase: max gap, p99.9, flaps,
-//! gaps over the detect budget) with a committed baseline.
+//! each gated DUT's capture figures (per plain phase: max gap, p99.9,
+//! flaps, gaps over the detect budget; per fault phase: the fault rules it
+//! broke) with a committed baseline.
 //!
 //! The rule, documented in `baselines/README.md`: a baseline records, per
 //! DUT, phase and metric, the values of repeated runs (their spread) and a

@@ -126,7 +126,8 @@ enum Command {
     },
     /// The CI regression gate: compare a run with a committed baseline; exit 1 on regression
     ///
-    /// Per gated DUT and phase: max gap, p99.9, flaps and gaps over the detect budget. A value
+    /// Per gated DUT and phase: max gap, p99.9, flaps and gaps over the detect budget (for a
+    /// fault's phase, the fault rules the DUT broke, fault_failures). A value
     /// regresses when it exceeds the worst of the baseline's repeated runs plus its slack; a
     /// run that is not complete never passes. Example:
     /// linecard gate results/smoke/20261130T093233Z --baseline baselines/smoke.toml --junit gate.xml
