@@ -424,6 +424,30 @@ impl super::DutOutcome {
 /// sessions came Up: the DUT failed (a crash is never a spoiled run).
 pub const DUT_EXITED: &str = "the DUT exited before its sessions came Up: ";
 
+/// How readiness failed when the wire says the DUT fell silent.
+pub const DUT_SILENT: &str = "the peer timed out on the DUT while it came Up: ";
+
+/// This many timeouts of the peer's on the DUT, each a detection time or
+/// more after the DUT's last packet, make a readiness failure the DUT's:
+/// one could be a freeze of the machine (no witness runs before the
+/// phases), a repeated one is the DUT's silence.
+pub const SILENT_DUT_TIMEOUTS: usize = 3;
+
+/// A readiness failure (`why`) told as the DUT's when the peer timed out
+/// on it at least [`SILENT_DUT_TIMEOUTS`] times (`timeouts_ms`: each ms
+/// after the DUT's last packet on the wire); else `why` unchanged.
+pub fn silent_dut(why: String, timeouts_ms: &[f64]) -> String {
+    if why.starts_with(DUT_EXITED) || timeouts_ms.len() < SILENT_DUT_TIMEOUTS {
+        return why;
+    }
+    let lo = timeouts_ms.iter().copied().fold(f64::MAX, f64::min);
+    let hi = timeouts_ms.iter().copied().fold(f64::MIN, f64::max);
+    format!(
+        "{DUT_SILENT}{} times, {lo:.2}-{hi:.2} ms after its last packet on the wire ({why})",
+        timeouts_ms.len()
+    )
+}
+
 /// Share of replies that must come from the DUT's CPUs for the fast path's
 /// placement to count (the rest: frames processed before steering settled).
 const PLACEMENT_SHARE_PERCENT: u64 = 95;
@@ -446,7 +470,7 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
         _ => {}
     }
     if let Err(why) = &e.up_before_phases {
-        if why.starts_with(DUT_EXITED) {
+        if why.starts_with(DUT_EXITED) || why.starts_with(DUT_SILENT) {
             return Verdict::Fail(format!("sessions never came Up: {why}"));
         }
         return Verdict::Invalid(format!("sessions never came Up: {why}"));

@@ -59,6 +59,24 @@ fn a_dut_that_died_before_its_sessions_came_up_failed() {
 }
 
 #[test]
+fn sessions_that_never_came_up_because_the_dut_fell_silent_failed() {
+    // The own clock off facing a peer that sends every 300 ms (seen
+    // here): the peer timed out on us 35 times, 30 ms after our last
+    // packet each time.
+    let why = "linecardd lists 1 sessions, 0 Up and steady and offloaded, of 1".to_string();
+    let mut e = evidence(vec![phase(0, 10.0, 40.0)]);
+    e.up_before_phases = Err(silent_dut(why.clone(), &[30.1, 30.2, 30.1]));
+    assert!(
+        matches!(judge(&hold(), &e), Verdict::Fail(w) if w.contains("timed out on the DUT") && w.contains("3 times, 30.10-30.20 ms"))
+    );
+    assert!(!spoiled(&hold(), &e));
+    // Once or twice may be the machine's freeze before any witness ran.
+    e.up_before_phases = Err(silent_dut(why.clone(), &[30.1, 30.2]));
+    assert!(matches!(judge(&hold(), &e), Verdict::Invalid(_)));
+    assert_eq!(silent_dut(why.clone(), &[]), why);
+}
+
+#[test]
 fn a_control_plane_that_saw_a_down_fails_the_dut() {
     let mut e = evidence(vec![phase(0, 10.0, 40.0)]);
     e.control_plane_uninterrupted = Some(Err("FRR's bfdd saw 1 of 1 sessions go down".into()));

@@ -1075,6 +1075,9 @@ pub(crate) fn judge_dut(
     )?;
     let dut_addrs: Vec<String> = pairs.iter().map(|p| p.dut.to_string()).collect();
     let peer_addrs: Vec<String> = pairs.iter().map(|p| p.peer.to_string()).collect();
+    let s = &scenario.sessions;
+    let interval_ms = f64::from(s.tx_interval_ms.max(s.rx_interval_ms));
+    let detection_ms = f64::from(s.multiplier) * interval_ms;
     let up_before_phases = up.and_then(|()| {
         // On the wire too: every session's DUT packets in Up before the
         // first phase.
@@ -1099,6 +1102,22 @@ pub(crate) fn judge_dut(
                 pairs.len()
             ))
         }
+    });
+    // Sessions that never came Up while the peer timed out on the DUT
+    // again and again, each time a detection time after the DUT's last
+    // packet on the wire: the DUT went silent (RFC 5880 6.8.4), its
+    // failure, not an untrustworthy run.
+    let up_before_phases = up_before_phases.map_err(|why| {
+        let timeouts: Vec<f64> = analysis
+            .all
+            .flows
+            .iter()
+            .filter(|f| peer_addrs.contains(&f.src))
+            .flat_map(|f| &f.flap_events)
+            .filter_map(|ev| ev.detection_latency_ms)
+            .filter(|&ms| ms >= detection_ms - 1.0)
+            .collect();
+        judge::silent_dut(why, &timeouts)
     });
     let phase_figures = |pairs: &[daemons::Pair]| -> Vec<PhaseFigures> {
         outcome
@@ -1131,9 +1150,6 @@ pub(crate) fn judge_dut(
     };
     // The peer's Downs for an expired detection time, within the phases,
     // that came before the detection time had passed on the wire.
-    let s = &scenario.sessions;
-    let interval_ms = f64::from(s.tx_interval_ms.max(s.rx_interval_ms));
-    let detection_ms = f64::from(s.multiplier) * interval_ms;
     // A fault's phase has Downs by design: the checks on the peer's and
     // our Downs, and the long gaps, look at the other phases.
     let plain: Vec<(i64, i64)> = outcome
