@@ -199,7 +199,8 @@ mod tests {
         );
         // A marker may name a summary table after its run; the run is
         // still what it names.
-        let sectioned = "<!-- evidence: docs/evidence/echo/2 echo -->\n| old |\n<!-- /evidence -->\n";
+        let sectioned =
+            "<!-- evidence: docs/evidence/echo/2 echo -->\n| old |\n<!-- /evidence -->\n";
         assert_eq!(runs(sectioned), vec!["docs/evidence/echo/2".to_string()]);
         // No marker: nothing to do, the text unchanged.
         assert_eq!(regenerate("plain\n", Path::new(".")).unwrap(), "plain\n");

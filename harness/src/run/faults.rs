@@ -739,7 +739,13 @@ mod tests {
         .peer_host_stall()
         .is_none());
         // A silence shorter than a detection time is no stall.
-        let short = walk(&flap(25, None), &from_dut, (0, 1000 * MS), before, (30.0, 10.0));
+        let short = walk(
+            &flap(25, None),
+            &from_dut,
+            (0, 1000 * MS),
+            before,
+            (30.0, 10.0),
+        );
         assert!(short.peer_silences.is_empty());
     }
 
@@ -750,13 +756,24 @@ mod tests {
         rows.push(row(200, true, State::Init, 0));
         rows.push(row(300, false, State::Up, 0));
         rows.push(row(301, true, State::Up, 0));
-        let f = walk(&rows, &from_dut, (0, 1000 * MS), (100 * MS, 150 * MS), (30.0, 10.0));
+        let f = walk(
+            &rows,
+            &from_dut,
+            (0, 1000 * MS),
+            (100 * MS, 150 * MS),
+            (30.0, 10.0),
+        );
         assert_eq!(f.up_gap_max_ms, 10.0);
         assert!(f.late_up_gaps.is_empty());
         // Ours 20 ms apart once, both Up: a gap of half a detection time
         // is kept for the judge.
         let mut rows: Vec<Row> = (0..5)
-            .flat_map(|t| [row(t * 10, false, State::Up, 0), row(t * 10 + 1, true, State::Up, 0)])
+            .flat_map(|t| {
+                [
+                    row(t * 10, false, State::Up, 0),
+                    row(t * 10 + 1, true, State::Up, 0),
+                ]
+            })
             .collect();
         rows.push(row(61, true, State::Up, 0));
         let late = walk(&rows, &from_dut, (0, 1000 * MS), (0, 0), (30.0, 10.0));
@@ -766,7 +783,12 @@ mod tests {
         // Down, then Up again: the gap after the first Up packet is the
         // Poll Sequence's (RFC 5880 6.8.3), the next one is judged.
         let mut rows: Vec<Row> = (0..3)
-            .flat_map(|t| [row(t * 10, false, State::Up, 0), row(t * 10 + 1, true, State::Up, 0)])
+            .flat_map(|t| {
+                [
+                    row(t * 10, false, State::Up, 0),
+                    row(t * 10 + 1, true, State::Up, 0),
+                ]
+            })
             .collect();
         rows.push(row(31, true, State::Down, 1));
         rows.push(row(35, true, State::Up, 0));

@@ -557,7 +557,12 @@ fn run_dut(
     outcome.capture = Some(PathBuf::from(name).join("capture.pcap"));
     let mut peer = start_peer(scenario, hosts, &remote_dir, &dir)?;
     let mut dut_daemon = start_dut(scenario, dut, hosts, &remote_dir, &dir)?;
-    let up = super::wait_up(&mut dut_daemon, &mut peer, 1, super::ready_within(1));
+    let up = super::readiness::wait_up(
+        &mut dut_daemon,
+        &mut peer,
+        1,
+        super::readiness::ready_within(1),
+    );
     let up_at = unix_ns();
     let total = scenario.seconds_per_dut();
     let canary_remote = format!("{remote_dir}/canary.jsonl");

@@ -23,6 +23,7 @@ pub mod judge;
 pub mod mirror;
 pub mod provider;
 pub mod proxmox;
+mod readiness;
 pub mod space;
 pub mod ssh;
 pub mod summary;
@@ -43,13 +44,6 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-
-/// How long daemons get to bring their sessions Up: 10 s, and 30 ms more
-/// per session (1024 sessions: about 40 s; bring-up runs at one packet per
-/// second per session, RFC 5880 6.8.3).
-fn ready_within(sessions: usize) -> Duration {
-    Duration::from_secs(10) + Duration::from_millis(30) * sessions as u32
-}
 
 /// Set by SIGINT/SIGTERM: the run stops at the next check, tears down and
 /// keeps what it has, marked failed.
@@ -643,33 +637,6 @@ fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<()> {
     Ok(())
 }
 
-/// Waits (bounded) until both daemons say every session is Up.
-fn wait_up(
-    dut: &mut daemons::Bfd,
-    peer: &mut daemons::Bfd,
-    sessions: usize,
-    within: Duration,
-) -> Result<(), String> {
-    let deadline = Instant::now() + within;
-    loop {
-        // A DUT that died is the DUT's failure, never an untrustworthy run.
-        if dut.exited() {
-            return Err(format!(
-                "{}{}",
-                judge::DUT_EXITED,
-                dut.sessions_up(sessions).err().unwrap_or_default()
-            ));
-        }
-        let state = dut
-            .sessions_up(sessions)
-            .and_then(|()| peer.sessions_up(sessions));
-        if state.is_ok() || Instant::now() >= deadline || INTERRUPTED.load(Ordering::Relaxed) {
-            return state;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// Runs a fault's action (not a loss: that lasts the phase), one second
 /// into its phase; returns when it started and ended.
 fn act(
@@ -768,11 +735,11 @@ fn run_dut(
     )?;
     let mut dut_daemon = daemons::start_dut(dut, &scenario.sessions, &pairs, &dir, &host.dut_cpus)?;
     // Readiness in both daemons' own words, bounded, never a fixed sleep.
-    let up = wait_up(
+    let up = readiness::wait_up(
         &mut dut_daemon,
         &mut peer,
         pairs.len(),
-        ready_within(pairs.len()),
+        readiness::ready_within(pairs.len()),
     );
     let up_at = unix_ns();
     let total: u64 = scenario.seconds_per_dut();
@@ -824,7 +791,7 @@ fn run_dut(
             if phase.fault.is_some() {
                 // A fault needs sessions to break: the previous phase's
                 // fault may still be recovering.
-                let _ = wait_up(
+                let _ = readiness::wait_up(
                     &mut dut_daemon,
                     &mut peer,
                     pairs.len(),
@@ -1078,47 +1045,18 @@ pub(crate) fn judge_dut(
     let s = &scenario.sessions;
     let interval_ms = f64::from(s.tx_interval_ms.max(s.rx_interval_ms));
     let detection_ms = f64::from(s.multiplier) * interval_ms;
-    let up_before_phases = up.and_then(|()| {
-        // On the wire too: every session's DUT packets in Up before the
-        // first phase.
-        let first_phase = outcome.phases.first().map_or(i64::MAX, |p| p.start_ns);
-        let up_on_wire = analysis
-            .all
-            .flows
-            .iter()
-            .filter(|f| dut_addrs.contains(&f.src))
-            // A silence Demand mode asked for starts at a packet in Up
-            // too (both sides' D: every gap is one).
-            .filter(|f| {
-                (f.up_gap_ms.count > 0 || f.demand_silence_ms.count > 0)
-                    && f.first_ts_ns < first_phase.min(up_at)
-            })
-            .count();
-        if up_on_wire == pairs.len() {
-            Ok(())
-        } else {
-            Err(format!(
-                "the capture shows DUT packets in state Up for {up_on_wire} of {} sessions",
-                pairs.len()
-            ))
-        }
-    });
-    // Sessions that never came Up while the peer timed out on the DUT
-    // again and again, each time a detection time after the DUT's last
-    // packet on the wire: the DUT went silent (RFC 5880 6.8.4), its
-    // failure, not an untrustworthy run.
-    let up_before_phases = up_before_phases.map_err(|why| {
-        let timeouts: Vec<f64> = analysis
-            .all
-            .flows
-            .iter()
-            .filter(|f| peer_addrs.contains(&f.src))
-            .flat_map(|f| &f.flap_events)
-            .filter_map(|ev| ev.detection_latency_ms)
-            .filter(|&ms| ms >= detection_ms - 1.0)
-            .collect();
-        judge::silent_dut(why, &timeouts)
-    });
+    let up_before_phases = readiness::on_the_wire(
+        up,
+        &analysis.all.flows,
+        (&dut_addrs, &peer_addrs),
+        outcome
+            .phases
+            .first()
+            .map_or(i64::MAX, |p| p.start_ns)
+            .min(up_at),
+        pairs.len(),
+        detection_ms,
+    );
     let phase_figures = |pairs: &[daemons::Pair]| -> Vec<PhaseFigures> {
         outcome
             .phases
