@@ -643,6 +643,24 @@ pub fn judged_run(
     (!inconclusive_run(name, &dir, &meter)).then_some((out, dir))
 }
 
+/// `linecard gate RUN --baseline baselines/NAME.toml`: its exit status and
+/// its diff (stdout), the diff printed for the test's log.
+#[allow(dead_code)]
+pub fn gate(run: &Path, baseline: &str) -> (std::process::Output, String) {
+    let out = linecard(&[
+        "gate",
+        run.to_str().unwrap(),
+        "--baseline",
+        repo()
+            .join(format!("baselines/{baseline}.toml"))
+            .to_str()
+            .unwrap(),
+    ]);
+    let diff = String::from_utf8_lossy(&out.stdout).into_owned();
+    eprintln!("{diff}");
+    (out, diff)
+}
+
 pub fn phase<'a>(dut: &'a serde_json::Value, profile: &str) -> &'a serde_json::Value {
     dut["evidence"]["phases"]
         .as_array()

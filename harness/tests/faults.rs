@@ -344,14 +344,8 @@ fn the_faults_scenario_judges_each_fault_on_the_wire() {
         summary.contains("| xdp | idle#5 | engine stopped 2000 ms |"),
         "{summary}"
     );
-    let gate = linecard(&[
-        "gate",
-        dir.to_str().unwrap(),
-        "--baseline",
-        repo().join("baselines/faults.toml").to_str().unwrap(),
-    ]);
-    eprintln!("{}", String::from_utf8_lossy(&gate.stdout));
-    assert_exit(&gate, 0, "the gate on the faults scenario");
+    let (gated, _) = gate(&dir, "faults");
+    assert_exit(&gated, 0, "the gate on the faults scenario");
 
     // Restarts, for xdp and rt: the new processes come Up under new
     // discriminators.
@@ -430,15 +424,9 @@ fn the_faults_scenario_judges_each_fault_on_the_wire() {
         assert_exit(&out, 1, &format!("the faults scenario with {switch}"));
         let status = std::fs::read_to_string(control_dir.join("status")).unwrap();
         assert!(status.contains(why), "{switch}: {status}");
-        let gate = linecard(&[
-            "gate",
-            control_dir.to_str().unwrap(),
-            "--baseline",
-            repo().join("baselines/faults.toml").to_str().unwrap(),
-        ]);
-        let diff = String::from_utf8_lossy(&gate.stdout);
-        eprintln!("{switch}:\n{diff}");
-        assert_exit(&gate, 1, &format!("the gate with {switch}"));
+        eprintln!("{switch}:");
+        let (gated, diff) = gate(&control_dir, "faults");
+        assert_exit(&gated, 1, &format!("the gate with {switch}"));
         assert!(!diff.contains("missing"), "{switch}: {diff}");
         for phase in phases {
             assert!(

@@ -44,14 +44,8 @@ fn the_bakeoff_reproduces_the_reference_table_with_this_kernels_physics() {
         return;
     }
     assert_exit(&out, 0, &format!("linecard run ci ({})", dir.display()));
-    let gate = linecard(&[
-        "gate",
-        dir.to_str().unwrap(),
-        "--baseline",
-        repo().join("baselines/ci.toml").to_str().unwrap(),
-    ]);
-    eprintln!("{}", String::from_utf8_lossy(&gate.stdout));
-    assert_exit(&gate, 0, "the gate on the CI bake-off");
+    let (gated, _) = gate(&dir, "ci");
+    assert_exit(&gated, 0, "the gate on the CI bake-off");
     assert_eq!(manifest["status"], "complete");
     assert_eq!(
         std::fs::read_to_string(dir.join("status")).unwrap(),

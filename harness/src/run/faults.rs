@@ -541,14 +541,23 @@ mod tests {
         }
     }
 
+    /// Both sides Up, `n` packets each: the peer's every 10 ms from 0, ours
+    /// 1 ms after each.
+    fn both_up(n: i64) -> Vec<Row> {
+        (0..n)
+            .flat_map(|t| {
+                [
+                    row(t * 10, false, State::Up, 0),
+                    row(t * 10 + 1, true, State::Up, 0),
+                ]
+            })
+            .collect()
+    }
+
     /// Both Up every 10 ms until `silent_from`, the peer silent for
     /// `silence` ms, ours Down `down_after` ms after its last packet.
     fn flap(silence: i64, down_after: Option<i64>) -> Vec<Row> {
-        let mut rows = Vec::new();
-        for t in (0..100).step_by(10) {
-            rows.push(row(t, false, State::Up, 0));
-            rows.push(row(t + 1, true, State::Up, 0));
-        }
+        let mut rows = both_up(10);
         if let Some(d) = down_after {
             rows.push(row(90 + d, true, State::Down, 1));
         }
@@ -767,14 +776,7 @@ mod tests {
         assert!(f.late_up_gaps.is_empty());
         // Ours 20 ms apart once, both Up: a gap of half a detection time
         // is kept for the judge.
-        let mut rows: Vec<Row> = (0..5)
-            .flat_map(|t| {
-                [
-                    row(t * 10, false, State::Up, 0),
-                    row(t * 10 + 1, true, State::Up, 0),
-                ]
-            })
-            .collect();
+        let mut rows = both_up(5);
         rows.push(row(61, true, State::Up, 0));
         let late = walk(&rows, &from_dut, (0, 1000 * MS), (0, 0), (30.0, 10.0));
         assert_eq!(late.up_gap_max_ms, 20.0);
@@ -782,14 +784,7 @@ mod tests {
         assert_eq!(f.recovered_ms, Some(151.0));
         // Down, then Up again: the gap after the first Up packet is the
         // Poll Sequence's (RFC 5880 6.8.3), the next one is judged.
-        let mut rows: Vec<Row> = (0..3)
-            .flat_map(|t| {
-                [
-                    row(t * 10, false, State::Up, 0),
-                    row(t * 10 + 1, true, State::Up, 0),
-                ]
-            })
-            .collect();
+        let mut rows = both_up(3);
         rows.push(row(31, true, State::Down, 1));
         rows.push(row(35, true, State::Up, 0));
         rows.push(row(53, true, State::Up, 0));
