@@ -18,19 +18,51 @@ use std::path::Path;
 /// The figures the gate compares, by their name in baseline files: the
 /// capture's figures of a plain phase, and of a fault's phase the number
 /// of its rules the DUT broke (`run::faults::judge`: a late or missed
-/// Down, a peer that never saw a stopped engine go, no recovery).
-pub const METRICS: [&str; 5] = [
+/// Down, a peer that never saw a stopped engine go, no recovery) and the
+/// median of its Downs' delays after the peer's last packet.
+pub const METRICS: [&str; 6] = [
     "max_gap_ms",
     "p999_ms",
     "flaps",
     "over_budget",
     "fault_failures",
+    "detection_p50_ms",
 ];
+
+/// The figures of a fault's phase; every other metric is a plain phase's.
+const FAULT_METRICS: [&str; 2] = ["fault_failures", "detection_p50_ms"];
+
+/// A phase's detection median is a figure only with this many Downs of
+/// ours in it: the fault judge holds each Down to 3 ms, and a median of a
+/// handful cannot tell a sweep at the deadline from one on a 0.5 ms
+/// period (`engine.xdp_sweep_fixed_period`, the negative control), whose
+/// Downs land anywhere up to a period late.
+pub const MIN_DETECTIONS: usize = 5;
 
 /// Whether `metric` is a figure of a phase with (or without) a fault: a
 /// fault's phase is judged by its own rules, not by gaps it caused.
 fn gated_in(metric: &str, fault_phase: bool) -> bool {
-    (metric == "fault_failures") == fault_phase
+    FAULT_METRICS.contains(&metric) == fault_phase
+}
+
+/// The metrics' names for an error message.
+fn metric_names() -> String {
+    let (last, rest) = METRICS.split_last().expect("metrics");
+    format!("{} or {last}", rest.join(", "))
+}
+
+/// The median of `values` (`None` when empty).
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    (n > 0).then(|| {
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    })
 }
 
 /// The baseline format this linecard writes and reads: version 2 records
@@ -131,7 +163,7 @@ impl Baseline {
                     &file,
                     &format!("check[{i}].metric"),
                     &c.metric,
-                    "must be max_gap_ms, p999_ms, flaps, over_budget or fault_failures",
+                    &format!("must be {}", metric_names()),
                 ));
             }
             if c.observed.is_empty() || c.observed.iter().any(|v| !v.is_finite() || *v < 0.0) {
@@ -199,6 +231,13 @@ fn value(manifest: &Manifest, dut: &str, phase: &str, metric: &str) -> Option<f6
         "p999_ms" => p.p999_ms,
         "flaps" => p.flaps as f64,
         "over_budget" => p.over_budget? as f64,
+        "detection_p50_ms" => {
+            let detections = &p.fault.as_ref()?.detections_ms;
+            if detections.len() < MIN_DETECTIONS {
+                return None;
+            }
+            median(detections)?
+        }
         _ => return None,
     })
 }
@@ -329,13 +368,17 @@ pub fn junit(r: &GateResult) -> String {
     out
 }
 
-/// How much slack a recording gives the gap metrics, and why.
+/// How much slack a recording gives the gap metrics and the detection
+/// medians, and why.
 #[derive(Clone, Debug, Default)]
 pub struct Slack {
     /// For every phase not named in `per_profile`, ms.
     pub default_ms: f64,
     /// By phase profile (`L4`), ms.
     pub per_profile: Vec<(String, f64)>,
+    /// For the detection medians (`detection_p50_ms`), ms: the gap
+    /// metrics' slack would hide a sweep half a millisecond late.
+    pub detection_ms: Option<f64>,
     pub reason: String,
 }
 
@@ -392,17 +435,35 @@ pub fn record(
                 .into_iter()
                 .filter(|m| gated_in(m, p.fault.is_some()))
             {
-                let observed = manifests
+                let values: Vec<Option<f64>> = manifests
                     .iter()
                     .map(|m| value(m, &d.label, &p.phase, metric))
-                    .collect::<Option<Vec<f64>>>()
-                    .with_context(|| {
+                    .collect();
+                // A detection median exists only where the phase had enough
+                // Downs: none in every run is no check; some is a scenario
+                // too short to record from.
+                if metric == "detection_p50_ms" && values.iter().all(Option::is_none) {
+                    continue;
+                }
+                let observed = values.into_iter().collect::<Option<Vec<f64>>>().with_context(|| {
+                    if metric == "detection_p50_ms" {
+                        format!(
+                            "DUT {:?} phase {}: fewer than {MIN_DETECTIONS} Downs of ours in some runs, not in others: lengthen the phase so that every run has them",
+                            d.label, p.phase
+                        )
+                    } else {
                         format!("DUT {:?} phase {} missing in a run", d.label, p.phase)
-                    })?;
-                let slack = if metric.ends_with("_ms") {
-                    slack.for_phase(&p.profile)
-                } else {
-                    0.0
+                    }
+                })?;
+                let slack = match metric {
+                    "detection_p50_ms" => slack.detection_ms.with_context(|| {
+                        format!(
+                            "DUT {:?} phase {} has a detection median: say its slack with --detection-slack-ms",
+                            d.label, p.phase
+                        )
+                    })?,
+                    m if m.ends_with("_ms") => slack.for_phase(&p.profile),
+                    _ => 0.0,
                 };
                 checks.push(Check {
                     dut: d.label.clone(),
@@ -516,10 +577,24 @@ mod tests {
     }
 
     #[test]
+    fn a_fault_phase_is_gated_on_its_rules_and_detection_median_only() {
+        for m in METRICS {
+            assert_ne!(gated_in(m, true), gated_in(m, false), "{m}");
+        }
+        assert!(gated_in("detection_p50_ms", true) && gated_in("fault_failures", true));
+        assert!(gated_in("max_gap_ms", false) && !gated_in("max_gap_ms", true));
+        // The median is robust to the one late Down a VM's stall makes.
+        assert_eq!(median(&[30.05, 30.04, 33.4, 30.06, 30.05]), Some(30.05));
+        assert_eq!(median(&[30.0, 30.5]), Some(30.25));
+        assert_eq!(median(&[]), None);
+    }
+
+    #[test]
     fn the_slack_is_per_phase_profile_with_a_default() {
         let slack = Slack {
             default_ms: 2.0,
             per_profile: vec![("L4".into(), 8.0)],
+            detection_ms: None,
             reason: "r".into(),
         };
         assert_eq!(slack.for_phase("L4"), 8.0);
@@ -538,7 +613,7 @@ mod tests {
         std::fs::remove_file(&dir).unwrap();
         assert!(
             e.ends_with(
-                "check[0].metric = mean_ms: must be max_gap_ms, p999_ms, flaps, over_budget or fault_failures"
+                "check[0].metric = mean_ms: must be max_gap_ms, p999_ms, flaps, over_budget, fault_failures or detection_p50_ms"
             ),
             "{e}"
         );

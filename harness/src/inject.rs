@@ -144,7 +144,8 @@ pub fn cases(peer_discr: u32, our_discr: u32, echo_reflected: bool) -> Vec<Case>
     cases
 }
 
-fn spare_mac() -> [u8; 6] {
+/// The lab's spare host's MAC, the source of every frame it injects.
+pub fn spare_mac() -> [u8; 6] {
     let mut mac = [0u8; 6];
     for (byte, hex) in mac.iter_mut().zip(SPARE.mac.split(':')) {
         *byte = u8::from_str_radix(hex, 16).expect("the lab's MACs are hex");
@@ -156,6 +157,46 @@ fn spare_mac() -> [u8; 6] {
 /// as crafted), each `copies` times, `gap` apart (zero: back to back).
 pub fn send_from_spare(frames: &[Vec<u8>], copies: u64, gap: Duration) -> Result<()> {
     let frames = frames.to_vec();
+    with_spare_socket(move |send| {
+        for frame in &frames {
+            for _ in 0..copies {
+                send(frame)?;
+                if !gap.is_zero() {
+                    std::thread::sleep(gap);
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Sends every frame of `frames` from the spare host every `every` for
+/// `duration` (bounded by it); returns how many frames it sent.
+pub fn send_from_spare_every(
+    frames: &[Vec<u8>],
+    every: Duration,
+    duration: Duration,
+) -> Result<u64> {
+    let frames = frames.to_vec();
+    with_spare_socket(move |send| {
+        let until = Instant::now() + duration;
+        let mut sent = 0;
+        while Instant::now() < until {
+            for frame in &frames {
+                send(frame)?;
+                sent += 1;
+            }
+            std::thread::sleep(every);
+        }
+        Ok(sent)
+    })
+}
+
+/// Runs `body` in the spare host's namespace with a packet socket bound to
+/// its eth0, handing it a send function (which retries a full queue).
+fn with_spare_socket<T: Send + 'static>(
+    body: impl FnOnce(&dyn Fn(&[u8]) -> Result<()>) -> Result<T> + Send + 'static,
+) -> Result<T> {
     in_netns(SPARE.namespace, move || {
         // SAFETY: socket(2)/bind(2)/sendto(2) with a sockaddr_ll we fill in;
         // the fd is closed on every path below.
@@ -177,8 +218,10 @@ pub fn send_from_spare(frames: &[Vec<u8>], copies: u64, gap: Duration) -> Result
                 if libc::bind(fd, (&addr as *const libc::sockaddr_ll).cast(), len) != 0 {
                     bail!("bind to eth0: {}", std::io::Error::last_os_error());
                 }
-                for frame in &frames {
-                    for _ in 0..copies {
+                let send = |frame: &[u8]| -> Result<()> {
+                    loop {
+                        // SAFETY: `fd` is open until the close below;
+                        // `frame` and `addr` outlive the call.
                         let n = libc::sendto(
                             fd,
                             frame.as_ptr().cast(),
@@ -187,21 +230,18 @@ pub fn send_from_spare(frames: &[Vec<u8>], copies: u64, gap: Duration) -> Result
                             (&addr as *const libc::sockaddr_ll).cast(),
                             len,
                         );
-                        if n < 0 {
-                            let e = std::io::Error::last_os_error();
-                            // A full transmit queue under a flood: retry.
-                            if e.raw_os_error() == Some(libc::ENOBUFS) {
-                                std::thread::sleep(Duration::from_micros(50));
-                                continue;
-                            }
+                        if n >= 0 {
+                            return Ok(());
+                        }
+                        let e = std::io::Error::last_os_error();
+                        // A full transmit queue under a flood: retry.
+                        if e.raw_os_error() != Some(libc::ENOBUFS) {
                             bail!("sendto: {e}");
                         }
-                        if !gap.is_zero() {
-                            std::thread::sleep(gap);
-                        }
+                        std::thread::sleep(Duration::from_micros(50));
                     }
-                }
-                Ok(())
+                };
+                body(&send)
             })();
             libc::close(fd);
             result

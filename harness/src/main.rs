@@ -127,7 +127,8 @@ enum Command {
     /// The CI regression gate: compare a run with a committed baseline; exit 1 on regression
     ///
     /// Per gated DUT and phase: max gap, p99.9, flaps and gaps over the detect budget (for a
-    /// fault's phase, the fault rules the DUT broke, fault_failures). A value
+    /// fault's phase, the fault rules the DUT broke, fault_failures, and where it declared the
+    /// peer Down five times or more, the median delay of its Downs, detection_p50_ms). A value
     /// regresses when it exceeds the worst of the baseline's repeated runs plus its slack; a
     /// run that is not complete never passes. Example:
     /// linecard gate results/smoke/20261130T093233Z --baseline baselines/smoke.toml --junit gate.xml
@@ -160,6 +161,10 @@ enum Command {
         /// The slack for the phases of one profile, PROFILE=MS (repeatable), e.g. L4=8
         #[arg(long = "phase-slack-ms", value_parser = parse_phase_slack)]
         phase_slack_ms: Vec<(String, f64)>,
+        /// Slack above the worst run for the detection medians, ms (required when the runs
+        /// have one: a fault phase with five Downs of ours or more), e.g. 0.1
+        #[arg(long)]
+        detection_slack_ms: Option<f64>,
         /// Why the slack is what it is (required: the file must say)
         #[arg(long)]
         slack_reason: String,
@@ -502,6 +507,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             runs,
             slack_ms,
             phase_slack_ms,
+            detection_slack_ms,
             slack_reason,
             provenance,
             out,
@@ -509,6 +515,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let slack = linecard_harness::gate::Slack {
                 default_ms: slack_ms,
                 per_profile: phase_slack_ms,
+                detection_ms: detection_slack_ms,
                 reason: slack_reason,
             };
             let baseline = linecard_harness::gate::record(&runs, &slack, &provenance)?;

@@ -5,113 +5,13 @@
 use crate::profile::Profile;
 use crate::run::faults::Fault;
 use linecard_engine::config::ConfigError as InputError;
-use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawScenario {
-    schema_version: i64,
-    name: String,
-    description: String,
-    provider: Option<String>,
-    proxmox: Option<crate::run::proxmox::ProxmoxSpec>,
-    ssh: Option<crate::run::ssh::SshSpec>,
-    peer: RawPeer,
-    sessions: Option<RawSessions>,
-    #[serde(default)]
-    phase: Vec<RawPhase>,
-    #[serde(default)]
-    dut: Vec<RawDut>,
-}
+mod fault;
+mod raw;
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawPeer {
-    implementation: String,
-    rt_priority: Option<i64>,
-}
-
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawSessions {
-    count: Option<i64>,
-    family: Option<String>,
-    tx_interval_ms: Option<i64>,
-    rx_interval_ms: Option<i64>,
-    multiplier: Option<i64>,
-    multihop: Option<bool>,
-    min_ttl: Option<i64>,
-    echo: Option<bool>,
-    auth: Option<RawAuth>,
-    demand: Option<String>,
-}
-
-/// `sessions.auth = { type = "meticulous_keyed_sha1", key_id = 1, secret = "..." }`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawAuth {
-    #[serde(rename = "type")]
-    kind: String,
-    key_id: Option<i64>,
-    secret: String,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawPhase {
-    profile: String,
-    seconds: i64,
-    fault: Option<RawFault>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawFault {
-    kind: String,
-    percent: Option<f64>,
-    seed: Option<i64>,
-    down_ms: Option<i64>,
-    stop_ms: Option<i64>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawDut {
-    label: String,
-    implementation: String,
-    backend: Option<String>,
-    rt_throttling: Option<String>,
-    positive_control: Option<bool>,
-    max_flaps: Option<i64>,
-    max_gap_ms: Option<f64>,
-    engine: Option<toml::Table>,
-    offload: Option<String>,
-    ipv4: Option<RawLimits>,
-    ipv6: Option<RawLimits>,
-    peer_echo: Option<String>,
-    own_echo: Option<bool>,
-    peer_timers: Option<RawPeerTimers>,
-}
-
-/// `dut.peer_timers = { tx_interval_ms = 10, rx_interval_ms = 50 }`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawPeerTimers {
-    tx_interval_ms: Option<i64>,
-    rx_interval_ms: Option<i64>,
-}
-
-/// A DUT's limits for one address family's sessions (`family = "dual"`).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawLimits {
-    positive_control: Option<bool>,
-    max_flaps: Option<i64>,
-    max_gap_ms: Option<f64>,
-    peer_echo: Option<String>,
-    own_echo: Option<bool>,
-}
+use fault::parse_fault;
+use raw::*;
 
 /// Where the lab runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -138,13 +38,28 @@ pub enum PeerImplementation {
     Linecardd,
 }
 
-/// Whether the kernel's RT throttling stays as shipped for a run or is
-/// switched off (`sched_rt_runtime_us = -1`, restored afterwards).
+/// Whether the kernel's RT throttling stays as shipped for a run, is
+/// switched off (`sched_rt_runtime_us = -1`), or holds RT tasks for half
+/// of every second once they used the other half (`500000`: a window a
+/// stall of the peer's falls into at once, to test what throttling
+/// reaches); restored afterwards.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RtThrottling {
     Shipped,
     Off,
+    Half,
+}
+
+impl RtThrottling {
+    /// The `sched_rt_runtime_us` the run sets, if it changes it.
+    pub fn runtime_us(self) -> Option<i64> {
+        match self {
+            Self::Shipped => None,
+            Self::Off => Some(-1),
+            Self::Half => Some(500_000),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -566,103 +481,6 @@ fn one() -> usize {
 /// caught instead (premature detection: the run is invalid and repeated).
 pub const DEFAULT_PEER_RT_PRIORITY: i64 = 0;
 
-/// A phase's fault; the error is (key, value, why). Every action must end
-/// within its phase, one second in.
-fn parse_fault(f: &RawFault, seconds: u64) -> Result<Fault, (String, String, String)> {
-    let err = |k: &str, v: &dyn std::fmt::Display, why: &str| {
-        Err((k.to_string(), v.to_string(), why.to_string()))
-    };
-    let only = |kind: &str, allowed: &[&str]| -> Result<(), (String, String, String)> {
-        for (key, set) in [
-            ("percent", f.percent.is_some()),
-            ("seed", f.seed.is_some()),
-            ("down_ms", f.down_ms.is_some()),
-            ("stop_ms", f.stop_ms.is_some()),
-        ] {
-            if set && !allowed.contains(&key) {
-                return Err((
-                    key.into(),
-                    "(set)".into(),
-                    format!("not a key of fault {kind}"),
-                ));
-            }
-        }
-        Ok(())
-    };
-    // Room for the action and a recovery after it.
-    let fits = |ms: i64| (ms as u64) + 1000 + 3000 <= seconds * 1000;
-    match f.kind.as_str() {
-        "loss" => {
-            only("loss", &["percent", "seed"])?;
-            let percent = match f.percent {
-                Some(p) if (0.0..=100.0).contains(&p) => p,
-                Some(p) => return err("percent", &p, "must be 0 to 100"),
-                None => return err("percent", &"(none)", "fault loss needs percent"),
-            };
-            let seed = match f.seed.unwrap_or(1) {
-                s if s >= 0 => s as u64,
-                s => return err("seed", &s, "cannot be negative"),
-            };
-            Ok(Fault::Loss { percent, seed })
-        }
-        "link_flap" => {
-            only("link_flap", &["down_ms"])?;
-            match f.down_ms {
-                Some(ms) if (1..=60_000).contains(&ms) && fits(ms) => {
-                    Ok(Fault::LinkFlap { down_ms: ms as u64 })
-                }
-                Some(ms) => err(
-                    "down_ms",
-                    &ms,
-                    "must be 1 to 60000 and end 3 s before the phase does (it starts 1 s in)",
-                ),
-                None => err("down_ms", &"(none)", "fault link_flap needs down_ms"),
-            }
-        }
-        "peer_restart" => {
-            only("peer_restart", &[])?;
-            if seconds < 6 {
-                return err(
-                    "kind",
-                    &"peer_restart",
-                    "needs a phase of at least 6 s (kill 1 s in, restart, recover)",
-                );
-            }
-            Ok(Fault::PeerRestart)
-        }
-        "engine_stop" => {
-            only("engine_stop", &["stop_ms"])?;
-            match f.stop_ms {
-                Some(ms) if (1..=60_000).contains(&ms) && fits(ms) => {
-                    Ok(Fault::EngineStop { stop_ms: ms as u64 })
-                }
-                Some(ms) => err(
-                    "stop_ms",
-                    &ms,
-                    "must be 1 to 60000 and end 3 s before the phase does (it starts 1 s in)",
-                ),
-                None => err("stop_ms", &"(none)", "fault engine_stop needs stop_ms"),
-            }
-        }
-        "engine_restart" => {
-            only("engine_restart", &[])?;
-            if seconds < 6 {
-                return err(
-                    "kind",
-                    &"engine_restart",
-                    "needs a phase of at least 6 s (kill 1 s in, restart, recover)",
-                );
-            }
-            Ok(Fault::EngineRestart)
-        }
-        k => err(
-            "kind",
-            &k,
-            "must be loss, link_flap, peer_restart, engine_stop or engine_restart",
-        ),
-    }
-}
-
 /// Where a scenario's profiles live: `stress-profiles/` beside the
 /// scenario's directory (the repository layout).
 pub fn default_profiles_dir(scenario: &Path) -> PathBuf {
@@ -934,6 +752,30 @@ impl Scenario {
                 ));
             }
         }
+        if let Some(i) = phases.iter().position(|p| p.fault == Some(Fault::Impostor)) {
+            // It sends as the peer over IPv4, signed as the sessions are,
+            // with the discriminators linecardd's control socket reports.
+            let why = if sessions.auth.is_none() {
+                Some(
+                    "needs authenticated sessions (sessions.auth): verification is what it tests"
+                        .to_string(),
+                )
+            } else if sessions.ipv6 || sessions.dual_stack {
+                Some("sends IPv4: set sessions.family = \"ipv4\"".to_string())
+            } else {
+                raw.dut
+                    .iter()
+                    .position(|d| d.implementation != "linecardd")
+                    .map(|j| format!("dut[{j}] is not linecardd: the impostor reads the session from linecardd's control socket"))
+            };
+            if let Some(why) = why {
+                return Err(invalid(
+                    &format!("phase[{i}].fault.kind"),
+                    &"impostor",
+                    &why,
+                ));
+            }
+        }
         if let Some(i) = phases.iter().position(|p| p.fault.is_some()) {
             if sessions.total() != 1 {
                 return Err(invalid(
@@ -1028,7 +870,14 @@ impl Scenario {
             let rt_throttling = match d.rt_throttling.as_deref().unwrap_or("shipped") {
                 "shipped" => RtThrottling::Shipped,
                 "off" => RtThrottling::Off,
-                t => return Err(invalid(&key("rt_throttling"), &t, "must be shipped or off")),
+                "half" => RtThrottling::Half,
+                t => {
+                    return Err(invalid(
+                        &key("rt_throttling"),
+                        &t,
+                        "must be shipped, off or half",
+                    ))
+                }
             };
             let mut expect = expectation(d.positive_control, d.max_flaps, d.max_gap_ms)
                 .map_err(|(k, v, why)| invalid(&key(k), &v, why))?;
@@ -1250,10 +1099,10 @@ fn three_hosts_can_run(
                 "FRR's dataplane",
             );
         }
-        if d.rt_throttling == RtThrottling::Off {
+        if d.rt_throttling != RtThrottling::Shipped {
             return refuse(
                 &format!("dut[{i}].rt_throttling"),
-                "off".into(),
+                format!("{:?}", d.rt_throttling).to_lowercase(),
                 "it changes a host-wide setting of the user's machine",
             );
         }
@@ -1269,283 +1118,5 @@ fn three_hosts_can_run(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn repo() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-    }
-
-    #[test]
-    fn every_shipped_scenario_loads() {
-        let dir = repo().join("scenarios");
-        let mut n = 0;
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_some_and(|e| e == "toml") {
-                let s = Scenario::load(&path, &repo().join("stress-profiles"))
-                    .unwrap_or_else(|e| panic!("{e}"));
-                assert!(!s.duts.is_empty());
-                n += 1;
-            }
-        }
-        assert!(n >= 2, "only {n} scenarios in {}", dir.display());
-    }
-
-    #[test]
-    fn the_bakeoff_has_the_reference_rows_and_a_positive_control() {
-        let s = Scenario::load(
-            &repo().join("scenarios/bakeoff.toml"),
-            &repo().join("stress-profiles"),
-        )
-        .unwrap();
-        assert_eq!(s.phases[0].profile.name, "L4");
-        assert!(s.duts.iter().any(|d| d.expect.positive_control));
-        let rt: Vec<_> = s
-            .duts
-            .iter()
-            .filter(|d| {
-                d.implementation
-                    == DutImplementation::Linecardd {
-                        backend: "rt".into(),
-                    }
-            })
-            .map(|d| d.rt_throttling)
-            .collect();
-        assert_eq!(rt, [RtThrottling::Shipped, RtThrottling::Off]);
-    }
-
-    fn error(text: &str) -> String {
-        parse(text).unwrap_err().to_string()
-    }
-
-    fn parse(text: &str) -> Result<Scenario, InputError> {
-        let profile = |name: &str| -> Result<Profile, String> {
-            if name == "L4" {
-                Profile::parse(
-                    "L4.toml",
-                    "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n",
-                )
-                .map_err(|e| e.to_string())
-            } else {
-                Err("no such profile".into())
-            }
-        };
-        Scenario::parse("s.toml", text, &profile)
-    }
-
-    const GOOD: &str = r#"
-schema_version = 1
-name = "t"
-description = "t"
-[peer]
-implementation = "frr"
-[[phase]]
-profile = "L4"
-seconds = 10
-[[dut]]
-label = "xdp"
-implementation = "linecardd"
-backend = "xdp"
-max_flaps = 0
-"#;
-
-    #[test]
-    fn echo_needs_frr_single_hop_ipv4_and_its_expectations_need_echo() {
-        let with = |peer: &str, sessions: &str, dut: &str| {
-            GOOD.replace(
-                "implementation = \"frr\"\n",
-                &format!("implementation = \"{peer}\"\n"),
-            )
-            .replace(
-                "[[phase]]\n",
-                &format!("[sessions]\n{sessions}\n[[phase]]\n"),
-            )
-            .replace("max_flaps = 0\n", &format!("max_flaps = 0\n{dut}\n"))
-        };
-        let ok = with(
-            "frr",
-            "echo = true",
-            "peer_echo = \"reflected\"\nown_echo = true",
-        );
-        assert!(
-            error(&ok.replace("max_flaps = 0\n", "max_flaps = -1\n")).contains("max_flaps = -1"),
-            "echo keys accepted, the next error is the planted one"
-        );
-        assert!(error(&with("bird", "echo = true", "")).contains("BIRD has no echo function"));
-        assert!(error(&with("frr", "echo = true\nmultihop = true", ""))
-            .contains("single-hop sessions only"));
-        assert!(error(&with("frr", "", "own_echo = true")).contains("need sessions.echo = true"));
-        assert!(error(&with("frr", "echo = true", "peer_echo = \"maybe\""))
-            .contains("must be reflected or absent"));
-    }
-
-    #[test]
-    fn multihop_keys_are_checked_against_the_peer() {
-        let with = |peer: &str, sessions: &str| {
-            GOOD.replace(
-                "implementation = \"frr\"",
-                &format!("implementation = \"{peer}\""),
-            )
-            .replace("[[phase]]", &format!("[sessions]\n{sessions}\n[[phase]]"))
-        };
-        assert_eq!(
-            error(&with("frr", "min_ttl = 64")),
-            "s.toml: sessions.min_ttl = 64: applies to multihop sessions only (set sessions.multihop = true)"
-        );
-        assert!(error(&with("bird", "multihop = true"))
-            .contains("BIRD sends multihop packets at TTL 64"));
-        assert!(error(&with("bird", "multihop = true\nmin_ttl = 100")).contains("= 100: BIRD"));
-        assert!(error(&with("frr", "multihop = true\nmin_ttl = 0")).contains("must be 1 to 255"));
-    }
-
-    #[test]
-    fn dual_stack_keys_are_checked() {
-        let dual = |dut: &str| {
-            GOOD.replace("[[phase]]", "[sessions]\nfamily = \"dual\"\n[[phase]]")
-                .replace("max_flaps = 0\n", dut)
-        };
-        let parse = |text: &str| {
-            Scenario::parse("s.toml", text, &|_| {
-                Profile::parse("p", "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n")
-                    .map_err(|e| e.to_string())
-            })
-        };
-        let split = parse(&dual(
-            "offload = \"ipv4\"\nipv4 = { max_flaps = 0 }\nipv6 = { positive_control = true }\n",
-        ))
-        .unwrap();
-        assert!(split.sessions.dual_stack && !split.sessions.ipv6);
-        let d = &split.duts[0];
-        assert_eq!(d.offload_only, Some(Family::Ipv4));
-        assert_eq!(d.expect_for(Family::Ipv4).max_flaps, Some(0));
-        assert!(d.expect_for(Family::Ipv6).positive_control);
-        assert!(
-            error(&GOOD.replace("max_flaps = 0", "ipv4 = { max_flaps = 0 }")).contains(
-                "dut[0].ipv4 = (table): limits per family need sessions.family = \"dual\""
-            )
-        );
-        assert!(error(&dual("max_flaps = 0\nipv6 = { max_flaps = 1 }\n"))
-            .contains("put every limit in them"));
-        assert!(
-            error(&dual("ipv6 = { positive_control = true, max_flaps = 1 }\n"))
-                .contains("dut[0].ipv6.positive_control = true")
-        );
-        assert!(error(&dual("offload = \"ipv5\"\n")).contains("dut[0].offload = ipv5"));
-        assert!(
-            error(&dual("offload = \"ipv6\"\n").replace("\"xdp\"", "\"rt\""))
-                .contains("only linecardd's xdp backend offloads sessions")
-        );
-        assert!(
-            error(&GOOD.replace("[[phase]]", "[sessions]\nfamily = \"ip\"\n[[phase]]"))
-                .contains("sessions.family = ip: must be ipv4, ipv6 or dual")
-        );
-    }
-
-    #[test]
-    fn faults_are_checked_key_by_key() {
-        let with =
-            |fault: &str| GOOD.replace("seconds = 10", &format!("seconds = 10\nfault = {fault}"));
-        let ok = Scenario::parse(
-            "s.toml",
-            &with("{ kind = \"loss\", percent = 30, seed = 3 }"),
-            &|_| {
-                Profile::parse("p", "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n")
-                    .map_err(|e| e.to_string())
-            },
-        )
-        .unwrap();
-        assert_eq!(
-            ok.phases[0].fault,
-            Some(Fault::Loss {
-                percent: 30.0,
-                seed: 3
-            })
-        );
-        assert_eq!(
-            error(&with("{ kind = \"loss\", percent = 130 }")),
-            "s.toml: phase[0].fault.percent = 130: must be 0 to 100"
-        );
-        assert!(
-            error(&with("{ kind = \"loss\", percent = 5, down_ms = 3 }"))
-                .contains("phase[0].fault.down_ms = (set): not a key of fault loss")
-        );
-        assert!(error(&with("{ kind = \"link_flap\", down_ms = 9000 }"))
-            .contains("phase[0].fault.down_ms = 9000: must be 1 to 60000 and end 3 s before the phase does"));
-        assert!(error(&with("{ kind = \"engine_stop\" }")).contains("needs stop_ms"));
-        assert!(error(&with("{ kind = \"meteor\" }")).contains("phase[0].fault.kind = meteor"));
-        assert!(error(
-            &with("{ kind = \"peer_restart\" }")
-                .replace("[[phase]]", "[sessions]\ncount = 2\n[[phase]]")
-        )
-        .contains("faults are judged on one session"));
-    }
-
-    #[test]
-    fn errors_name_file_key_and_value() {
-        assert!(Scenario::parse("s.toml", GOOD, &|_| Profile::parse(
-            "p",
-            "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n"
-        )
-        .map_err(|e| e.to_string()))
-        .is_ok());
-        assert_eq!(
-            error(&GOOD.replace("\"xdp\"\nmax", "\"turbo\"\nmax")),
-            "s.toml: dut[0].backend = turbo: must be one of naive, rt, deadline, txtime, xdp"
-        );
-        assert_eq!(
-            error(&GOOD.replace("\"L4\"", "\"L9\"")),
-            "s.toml: phase[0].profile = L9: no such profile"
-        );
-        assert!(
-            error(&GOOD.replace("seconds = 10", "seconds = 0")).contains("phase[0].seconds = 0")
-        );
-        assert!(
-            error(&GOOD.replace("\"frr\"", "\"gobgp\"")).contains("peer.implementation = gobgp")
-        );
-        assert!(
-            error(&GOOD.replace("max_flaps = 0", "max_flaps = 0\npositive_control = true"))
-                .contains("dut[0].positive_control = true")
-        );
-        assert!(error(&GOOD.replace("name = \"t\"", "name = \"../etc\"")).contains("name = ../etc"));
-        assert!(error(&format!("{GOOD}colour = 1\n")).starts_with("s.toml: "));
-        let ssh = |table: &str| {
-            GOOD.replace("name = \"t\"\n", "name = \"t\"\nprovider = \"ssh\"\n")
-                .replace("[peer]", &format!("{table}[peer]"))
-        };
-        assert!(
-            error(&ssh("")).contains("ssh = (missing): provider = \"ssh\" needs an [ssh] table")
-        );
-        assert!(error(&ssh("[ssh]\ntarget = \"root@h; reboot\"\n"))
-            .contains("ssh.target = root@h; reboot: must be user@host"));
-        assert!(error(&ssh("[ssh]\ntarget = \"root@h\"\nhost = 1\n")).starts_with("s.toml: "));
-        assert!(
-            error(&GOOD.replace("[peer]", "[ssh]\ntarget = \"root@h\"\n[peer]"))
-                .contains("ssh = (table): only read with provider = \"ssh\"")
-        );
-        // Three hosts: what needs the local lab's plumbing is refused,
-        // naming the key.
-        let hosts = "[ssh]\n[ssh.dut]\ntarget = \"root@d\"\ninterface = \"eth0\"\naddress = \"192.0.2.1\"\ncpus = [1]\n\
-                     [ssh.peer]\ntarget = \"root@p\"\ninterface = \"eth0\"\naddress = \"192.0.2.2\"\n\
-                     [ssh.observer]\ntarget = \"root@o\"\ninterface = \"br0\"\n";
-        assert!(parse(&ssh(hosts)).is_ok());
-        let refused = |from: &str, to: &str| error(&ssh(hosts).replace(from, to));
-        assert!(refused("[[phase]]", "[sessions]\ncount = 2\n[[phase]]")
-            .contains("sessions.count = 2: one session between the two hosts' addresses"));
-        assert!(refused("[[phase]]", "[sessions]\necho = true\n[[phase]]")
-            .contains("sessions.echo = true: needs the lab's addresses"));
-        assert!(
-            refused("implementation = \"frr\"", "implementation = \"linecardd\"")
-                .contains("peer.implementation = linecardd")
-        );
-        assert!(refused(
-            "backend = \"xdp\"",
-            "backend = \"xdp\"\nrt_throttling = \"off\""
-        )
-        .contains("dut[0].rt_throttling = off"));
-        assert!(
-            refused("address = \"192.0.2.2\"", "address = \"2001:db8::2\"")
-                .contains("ssh.peer.address")
-        );
-    }
-}
+#[path = "scenario_tests.rs"]
+mod tests;

@@ -1,17 +1,17 @@
 //! Authentication (RFC 5880 section 6.7) against a real, unmodified BIRD
 //! 2.0.12, every type, IPv4 and IPv6, 3 x 10 ms, judged on a capture taken
 //! on the observer's bridge port facing the DUT: what the wire shows of
-//! each side's authentication, a wrong key refused, and a dead peer's
-//! session that no forged or replayed packet keeps alive.
+//! each side's authentication, a wrong key refused, a key rolled over, and
+//! (through the product's own scenario and gate) a dead peer's session
+//! that no impostor keeps alive.
 
 mod common;
 
 use common::*;
-use linecard_bpf_objects::craft;
 use linecard_capture_analyzer::decode::State;
 use linecard_capture_analyzer::model::{Analysis, FlowResult};
 use linecard_engine::config::AUTH_TYPES;
-use linecard_engine::wire::{AuthSection, AuthType, Diagnostic, Repr};
+use linecard_engine::wire::AuthType;
 use linecard_harness::lab::spec::{self, DUT, PEER};
 use linecard_harness::procs::{start_bird, Daemon, PeerSession};
 use linecard_harness::scenario::SessionAuth;
@@ -271,225 +271,116 @@ fn a_wrong_key_never_brings_a_session_up() {
     assert_exit(&linecard(&["lab", "down"]), 0, "lab down");
 }
 
-/// Forged and replayed packets from the spare host, as the peer: its
-/// addresses, both discriminators, the A bit. `genuine` carries the right
-/// key, and so a valid digest, with a sequence number of the past.
-fn forgeries(our_discr: u32, peer_discr: u32, last_sequence: u32, secret: &str) -> Vec<Vec<u8>> {
-    let packet = |key: &str, sequence: u32| {
-        let mut bytes = [0u8; 20];
-        bytes[..key.len()].copy_from_slice(key.as_bytes());
-        let repr = Repr {
-            diag: Diagnostic::NoDiagnostic,
-            state: linecard_engine::wire::State::Up,
-            poll: false,
-            final_: false,
-            control_plane_independent: false,
-            demand: false,
-            detect_mult: 3,
-            my_discr: peer_discr,
-            your_discr: our_discr,
-            desired_min_tx_us: 10_000,
-            required_min_rx_us: 10_000,
-            required_min_echo_rx_us: 0,
-            auth: Some(AuthSection {
-                auth_type: AuthType::MeticulousKeyedSha1,
-                key_id: KEY_ID,
-                sequence: Some(sequence),
-                bytes,
-                len: 20,
-            }),
-        };
-        let mut frame = from_spare(craft::frame(255, &repr.to_bytes()));
-        craft::fix_ipv4_checksum(&mut frame);
-        frame
-    };
-    vec![
-        // Without the key: a guessed digest, the next sequence number.
-        packet("guessed-secret", last_sequence.wrapping_add(1)),
-        // A replay: genuine, 5 behind.
-        packet(secret, last_sequence.wrapping_sub(5)),
-    ]
-}
-
-/// Userspace verification (rt) and the kernel's (xdp): the same forgeries,
-/// the same Down; with xdp the forgeries are refused before userspace, by
-/// the fast path, and counted there.
+/// `scenarios/impostor.toml` end to end: BIRD killed while the spare
+/// host sends as it (guessed keys and replays, `run::impostor`), for rt
+/// (verification in userspace) and xdp (in the kernel, before userspace).
+/// Each DUT's Down a detection time after BIRD's last genuine packet is the
+/// faults judge's to check and the gate's to hold; here, what the engines
+/// say they refused, and where. Then the negative control: verification
+/// off in both planes (`engine.verify_authentication = false`) must fail
+/// the run and the gate, both DUTs taken in by the impostor.
 #[test]
-fn a_dead_peer_is_declared_down_whatever_forgeries_arrive() {
-    in_the_lab("auth_forgeries", || {
-        for backend in ["rt", "xdp"] {
-            retrying_invalid(&format!("forgeries ({backend})"), || {
-                forgeries_once(backend, Verification::On)
-            })
-        }
-    });
-}
-
-/// The negative control: with verification switched off in both planes
-/// (`engine.verify_authentication = false`), the same forgeries keep the
-/// dead peer's session Up for as long as they arrive: the test above must
-/// fail with it.
-#[test]
-fn with_verification_off_the_forgeries_keep_a_dead_session_up() {
-    in_the_lab("auth_forgeries_unverified", || {
-        retrying_invalid("forgeries, verification off", || {
-            forgeries_once("xdp", Verification::Off)
-        })
-    });
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Verification {
-    On,
-    /// The negative control.
-    Off,
-}
-
-fn forgeries_once(backend: &str, verification: Verification) -> Result<(), String> {
-    let dir = scratch_dir("auth-forgeries");
-    let secret = "meticulous-1";
-    let a = auth("meticulous_keyed_sha1", secret);
-    let mut bird = start_peer(&dir, &a);
-    let capture = capture_dut_port(&dir);
-    let socket = dir.join("dut.sock");
-    let engine_extra = match verification {
-        Verification::On => "",
-        Verification::Off => "verify_authentication = false\n",
+fn an_impostor_never_keeps_a_dead_peers_session_up() {
+    if !privileged("an_impostor_never_keeps_a_dead_peers_session_up") {
+        return;
+    }
+    let _lock = lock_lab();
+    let results = scratch_dir("ri");
+    let scenario = repo().join("scenarios/impostor.toml");
+    let Some((out, dir)) = judged_run(&scenario, "impostor", &results, "i", &[]) else {
+        return;
     };
-    let mut dut = start_dut_on(backend, &dir, &socket, &a, &a, engine_extra);
-    let sessions = wait_sessions(&socket, &mut dut, Duration::from_secs(10), "both Up", up);
-    let v4 = sessions.iter().find(|s| s["peer"] == PEER.ipv4).unwrap();
-    let our = v4["local_discr"].as_u64().unwrap() as u32;
-    let theirs = v4["remote"]["discr"].as_u64().unwrap() as u32;
-    let last = v4["auth"]["receive_sequence"].as_u64().unwrap() as u32;
-    let frames = forgeries(our, theirs, last, secret);
-
-    // BIRD dies; forgeries arrive every 2 ms for 200 ms from then on.
-    let witness = CpuWitness::start(&dir, 10);
-    let start = epoch_ns();
-    bird.kill().unwrap();
-    for _ in 0..100 {
-        inject(&frames, 1);
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    let view = ctl(&socket, &["list", "--json"]);
-    let kernel = ctl(&socket, &["drops"])["fast_path"].clone();
-    let end = epoch_ns();
-    let stalls = witness.finish();
-    dut.stop().unwrap();
-    let analysis = analyze_window(capture.finish().unwrap(), "kill", start - 500_000_000, end);
-
-    let ours = flow(&analysis, DUT.ipv4, PEER.ipv4);
-    // BIRD's own flow (its port) and the forgeries' (the crafted 49152).
-    let window = &analysis.phases[0].result;
-    let forged = window
-        .flows
-        .iter()
-        .find(|f| f.src == PEER.ipv4 && f.src_port == 49152)
-        .expect("the forgeries on the wire");
-    // The engine's own account of the IPv4 session.
-    let v4 = view["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["peer"] == PEER.ipv4)
-        .unwrap();
-    if verification == Verification::Off {
-        // Precondition: the forgeries ran for many detection times.
-        assert!(
-            forged.last_ts_ns - forged.first_ts_ns > 150_000_000,
-            "{forged:?}"
-        );
-        let early_down = ours
-            .flap_events
-            .iter()
-            .find(|e| e.at_ns < forged.last_ts_ns);
-        assert!(
-            early_down.is_none() && v4["state"] == "up",
-            "unverified, the forgeries still failed to keep the dead session Up (Down at {early_down:?}, state {}): the forgery test would pass without verification",
-            v4["state"]
-        );
-        eprintln!(
-            "verification off: {} forged packets kept the dead session Up for {:.0} ms",
-            forged.packets,
-            (forged.last_ts_ns - forged.first_ts_ns) as f64 / 1e6
-        );
-        let _ = std::fs::remove_dir_all(&dir);
-        return Ok(());
-    }
-    let down = ours
-        .flap_events
-        .first()
-        .unwrap_or_else(|| panic!("the DUT never went Down: {ours:?}"));
-    assert_eq!(down.diag, 1, "Down for another reason: {down:?}");
-    let bird_last = window
-        .flows
-        .iter()
-        .filter(|f| f.src == PEER.ipv4 && f.dst == DUT.ipv4 && f.src_port != 49152)
-        .map(|f| f.last_ts_ns)
-        .max()
-        .unwrap();
-    // Precondition: the forgeries were on the wire while the detection
-    // time ran, and after it.
-    assert!(
-        forged.first_ts_ns < bird_last + 30_000_000,
-        "forgeries came late: {forged:?}"
-    );
-    assert!(
-        forged.last_ts_ns > down.at_ns,
-        "forgeries stopped before the Down"
-    );
-    let latency_ms = (down.at_ns - bird_last) as f64 / 1e6;
     eprintln!(
-        "IPv4: Down {latency_ms:.2} ms after BIRD's last packet, {} forged packets on the wire",
-        forged.packets
+        "{}",
+        std::fs::read_to_string(dir.join("summary.md")).unwrap()
     );
-    if latency_ms > 30.0 + 10.0 {
-        explained(
-            &stalls,
-            bird_last,
-            down.at_ns,
-            &format!("Down {latency_ms:.2} ms after BIRD's last packet (detection time 30 ms)"),
-        )?;
-    }
-    // The engine's account of why: guessed digests and the replay, refused
-    // in userspace (rt) or in the kernel before userspace (xdp).
-    let by_kernel = |reason: &str| kernel["drops_by_reason"][reason].as_u64().unwrap_or(0);
-    if backend == "xdp" {
-        // Precondition: the program ran here and passed BIRD's genuine
-        // packets up (every packet of an authenticated session goes up).
-        let passed: u64 = kernel["verdicts_per_cpu"]
+    assert_exit(&out, 0, "the impostor scenario");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    for label in ["xdp", "rt"] {
+        // Precondition: the impostor was on the wire (the judge holds
+        // 100 of its packets at least; it sends 2 every 2 ms for 300 ms).
+        let fault = dut(&manifest, label)["evidence"]["phases"]
             .as_array()
-            .expect("the fast path's counters: was xdp attached?")
+            .unwrap()
             .iter()
-            .map(|cpu| {
-                cpu[linecard_common::bfd::verdict::PASSED as usize]
-                    .as_u64()
-                    .unwrap()
-            })
-            .sum();
-        assert!(
-            passed > 0,
-            "no genuine packet passed the fast path: {kernel:#}"
-        );
-        assert!(by_kernel("auth_failed") >= 50, "{kernel:#}");
-        assert!(by_kernel("auth_sequence") >= 1, "{kernel:#}");
+            .find_map(|p| p["fault"].as_object())
+            .unwrap()
+            .clone();
+        let impostor_packets = fault["impostor_packets"].as_u64().unwrap();
+        assert!(impostor_packets >= 150, "{fault:?}");
         assert_eq!(
-            (drops_of(v4, "auth_failed"), drops_of(v4, "auth_sequence")),
-            (0, 0),
-            "a forgery reached userspace past the kernel: {v4:#}"
+            fault["detections_ms"].as_array().unwrap().len(),
+            1,
+            "{fault:?}"
         );
-        eprintln!(
-            "xdp: the kernel refused {} guessed digests and {} replays; {passed} genuine packets passed",
-            by_kernel("auth_failed"),
-            by_kernel("auth_sequence")
-        );
-    } else {
-        assert!(drops_of(v4, "auth_failed") >= 50, "{v4:#}");
-        assert!(drops_of(v4, "auth_sequence") >= 1, "{v4:#}");
+        // The engine's account, read at the end of the run: the impostor's
+        // packets refused, guesses for their digest or (once the peer's
+        // last packets moved bfd.RcvAuthSeq past the guess's number) for
+        // their sequence number, replays for their sequence number.
+        let view: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join(label).join("engine-view.json")).unwrap(),
+        )
+        .unwrap();
+        let session = &view["list"]["sessions"][0];
+        let refused = |count: &dyn Fn(&str) -> u64| {
+            let (digest, sequence) = (count("auth_failed"), count("auth_sequence"));
+            assert!(
+                // All but the few replays let through once the dead peer's
+                // window lapsed (5 of 288 in each recorded run).
+                digest >= 50 && sequence >= 50 && digest + sequence + 10 >= impostor_packets,
+                "{label}: of the impostor's {impostor_packets} packets on the wire, {digest} refused for their digest, {sequence} for their sequence number: {view:#}"
+            );
+        };
+        if label == "xdp" {
+            // In the kernel, before userspace.
+            refused(&|reason| {
+                view["drops"]["fast_path"]["drops_by_reason"][reason]
+                    .as_u64()
+                    .unwrap_or(0)
+            });
+            // No guess reached userspace. (A replay may, each time the
+            // dead peer's bfd.AuthSeqKnown lapses, RFC 5880 6.8.1: twice
+            // the detection time without an accepted packet; 5 of 288
+            // passed in each recorded run, as many as 300 ms holds lapses
+            // of 60 ms, each re-arming the window. The restarted peer's
+            // first packet, Your Discriminator 0 and so judged in
+            // userspace, would then fall in that window: likely the one
+            // auth_sequence refusal there. Inferred from the counts.)
+            assert_eq!(drops_of(session, "auth_failed"), 0, "{session:#}");
+        } else {
+            refused(&|reason| drops_of(session, reason));
+        }
     }
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(())
+    let (gated, _) = gate(&dir, "impostor");
+    assert_exit(&gated, 0, "the gate on the impostor scenario");
+
+    let control = results.join("unverified.toml");
+    let text = engine_switched(&scenario, "verify_authentication = false", 2);
+    std::fs::write(&control, text).unwrap();
+    let profiles = repo().join("stress-profiles");
+    let Some((out, control_dir)) = judged_run(
+        &control,
+        "impostor",
+        &results,
+        "c",
+        &["--profiles", profiles.to_str().unwrap()],
+    ) else {
+        return;
+    };
+    assert_exit(&out, 1, "the impostor scenario with verification off");
+    let (gated, diff) = gate(&control_dir, "impostor");
+    assert_exit(&gated, 1, "the gate with verification off");
+    for label in ["xdp", "rt"] {
+        assert!(
+            diff.lines().any(|l| l.contains("REGRESSED")
+                && l.split_whitespace().nth(1) == Some(label)
+                && l.split_whitespace().nth(2) == Some("idle#1")
+                && l.split_whitespace().nth(3) == Some("fault_failures")),
+            "{label}: the gate did not name the impostor's phase: {diff}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&results);
 }
 
 #[test]

@@ -757,3 +757,22 @@ pub fn fast_path_verdicts(drops: &serde_json::Value, verdict: u32) -> u64 {
         .map(|cpu| cpu[verdict as usize].as_u64().unwrap())
         .sum()
 }
+
+/// The text of `scenario` with the negative control `switch` (an
+/// `[engine]` key, e.g. `sched_deadline = false`) set on each of its
+/// `duts` DUTs (after each `max_gap_ms = 15.0`); panics unless it took on
+/// exactly that many.
+#[allow(dead_code)]
+pub fn engine_switched(scenario: &Path, switch: &str, duts: usize) -> String {
+    let line = format!("engine = {{ {switch} }}");
+    let text = std::fs::read_to_string(scenario)
+        .unwrap()
+        .replace("max_gap_ms = 15.0", &format!("max_gap_ms = 15.0\n{line}"));
+    assert_eq!(
+        text.matches(&line).count(),
+        duts,
+        "{switch} in {}",
+        scenario.display()
+    );
+    text
+}

@@ -286,12 +286,28 @@ fn dead_man_once() -> Result<(), String> {
     Ok(())
 }
 
+/// The frames the kernel left unanswered for a stopped engine (its
+/// ORPHANED verdict, all CPUs) in a run's xdp DUT, from the engine's view
+/// kept at the end of the run.
+fn orphaned(run: &Path) -> u64 {
+    let view: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(run.join("xdp").join("engine-view.json")).unwrap(),
+    )
+    .unwrap();
+    view["drops"]["fast_path"]["verdicts_per_cpu"]
+        .as_array()
+        .expect("the fast path's counters")
+        .iter()
+        .map(|cpu| cpu[verdict::ORPHANED as usize].as_u64().unwrap())
+        .sum()
+}
+
 /// `scenarios/faults.toml` end to end: each fault's phase judged by its
 /// checks on the capture, the plain phase by the DUT's limits, then the
 /// gate against `baselines/faults.toml`. Then the same scenario with each
 /// negative control's switch on (the dead-man guard off, the kernel's own
-/// clock off): the judge and the gate must fail the DUT, the gate naming
-/// the phases whose fault rules broke.
+/// clock off, the sweep on its fixed period): the gate must fail the DUT,
+/// naming the phases and the metric, and the judge too where a rule broke.
 #[test]
 fn the_faults_scenario_judges_each_fault_on_the_wire() {
     if !privileged("the_faults_scenario") {
@@ -344,6 +360,9 @@ fn the_faults_scenario_judges_each_fault_on_the_wire() {
         summary.contains("| xdp | idle#5 | engine stopped 2000 ms |"),
         "{summary}"
     );
+    // The dead-man guard acted: the kernel stopped answering for the
+    // stopped engine (its ORPHANED verdict moved).
+    assert!(orphaned(&dir) > 0, "the kernel never orphaned a frame");
     let (gated, _) = gate(&dir, "faults");
     assert_exit(&gated, 0, "the gate on the faults scenario");
 
@@ -382,32 +401,50 @@ fn the_faults_scenario_judges_each_fault_on_the_wire() {
     }
 
     // The negative controls, each alone: the same scenario must fail the
-    // DUT, by its verdict and by the gate, in the phases the switch
-    // concerns. Without the dead-man guard the kernel keeps answering for
-    // the stopped engine; without the own clock a lost frame of the
-    // peer's leaves a gap of ours (RFC 5880 6.8.7: we send on our own
-    // interval, whatever the peer does).
+    // gate, naming the phases and the metric the switch concerns, and the
+    // run's own verdict where a rule broke. Without the dead-man guard the
+    // kernel keeps answering for the stopped engine; without the own clock
+    // a lost frame of the peer's leaves a gap of ours (RFC 5880 6.8.7: we
+    // send on our own interval, whatever the peer does). The sweep on its
+    // fixed period breaks no rule (each Down within 0.5 ms of its 3 ms
+    // allowance): only the gate's median of the loss phase's Downs sees it.
     let controls = [
         (
             "dead_man_ms = 0",
-            "the peer never declared the stopped engine Down",
+            Some("the peer never declared the stopped engine Down"),
             &["idle#5"][..],
+            "fault_failures",
         ),
         (
             "xdp_own_clock = false",
-            "our own clock did not send",
+            Some("our own clock did not send"),
             &["idle#1", "idle#2"][..],
+            "fault_failures",
+        ),
+        (
+            "xdp_sweep_fixed_period = true",
+            None,
+            &["idle#2"][..],
+            "detection_p50_ms",
         ),
     ];
-    for (i, (switch, why, phases)) in controls.into_iter().enumerate() {
+    for (i, (switch, why, phases, metric)) in controls.into_iter().enumerate() {
         let scenario = results.join(format!("control{i}.toml"));
-        let text = std::fs::read_to_string(repo().join("scenarios/faults.toml"))
-            .unwrap()
-            .replace(
-                "max_gap_ms = 15.0",
-                &format!("max_gap_ms = 15.0\nengine = {{ {switch} }}"),
-            );
-        assert!(text.contains(switch));
+        let text = engine_switched(&repo().join("scenarios/faults.toml"), switch, 1);
+        // The sweep's effect is a fraction of a millisecond a Down: its
+        // control runs the 30 % loss phase 40 s instead of 10 (some 60
+        // Downs instead of 15) so that the median cannot fall under the
+        // gate's limit by chance (baselines/faults.toml says why).
+        let text = if metric == "detection_p50_ms" {
+            let loss = "seconds = 10\nfault = { kind = \"loss\", percent = 30";
+            assert!(text.contains(loss));
+            text.replace(
+                loss,
+                "seconds = 40\nfault = { kind = \"loss\", percent = 30",
+            )
+        } else {
+            text
+        };
         std::fs::write(&scenario, text).unwrap();
         let Some((out, control_dir)) = judged_run(
             &scenario,
@@ -421,9 +458,19 @@ fn the_faults_scenario_judges_each_fault_on_the_wire() {
         ) else {
             return;
         };
-        assert_exit(&out, 1, &format!("the faults scenario with {switch}"));
+        if switch == "dead_man_ms = 0" {
+            // Precondition: the guard was off, the kernel answered on.
+            assert_eq!(orphaned(&control_dir), 0, "{switch}");
+        }
         let status = std::fs::read_to_string(control_dir.join("status")).unwrap();
-        assert!(status.contains(why), "{switch}: {status}");
+        match why {
+            Some(why) => {
+                assert_exit(&out, 1, &format!("the faults scenario with {switch}"));
+                assert!(status.contains(why), "{switch}: {status}");
+            }
+            // The precondition of the gate's verdict: a complete run.
+            None => assert_exit(&out, 0, &format!("the faults scenario with {switch}")),
+        }
         eprintln!("{switch}:");
         let (gated, diff) = gate(&control_dir, "faults");
         assert_exit(&gated, 1, &format!("the gate with {switch}"));
@@ -432,8 +479,8 @@ fn the_faults_scenario_judges_each_fault_on_the_wire() {
             assert!(
                 diff.lines().any(|l| l.contains("REGRESSED")
                     && l.split_whitespace().nth(2) == Some(phase)
-                    && l.split_whitespace().nth(3) == Some("fault_failures")),
-                "{switch}: the gate did not name {phase}'s fault_failures: {diff}"
+                    && l.split_whitespace().nth(3) == Some(metric)),
+                "{switch}: the gate did not name {phase}'s {metric}: {diff}"
             );
         }
     }

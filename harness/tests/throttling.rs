@@ -1,33 +1,14 @@
-//! The xdp backend's own clock holds through RT throttling. Under an L4 hog
-//! on the DUT's CPU, RT throttling stops every SCHED_FIFO task for the rest
-//! of each second once RT tasks used their runtime: a responder at
-//! SCHED_FIFO then cannot send, and a peer that stalls in that window gets
-//! its own silence mirrored back (a 31 ms gap and a flap in one CI
-//! bake-off). At SCHED_DEADLINE the responder is not throttled.
-//!
-//! To make the window easy to hit, sched_rt_runtime_us is 500000 for the
-//! test (half of every second throttled, instead of 50 ms); the peer's bfdd
-//! is stopped 18 ms at a time, 16 times, 290 ms apart. The DUT's longest gap
-//! must stay within 20 ms with the responder at SCHED_DEADLINE; the
-//! negative control, the same with `engine.sched_deadline = false`, must
-//! show a gap above it (the test can see the failure it guards against).
+//! The xdp backend's own clock holds through RT throttling
+//! (`scenarios/throttling.toml`): under an L4 hog with half of every second
+//! RT-throttled, FRR's bfdd stopped 18 ms sixteen times, the faults judge
+//! holds every gap of ours while Up to two intervals, and the gate holds
+//! the run against `baselines/throttling.toml`. The negative control, the
+//! responder at SCHED_FIFO (`engine.sched_deadline = false`), must fail
+//! both: a stall that falls into a throttled window is mirrored back whole.
 
 mod common;
 
 use common::*;
-use linecard_harness::lab::spec::{self, DUT, PEER};
-use linecard_harness::procs::start_frr_bfdd;
-use linecard_harness::rt_throttle::RuntimeOverride;
-use std::time::Duration;
-
-const STALLS: usize = 16;
-const STALL_MS: u64 = 18;
-/// Two intervals: the own clock's 11 ms and what the send path adds. The
-/// responder's packet crosses the veth's NAPI on the DUT's CPU (XDP is
-/// attached on its other end), a softirq the kernel may defer: 16.57 ms
-/// once in CI at SCHED_DEADLINE, 11.58 ms here; at SCHED_FIFO the gap
-/// mirrors the peer's whole stall (27.40 and 27.58 ms).
-const LIMIT_MS: f64 = 20.0;
 
 #[test]
 fn the_own_clock_is_not_held_by_rt_throttling() {
@@ -35,124 +16,52 @@ fn the_own_clock_is_not_held_by_rt_throttling() {
         return;
     }
     let _lock = lock_lab();
-    assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
-    let deadline = stalls_under_throttling(true);
-    let fifo = stalls_under_throttling(false);
+    let results = scratch_dir("rt");
+    let scenario = repo().join("scenarios/throttling.toml");
+    let Some((out, dir)) = judged_run(&scenario, "throttling", &results, "d", &[]) else {
+        return;
+    };
     eprintln!(
-        "peer stalled {STALLS} x {STALL_MS} ms under L4, half of each second RT-throttled: DUT's longest gap {:.2} ms at SCHED_DEADLINE, {:.2} ms at SCHED_FIFO (the peer's longest {:.2} / {:.2} ms)",
-        deadline.ours_max, fifo.ours_max, deadline.peer_max, fifo.peer_max
+        "{}",
+        std::fs::read_to_string(dir.join("summary.md")).unwrap()
     );
-    for run in [&deadline, &fifo] {
-        assert!(
-            run.peer_max >= STALL_MS as f64,
-            "{}: the peer's longest gap was {:.2} ms: the stalls did not silence it",
-            run.policy,
-            run.peer_max
-        );
-    }
-    assert!(
-        deadline.policy.contains("deadline"),
-        "the responder was not admitted at SCHED_DEADLINE: {}",
-        deadline.policy
-    );
-    assert!(
-        fifo.policy.contains("fifo"),
-        "the control's responder: {}",
-        fifo.policy
-    );
-    assert!(
-        fifo.ours_max > LIMIT_MS,
-        "negative control: at SCHED_FIFO the DUT's longest gap was {:.2} ms, within {LIMIT_MS} ms: no stall fell into a throttled window, so the test saw nothing",
-        fifo.ours_max
-    );
-    assert!(
-        deadline.ours_max <= LIMIT_MS,
-        "at SCHED_DEADLINE the DUT's longest gap was {:.2} ms (limit {LIMIT_MS} ms)",
-        deadline.ours_max
-    );
-}
+    assert_exit(&out, 0, "the throttling scenario");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    let xdp = dut(&manifest, "xdp");
+    // Preconditions: the run held RT tasks for half of every second, and
+    // the responder ran at SCHED_DEADLINE (the summary says which).
+    assert_eq!(xdp["sched_rt_runtime_us"], 500_000, "{xdp:#}");
+    let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(summary.contains("ran at SCHED_DEADLINE"), "{summary}");
+    let (gated, _) = gate(&dir, "throttling");
+    assert_exit(&gated, 0, "the gate on the throttling scenario");
 
-struct Stalled {
-    /// The responder's scheduling, as the engine reported it.
-    policy: String,
-    ours_max: f64,
-    peer_max: f64,
-}
-
-fn stalls_under_throttling(sched_deadline: bool) -> Stalled {
-    let dir = scratch_dir(if sched_deadline {
-        "throttling-deadline"
-    } else {
-        "throttling-fifo"
-    });
-    let rest = spec::cpuset_dir(spec::REST_CPUSET);
-    let session = session_3x10(PEER.ipv4, DUT.ipv4);
-    let frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &[session]).unwrap();
-    let socket = dir.join("dut.sock");
-    let mut dut = start_linecardd_toml(
-        &dir,
-        &format!(
-            r#"[engine]
-control_socket = "{}"
-sched_deadline = {sched_deadline}
-
-[[session]]
-peer = "{}"
-local = "{}"
-tx_interval_ms = 10
-rx_interval_ms = 10
-multiplier = 3
-backend = "xdp"
-interface = "eth0"
-"#,
-            socket.display(),
-            PEER.ipv4,
-            DUT.ipv4
-        ),
-    );
-    wait_sessions(
-        &socket,
-        &mut dut,
-        Duration::from_secs(10),
-        "the session Up and offloaded",
-        |s| s[0]["state"] == "up" && s[0]["offloaded"] == true,
-    );
-    let policy = ctl(&socket, &["drops"])["fast_path"]["responder"].to_string();
-    let capture = capture_dut_port(&dir);
-    let throttled = RuntimeOverride::set(500_000).unwrap();
-    let mut hog = spawn_stress(&dir, "stress", &L4_HOG, 8);
-    wait_for_hog(hog.pid());
-    let start = epoch_ns();
-    let bfdd = frr.pid() as libc::pid_t;
-    for _ in 0..STALLS {
-        // SAFETY: signals to the bfdd this test started, by PID.
-        unsafe { libc::kill(bfdd, libc::SIGSTOP) };
-        std::thread::sleep(Duration::from_millis(STALL_MS));
-        unsafe { libc::kill(bfdd, libc::SIGCONT) };
-        std::thread::sleep(Duration::from_millis(290));
-    }
-    let end = epoch_ns();
-    hog.stop().unwrap();
-    drop(throttled);
-    std::thread::sleep(Duration::from_millis(100));
-    let pcap = capture.finish().unwrap();
-    dut.stop().unwrap();
-    drop(frr);
-    let a = analyze_window(pcap, "stalls", start, end);
-    let flows = &a.phases[0].result.flows;
-    let max_of = |src: &str| {
-        flows
-            .iter()
-            .find(|f| f.src == src)
-            .unwrap_or_else(|| panic!("no packets from {src} on the capture"))
-            .gap_ms
-            .max
+    let control = results.join("fifo.toml");
+    let text = engine_switched(&scenario, "sched_deadline = false", 1);
+    std::fs::write(&control, text).unwrap();
+    let profiles = repo().join("stress-profiles");
+    let Some((out, control_dir)) = judged_run(
+        &control,
+        "throttling",
+        &results,
+        "f",
+        &["--profiles", profiles.to_str().unwrap()],
+    ) else {
+        return;
     };
-    let stalled = Stalled {
-        policy,
-        ours_max: max_of(DUT.ipv4),
-        peer_max: max_of(PEER.ipv4),
-    };
-    let _ = std::fs::remove_dir_all(&dir);
-    stalled
+    assert_exit(&out, 1, "the throttling scenario at SCHED_FIFO");
+    let summary = std::fs::read_to_string(control_dir.join("summary.md")).unwrap();
+    assert!(summary.contains("ran at SCHED_FIFO"), "{summary}");
+    let status = std::fs::read_to_string(control_dir.join("status")).unwrap();
+    assert!(status.contains("our own clock did not send"), "{status}");
+    let (gated, diff) = gate(&control_dir, "throttling");
+    assert_exit(&gated, 1, "the gate at SCHED_FIFO");
+    assert!(
+        diff.lines().any(|l| l.contains("REGRESSED")
+            && l.split_whitespace().nth(2) == Some("L4#0")
+            && l.split_whitespace().nth(3) == Some("fault_failures")),
+        "the gate did not name the stalls' phase: {diff}"
+    );
+    let _ = std::fs::remove_dir_all(&results);
 }

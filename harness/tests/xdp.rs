@@ -3,8 +3,8 @@
 //! frames from the spare host dropped in the kernel by reason (while the
 //! live session's counter moves and the userspace socket sees none), the
 //! session's own clock sending while a peer stalls (SIGSTOP, 18 ms; how
-//! soon is the faults scenario's gate's), and a killed peer detected within
-//! 31 ms. Idle window: LINECARD_IDLE_SECONDS
+//! soon is the faults scenario's gate's), and a killed peer declared Down
+//! by the kernel's sweep (how soon is the detection scenario's). Idle window: LINECARD_IDLE_SECONDS
 //! (default 10: how the idle tail holds over minutes is a timing claim,
 //! `scenarios/ci.toml`'s idle phase, gated).
 
@@ -132,19 +132,17 @@ fn xdp_run() -> Result<(), String> {
     let stall_end = epoch_ns();
     let clock_sent = own_clock(&ctl(&socket, &["list", "--json"])) - clock_before;
 
-    // Kill the peer without a farewell: Down within 31 ms of its last packet.
+    // Kill the peer without a farewell: the kernel's sweep reports the
+    // silence (how soon, on the wire, is `scenarios/detection.toml`'s,
+    // judged and gated: `--test detection`).
     frr.kill().unwrap();
-    let down = wait_sessions(
+    wait_sessions(
         &socket,
         &mut dut,
         Duration::from_secs(2),
         "the kernel's sweep to report the dead peer",
         |s| s[0]["state"] == "down" && s[0]["kernel_detection_unix_ns"].is_i64(),
-    )[0]
-    .clone();
-    let kernel_detection = down["kernel_detection_unix_ns"]
-        .as_i64()
-        .expect("the kernel's sweep reported the silence");
+    );
     std::thread::sleep(Duration::from_millis(100));
     let pcap = capture.finish().unwrap();
     dut.stop().unwrap();
@@ -283,31 +281,10 @@ fn xdp_run() -> Result<(), String> {
         "own-clock requests {clock_sent} while the peer stalled 5 times ({} ms)",
         theirs_stalled.gap_ms.max
     );
-    let peer_last = a
-        .all
-        .flows
-        .iter()
-        .find(|f| f.src == PEER.ipv4)
-        .unwrap()
-        .last_ts_ns;
-    let kernel_latency = (kernel_detection - peer_last) as f64 / 1e6;
-    eprintln!("xdp: peer killed, the kernel declared it silent {kernel_latency:.2} ms after its last packet on the wire");
-    assert!(
-        (29.0..=31.0).contains(&kernel_latency),
-        "kernel detection {kernel_latency} ms"
-    );
+    // The Down on the wire, for the dead peer (diag 1).
     let f = a.all.flows.iter().find(|f| f.src == DUT.ipv4).unwrap();
     let event = f.flap_events.first().expect("no Down on the wire");
-    let latency = event.detection_latency_ms.expect("the Down carries diag 1");
-    eprintln!("xdp: peer killed, the Down reached the wire after {latency:.2} ms");
-    // The detection instant is the kernel's (above). The first Down is sent
-    // by the responder thread the kernel's event wakes: idle, within 1 ms
-    // of it (and of 31 ms after the peer's last packet, issue 5, give or
-    // take the sweep's 0.5 ms period).
-    assert!(
-        latency >= kernel_latency && latency <= kernel_latency + 1.0 && latency <= 31.5,
-        "Down on the wire {latency} ms, kernel {kernel_latency} ms"
-    );
+    assert_eq!(event.diag, 1, "{event:?}");
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

@@ -464,13 +464,13 @@ pub fn start_peer(
 pub const SOCKET_PATH_MAX: usize = 107;
 
 /// Every unix socket a DUT's run may bind, relative to its directory:
-/// the peer's and the DUT's daemons as first started, and as the fault of
-/// phase `last_restart` (the last that restarts one) starts them again
-/// (`peer-restarted-N/`, `restarted-N/`).
+/// the peer's and the DUT's daemons as first started, and as a fault
+/// starts them again in `last_restart`, the longest such directory's name
+/// (`restarted-N` or `restarted-N-K`; the peer's with `peer-` before it).
 pub fn socket_paths(
     peer: PeerImplementation,
     dut: &DutImplementation,
-    last_restart: Option<usize>,
+    last_restart: Option<String>,
 ) -> Vec<PathBuf> {
     let frr = |dir: &str| {
         ["bfdd.sock", "bfdd.vty", "zserv.api"]
@@ -493,8 +493,8 @@ pub fn socket_paths(
     };
     let mut all = Vec::new();
     if let Some(last) = last_restart {
-        all.extend(restarted(format!("peer-restarted-{last}"), &peers));
-        all.extend(restarted(format!("restarted-{last}"), &duts));
+        all.extend(restarted(format!("peer-{last}"), &peers));
+        all.extend(restarted(last, &duts));
     }
     all.extend(peers);
     all.extend(duts);

@@ -146,6 +146,8 @@ fn side_flows<'a>(
     use linecard_capture_analyzer::decode::Service;
     flows.iter().filter(move |f| {
         f.service != Service::Echo
+            // Never the peer's, whatever address it claims.
+            && f.src_port != super::faults::IMPOSTOR_PORT
             && pairs.iter().any(|p| {
                 let (from, to) = if side == "dut" {
                     (p.dut, p.peer)

@@ -14,11 +14,14 @@
 //!   <dut>/*.log          daemon, stress and canary output
 //! ```
 
+mod actions;
+use actions::{act, restart_suffix};
 pub mod cpu;
 pub mod daemons;
 pub mod faults;
 mod figures;
 pub mod hosts;
+pub mod impostor;
 pub mod judge;
 pub mod mirror;
 pub mod provider;
@@ -32,9 +35,7 @@ pub use summary::summary_markdown;
 use crate::lab::spec;
 use crate::procs::{Capture, Daemon};
 use crate::rt_throttle;
-use crate::scenario::{
-    DutImplementation, DutSpec, Family, PhaseSpec, ProviderKind, RtThrottling, Scenario,
-};
+use crate::scenario::{DutImplementation, DutSpec, Family, PhaseSpec, ProviderKind, Scenario};
 use anyhow::{Context, Result};
 use judge::{Evidence, PhaseFigures, Verdict};
 use linecard_capture_analyzer::{Options, Phase};
@@ -305,8 +306,12 @@ pub fn plan(scenario: &Scenario) -> String {
         } else {
             stress_ng_line(&p.profile.stress_ng_processes(1, p.seconds))
         };
+        let fault = p
+            .fault
+            .as_ref()
+            .map_or(String::new(), |f| format!("; fault: {}", f.describe()));
         out.push_str(&format!(
-            "  {:<6} {:>5} s  {cmd}\n",
+            "  {:<6} {:>5} s  {cmd}{fault}\n",
             p.profile.name, p.seconds
         ));
     }
@@ -437,18 +442,25 @@ fn check_socket_paths(scenario: &Scenario, options: &RunOptions) -> Result<()> {
         .results
         .join(&scenario.name)
         .join("YYYYMMDDTHHMMSSZ");
-    let last_restart = scenario.phases.iter().rposition(|p| {
-        matches!(
-            p.fault,
-            Some(faults::Fault::PeerRestart | faults::Fault::EngineRestart)
-        )
-    });
+    // The longest restarted daemon's directory suffix (`restarted_dir`).
+    let last_restart = scenario
+        .phases
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| match p.fault {
+            Some(faults::Fault::PeerRestart { times }) => Some(restart_suffix(i, times - 1)),
+            Some(faults::Fault::EngineRestart | faults::Fault::Impostor) => {
+                Some(restart_suffix(i, 0))
+            }
+            _ => None,
+        })
+        .max_by_key(String::len);
     let deepest = scenario
         .duts
         .iter()
         .flat_map(|dut| {
             let dut_dir = run_dir.join(attempt_dir(&dut.label, MAX_ATTEMPTS));
-            daemons::socket_paths(scenario.peer, &dut.implementation, last_restart)
+            daemons::socket_paths(scenario.peer, &dut.implementation, last_restart.clone())
                 .into_iter()
                 .map(move |socket| dut_dir.join(socket))
         })
@@ -637,43 +649,6 @@ fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<()> {
     Ok(())
 }
 
-/// Runs a fault's action (not a loss: that lasts the phase), one second
-/// into its phase; returns when it started and ended.
-fn act(
-    fault: &faults::Fault,
-    peer: &mut daemons::Bfd,
-    dut: &mut daemons::Bfd,
-    restart_peer: &dyn Fn() -> Result<daemons::Bfd>,
-    restart_dut: &dyn Fn() -> Result<daemons::Bfd>,
-) -> Result<(i64, i64)> {
-    let start = unix_ns();
-    match fault {
-        faults::Fault::Loss { .. } => {}
-        faults::Fault::LinkFlap { down_ms } => {
-            let port = spec::PEER.bridge_port;
-            crate::sys::run("ip", ["-n", spec::OBSERVER_NS, "link", "set", port, "down"])?;
-            std::thread::sleep(Duration::from_millis(*down_ms));
-            crate::sys::run("ip", ["-n", spec::OBSERVER_NS, "link", "set", port, "up"])?;
-        }
-        faults::Fault::PeerRestart => {
-            peer.daemon.kill()?;
-            *peer = restart_peer()?;
-        }
-        faults::Fault::EngineStop { stop_ms } => {
-            let pid = dut.daemon.pid() as libc::pid_t;
-            // SAFETY: signals to the DUT daemon this run started, by PID.
-            unsafe { libc::kill(pid, libc::SIGSTOP) };
-            std::thread::sleep(Duration::from_millis(*stop_ms));
-            unsafe { libc::kill(pid, libc::SIGCONT) };
-        }
-        faults::Fault::EngineRestart => {
-            dut.stop_hard()?;
-            *dut = restart_dut()?;
-        }
-    }
-    Ok((start, unix_ns()))
-}
-
 /// Runs one DUT through every phase.
 fn run_dut(
     scenario: &Scenario,
@@ -706,10 +681,11 @@ fn run_dut(
         }
     }
     // Restored on drop, also when this function fails half-way.
-    let _throttling = match dut.rt_throttling {
-        RtThrottling::Off => Some(rt_throttle::RuntimeOverride::throttling_off()?),
-        RtThrottling::Shipped => None,
-    };
+    let _throttling = dut
+        .rt_throttling
+        .runtime_us()
+        .map(rt_throttle::RuntimeOverride::set)
+        .transpose()?;
     outcome.sched_rt_runtime_us = rt_throttle::read().ok();
     let rest = spec::cpuset_dir(spec::REST_CPUSET);
     let dut_cpuset = spec::cpuset_dir(spec::DUT_CPUSET);
@@ -812,9 +788,11 @@ fn run_dut(
                 phase.fault,
                 Some(
                     faults::Fault::LinkFlap { .. }
-                        | faults::Fault::PeerRestart
+                        | faults::Fault::PeerRestart { .. }
+                        | faults::Fault::PeerStall { .. }
                         | faults::Fault::EngineStop { .. }
                         | faults::Fault::EngineRestart
+                        | faults::Fault::Impostor
                 )
             );
             let start_ns = unix_ns();
@@ -841,8 +819,8 @@ fn run_dut(
                 }
                 if !acted && elapsed >= faults::LEAD_IN {
                     acted = true;
-                    let restart = || {
-                        let dir = dir.join(format!("peer-restarted-{i}"));
+                    let restart = |kill: u64| {
+                        let dir = dir.join(format!("peer-{}", restart_suffix(i, kill)));
                         std::fs::create_dir_all(&dir)?;
                         daemons::start_peer(
                             scenario.peer,
@@ -854,14 +832,28 @@ fn run_dut(
                         .context("starting the peer again")
                     };
                     let restart_dut = || {
-                        let dir = dir.join(format!("restarted-{i}"));
+                        let dir = dir.join(restart_suffix(i, 0));
                         std::fs::create_dir_all(&dir)?;
                         daemons::start_dut(dut, &scenario.sessions, &pairs, &dir, &host.dut_cpus)
                             .context("starting the DUT again")
                     };
                     let fault = phase.fault.as_ref().expect("acted only on a fault");
-                    let (start, end) =
-                        act(fault, &mut peer, &mut dut_daemon, &restart, &restart_dut)?;
+                    // Twice the detection time, 100 ms at least.
+                    let s = &scenario.sessions;
+                    let dead_for = Duration::from_millis(
+                        (2 * u64::from(s.multiplier)
+                            * u64::from(s.tx_interval_ms.max(s.rx_interval_ms)))
+                        .max(100),
+                    );
+                    let (start, end) = act(
+                        fault,
+                        scenario.sessions.auth.as_ref(),
+                        dead_for,
+                        &mut peer,
+                        &mut dut_daemon,
+                        &restart,
+                        &restart_dut,
+                    )?;
                     if let Some(a) = applied.as_mut() {
                         (a.start_ns, a.end_ns) = (start, end);
                     }
@@ -1175,7 +1167,18 @@ pub(crate) fn judge_dut(
     let place_disturbances = |gap: &mut mirror::LongGap| witnesses.place(gap);
     long_gaps.iter_mut().for_each(place_disturbances);
     // Each fault's phase, walked packet by packet.
-    let from_dut: Vec<bool> = flows.iter().map(|f| dut_addrs.contains(&f.src)).collect();
+    let sides: Vec<faults::Side> = flows
+        .iter()
+        .map(|f| {
+            if dut_addrs.contains(&f.src) {
+                faults::Side::Ours
+            } else if f.src_port == faults::IMPOSTOR_PORT {
+                faults::Side::Impostor
+            } else {
+                faults::Side::Peer
+            }
+        })
+        .collect();
     // The peer's silences of a detection time while both sides were Up, in
     // the plain phases: it sends on its own clock whatever the DUT does
     // (RFC 5880 6.8.7), so each is its host's stall (seen in CI: both
@@ -1185,7 +1188,7 @@ pub(crate) fn judge_dut(
         .flat_map(|&(start, end)| {
             faults::walk(
                 &rows.0,
-                &from_dut,
+                &sides,
                 (start, end),
                 (start, start),
                 (detection_ms, interval_ms),
@@ -1205,12 +1208,13 @@ pub(crate) fn judge_dut(
         };
         let mut f = faults::walk(
             &rows.0,
-            &from_dut,
+            &sides,
             (record.start_ns, record.end_ns),
             (applied.start_ns, applied.end_ns),
             (detection_ms, interval_ms),
         );
         f.fault = Some(fault.clone());
+        f.stressed = record.stress_ng.is_some();
         f.late_up_gaps.iter_mut().for_each(place_disturbances);
         f.frames_seen = applied.frames_seen;
         f.frames_dropped = applied.frames_dropped;

@@ -14,7 +14,13 @@ fn faults_markdown(m: &Manifest) -> String {
         None => "-".to_string(),
         Some(lo) => {
             let hi = v.iter().copied().fold(lo, f64::max);
-            format!("{} ({lo:.2}-{hi:.2})", v.len())
+            match crate::gate::median(v) {
+                // The figure the gate holds (`detection_p50_ms`).
+                Some(m) if v.len() >= crate::gate::MIN_DETECTIONS => {
+                    format!("{} ({lo:.2}-{hi:.2}, median {m:.2})", v.len())
+                }
+                _ => format!("{} ({lo:.2}-{hi:.2})", v.len()),
+            }
         }
     };
     let mut rows = String::new();
@@ -29,7 +35,15 @@ fn faults_markdown(m: &Manifest) -> String {
                 "| {} | {} | {} | {} | {} | {} | {} | {:.2} | {} |\n",
                 d.label,
                 p.phase,
-                f.fault.as_ref().map_or("?".into(), faults::Fault::describe),
+                match &f.fault {
+                    None => "?".into(),
+                    Some(fault @ faults::Fault::Impostor) => format!(
+                        "{} ({} of its packets on the wire)",
+                        fault.describe(),
+                        f.impostor_packets
+                    ),
+                    Some(fault) => fault.describe(),
+                },
                 lost,
                 range(&f.detections_ms),
                 f.missed_ms.len(),

@@ -1,0 +1,99 @@
+//! What the runner does for a phase's fault, one second into the phase:
+//! a link taken down, the peer killed (again and again, or while an
+//! impostor sends as it) or stopped, the engine stopped or killed. Judged
+//! afterwards on the capture (`faults`), never by what this code believes
+//! it did.
+
+use super::{daemons, faults, impostor, readiness, unix_ns};
+use crate::lab::spec;
+use anyhow::{Context, Result};
+use std::time::Duration;
+
+/// The directory of a daemon restarted by phase `phase`'s fault, for its
+/// `kill`th kill (0-based; a peer's is `peer-` and this).
+pub(super) fn restart_suffix(phase: usize, kill: u64) -> String {
+    if kill == 0 {
+        format!("restarted-{phase}")
+    } else {
+        format!("restarted-{phase}-{kill}")
+    }
+}
+
+/// Runs a fault's action (not a loss: that lasts the phase), one second
+/// into its phase; returns when it started and ended.
+pub(super) fn act(
+    fault: &faults::Fault,
+    auth: Option<&crate::scenario::SessionAuth>,
+    dead_for: Duration,
+    peer: &mut daemons::Bfd,
+    dut: &mut daemons::Bfd,
+    restart_peer: &dyn Fn(u64) -> Result<daemons::Bfd>,
+    restart_dut: &dyn Fn() -> Result<daemons::Bfd>,
+) -> Result<(i64, i64)> {
+    let start = unix_ns();
+    match fault {
+        faults::Fault::Loss { .. } => {}
+        faults::Fault::LinkFlap { down_ms } => {
+            let port = spec::PEER.bridge_port;
+            crate::sys::run("ip", ["-n", spec::OBSERVER_NS, "link", "set", port, "down"])?;
+            std::thread::sleep(Duration::from_millis(*down_ms));
+            crate::sys::run("ip", ["-n", spec::OBSERVER_NS, "link", "set", port, "up"])?;
+        }
+        faults::Fault::PeerRestart { times } => {
+            for kill in 0..*times {
+                if kill > 0 {
+                    // The next kill once both daemons say the session is
+                    // Up again, and it has run for a moment (steady,
+                    // RX-clocked).
+                    readiness::wait_up(dut, peer, 1, readiness::ready_within(1)).map_err(
+                        |why| anyhow::anyhow!("after kill {kill} of the peer, not Up again: {why}"),
+                    )?;
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+                peer.daemon.kill()?;
+                // Dead long enough that our Down is a timeout, not the
+                // restarted peer's Down (a linecardd peer is back in
+                // less than a detection time).
+                std::thread::sleep(dead_for);
+                *peer = restart_peer(kill)?;
+            }
+        }
+        faults::Fault::PeerStall {
+            stall_ms,
+            times,
+            every_ms,
+        } => {
+            let pid = peer.daemon.pid() as libc::pid_t;
+            for _ in 0..*times {
+                // SAFETY: signals to the peer daemon this run started, by PID.
+                unsafe { libc::kill(pid, libc::SIGSTOP) };
+                std::thread::sleep(Duration::from_millis(*stall_ms));
+                unsafe { libc::kill(pid, libc::SIGCONT) };
+                std::thread::sleep(Duration::from_millis(every_ms - stall_ms));
+            }
+        }
+        faults::Fault::EngineStop { stop_ms } => {
+            let pid = dut.daemon.pid() as libc::pid_t;
+            // SAFETY: signals to the DUT daemon this run started, by PID.
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+            std::thread::sleep(Duration::from_millis(*stop_ms));
+            unsafe { libc::kill(pid, libc::SIGCONT) };
+        }
+        faults::Fault::EngineRestart => {
+            dut.stop_hard()?;
+            *dut = restart_dut()?;
+        }
+        faults::Fault::Impostor => {
+            let auth = auth.context("the impostor needs sessions.auth (validated)")?;
+            let view = dut
+                .engine_view()
+                .context("the impostor reads the session from the DUT's control socket")?;
+            let target = impostor::Target::from_list(&view["list"], spec::PEER.ipv4)?;
+            let frames = impostor::frames(target, auth, crate::inject::spare_mac());
+            peer.daemon.kill()?;
+            impostor::send(&frames)?;
+            *peer = restart_peer(0)?;
+        }
+    }
+    Ok((start, unix_ns()))
+}

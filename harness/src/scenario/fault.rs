@@ -1,0 +1,159 @@
+//! A phase's `fault = { kind = ... }`, checked key by key.
+
+use super::raw::RawFault;
+use crate::run::faults::Fault;
+
+/// What a phase allows for each kill of a repeated `peer_restart`.
+const RESTART_SECONDS: u64 = 1;
+
+/// A phase's fault; the error is (key, value, why). Every action must end
+/// within its phase, one second in.
+pub(super) fn parse_fault(f: &RawFault, seconds: u64) -> Result<Fault, (String, String, String)> {
+    let err = |k: &str, v: &dyn std::fmt::Display, why: &str| {
+        Err((k.to_string(), v.to_string(), why.to_string()))
+    };
+    let only = |kind: &str, allowed: &[&str]| -> Result<(), (String, String, String)> {
+        for (key, set) in [
+            ("percent", f.percent.is_some()),
+            ("seed", f.seed.is_some()),
+            ("down_ms", f.down_ms.is_some()),
+            ("stop_ms", f.stop_ms.is_some()),
+            ("stall_ms", f.stall_ms.is_some()),
+            ("times", f.times.is_some()),
+            ("every_ms", f.every_ms.is_some()),
+        ] {
+            if set && !allowed.contains(&key) {
+                return Err((
+                    key.into(),
+                    "(set)".into(),
+                    format!("not a key of fault {kind}"),
+                ));
+            }
+        }
+        Ok(())
+    };
+    // Room for the action and a recovery after it.
+    let fits = |ms: i64| (ms as u64) + 1000 + 3000 <= seconds * 1000;
+    match f.kind.as_str() {
+        "loss" => {
+            only("loss", &["percent", "seed"])?;
+            let percent = match f.percent {
+                Some(p) if (0.0..=100.0).contains(&p) => p,
+                Some(p) => return err("percent", &p, "must be 0 to 100"),
+                None => return err("percent", &"(none)", "fault loss needs percent"),
+            };
+            let seed = match f.seed.unwrap_or(1) {
+                s if s >= 0 => s as u64,
+                s => return err("seed", &s, "cannot be negative"),
+            };
+            Ok(Fault::Loss { percent, seed })
+        }
+        "link_flap" => {
+            only("link_flap", &["down_ms"])?;
+            match f.down_ms {
+                Some(ms) if (1..=60_000).contains(&ms) && fits(ms) => {
+                    Ok(Fault::LinkFlap { down_ms: ms as u64 })
+                }
+                Some(ms) => err(
+                    "down_ms",
+                    &ms,
+                    "must be 1 to 60000 and end 3 s before the phase does (it starts 1 s in)",
+                ),
+                None => err("down_ms", &"(none)", "fault link_flap needs down_ms"),
+            }
+        }
+        "peer_restart" => {
+            only("peer_restart", &["times"])?;
+            let times = f.times.unwrap_or(1);
+            if !(1..=100).contains(&times) {
+                return err("times", &times, "must be 1 to 100");
+            }
+            // Each kill after the first waits for the session to come Up
+            // again (RFC 5880 6.8.3: a packet a second while not Up).
+            let needs = 6 + RESTART_SECONDS * (times as u64 - 1);
+            if seconds < needs {
+                return err(
+                    "kind",
+                    &"peer_restart",
+                    &format!("needs a phase of at least {needs} s (kill 1 s in, restart, recover; {RESTART_SECONDS} s more for each further kill)"),
+                );
+            }
+            Ok(Fault::PeerRestart {
+                times: times as u64,
+            })
+        }
+        "engine_stop" => {
+            only("engine_stop", &["stop_ms"])?;
+            match f.stop_ms {
+                Some(ms) if (1..=60_000).contains(&ms) && fits(ms) => {
+                    Ok(Fault::EngineStop { stop_ms: ms as u64 })
+                }
+                Some(ms) => err(
+                    "stop_ms",
+                    &ms,
+                    "must be 1 to 60000 and end 3 s before the phase does (it starts 1 s in)",
+                ),
+                None => err("stop_ms", &"(none)", "fault engine_stop needs stop_ms"),
+            }
+        }
+        "engine_restart" => {
+            only("engine_restart", &[])?;
+            if seconds < 6 {
+                return err(
+                    "kind",
+                    &"engine_restart",
+                    "needs a phase of at least 6 s (kill 1 s in, restart, recover)",
+                );
+            }
+            Ok(Fault::EngineRestart)
+        }
+        "peer_stall" => {
+            only("peer_stall", &["stall_ms", "times", "every_ms"])?;
+            let (Some(stall_ms), Some(times), Some(every_ms)) = (f.stall_ms, f.times, f.every_ms)
+            else {
+                return err(
+                    "kind",
+                    &"peer_stall",
+                    "needs stall_ms, times and every_ms",
+                );
+            };
+            if !(1..=1000).contains(&stall_ms) {
+                return err("stall_ms", &stall_ms, "must be 1 to 1000");
+            }
+            if !(1..=1000).contains(&times) {
+                return err("times", &times, "must be 1 to 1000");
+            }
+            if every_ms <= stall_ms || every_ms > 60_000 {
+                return err("every_ms", &every_ms, "must be longer than stall_ms, at most 60000");
+            }
+            if !fits(times * every_ms) {
+                return err(
+                    "times",
+                    &times,
+                    "times x every_ms must end 3 s before the phase does (it starts 1 s in)",
+                );
+            }
+            Ok(Fault::PeerStall {
+                stall_ms: stall_ms as u64,
+                times: times as u64,
+                every_ms: every_ms as u64,
+            })
+        }
+        "impostor" => {
+            only("impostor", &[])?;
+            if seconds < 6 {
+                return err(
+                    "kind",
+                    &"impostor",
+                    "needs a phase of at least 6 s (kill 1 s in, the impostor, restart, recover)",
+                );
+            }
+            Ok(Fault::Impostor)
+        }
+        k => err(
+            "kind",
+            &k,
+            "must be loss, link_flap, peer_restart, peer_stall, engine_stop, engine_restart or impostor",
+        ),
+    }
+}

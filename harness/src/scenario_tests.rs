@@ -1,0 +1,322 @@
+//! Scenario parsing: every key checked, every error naming file, key and value.
+use super::*;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+#[test]
+fn every_shipped_scenario_loads() {
+    let dir = repo().join("scenarios");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let s = Scenario::load(&path, &repo().join("stress-profiles"))
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(!s.duts.is_empty());
+            n += 1;
+        }
+    }
+    assert!(n >= 2, "only {n} scenarios in {}", dir.display());
+}
+
+#[test]
+fn the_bakeoff_has_the_reference_rows_and_a_positive_control() {
+    let s = Scenario::load(
+        &repo().join("scenarios/bakeoff.toml"),
+        &repo().join("stress-profiles"),
+    )
+    .unwrap();
+    assert_eq!(s.phases[0].profile.name, "L4");
+    assert!(s.duts.iter().any(|d| d.expect.positive_control));
+    let rt: Vec<_> = s
+        .duts
+        .iter()
+        .filter(|d| {
+            d.implementation
+                == DutImplementation::Linecardd {
+                    backend: "rt".into(),
+                }
+        })
+        .map(|d| d.rt_throttling)
+        .collect();
+    assert_eq!(rt, [RtThrottling::Shipped, RtThrottling::Off]);
+}
+
+fn error(text: &str) -> String {
+    parse(text).unwrap_err().to_string()
+}
+
+fn parse(text: &str) -> Result<Scenario, InputError> {
+    let profile = |name: &str| -> Result<Profile, String> {
+        if name == "L4" {
+            Profile::parse(
+                "L4.toml",
+                "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n",
+            )
+            .map_err(|e| e.to_string())
+        } else {
+            Err("no such profile".into())
+        }
+    };
+    Scenario::parse("s.toml", text, &profile)
+}
+
+const GOOD: &str = r#"
+schema_version = 1
+name = "t"
+description = "t"
+[peer]
+implementation = "frr"
+[[phase]]
+profile = "L4"
+seconds = 10
+[[dut]]
+label = "xdp"
+implementation = "linecardd"
+backend = "xdp"
+max_flaps = 0
+"#;
+
+#[test]
+fn echo_needs_frr_single_hop_ipv4_and_its_expectations_need_echo() {
+    let with = |peer: &str, sessions: &str, dut: &str| {
+        GOOD.replace(
+            "implementation = \"frr\"\n",
+            &format!("implementation = \"{peer}\"\n"),
+        )
+        .replace(
+            "[[phase]]\n",
+            &format!("[sessions]\n{sessions}\n[[phase]]\n"),
+        )
+        .replace("max_flaps = 0\n", &format!("max_flaps = 0\n{dut}\n"))
+    };
+    let ok = with(
+        "frr",
+        "echo = true",
+        "peer_echo = \"reflected\"\nown_echo = true",
+    );
+    assert!(
+        error(&ok.replace("max_flaps = 0\n", "max_flaps = -1\n")).contains("max_flaps = -1"),
+        "echo keys accepted, the next error is the planted one"
+    );
+    assert!(error(&with("bird", "echo = true", "")).contains("BIRD has no echo function"));
+    assert!(error(&with("frr", "echo = true\nmultihop = true", ""))
+        .contains("single-hop sessions only"));
+    assert!(error(&with("frr", "", "own_echo = true")).contains("need sessions.echo = true"));
+    assert!(error(&with("frr", "echo = true", "peer_echo = \"maybe\""))
+        .contains("must be reflected or absent"));
+}
+
+#[test]
+fn multihop_keys_are_checked_against_the_peer() {
+    let with = |peer: &str, sessions: &str| {
+        GOOD.replace(
+            "implementation = \"frr\"",
+            &format!("implementation = \"{peer}\""),
+        )
+        .replace("[[phase]]", &format!("[sessions]\n{sessions}\n[[phase]]"))
+    };
+    assert_eq!(
+        error(&with("frr", "min_ttl = 64")),
+        "s.toml: sessions.min_ttl = 64: applies to multihop sessions only (set sessions.multihop = true)"
+    );
+    assert!(
+        error(&with("bird", "multihop = true")).contains("BIRD sends multihop packets at TTL 64")
+    );
+    assert!(error(&with("bird", "multihop = true\nmin_ttl = 100")).contains("= 100: BIRD"));
+    assert!(error(&with("frr", "multihop = true\nmin_ttl = 0")).contains("must be 1 to 255"));
+}
+
+#[test]
+fn dual_stack_keys_are_checked() {
+    let dual = |dut: &str| {
+        GOOD.replace("[[phase]]", "[sessions]\nfamily = \"dual\"\n[[phase]]")
+            .replace("max_flaps = 0\n", dut)
+    };
+    let parse = |text: &str| {
+        Scenario::parse("s.toml", text, &|_| {
+            Profile::parse("p", "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n")
+                .map_err(|e| e.to_string())
+        })
+    };
+    let split = parse(&dual(
+        "offload = \"ipv4\"\nipv4 = { max_flaps = 0 }\nipv6 = { positive_control = true }\n",
+    ))
+    .unwrap();
+    assert!(split.sessions.dual_stack && !split.sessions.ipv6);
+    let d = &split.duts[0];
+    assert_eq!(d.offload_only, Some(Family::Ipv4));
+    assert_eq!(d.expect_for(Family::Ipv4).max_flaps, Some(0));
+    assert!(d.expect_for(Family::Ipv6).positive_control);
+    assert!(
+        error(&GOOD.replace("max_flaps = 0", "ipv4 = { max_flaps = 0 }"))
+            .contains("dut[0].ipv4 = (table): limits per family need sessions.family = \"dual\"")
+    );
+    assert!(error(&dual("max_flaps = 0\nipv6 = { max_flaps = 1 }\n"))
+        .contains("put every limit in them"));
+    assert!(
+        error(&dual("ipv6 = { positive_control = true, max_flaps = 1 }\n"))
+            .contains("dut[0].ipv6.positive_control = true")
+    );
+    assert!(error(&dual("offload = \"ipv5\"\n")).contains("dut[0].offload = ipv5"));
+    assert!(
+        error(&dual("offload = \"ipv6\"\n").replace("\"xdp\"", "\"rt\""))
+            .contains("only linecardd's xdp backend offloads sessions")
+    );
+    assert!(
+        error(&GOOD.replace("[[phase]]", "[sessions]\nfamily = \"ip\"\n[[phase]]"))
+            .contains("sessions.family = ip: must be ipv4, ipv6 or dual")
+    );
+}
+
+#[test]
+fn faults_are_checked_key_by_key() {
+    let with =
+        |fault: &str| GOOD.replace("seconds = 10", &format!("seconds = 10\nfault = {fault}"));
+    let ok = Scenario::parse(
+        "s.toml",
+        &with("{ kind = \"loss\", percent = 30, seed = 3 }"),
+        &|_| {
+            Profile::parse("p", "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n")
+                .map_err(|e| e.to_string())
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        ok.phases[0].fault,
+        Some(Fault::Loss {
+            percent: 30.0,
+            seed: 3
+        })
+    );
+    assert_eq!(
+        error(&with("{ kind = \"loss\", percent = 130 }")),
+        "s.toml: phase[0].fault.percent = 130: must be 0 to 100"
+    );
+    assert!(
+        error(&with("{ kind = \"loss\", percent = 5, down_ms = 3 }"))
+            .contains("phase[0].fault.down_ms = (set): not a key of fault loss")
+    );
+    assert!(
+        error(&with("{ kind = \"link_flap\", down_ms = 9000 }")).contains(
+            "phase[0].fault.down_ms = 9000: must be 1 to 60000 and end 3 s before the phase does"
+        )
+    );
+    assert!(error(&with("{ kind = \"engine_stop\" }")).contains("needs stop_ms"));
+    assert!(error(&with("{ kind = \"meteor\" }")).contains("phase[0].fault.kind = meteor"));
+    assert!(error(
+        &with("{ kind = \"peer_restart\" }")
+            .replace("[[phase]]", "[sessions]\ncount = 2\n[[phase]]")
+    )
+    .contains("faults are judged on one session"));
+    let stall = "{ kind = \"peer_stall\", stall_ms = 18, times = 16, every_ms = 308 }";
+    let ok = Scenario::parse("s.toml", &with(stall), &|_| {
+        Profile::parse("p", "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n")
+            .map_err(|e| e.to_string())
+    })
+    .unwrap();
+    assert_eq!(
+        ok.phases[0].fault,
+        Some(Fault::PeerStall {
+            stall_ms: 18,
+            times: 16,
+            every_ms: 308
+        })
+    );
+    assert!(
+        error(&with(&stall.replace("16", "30"))).contains("times x every_ms must end 3 s before")
+    );
+    assert!(error(&with(
+        "{ kind = \"peer_stall\", stall_ms = 18, times = 2, every_ms = 18 }"
+    ))
+    .contains("every_ms = 18: must be longer than stall_ms"));
+    assert!(error(&with("{ kind = \"peer_stall\", stall_ms = 18 }"))
+        .contains("needs stall_ms, times and every_ms"));
+    // The impostor: authenticated IPv4 sessions and linecardd DUTs.
+    let impostor = |sessions: &str| {
+        with("{ kind = \"impostor\" }")
+            .replace("\"frr\"", "\"bird\"")
+            .replace("[[phase]]", &format!("[sessions]\n{sessions}\n[[phase]]"))
+    };
+    let auth = "auth = { type = \"keyed_md5\", key_id = 1, secret = \"s\" }";
+    let parse = |text: &str| {
+        Scenario::parse("s.toml", text, &|_| {
+            Profile::parse("p", "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n")
+                .map_err(|e| e.to_string())
+        })
+    };
+    assert_eq!(
+        parse(&impostor(auth)).unwrap().phases[0].fault,
+        Some(Fault::Impostor)
+    );
+    assert!(error(&impostor("")).contains("needs authenticated sessions"));
+    assert!(error(&impostor(&format!("family = \"dual\"\n{auth}"))).contains("sends IPv4"));
+    assert!(error(
+        &impostor(auth).replace("implementation = \"linecardd\"", "implementation = \"frr\"")
+    )
+    .contains("dut[0] is not linecardd"));
+}
+
+#[test]
+fn errors_name_file_key_and_value() {
+    assert!(Scenario::parse("s.toml", GOOD, &|_| Profile::parse(
+        "p",
+        "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n"
+    )
+    .map_err(|e| e.to_string()))
+    .is_ok());
+    assert_eq!(
+        error(&GOOD.replace("\"xdp\"\nmax", "\"turbo\"\nmax")),
+        "s.toml: dut[0].backend = turbo: must be one of naive, rt, deadline, txtime, xdp"
+    );
+    assert_eq!(
+        error(&GOOD.replace("\"L4\"", "\"L9\"")),
+        "s.toml: phase[0].profile = L9: no such profile"
+    );
+    assert!(error(&GOOD.replace("seconds = 10", "seconds = 0")).contains("phase[0].seconds = 0"));
+    assert!(error(&GOOD.replace("\"frr\"", "\"gobgp\"")).contains("peer.implementation = gobgp"));
+    assert!(
+        error(&GOOD.replace("max_flaps = 0", "max_flaps = 0\npositive_control = true"))
+            .contains("dut[0].positive_control = true")
+    );
+    assert!(error(&GOOD.replace("name = \"t\"", "name = \"../etc\"")).contains("name = ../etc"));
+    assert!(error(&format!("{GOOD}colour = 1\n")).starts_with("s.toml: "));
+    let ssh = |table: &str| {
+        GOOD.replace("name = \"t\"\n", "name = \"t\"\nprovider = \"ssh\"\n")
+            .replace("[peer]", &format!("{table}[peer]"))
+    };
+    assert!(error(&ssh("")).contains("ssh = (missing): provider = \"ssh\" needs an [ssh] table"));
+    assert!(error(&ssh("[ssh]\ntarget = \"root@h; reboot\"\n"))
+        .contains("ssh.target = root@h; reboot: must be user@host"));
+    assert!(error(&ssh("[ssh]\ntarget = \"root@h\"\nhost = 1\n")).starts_with("s.toml: "));
+    assert!(
+        error(&GOOD.replace("[peer]", "[ssh]\ntarget = \"root@h\"\n[peer]"))
+            .contains("ssh = (table): only read with provider = \"ssh\"")
+    );
+    // Three hosts: what needs the local lab's plumbing is refused,
+    // naming the key.
+    let hosts = "[ssh]\n[ssh.dut]\ntarget = \"root@d\"\ninterface = \"eth0\"\naddress = \"192.0.2.1\"\ncpus = [1]\n\
+                 [ssh.peer]\ntarget = \"root@p\"\ninterface = \"eth0\"\naddress = \"192.0.2.2\"\n\
+                 [ssh.observer]\ntarget = \"root@o\"\ninterface = \"br0\"\n";
+    assert!(parse(&ssh(hosts)).is_ok());
+    let refused = |from: &str, to: &str| error(&ssh(hosts).replace(from, to));
+    assert!(refused("[[phase]]", "[sessions]\ncount = 2\n[[phase]]")
+        .contains("sessions.count = 2: one session between the two hosts' addresses"));
+    assert!(refused("[[phase]]", "[sessions]\necho = true\n[[phase]]")
+        .contains("sessions.echo = true: needs the lab's addresses"));
+    assert!(
+        refused("implementation = \"frr\"", "implementation = \"linecardd\"")
+            .contains("peer.implementation = linecardd")
+    );
+    assert!(refused(
+        "backend = \"xdp\"",
+        "backend = \"xdp\"\nrt_throttling = \"off\""
+    )
+    .contains("dut[0].rt_throttling = off"));
+    assert!(
+        refused("address = \"192.0.2.2\"", "address = \"2001:db8::2\"")
+            .contains("ssh.peer.address")
+    );
+}
