@@ -134,9 +134,11 @@ fn build_object(workspace: &Path, out_dir: &Path, object_path: &Path) {
         }
     }
     // BTF is required for maps holding a bpf_timer; debuginfo feeds it.
+    // CPU v3 (kernel 5.12+): the atomic fetch-add that takes a signed
+    // reply's Sequence Number from the counter userspace shares.
     cmd.env(
         "CARGO_ENCODED_RUSTFLAGS",
-        "-Cdebuginfo=2\x1f-Clink-arg=--btf",
+        "-Cdebuginfo=2\x1f-Clink-arg=--btf\x1f-Ctarget-cpu=v3",
     );
     let status = cmd
         .status()

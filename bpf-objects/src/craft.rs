@@ -134,6 +134,8 @@ pub fn session(reply: bool) -> SessionConfig {
         flags: if reply { FLAG_REPLY } else { 0 },
         slot: SLOT,
         detect_ns: 30_000_000,
+        send_key_id: AUTH_KEY_ID,
+        _reserved: [0; 7],
     }
 }
 

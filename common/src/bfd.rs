@@ -47,7 +47,8 @@ pub struct EchoPeer {
 /// (the Your Discriminator of the peer's packets). Written by userspace.
 ///
 /// Field order keeps every field naturally aligned without padding:
-/// 16 + 16 + 6 + 6 + 2 + 1 + 1 + 24 + 4 + 4 + 8 = 88 bytes, 8-aligned.
+/// 16 + 16 + 6 + 6 + 2 + 1 + 1 + 24 + 4 + 4 + 8 + 1 + 7 = 96 bytes,
+/// 8-aligned.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SessionConfig {
@@ -76,6 +77,12 @@ pub struct SessionConfig {
     pub slot: u32,
     /// Detection time, ns.
     pub detect_ns: u64,
+    /// The Auth Key ID our packets are signed with (an authenticated
+    /// session; `LC_AUTH_KEYS` holds its secret). The kernel signs its
+    /// replies with it (RFC 5880 6.7.2-6.7.4), taking each keyed
+    /// packet's Sequence Number from `LC_XMIT_SEQ` at `slot`.
+    pub send_key_id: u8,
+    pub _reserved: [u8; 7],
 }
 
 /// Value of the `LC_STATE` array (index: `SessionConfig::slot`). Written by
@@ -572,7 +579,7 @@ mod tests {
 
     #[test]
     fn session_config_layout_is_pinned() {
-        assert_eq!(size_of::<SessionConfig>(), 88);
+        assert_eq!(size_of::<SessionConfig>(), 96);
         assert_eq!(align_of::<SessionConfig>(), 8);
         assert_eq!(offset_of!(SessionConfig, local_ip), 0);
         assert_eq!(offset_of!(SessionConfig, peer_ip), 16);
@@ -584,6 +591,7 @@ mod tests {
         assert_eq!(offset_of!(SessionConfig, flags), 72);
         assert_eq!(offset_of!(SessionConfig, slot), 76);
         assert_eq!(offset_of!(SessionConfig, detect_ns), 80);
+        assert_eq!(offset_of!(SessionConfig, send_key_id), 88);
     }
 
     #[test]

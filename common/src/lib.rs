@@ -54,6 +54,12 @@ pub mod names {
     /// responder thread actually sent for the session's own clock (written
     /// by that thread only).
     pub const CLOCK_SENT_MAP: &str = "LC_CLOCK_SENT";
+    /// bfd.XmitAuthSeq of every authenticated session, by `LC_STATE` slot:
+    /// one counter for every sender of the session (the kernel's replies,
+    /// the responder's own clock, the userspace loop), each packet taking
+    /// the next number with an atomic add (RFC 5880 6.7.3: the meticulous
+    /// types advance by exactly one). Memory-mapped by userspace.
+    pub const XMIT_SEQ_MAP: &str = "LC_XMIT_SEQ";
     /// XDP program that drops BFD control frames at a seeded rate
     /// (see [`crate::loss`]).
     pub const LOSS_PROGRAM: &str = "lc_loss";
@@ -92,4 +98,4 @@ pub mod names {
 /// Bumped whenever a shared type changes layout. The object records the
 /// version it was built with, and the loader refuses a mismatch so that a
 /// stale object fails loudly instead of misreading maps.
-pub const LAYOUT_VERSION: u32 = 13;
+pub const LAYOUT_VERSION: u32 = 14;

@@ -32,6 +32,7 @@ struct RawEngine {
     txtime_depth: Option<i64>,
     xdp_replies: Option<bool>,
     xdp_own_clock: Option<bool>,
+    xdp_sign: Option<bool>,
     xdp_sweep_fixed_period: Option<bool>,
     verify_authentication: Option<bool>,
     sched_deadline: Option<bool>,
@@ -100,6 +101,12 @@ pub struct EngineConfig {
     /// control: replies then follow the peer alone, and a stalled peer's
     /// silence becomes ours.
     pub xdp_own_clock: bool,
+    /// The xdp backend signs authenticated sessions' replies in the kernel
+    /// (RFC 5880 6.7.2-6.7.4, one bfd.XmitAuthSeq shared by every sender).
+    /// `false` is the negative control: authenticated sessions are then
+    /// answered from the userspace loop, at normal priority, which L4
+    /// starves (the auth scenario's xdp row flaps with it).
+    pub xdp_sign: bool,
     /// The xdp backend's detection sweep re-armed on its fixed 0.5 ms
     /// period instead of at the next deadline. `true` is the negative
     /// control: the Down then leaves up to 0.5 ms after the detection time
@@ -340,6 +347,7 @@ impl EngineConfig {
             txtime_depth: txtime_depth as usize,
             xdp_replies: raw.engine.xdp_replies.unwrap_or(true),
             xdp_own_clock: raw.engine.xdp_own_clock.unwrap_or(true),
+            xdp_sign: raw.engine.xdp_sign.unwrap_or(true),
             xdp_sweep_fixed_period: raw.engine.xdp_sweep_fixed_period.unwrap_or(false),
             verify_authentication: raw.engine.verify_authentication.unwrap_or(true),
             sched_deadline: raw.engine.sched_deadline.unwrap_or(true),

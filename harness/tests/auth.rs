@@ -82,6 +82,15 @@ fn start_dut_on(
     start_linecardd_toml(dir, &config)
 }
 
+/// What the fast path has sent so far (`ctl drops`): its RX-clocked
+/// replies, signed in the kernel, and its own clock's packets, signed by
+/// the responder thread, both from the shared sequence.
+fn kernel_sent(socket: &Path) -> u64 {
+    let drops = ctl(socket, &["drops"]);
+    fast_path_verdicts(&drops, linecard_common::bfd::verdict::REPLIED)
+        + drops["fast_path"]["own_clock_sent"].as_u64().unwrap()
+}
+
 fn flow<'a>(analysis: &'a Analysis, src: &str, dst: &str) -> &'a FlowResult {
     let window = &analysis.phases[0].result;
     window
@@ -156,7 +165,9 @@ fn every_type_once(kind: &str, auth_type: AuthType) -> Result<(), String> {
     let mut bird = start_peer(&dir, &a);
     let capture = capture_dut_port(&dir);
     let socket = dir.join("dut.sock");
-    let mut dut = start_dut(&dir, &socket, &a, &a);
+    // On xdp: userspace signs the bring-up, the kernel the steady replies,
+    // both from one bfd.XmitAuthSeq.
+    let mut dut = start_dut_on("xdp", &dir, &socket, &a, &a, "");
     wait_sessions(
         &socket,
         &mut dut,
@@ -165,10 +176,12 @@ fn every_type_once(kind: &str, auth_type: AuthType) -> Result<(), String> {
         up,
     );
     let witness = CpuWitness::start(&dir, 10);
+    let replied_before = kernel_sent(&socket);
     let start = epoch_ns();
     std::thread::sleep(Duration::from_secs(2));
     let end = epoch_ns();
     let stalls = witness.finish();
+    let kernel_in_window = kernel_sent(&socket) - replied_before;
     let view = ctl(&socket, &["list", "--json"]);
     dut.stop().unwrap();
     bird.stop().unwrap();
@@ -204,6 +217,16 @@ fn every_type_once(kind: &str, auth_type: AuthType) -> Result<(), String> {
             }
         }
     }
+    // The precondition: the fast path sent (nearly) all of ours in the
+    // window, so the capture judged its signatures, not the loop's.
+    let ours: u64 = [(DUT.ipv4, PEER.ipv4), (DUT.ipv6, PEER.ipv6)]
+        .iter()
+        .map(|(d, p)| flow(&analysis, d, p).packets)
+        .sum();
+    assert!(
+        kernel_in_window * 10 >= ours * 9,
+        "{kind}: the fast path sent {kernel_in_window} of our {ours} packets in 2 s"
+    );
     // And the engine's own account: nothing it refused.
     for s in view["sessions"].as_array().unwrap() {
         for reason in ["auth_mismatch", "auth_failed", "auth_sequence", "bad_auth"] {
@@ -211,7 +234,10 @@ fn every_type_once(kind: &str, auth_type: AuthType) -> Result<(), String> {
         }
         assert_eq!(s["auth"]["auth_type"], kind, "{s:#}");
     }
-    eprintln!("{kind}: both families Up, every packet of both sides authenticated as configured");
+    eprintln!(
+        "{kind}: both families Up, every packet of both sides authenticated as configured, \
+         {kernel_in_window} of ours from the fast path"
+    );
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
@@ -424,12 +450,13 @@ fn rollover_once() -> Result<(), String> {
     let socket = dir.join("dut.sock");
     let config = format!(
         "[engine]\ncontrol_socket = \"{}\"\ncpu = {}\n\n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\n\
-         tx_interval_ms = 10\nrx_interval_ms = 10\nmultiplier = 3\nbackend = \"rt\"\n\
+         tx_interval_ms = 10\nrx_interval_ms = 10\nmultiplier = 3\nbackend = \"xdp\"\ninterface = \"{}\"\n\
          auth = {{ type = \"keyed_sha1\", send_key = 1, keys = [{{ id = 1, secret = \"old-secret\" }}, {{ id = 2, secret = \"new-secret\" }}] }}\n",
         socket.display(),
         dut_cpu(),
         PEER.ipv4,
-        DUT.ipv4
+        DUT.ipv4,
+        spec::HOST_IFACE
     );
     let mut dut = start_linecardd_toml(&dir, &config);
     let one_up =
@@ -438,12 +465,21 @@ fn rollover_once() -> Result<(), String> {
     let witness = CpuWitness::start(&dir, 10);
     let start = epoch_ns();
     std::thread::sleep(Duration::from_secs(1));
+    let replied_before_rollover = kernel_sent(&socket);
     let pair = ["--local", DUT.ipv4, "--peer", PEER.ipv4];
     let mut args = vec!["key"];
     args.extend(pair);
     args.extend(["--send", "2"]);
     ctl(&socket, &args);
+    let replied_at_rollover = kernel_sent(&socket);
     std::thread::sleep(Duration::from_secs(1));
+    // The fast path signs with the new key: it kept sending after the
+    // rollover (~100 in the second), offloaded throughout.
+    let replied_after = kernel_sent(&socket) - replied_at_rollover;
+    assert!(
+        replied_before_rollover >= 50 && replied_after >= 50,
+        "fast path: {replied_before_rollover} sent before the rollover, {replied_after} in the second after"
+    );
     // A key the session does not hold is refused, and changes nothing.
     let mut bad = vec!["key"];
     bad.extend(pair);
@@ -466,8 +502,15 @@ fn rollover_once() -> Result<(), String> {
         assert_eq!(f.last_state, Some(State::Up), "{} -> {}", f.src, f.dst);
         assert_eq!(f.auth.as_ref().map(|a| a.packets), Some(f.packets));
     }
-    // Our packets switched keys on the wire, the session never noticed.
+    // Our packets switched keys on the wire, the session never noticed,
+    // and every one of ours took the next number whichever plane sent it.
     assert_eq!(ours.auth.as_ref().unwrap().key_ids, [1, 2], "{ours:?}");
+    let seen = ours.auth.as_ref().unwrap();
+    assert_eq!(
+        (seen.sequence_next, seen.sequence_other),
+        (ours.packets - 1, 0),
+        "{ours:?}"
+    );
     assert_eq!(drops_of(&view["sessions"][0], "auth_failed"), 0, "{view:#}");
     eprintln!(
         "rollover: our Key IDs {:?}, BIRD's {:?}, 0 flaps, {} and {} packets",

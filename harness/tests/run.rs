@@ -988,7 +988,11 @@ fn the_auth_scenario_authenticates_every_packet_of_both_sides() {
     );
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
-    for label in ["rt, RT throttling off", "xdp, served from userspace"] {
+    for label in [
+        "rt, RT throttling off",
+        "xdp, signed in the kernel",
+        "xdp, signing off (positive control)",
+    ] {
         for (phase, profile) in [(0, "idle"), (1, "L4")] {
             let figures = &dut(&manifest, label)["evidence"]["phases"][phase]["auth"];
             for side in ["dut", "peer"] {
@@ -1019,12 +1023,23 @@ fn the_auth_scenario_authenticates_every_packet_of_both_sides() {
             }
         }
     }
-    // The positive control: authenticated sessions on xdp run from its
-    // normal-priority loop, and L4 starved it.
-    let xdp = dut(&manifest, "xdp, served from userspace");
+    // Signed in the kernel: held under L4, and the kernel sent our
+    // packets (RX-clocked replies or its own clock), not the loop.
+    let xdp = dut(&manifest, "xdp, signed in the kernel");
+    assert_eq!(xdp["verdict"]["status"], "pass", "{xdp}");
+    for phase in 0..2 {
+        assert_eq!(
+            xdp["evidence"]["phases"][phase]["flaps"].as_u64(),
+            Some(0),
+            "{xdp}"
+        );
+    }
+    // The positive control: with signing off, authenticated sessions on
+    // xdp run from its normal-priority loop, and L4 starved it.
+    let control = dut(&manifest, "xdp, signing off (positive control)");
     assert!(
-        xdp["evidence"]["phases"][1]["flaps"].as_u64().unwrap() > 0,
-        "{xdp}"
+        control["evidence"]["phases"][1]["flaps"].as_u64().unwrap() > 0,
+        "{control}"
     );
     let _ = std::fs::remove_dir_all(&results);
 }

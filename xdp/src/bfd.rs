@@ -46,6 +46,8 @@ use linecard_common::digest::{md5_single_block_in, sha1_single_block_in};
 
 mod auth;
 use auth::{verify_auth, Received, AUTH_SCRATCH_LEN};
+mod sign;
+use sign::{payload_sum, sign, signer};
 
 #[map]
 static LC_SESSIONS: HashMap<u32, SessionConfig> = HashMap::with_max_entries(MAX_SESSIONS, 0);
@@ -524,12 +526,14 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
         session.remote_desired_min_tx_us,
     );
     // Userspace keeps everything but the steady state: transitions, the
-    // peer's Final (the end of our Poll), authentication, and a change of
-    // the peer's Demand mode (its D bit not as FLAG_POLLS_ONLY says).
+    // peer's Final (the end of our Poll), and a change of the peer's
+    // Demand mode (its D bit not as FLAG_POLLS_ONLY says). An
+    // authenticated session is answered here only when userspace offloaded
+    // it (FLAG_REPLY): the reply is signed below.
     let polls_only = config.flags & FLAG_POLLS_ONLY != 0;
     if config.flags & FLAG_REPLY == 0
         || state != STATE_UP
-        || flags & (FLAG_FINAL | FLAG_AUTH) != 0
+        || flags & FLAG_FINAL != 0
         || (flags & FLAG_DEMAND != 0) != polls_only
     {
         session.passed += 1;
@@ -589,12 +593,25 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
             return Ok(xdp_action::XDP_DROP);
         }
     }
+    // 6.7.1: an authenticated session's reply is signed, or not sent from
+    // here: without its key, or when it would not fit the peer's frame,
+    // the packet goes to userspace, which answers signed.
+    let signing = if config.auth_type == auth_type::NONE {
+        None
+    } else {
+        let Some(signer) = signer(config, your, length) else {
+            session.passed += 1;
+            return to_userspace();
+        };
+        Some(signer)
+    };
     // The gap before our next periodic packet, drawn now for the reply
     // below (its instant is `now`).
     // SAFETY: a helper without arguments.
     let draw = unsafe { bpf_get_prandom_u32() };
     session.next_gap_ns = jittered_gap_ns(interval, config.reply[2], draw);
 
+    let bfd_len = signing.map_or(BFD_LEN, |s| s.len);
     // The RX-clocked reply: rewrite the peer's frame into ours.
     let Some(eth) = ptr_at::<Eth>(ctx, 0) else {
         return Err(drop::TRUNCATED);
@@ -609,7 +626,7 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
         } else {
             PORT_SINGLE_HOP.to_be()
         };
-        (*udp).len_be = ((UDP_LEN + BFD_LEN) as u16).to_be();
+        (*udp).len_be = ((UDP_LEN + bfd_len) as u16).to_be();
         (*udp).check_be = 0;
     }
     *b = config.reply;
@@ -618,22 +635,26 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
         b[1] = (b[1] & !FLAG_POLL) | FLAG_FINAL;
         session.finals_sent += 1;
     }
+    if let Some(signer) = signing {
+        // Over the header as it leaves, Final included.
+        sign(ctx, bfd_offset, config, signer)?;
+    }
     let reply_len = match net.ip {
         Ip::V4(ip) => unsafe {
             (*ip).tos = 0xc0; // DSCP CS6
-            (*ip).total_len_be = ((IPV4_LEN + UDP_LEN + BFD_LEN) as u16).to_be();
+            (*ip).total_len_be = ((IPV4_LEN + UDP_LEN + bfd_len) as u16).to_be();
             (*ip).ttl = 255;
             (*ip).src = [net.dst[12], net.dst[13], net.dst[14], net.dst[15]];
             (*ip).dst = [net.src[12], net.src[13], net.src[14], net.src[15]];
             (*ip).check_be = 0;
             (*ip).check_be = ipv4_checksum(ip);
             // UDP checksum 0: none, allowed for IPv4.
-            REPLY_LEN_V4
+            REPLY_LEN_V4 - BFD_LEN + bfd_len
         },
         Ip::V6(ip) => unsafe {
             // Version 6, traffic class CS6, flow label 0.
             (*ip).version_class_flow_be = (6u32 << 28 | 0xc0 << 20).to_be();
-            (*ip).payload_len_be = ((UDP_LEN + BFD_LEN) as u16).to_be();
+            (*ip).payload_len_be = ((UDP_LEN + bfd_len) as u16).to_be();
             (*ip).hop_limit = 255;
             (*ip).src = net.dst;
             (*ip).dst = net.src;
@@ -642,7 +663,7 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
             // before the tail moves (packet pointers are invalid after).
             let pseudo_tail: [u16; 4] = [
                 0,
-                ((UDP_LEN + BFD_LEN) as u16).to_be(),
+                ((UDP_LEN + bfd_len) as u16).to_be(),
                 0,
                 u16::from(PROTO_UDP).to_be(),
             ];
@@ -650,22 +671,25 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
                 + sum_words(net.src.as_ptr(), 8)
                 + sum_words(pseudo_tail.as_ptr().cast(), 4)
                 + sum_words(udp.cast::<u8>(), UDP_LEN / 2)
-                + sum_words(bfd.cast::<u8>(), BFD_LEN / 2);
+                + payload_sum(ctx, bfd_offset, bfd_len);
             let check = fold(sum);
             // 0 means "no checksum", which IPv6 forbids: send its
             // one's-complement twin.
             (*udp).check_be = if check == 0 { 0xffff } else { check };
-            REPLY_LEN_V6
+            REPLY_LEN_V6 - BFD_LEN + bfd_len
         },
     };
     session.tx_packets += 1;
     session.last_tx_ns = now;
     count(&LC_VERDICTS, verdict::REPLIED);
     // Trim padding or trailing bytes last: packet pointers are invalid after.
-    let extra = (ctx.data_end() - ctx.data()) as i32 - reply_len as i32;
-    if extra > 0 {
+    // In 64 bits: with ALU32 (CPU v3) LLVM would otherwise subtract the
+    // two packet pointers' low halves, which the verifier refuses.
+    let frame_len = (ctx.data_end() - ctx.data()) as u64;
+    let extra = frame_len.wrapping_sub(reply_len as u64);
+    if extra > 0 && extra < 0x1_0000 {
         // SAFETY: shrinking the frame of this XDP context.
-        if unsafe { bpf_xdp_adjust_tail(ctx.ctx, -extra) } != 0 {
+        if unsafe { bpf_xdp_adjust_tail(ctx.ctx, -(extra as i32)) } != 0 {
             return Err(drop::TRUNCATED);
         }
     }

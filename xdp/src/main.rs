@@ -5,6 +5,10 @@
 //! per-CPU arrays; nothing logs per packet.
 #![no_std]
 #![no_main]
+// `atomic_xadd`: the BPF target has no compare-and-swap, so `AtomicU64`
+// offers no `fetch_add`; the intrinsic is BPF's atomic fetch-add (v3).
+#![feature(core_intrinsics)]
+#![allow(internal_features)]
 
 mod bfd;
 mod loss;

@@ -9,6 +9,7 @@ pub mod rt;
 pub mod sim;
 pub mod txtime;
 pub mod xdp;
+pub mod xmit_seq;
 
 use crate::config::EngineConfig;
 use crate::session::table::SessionId;

@@ -17,6 +17,7 @@
 //! follows the first (a duplicate Down is harmless, RFC 5880 6.8.6).
 
 use super::rt::{make_current_thread_timely, ThreadPolicy, Timeliness};
+use crate::session::auth::Signer;
 use anyhow::{Context, Result};
 use aya::maps::{Array, MapData, RingBuf};
 use linecard_common::bfd::{event, DeadMan, SessionState, SweepEvent};
@@ -72,6 +73,19 @@ pub struct Prepared {
     pub down: Option<Vec<u8>>,
     /// Sent on every `TRANSMIT_DUE` until the session is disarmed.
     pub steady: Vec<u8>,
+    /// An authenticated session's: each packet is signed as it leaves,
+    /// with the next number of the sequence the kernel's replies share
+    /// (RFC 5880 6.7.3).
+    pub signer: Option<Signer>,
+}
+
+impl Prepared {
+    /// `packet` as it must leave now: signed afresh when authenticated.
+    fn signed(signer: &mut Option<Signer>, packet: &mut [u8]) {
+        if let Some(signer) = signer {
+            signer.sign(packet);
+        }
+    }
 }
 
 /// A detection event and when, if at all, the thread sent its Down.
@@ -282,11 +296,10 @@ fn respond(
                 .expect("the loop never panics holding the lock");
             // Disarmed: the session is userspace's until it is offloaded
             // again (and its clock with it).
-            let down_sent_mono_ns = armed.remove(&event.discr).and_then(|prepared| {
-                prepared
-                    .socket
-                    .send_to(&prepared.down?, &prepared.peer)
-                    .ok()?;
+            let down_sent_mono_ns = armed.remove(&event.discr).and_then(|mut prepared| {
+                let mut down = prepared.down?;
+                Prepared::signed(&mut prepared.signer, &mut down);
+                prepared.socket.send_to(&down, &prepared.peer).ok()?;
                 Some(crate::io::clock_ns(libc::CLOCK_MONOTONIC))
             });
             drop(armed);
@@ -297,12 +310,12 @@ fn respond(
             any = true;
         }
         if !due.is_empty() {
-            let armed = armed
+            let mut armed = armed
                 .lock()
                 .expect("the loop never panics holding the lock");
             for (discr, slot, asked_ns) in due {
                 // Disarmed meanwhile: the session is userspace's again.
-                let Some(prepared) = armed.get(&discr) else {
+                let Some(prepared) = armed.get_mut(&discr) else {
                     continue;
                 };
                 // Stamped first: the peer's answer must find it (the fast
@@ -322,6 +335,7 @@ fn respond(
                     let _ = clock_sent.set(slot, before, 0);
                     continue;
                 }
+                Prepared::signed(&mut prepared.signer, &mut prepared.steady);
                 // A full buffer is what the peer's detection is for.
                 if prepared
                     .socket

@@ -60,6 +60,9 @@ pub struct FastPath {
     /// The Key IDs in LC_AUTH_KEYS, by our discriminator: what `forget`
     /// removes.
     keys: std::collections::HashMap<u32, Vec<u8>>,
+    /// LC_XMIT_SEQ in our memory: bfd.XmitAuthSeq of every authenticated
+    /// session, shared with the kernel's signed replies.
+    xmit_seq: std::sync::Arc<super::xmit_seq::Mapping>,
 }
 
 /// What the fast path counted, for `linecardd ctl drops` and placement.
@@ -119,7 +122,12 @@ impl FastPath {
             )?,
             limit_ns: u64::from(config.dead_man_ms) * 1_000_000,
         };
+        let xmit_seq = match bpf.map(names::XMIT_SEQ_MAP) {
+            Some(aya::maps::Map::Array(data)) => super::xmit_seq::Mapping::of(data)?,
+            _ => anyhow::bail!("no LC_XMIT_SEQ array"),
+        };
         Ok(Self {
+            xmit_seq,
             bpf,
             interfaces: Vec::new(),
             ifindexes: Vec::new(),
@@ -180,6 +188,15 @@ impl FastPath {
             .insert(discr, config, 0)
             .context("writing the session to LC_SESSIONS")?;
         Ok(())
+    }
+
+    /// Session `slot`'s bfd.XmitAuthSeq, as the kernel's signed replies
+    /// take it.
+    pub fn xmit_sequence(
+        &self,
+        slot: u32,
+    ) -> Result<std::sync::Arc<super::xmit_seq::MappedSequence>> {
+        self.xmit_seq.counter(slot)
     }
 
     /// Lets the kernel answer for session `discr` with `config`.

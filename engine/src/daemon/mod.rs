@@ -383,6 +383,13 @@ impl Engine {
                 fast.install_keys(discr, &keys)?;
             }
             fast.register(discr, registered_config(path, session, peer, id as u32))?;
+            if let Some(auth) = self.table.get_mut(id).and_then(|(_, s, _)| s.auth_mut()) {
+                // From here one bfd.XmitAuthSeq for the kernel's replies, the
+                // responder and this loop, going on where it was (6.7.3).
+                let counter = fast.xmit_sequence(id as u32)?;
+                counter.set(auth.next_sequence());
+                auth.share(counter);
+            }
             if spec.echo_rx_us > 0 {
                 fast.reflect_echoes_of(spec.peer, discr)?;
             }
@@ -569,8 +576,12 @@ impl Engine {
                 log_transition(&peer.spec, &t);
             }
             if let Some(fast) = self.fast.as_mut() {
-                let allowed = self.config.xdp_replies && peer.spec.offload;
-                let view = SessionView::of(session, allowed, self.config.xdp_own_clock);
+                let allowed = offload::Allowed {
+                    offload: self.config.xdp_replies && peer.spec.offload,
+                    sign: self.config.xdp_sign,
+                    own_clock: self.config.xdp_own_clock,
+                };
+                let view = SessionView::of(session, allowed);
                 match offload::placement(&view, &peer.kernel) {
                     Some(Placement::Offload(role)) => {
                         let neighbours = neighbours.get_or_insert_with(fast_path::Neighbours::read);
@@ -956,6 +967,11 @@ fn auth_code(session: &Session) -> u8 {
         })
 }
 
+/// The Auth Key ID the session signs with (0 without authentication).
+fn send_key_id(session: &Session) -> u8 {
+    session.auth().map_or(0, |a| a.config().send_key)
+}
+
 /// Whether `at` is still session `id`'s `which` deadline (the due queue's
 /// entries outlive a later visit that moved it).
 fn is_current(table: &SessionTable<Peer>, id: SessionId, which: Deadline, at: Nanos) -> bool {
@@ -1010,6 +1026,8 @@ fn registered_config(
         flags: hop_flags(&peer.spec),
         slot,
         detect_ns: session.detection_time_ns().unwrap_or(0) as u64,
+        send_key_id: send_key_id(session),
+        _reserved: [0; 7],
     }
 }
 
@@ -1040,6 +1058,7 @@ fn offload(
     }
     peer.kernel.role = Some(role);
     peer.kernel.reply = config.reply;
+    peer.kernel.send_key = config.send_key_id;
     match peer.tx.duplicate() {
         Ok((socket, peer_addr)) => fast.arm_responder(
             discr,
@@ -1048,8 +1067,11 @@ fn offload(
                 peer: peer_addr,
                 down: session
                     .down_on_detection()
-                    .map(|down| down.header_bytes().to_vec()),
-                steady: config.reply.to_vec(),
+                    .map(|down| down.to_bytes().to_vec()),
+                // With authentication, the whole packet: the responder
+                // signs it again as it leaves.
+                steady: session.steady_packet().to_bytes().to_vec(),
+                signer: session.auth().map(|a| a.signer()),
             },
         ),
         Err(e) => log(&format!(
@@ -1081,11 +1103,12 @@ fn fast_path_config(
         peer_mac: neighbours.mac(path.peer, interface)?,
         local_port_be: peer.tx.source_port.to_be(),
         min_ttl: peer.spec.min_ttl,
-        // Always NONE: authenticated sessions are not offloaded.
         auth_type: auth_code(session),
         reply: session.steady_packet().header_bytes(),
         flags: linecard_common::bfd::FLAG_REPLY | role_flags | hop_flags(&peer.spec),
         slot,
         detect_ns: session.detection_time_ns().unwrap_or(0) as u64,
+        send_key_id: send_key_id(session),
+        _reserved: [0; 7],
     })
 }

@@ -22,13 +22,20 @@ pub struct SessionView {
     /// Whether this engine may offload the session at all (`xdp_replies`
     /// and the session's `offload` key).
     pub offload_allowed: bool,
-    /// The session authenticates (RFC 5880 6.7): the kernel verifies but
-    /// does not sign, so it never answers for it.
+    /// The session authenticates (RFC 5880 6.7): the kernel verifies its
+    /// packets and signs its replies.
     pub authenticated: bool,
-    /// Our steady packet, the reply the kernel would send for us; `None`
-    /// for an authenticated session (its packets carry a section the
-    /// kernel does not sign, so there is no fixed template).
-    pub steady_reply: Option<[u8; HEADER_LEN]>,
+    /// The kernel may sign for us (`xdp_sign`; `false` only as the
+    /// negative control: an authenticated session is then answered from
+    /// the userspace loop).
+    pub sign_allowed: bool,
+    /// Our steady packet's mandatory section, the reply the kernel sends
+    /// for us (with authentication, its A bit and Length count the section
+    /// the kernel signs).
+    pub steady_reply: [u8; HEADER_LEN],
+    /// The Auth Key ID we sign with (0 without authentication): a key
+    /// rollover (6.7.1) refreshes the kernel's.
+    pub send_key: u8,
     /// The detection time in force (6.8.4), ns; 0 while there is none.
     pub detection_ns: u64,
     /// Demand mode is active on our side: the remote's silence is what we
@@ -44,17 +51,18 @@ pub struct SessionView {
 }
 
 impl SessionView {
-    pub fn of(session: &Session, offload_allowed: bool, own_clock_allowed: bool) -> Self {
-        let authenticated = session.auth().is_some();
+    pub fn of(session: &Session, allowed: Allowed) -> Self {
         Self {
             role: session.fast_path_role(),
-            offload_allowed,
-            authenticated,
-            steady_reply: (!authenticated).then(|| session.steady_packet().header_bytes()),
+            offload_allowed: allowed.offload,
+            authenticated: session.auth().is_some(),
+            sign_allowed: allowed.sign,
+            steady_reply: session.steady_packet().header_bytes(),
+            send_key: session.auth().map_or(0, |a| a.config().send_key),
             detection_ns: session.detection_time_ns().unwrap_or(0) as u64,
             local_demand: session.local_demand_active(),
             desired_min_tx_ns: session.desired_min_tx_in_force_ns() as u64,
-            own_clock_allowed,
+            own_clock_allowed: allowed.own_clock,
         }
     }
 
@@ -62,8 +70,19 @@ impl SessionView {
     /// engine keeps the session in userspace.
     fn wanted(&self) -> Option<FastPathRole> {
         self.role
-            .filter(|_| self.offload_allowed && !self.authenticated)
+            .filter(|_| self.offload_allowed && (self.sign_allowed || !self.authenticated))
     }
+}
+
+/// What the engine's configuration lets the kernel do for a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Allowed {
+    /// Answer for it at all (`xdp_replies` and the session's `offload`).
+    pub offload: bool,
+    /// Sign its replies (`xdp_sign`).
+    pub sign: bool,
+    /// Send on its own clock (`xdp_own_clock`).
+    pub own_clock: bool,
 }
 
 /// What userspace last wrote to the kernel for a session.
@@ -71,8 +90,10 @@ impl SessionView {
 pub struct KernelView {
     /// The role the kernel answers in; `None`: not offloaded.
     pub role: Option<FastPathRole>,
-    /// The reply template it holds while offloaded.
+    /// The reply template it holds while offloaded, and the key it signs
+    /// with.
     pub reply: [u8; HEADER_LEN],
+    pub send_key: u8,
     /// The detection time and own clock in the sweep's slot, ns (0:
     /// unarmed).
     pub armed_detect_ns: u64,
@@ -109,7 +130,9 @@ pub fn placement(s: &SessionView, k: &KernelView) -> Option<Placement> {
     match (want, k.role) {
         (Some(role), None) => Some(Placement::Offload(role)),
         // The kernel's reply is no longer ours.
-        (Some(role), Some(held)) if role == held && Some(k.reply) != s.steady_reply => {
+        (Some(role), Some(held))
+            if role == held && (k.reply != s.steady_reply || k.send_key != s.send_key) =>
+        {
             Some(Placement::Offload(role))
         }
         (Some(_), Some(_)) | (None, Some(_)) if want != k.role => Some(Placement::Withdraw),
@@ -194,7 +217,9 @@ mod tests {
             role: Some(Steady),
             offload_allowed: true,
             authenticated: false,
-            steady_reply: Some(REPLY),
+            sign_allowed: true,
+            steady_reply: REPLY,
+            send_key: 0,
             detection_ns: 30 * MS,
             local_demand: false,
             desired_min_tx_ns: 10 * MS,
@@ -206,6 +231,7 @@ mod tests {
         KernelView {
             role: Some(role),
             reply: REPLY,
+            send_key: 0,
             armed_detect_ns: 30 * MS,
             armed_clock_ns: if role == Steady { 10 * MS } else { 0 },
             registered_detect_ns: 0,
@@ -239,7 +265,7 @@ mod tests {
         // A Poll of ours announced new timers (6.8.3): the kernel's reply
         // is no longer ours.
         let s = SessionView {
-            steady_reply: Some([0x21; HEADER_LEN]),
+            steady_reply: [0x21; HEADER_LEN],
             ..steady()
         };
         assert_eq!(
@@ -270,9 +296,36 @@ mod tests {
     }
 
     #[test]
-    fn authenticated_sessions_stay_in_userspace() {
+    fn an_authenticated_session_is_offloaded_and_a_key_rollover_refreshes_it() {
+        // The kernel signs its replies (6.7).
         let s = SessionView {
             authenticated: true,
+            send_key: 1,
+            ..steady()
+        };
+        assert_eq!(
+            placement(&s, &KernelView::default()),
+            Some(Placement::Offload(Steady))
+        );
+        let signing = KernelView {
+            send_key: 1,
+            ..offloaded(Steady)
+        };
+        assert_eq!(placement(&s, &signing), None);
+        // `ctl key --send 2` (6.7.1): the kernel signs with the new key.
+        let rolled = SessionView { send_key: 2, ..s };
+        assert_eq!(
+            placement(&rolled, &signing),
+            Some(Placement::Offload(Steady))
+        );
+    }
+
+    #[test]
+    fn without_kernel_signing_authenticated_sessions_stay_in_userspace() {
+        // `xdp_sign = false`, the negative control.
+        let s = SessionView {
+            authenticated: true,
+            sign_allowed: false,
             ..steady()
         };
         assert_eq!(placement(&s, &offloaded(Steady)), Some(Placement::Withdraw));

@@ -8,6 +8,57 @@
 use super::Nanos;
 use crate::wire::{keyed_digest, AuthSection, AuthType, DropReason, Packet, Repr, KEYED_DIGEST_AT};
 use serde::Serialize;
+use std::sync::Arc;
+
+/// A bfd.XmitAuthSeq shared by several senders of one session (the xdp
+/// backend's: the kernel's replies, the responder's own clock, the
+/// userspace loop): each packet takes the next number atomically, so the
+/// meticulous types advance by exactly one per packet whoever sends it
+/// (RFC 5880 6.7.3).
+pub trait SequenceCounter: Send + Sync {
+    /// The next number, taken: no other sender gets it.
+    fn take(&self) -> u32;
+    /// The next number, left for whoever sends next.
+    fn peek(&self) -> u32;
+}
+
+/// Where a session's bfd.XmitAuthSeq lives.
+#[derive(Clone)]
+enum XmitSeq {
+    /// Here: one sender.
+    Own(u32),
+    /// In a counter every sender of the session adds to.
+    Shared(Arc<dyn SequenceCounter>),
+}
+
+impl XmitSeq {
+    fn peek(&self) -> u32 {
+        match self {
+            Self::Own(next) => *next,
+            Self::Shared(counter) => counter.peek(),
+        }
+    }
+
+    fn take(&mut self) -> u32 {
+        match self {
+            Self::Own(next) => {
+                let taken = *next;
+                *next = next.wrapping_add(1);
+                taken
+            }
+            Self::Shared(counter) => counter.take(),
+        }
+    }
+}
+
+impl std::fmt::Debug for XmitSeq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Own(next) => write!(f, "Own({next})"),
+            Self::Shared(counter) => write!(f, "Shared(next {})", counter.peek()),
+        }
+    }
+}
 
 /// One key: its Auth Key ID and its secret (a simple password of 1 to 16
 /// bytes, an MD5 key of up to 16, a SHA1 key of up to 20; sections 4.2-4.4).
@@ -108,7 +159,7 @@ pub struct AuthStatus {
 pub struct Auth {
     config: AuthConfig,
     /// bfd.XmitAuthSeq: starts random (6.8.1).
-    xmit_seq: u32,
+    xmit_seq: XmitSeq,
     /// bfd.RcvAuthSeq, while bfd.AuthSeqKnown.
     rcv_seq: Option<u32>,
     /// bfd.AuthSeqKnown lapses once nothing has been accepted for twice
@@ -123,7 +174,7 @@ impl Auth {
     pub fn new(config: AuthConfig, initial_seq: u32) -> Self {
         Self {
             config,
-            xmit_seq: initial_seq,
+            xmit_seq: XmitSeq::Own(initial_seq),
             rcv_seq: None,
             known_until: 0,
             verify: true,
@@ -147,7 +198,7 @@ impl Auth {
             auth_type: self.config.auth_type,
             send_key: self.config.send_key,
             receive_sequence: self.rcv_seq,
-            transmit_sequence: self.xmit_seq,
+            transmit_sequence: self.xmit_seq.peek(),
         }
     }
 
@@ -158,6 +209,42 @@ impl Auth {
         }
         self.config.send_key = id;
         Ok(())
+    }
+
+    /// From now on bfd.XmitAuthSeq is `counter`, which the caller set to
+    /// [`Auth::next_sequence`] (the sequence goes on where it was).
+    pub fn share(&mut self, counter: Arc<dyn SequenceCounter>) {
+        self.xmit_seq = XmitSeq::Shared(counter);
+    }
+
+    /// A copy that takes its numbers from nobody: for packets prepared
+    /// ahead that are signed again when they leave
+    /// ([`Signer::sign`]).
+    pub fn detached(&self) -> Self {
+        Self {
+            xmit_seq: XmitSeq::Own(self.xmit_seq.peek()),
+            ..self.clone()
+        }
+    }
+
+    /// bfd.XmitAuthSeq: the number our next packet carries.
+    pub fn next_sequence(&self) -> u32 {
+        self.xmit_seq.peek()
+    }
+
+    /// What signs a prepared packet at the moment it leaves from another
+    /// thread: the send key, the type, the shared sequence (a copy of
+    /// the key; the caller keeps it as long as the packet is armed).
+    pub fn signer(&self) -> Signer {
+        let key = self
+            .config
+            .key(self.config.send_key)
+            .expect("AuthConfig::check keeps send_key among the keys");
+        Signer {
+            auth_type: self.config.auth_type,
+            secret: key.secret.clone(),
+            sequence: self.xmit_seq.clone(),
+        }
     }
 
     /// The section of our next packet: the password, or the key with
@@ -173,18 +260,18 @@ impl Auth {
         AuthSection {
             auth_type,
             key_id: key.id,
-            sequence: auth_type.digest_len().map(|_| self.xmit_seq),
+            sequence: auth_type.digest_len().map(|_| self.xmit_seq.peek()),
             // A keyed type's field is the whole key, zero-padded (6.7.3).
             len: auth_type.digest_len().unwrap_or(key.secret.len()) as u8,
             bytes,
         }
     }
 
-    /// A packet left with [`Auth::section`]. Keyed types advance
+    /// A packet leaves: the number it carries, taken. Keyed types advance
     /// bfd.XmitAuthSeq with every packet: the meticulous ones must (6.7.3),
     /// and for the others it costs nothing and narrows replay.
-    pub fn sent(&mut self) {
-        self.xmit_seq = self.xmit_seq.wrapping_add(1);
+    pub fn take_sequence(&mut self) -> u32 {
+        self.xmit_seq.take()
     }
 
     /// Verifies a received packet (6.7.1-6.7.4): `wire` is the packet as
@@ -255,6 +342,47 @@ impl Auth {
         self.rcv_seq = Some(sequence);
         self.known_until = now + lapse_ns;
         Ok(())
+    }
+}
+
+/// Signs a prepared packet as it leaves (the xdp backend's responder
+/// thread): the next number of the session's shared bfd.XmitAuthSeq and
+/// the digest over the packet as it then is (6.7.3-6.7.4).
+#[derive(Clone)]
+pub struct Signer {
+    auth_type: AuthType,
+    secret: Vec<u8>,
+    sequence: XmitSeq,
+}
+
+impl std::fmt::Debug for Signer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Secrets stay out of logs and panics.
+        write!(f, "Signer {{ {:?}, {:?} }}", self.auth_type, self.sequence)
+    }
+}
+
+impl Signer {
+    /// Re-signs `packet` (an emitted packet of this session, its Length
+    /// bytes) with the next sequence number. A simple password has
+    /// nothing that changes.
+    pub fn sign(&mut self, packet: &mut [u8]) {
+        let Some(digest_len) = self.auth_type.digest_len() else {
+            return;
+        };
+        let length = usize::from(Packet::new_unchecked(&*packet).length()).min(packet.len());
+        if length < KEYED_DIGEST_AT + digest_len {
+            return;
+        }
+        let sequence = self.sequence.take();
+        let packet = &mut packet[..length];
+        packet[KEYED_DIGEST_AT - 4..KEYED_DIGEST_AT].copy_from_slice(&sequence.to_be_bytes());
+        let field = &mut packet[KEYED_DIGEST_AT..KEYED_DIGEST_AT + digest_len];
+        field.fill(0);
+        field[..self.secret.len()].copy_from_slice(&self.secret);
+        let digest = keyed_digest(self.auth_type, packet);
+        packet[KEYED_DIGEST_AT..KEYED_DIGEST_AT + digest_len]
+            .copy_from_slice(&digest[..digest_len]);
     }
 }
 

@@ -7,6 +7,8 @@
 
 pub mod auth;
 #[cfg(test)]
+mod auth_tests;
+#[cfg(test)]
 mod demand_tests;
 pub mod table;
 #[cfg(test)]
@@ -566,6 +568,9 @@ impl Session {
     pub fn down_on_detection(&self) -> Option<Repr> {
         let deadline = self.detection_deadline()?;
         let mut after = self.clone();
+        // A rehearsal takes no number from a shared sequence: the packet is
+        // signed again when it leaves.
+        after.auth = after.auth.as_ref().map(Auth::detached);
         after.on_timer(deadline)?;
         after.poll_transmit(deadline)
     }
@@ -648,10 +653,15 @@ impl Session {
         Some(self.sent(self.packet(self.polling, false)))
     }
 
-    /// A packet leaves: the next one carries the next sequence number.
-    fn sent(&mut self, packet: Repr) -> Repr {
+    /// A packet leaves: it carries the sequence number it takes (shared
+    /// with the kernel's replies on the xdp backend), the next one the
+    /// next.
+    fn sent(&mut self, mut packet: Repr) -> Repr {
         if let Some(auth) = &mut self.auth {
-            auth.sent();
+            let sequence = auth.take_sequence();
+            if let Some(section) = packet.auth.as_mut().filter(|s| s.sequence.is_some()) {
+                section.sequence = Some(sequence);
+            }
         }
         packet
     }

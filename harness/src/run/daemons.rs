@@ -878,12 +878,13 @@ fn spawn_linecardd(
 /// Whether a linecardd on `backend` with these `[engine]` keys hands
 /// steady sessions to its fast path.
 pub fn offloads(backend: &str, engine: &str) -> bool {
-    backend == "xdp"
-        && engine
-            .parse::<toml::Table>()
-            .unwrap_or_default()
-            .get("xdp_replies")
-            != Some(&toml::Value::Boolean(false))
+    backend == "xdp" && engine_switch_on(engine, "xdp_replies")
+}
+
+/// Whether the `[engine]` switch `key` (a linecardd boolean that defaults
+/// to on, e.g. `xdp_sign`) is on in the DUT's `engine` table.
+pub fn engine_switch_on(engine: &str, key: &str) -> bool {
+    engine.parse::<toml::Table>().unwrap_or_default().get(key) != Some(&toml::Value::Boolean(false))
 }
 
 /// Waits (bounded) until bfdd lists a connected dataplane.

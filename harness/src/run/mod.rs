@@ -1237,12 +1237,13 @@ pub(crate) fn judge_dut(
         long_gaps,
         phases: figures,
     };
-    // Authenticated sessions stay in userspace: the fast path neither
-    // verifies digests nor signs its replies.
+    // Authenticated sessions are the fast path's while it signs
+    // (`xdp_sign`, on unless switched off as the negative control).
     let fast_path = |family: Family| match &dut.implementation {
         DutImplementation::Linecardd { backend } | DutImplementation::FrrDataplane { backend } => {
             daemons::offloads(backend, &dut.engine)
-                && scenario.sessions.auth.is_none()
+                && (scenario.sessions.auth.is_none()
+                    || daemons::engine_switch_on(&dut.engine, "xdp_sign"))
                 && scenario.sessions.demand.is_none()
                 && dut.offload_only.is_none_or(|f| f == family)
         }

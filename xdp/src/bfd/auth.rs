@@ -6,10 +6,10 @@
 use super::*;
 /// Offset of the Sequence Number in a keyed section, from the packet's
 /// start (RFC 5880 sections 4.3 and 4.4), and of the digest after it.
-const AUTH_SEQUENCE_AT: usize = BFD_LEN + 4;
-const AUTH_DIGEST_AT: usize = AUTH_SEQUENCE_AT + 4;
-const MD5_PACKET_LEN: usize = BFD_LEN + MD5_AUTH_LEN;
-const SHA1_PACKET_LEN: usize = BFD_LEN + SHA1_AUTH_LEN;
+pub(super) const AUTH_SEQUENCE_AT: usize = BFD_LEN + 4;
+pub(super) const AUTH_DIGEST_AT: usize = AUTH_SEQUENCE_AT + 4;
+pub(super) const MD5_PACKET_LEN: usize = BFD_LEN + MD5_AUTH_LEN;
+pub(super) const SHA1_PACKET_LEN: usize = BFD_LEN + SHA1_AUTH_LEN;
 /// The larger of the two keyed packets.
 pub(super) const AUTH_SCRATCH_LEN: usize = SHA1_PACKET_LEN;
 
@@ -206,7 +206,10 @@ impl Window {
 /// This CPU's scratch, with the `N` bytes of the packet at `at` copied
 /// into it.
 #[inline(always)]
-fn copied<const N: usize>(ctx: &XdpContext, at: usize) -> Result<&'static mut AuthScratch, u32> {
+pub(super) fn copied<const N: usize>(
+    ctx: &XdpContext,
+    at: usize,
+) -> Result<&'static mut AuthScratch, u32> {
     const { assert!(N <= AUTH_SCRATCH_LEN) };
     let Some(packet) = ptr_at::<[u8; N]>(ctx, at) else {
         return Err(drop::TRUNCATED);
