@@ -248,3 +248,35 @@ fn a_reply_the_kernel_cannot_sign_goes_to_userspace_whole() {
     // The control: a password as long as ours is answered.
     assert_eq!(fast.run(&frame(255, &as_long)).action, XDP_TX);
 }
+
+#[test]
+fn a_session_verified_in_userspace_passes_its_authenticated_packets_unjudged() {
+    if !test_run::privileged(module_path!()) {
+        return;
+    }
+    // FRR bfdd's HMAC-SHA1 (`digest = "frr-hmac-sha1"`): a digest the
+    // kernel does not compute. Its packets go to userspace, which
+    // verifies them; the same packet to a session the kernel verifies
+    // (RFC 5880's digest) is refused, the control.
+    let kind = auth_type::KEYED_SHA1;
+    let mut frr_digest = from_peer(kind, 100);
+    let last = frr_digest.len() - 1;
+    frr_digest[last] ^= 1;
+    let userspace = Signing::load(
+        kind,
+        SessionConfig {
+            flags: linecard_common::bfd::FLAG_AUTH_IN_USERSPACE,
+            ..session(false)
+        },
+        0,
+    );
+    let out = userspace.run(&frame(255, &frr_digest));
+    assert_eq!(out.action, XDP_PASS, "verified in userspace");
+    assert_eq!(&out.frame[42..], frr_digest.as_slice(), "untouched");
+    let kernel = Signing::load(kind, session(false), 0);
+    assert_eq!(
+        kernel.run(&frame(255, &frr_digest)).action,
+        1,
+        "XDP_DROP: the kernel's own verification refuses it"
+    );
+}

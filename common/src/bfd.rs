@@ -20,6 +20,12 @@ pub const FLAG_MULTIHOP: u32 = 2;
 /// this flag says) without answering them. A packet whose D bit disagrees
 /// with this flag goes to userspace: the peer changed its mode.
 pub const FLAG_POLLS_ONLY: u32 = 4;
+/// `SessionConfig::flags`: the session's authentication is verified in
+/// userspace only: its keyed digest is a construction the kernel does not
+/// compute (FRR bfdd's HMAC-SHA1). Its packets with the A bit pass to
+/// userspace after the session-independent checks, and it is never
+/// offloaded.
+pub const FLAG_AUTH_IN_USERSPACE: u32 = 8;
 
 /// UDP destination port of single-hop control packets (RFC 5881).
 pub const PORT_SINGLE_HOP: u16 = 3784;

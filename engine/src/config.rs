@@ -3,7 +3,7 @@
 
 use crate::backend::BackendKind;
 use crate::session::auth::{AuthConfig, AuthKey};
-use crate::wire::AuthType;
+use crate::wire::{AuthType, Construction};
 use serde::Deserialize;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -70,6 +70,9 @@ pub struct RawAuth {
     pub keys: Vec<RawAuthKey>,
     /// Default: the first key.
     pub send_key: Option<i64>,
+    /// The keyed digest's construction: `rfc5880` (default) or
+    /// `frr-hmac-sha1` (FRR bfdd's keyed SHA1, not RFC 5880 6.7.4).
+    pub digest: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Clone, serde::Serialize)]
@@ -552,10 +555,23 @@ fn validate_auth(raw: &RawAuth) -> Result<AuthConfig, (String, String, String)> 
         None => keys.first().map_or(0, |k| k.id),
         Some(id) => u8::try_from(id).map_err(|_| err("send_key", &id, "must be 0 to 255"))?,
     };
+    let construction = match raw.digest.as_deref() {
+        None | Some("rfc5880") => Construction::Rfc5880,
+        Some("frr-hmac-sha1") => Construction::FrrHmacSha1,
+        Some(other) => {
+            return Err(err(
+                "digest",
+                &other,
+                "must be rfc5880 (RFC 5880 6.7.3-6.7.4, the default) or frr-hmac-sha1 \
+                 (FRR bfdd's keyed SHA1: HMAC-SHA1 over the packet with the digest zeroed)",
+            ))
+        }
+    };
     let config = AuthConfig {
         auth_type,
         keys,
         send_key,
+        construction,
     };
     // The secret itself never goes into an error message.
     config

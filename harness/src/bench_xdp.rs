@@ -86,10 +86,7 @@ pub fn run(repeat: u32) -> Result<XdpBench> {
     // hears, not answers, a packet that follows its own sooner than RFC
     // 5880 6.8.7 allows, and the runs follow each other by microseconds.
     let mut states: aya::maps::Array<MapData, linecard_common::bfd::SessionState> =
-        aya::maps::Array::try_from(
-            bpf.take_map(names::STATE_MAP)
-                .context("no state map")?,
-        )?;
+        aya::maps::Array::try_from(bpf.take_map(names::STATE_MAP).context("no state map")?)?;
     let mut forget_our_last_reply = || -> Result<()> {
         for slot in 0..craft::SLOT + 0x30 {
             let state = states.get(&slot, 0)?;
@@ -330,6 +327,7 @@ fn userspace_auth(repeat: u32) -> Result<Vec<UserspaceAuthRow>> {
                     secret: craft::AUTH_SECRET.to_vec(),
                 }],
                 send_key: craft::AUTH_KEY_ID,
+                construction: Default::default(),
             },
             0,
         );

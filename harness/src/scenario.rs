@@ -316,6 +316,7 @@ impl SessionAuth {
                 secret: self.secret.as_bytes().to_vec(),
             }],
             send_key: self.key_id,
+            construction: Default::default(),
         }
     }
 }

@@ -522,3 +522,82 @@ fn rollover_once() -> Result<(), String> {
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
+
+/// FRR bfdd's keyed SHA1 (HMAC-SHA1 over the packet with the digest
+/// zeroed, FRR issue 23274) as an explicit construction: FRR 8.4.4 in
+/// Debian has no authentication, so the peer is a second linecardd (rt)
+/// configured with the same `digest = "frr-hmac-sha1"`. The kernel does
+/// not compute FRR's digest: it passes the session's packets to userspace,
+/// which verifies them, and never answers for it.
+#[test]
+fn frrs_hmac_sha1_comes_up_verified_in_userspace_on_xdp() {
+    in_the_lab("auth_frr_hmac", || {
+        let dir = scratch_dir("auth-frr-hmac");
+        let auth = "auth = { type = \"keyed_sha1\", digest = \"frr-hmac-sha1\", keys = [{ id = 1, secret = \"frr-secret\" }] }\n";
+        let peer_config = format!(
+            "[engine]\ncontrol_socket = \"{}\"\n\n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\n\
+             tx_interval_ms = 10\nrx_interval_ms = 10\nmultiplier = 3\nbackend = \"rt\"\n{auth}",
+            dir.join("peer.sock").display(),
+            DUT.ipv4,
+            PEER.ipv4
+        );
+        std::fs::write(dir.join("peer.toml"), peer_config).unwrap();
+        let mut peer = Daemon::spawn(
+            "linecardd-peer",
+            PEER.namespace,
+            Some(&spec::cpuset_dir(spec::REST_CPUSET)),
+            linecardd().to_str().unwrap(),
+            &[
+                "--config".to_string(),
+                dir.join("peer.toml").display().to_string(),
+            ],
+            &dir.join("peer.log"),
+        )
+        .unwrap();
+        let capture = capture_dut_port(&dir);
+        let socket = dir.join("dut.sock");
+        let config = format!(
+            "[engine]\ncontrol_socket = \"{}\"\ncpu = {}\n\n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\n\
+             tx_interval_ms = 10\nrx_interval_ms = 10\nmultiplier = 3\nbackend = \"xdp\"\ninterface = \"{}\"\n{auth}",
+            socket.display(),
+            dut_cpu(),
+            PEER.ipv4,
+            DUT.ipv4,
+            spec::HOST_IFACE
+        );
+        let mut dut = start_linecardd_toml(&dir, &config);
+        let one_up = |s: &[serde_json::Value]| s.len() == 1 && s[0]["state"] == "up";
+        wait_sessions(&socket, &mut dut, Duration::from_secs(10), "Up", one_up);
+        let before = ctl(&socket, &["drops"]);
+        let start = epoch_ns();
+        std::thread::sleep(Duration::from_secs(1));
+        let end = epoch_ns();
+        let after = ctl(&socket, &["drops"]);
+        let view = ctl(&socket, &["list", "--json"]);
+        dut.stop().unwrap();
+        peer.stop().unwrap();
+        let analysis = analyze_window(capture.finish().unwrap(), "up", start, end);
+        use linecard_common::bfd::verdict::{PASSED, REPLIED};
+        let moved = |v: u32| fast_path_verdicts(&after, v) - fast_path_verdicts(&before, v);
+        // Precondition: the kernel judged the peer's packets (and passed
+        // them on); it answered none.
+        assert!(moved(PASSED) >= 50, "passed {}: {after:#}", moved(PASSED));
+        assert_eq!(moved(REPLIED), 0, "{after:#}");
+        let session = &view["sessions"][0];
+        for reason in ["auth_mismatch", "auth_failed", "auth_sequence", "bad_auth"] {
+            assert_eq!(drops_of(session, reason), 0, "{reason}: {session:#}");
+        }
+        for (src, dst) in [(DUT.ipv4, PEER.ipv4), (PEER.ipv4, DUT.ipv4)] {
+            let f = flow(&analysis, src, dst);
+            assert!(f.packets >= 50, "{src} -> {dst}: {}", f.packets);
+            assert_eq!(f.flaps, 0, "{src} -> {dst}");
+            assert_eq!(f.last_state, Some(State::Up), "{src} -> {dst}");
+            let seen = f
+                .auth
+                .clone()
+                .unwrap_or_else(|| panic!("{src} -> {dst}: no A bit"));
+            assert_eq!((seen.packets, seen.types), (f.packets, vec![4]));
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+}

@@ -37,10 +37,10 @@ use core::ffi::c_void;
 use linecard_common::bfd::{
     auth_seq_known_lapse_ns, auth_type, detection_time_ns, drop, event, jittered_gap_ns,
     longest_gap_ns, periodic_interval_ns, reply_floor_ns, verdict, AuthKeyRef, AuthSecret, DeadMan,
-    EchoPeer, SessionConfig, SessionState, SlotConfig, SweepEvent, DROP_REASONS, FLAG_MULTIHOP,
-    FLAG_POLLS_ONLY, FLAG_REPLY, MAX_AUTH_KEYS, MAX_SESSIONS, MD5_AUTH_LEN, PORT_ECHO,
-    PORT_MULTI_HOP, PORT_SINGLE_HOP, SHA1_AUTH_LEN, SWEEP_MIN_NS, SWEEP_PERIOD_NS, SWEEP_SLOTS,
-    VERDICTS,
+    EchoPeer, SessionConfig, SessionState, SlotConfig, SweepEvent, DROP_REASONS,
+    FLAG_AUTH_IN_USERSPACE, FLAG_MULTIHOP, FLAG_POLLS_ONLY, FLAG_REPLY, MAX_AUTH_KEYS,
+    MAX_SESSIONS, MD5_AUTH_LEN, PORT_ECHO, PORT_MULTI_HOP, PORT_SINGLE_HOP, SHA1_AUTH_LEN,
+    SWEEP_MIN_NS, SWEEP_PERIOD_NS, SWEEP_SLOTS, VERDICTS,
 };
 use linecard_common::digest::{md5_single_block_in, sha1_single_block_in};
 
@@ -492,6 +492,12 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
     // absence where it has, is discarded.
     if (flags & FLAG_AUTH != 0) != (config.auth_type != auth_type::NONE) {
         return Err(drop::AUTH_MISMATCH);
+    }
+    if config.flags & FLAG_AUTH_IN_USERSPACE != 0 {
+        // A digest the kernel does not compute: userspace verifies (and
+        // applies the sequence window).
+        session.passed += 1;
+        return to_userspace();
     }
     if config.auth_type != auth_type::NONE {
         // bfd.AuthSeqKnown outlives twice the detection time (6.8.1), by

@@ -467,7 +467,7 @@ impl Engine {
             .as_ref()
             .is_some_and(|f| f.saw_first(received.ifindex));
         let judge = offload::sequence_judge(
-            through_fast_path,
+            through_fast_path && kernel_verifies(session),
             repr.your_discr,
             session.config().local_discr,
         );
@@ -958,6 +958,25 @@ fn hop_flags(spec: &SessionSpec) -> u32 {
     }
 }
 
+/// Whether the kernel verifies the session's authentication: the RFC
+/// 5880 constructions only (FRR's HMAC-SHA1 is verified here).
+fn kernel_verifies(session: &Session) -> bool {
+    session
+        .auth()
+        .is_none_or(|a| a.config().construction == crate::wire::Construction::Rfc5880)
+}
+
+/// The registration's flags: the hop kind, and authentication verified in
+/// userspace where the kernel cannot.
+fn registration_flags(spec: &SessionSpec, session: &Session) -> u32 {
+    hop_flags(spec)
+        | if kernel_verifies(session) {
+            0
+        } else {
+            linecard_common::bfd::FLAG_AUTH_IN_USERSPACE
+        }
+}
+
 /// bfd.AuthType as the fast path's `SessionConfig::auth_type` carries it.
 fn auth_code(session: &Session) -> u8 {
     session
@@ -1023,7 +1042,7 @@ fn registered_config(
         min_ttl: peer.spec.min_ttl,
         auth_type: auth_code(session),
         reply: [0; 24],
-        flags: hop_flags(&peer.spec),
+        flags: registration_flags(&peer.spec, session),
         slot,
         detect_ns: session.detection_time_ns().unwrap_or(0) as u64,
         send_key_id: send_key_id(session),

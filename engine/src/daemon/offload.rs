@@ -25,9 +25,9 @@ pub struct SessionView {
     /// The session authenticates (RFC 5880 6.7): the kernel verifies its
     /// packets and signs its replies.
     pub authenticated: bool,
-    /// The kernel may sign for us (`xdp_sign`; `false` only as the
-    /// negative control: an authenticated session is then answered from
-    /// the userspace loop).
+    /// The kernel may sign for us (`xdp_sign`, and a digest it computes;
+    /// `false` as the negative control or for FRR's HMAC-SHA1: an
+    /// authenticated session is then answered from the userspace loop).
     pub sign_allowed: bool,
     /// Our steady packet's mandatory section, the reply the kernel sends
     /// for us (with authentication, its A bit and Length count the section
@@ -52,11 +52,16 @@ pub struct SessionView {
 
 impl SessionView {
     pub fn of(session: &Session, allowed: Allowed) -> Self {
+        // The kernel computes RFC 5880's digests only: FRR's HMAC-SHA1
+        // stays with userspace.
+        let rfc_digest = session
+            .auth()
+            .is_none_or(|a| a.config().construction == crate::wire::Construction::Rfc5880);
         Self {
             role: session.fast_path_role(),
             offload_allowed: allowed.offload,
             authenticated: session.auth().is_some(),
-            sign_allowed: allowed.sign,
+            sign_allowed: allowed.sign && rfc_digest,
             steady_reply: session.steady_packet().header_bytes(),
             send_key: session.auth().map_or(0, |a| a.config().send_key),
             detection_ns: session.detection_time_ns().unwrap_or(0) as u64,

@@ -6,7 +6,9 @@
 //! what to put in it and whether a received one is genuine.
 
 use super::Nanos;
-use crate::wire::{keyed_digest, AuthSection, AuthType, DropReason, Packet, Repr, KEYED_DIGEST_AT};
+use crate::wire::{
+    digest_of, AuthSection, AuthType, Construction, DropReason, Packet, Repr, KEYED_DIGEST_AT,
+};
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -91,6 +93,9 @@ pub struct AuthConfig {
     pub keys: Vec<AuthKey>,
     /// Auth Key ID of the key we send with; one of `keys`.
     pub send_key: u8,
+    /// How the keyed digest is computed: RFC 5880's, or FRR bfdd's
+    /// HMAC-SHA1 (named in the configuration, never guessed).
+    pub construction: Construction,
 }
 
 impl AuthConfig {
@@ -117,6 +122,17 @@ impl AuthConfig {
         }
         if !self.keys.iter().any(|k| k.id == self.send_key) {
             return Err(format!("send_key {} is not among the keys", self.send_key));
+        }
+        if self.construction == Construction::FrrHmacSha1
+            && !matches!(
+                self.auth_type,
+                AuthType::KeyedSha1 | AuthType::MeticulousKeyedSha1
+            )
+        {
+            return Err(format!(
+                "the frr-hmac-sha1 digest is FRR's keyed SHA1; {:?} has none",
+                self.auth_type
+            ));
         }
         Ok(())
     }
@@ -242,6 +258,7 @@ impl Auth {
             .expect("AuthConfig::check keeps send_key among the keys");
         Signer {
             auth_type: self.config.auth_type,
+            construction: self.config.construction,
             secret: key.secret.clone(),
             sequence: self.xmit_seq.clone(),
         }
@@ -259,6 +276,7 @@ impl Auth {
         let auth_type = self.config.auth_type;
         AuthSection {
             auth_type,
+            construction: self.config.construction,
             key_id: key.id,
             sequence: auth_type.digest_len().map(|_| self.xmit_seq.peek()),
             // A keyed type's field is the whole key, zero-padded (6.7.3).
@@ -334,7 +352,7 @@ impl Auth {
         let field = &mut copy[KEYED_DIGEST_AT..KEYED_DIGEST_AT + digest_len];
         field.fill(0);
         field[..key.secret.len()].copy_from_slice(&key.secret);
-        let expected = keyed_digest(section.auth_type, &copy[..length]);
+        let expected = digest_of(section.auth_type, self.config.construction, &copy[..length]);
         if !constant_time_eq(&expected[..digest_len], &section.bytes[..digest_len]) {
             return Err(DropReason::AuthFailed);
         }
@@ -351,6 +369,7 @@ impl Auth {
 #[derive(Clone)]
 pub struct Signer {
     auth_type: AuthType,
+    construction: Construction,
     secret: Vec<u8>,
     sequence: XmitSeq,
 }
@@ -380,7 +399,7 @@ impl Signer {
         let field = &mut packet[KEYED_DIGEST_AT..KEYED_DIGEST_AT + digest_len];
         field.fill(0);
         field[..self.secret.len()].copy_from_slice(&self.secret);
-        let digest = keyed_digest(self.auth_type, packet);
+        let digest = digest_of(self.auth_type, self.construction, packet);
         packet[KEYED_DIGEST_AT..KEYED_DIGEST_AT + digest_len]
             .copy_from_slice(&digest[..digest_len]);
     }

@@ -24,6 +24,7 @@ fn session(discr: u32, auth_type: AuthType, keys: Vec<AuthKey>, send_key: u8, se
         auth_type,
         keys,
         send_key,
+        construction: Default::default(),
     };
     config.check().unwrap();
     Session::new(
@@ -408,6 +409,7 @@ fn keys_are_checked_against_their_type() {
             auth_type,
             keys: vec![key(1, secret)],
             send_key: 1,
+            construction: Default::default(),
         }
         .check()
     };
@@ -421,6 +423,7 @@ fn keys_are_checked_against_their_type() {
         auth_type: AuthType::KeyedSha1,
         keys: vec![key(1, "a"), key(1, "b")],
         send_key: 1,
+        construction: Default::default(),
     };
     assert!(twice.check().is_err());
     // Secrets never reach a log line: not the configuration's, not an
@@ -432,4 +435,144 @@ fn keys_are_checked_against_their_type() {
         shown.contains("SimplePassword") && !shown.contains("104, 117, 110"),
         "{shown}"
     );
+}
+
+/// FRR bfdd's keyed SHA1 (FRR issue 23274): `ptm_bfd_snd` in
+/// bfdd/bfd_packet.c (FRR 10.x) writes Auth Type 4, Auth Len 28, the Key
+/// ID, a zero byte and the Sequence Number it has just incremented, zeroes
+/// the 20-byte field, takes HMAC-SHA1 keyed with the key string over the
+/// whole 52-byte packet and writes the result into the field;
+/// `bfd_check_auth` recomputes it the same way. The digest below was
+/// computed by Python's `hmac` module over those 52 bytes (key
+/// "frr-secret"), not by this crate.
+const FRR_VECTOR_DIGEST: &str = "faf793d19ae0def3edde382c4d3e05e2e7fa5fe2";
+
+fn frr_config(auth_type: AuthType, secret: &str) -> AuthConfig {
+    AuthConfig {
+        auth_type,
+        keys: vec![key(1, secret)],
+        send_key: 1,
+        construction: crate::wire::Construction::FrrHmacSha1,
+    }
+}
+
+fn frr_session(discr: u32, secret: &str, seq: u32) -> Session {
+    let config = frr_config(AuthType::KeyedSha1, secret);
+    config.check().unwrap();
+    Session::new(
+        SessionConfig {
+            local_discr: discr,
+            ..base_config()
+        },
+        0,
+        u64::from(discr),
+    )
+    .with_auth(Auth::new(config, seq))
+}
+
+#[test]
+fn frrs_hmac_sha1_is_emitted_and_verified_byte_for_byte() {
+    let mut key_bytes = [0u8; 20];
+    key_bytes[..10].copy_from_slice(b"frr-secret");
+    let packet = Repr {
+        diag: crate::wire::Diagnostic::NoDiagnostic,
+        state: State::Up,
+        poll: false,
+        final_: false,
+        control_plane_independent: false,
+        demand: false,
+        detect_mult: 3,
+        my_discr: 1,
+        your_discr: 2,
+        desired_min_tx_us: 10_000,
+        required_min_rx_us: 10_000,
+        required_min_echo_rx_us: 0,
+        auth: Some(crate::wire::AuthSection {
+            auth_type: AuthType::KeyedSha1,
+            construction: crate::wire::Construction::FrrHmacSha1,
+            key_id: 1,
+            sequence: Some(7),
+            bytes: key_bytes,
+            len: 20,
+        }),
+    };
+    let wire = packet.to_bytes();
+    let mut expected = vec![0x20, 0xc4, 3, 52, 0, 0, 0, 1, 0, 0, 0, 2];
+    expected.extend_from_slice(&10_000u32.to_be_bytes());
+    expected.extend_from_slice(&10_000u32.to_be_bytes());
+    expected.extend_from_slice(&[0, 0, 0, 0, 4, 28, 1, 0, 0, 0, 0, 7]);
+    expected.extend(
+        (0..20).map(|i| u8::from_str_radix(&FRR_VECTOR_DIGEST[2 * i..2 * i + 2], 16).unwrap()),
+    );
+    assert_eq!(&wire[..], expected.as_slice());
+    // A session of FRR's construction takes it; one of RFC 5880's refuses
+    // it (the construction is configured, never guessed from the wire).
+    let mut frr = frr_session(2, "frr-secret", 100);
+    let mut rfc = session(2, AuthType::KeyedSha1, vec![key(1, "frr-secret")], 1, 100);
+    let parsed = Repr::parse_bytes(&wire).unwrap();
+    assert_eq!(frr.receive(0, &parsed, &wire).map(|_| ()), Ok(()));
+    assert_eq!(
+        rfc.receive(0, &parsed, &wire).map(|_| ()),
+        Err(DropReason::AuthFailed)
+    );
+}
+
+#[test]
+fn frr_construction_sessions_come_up_and_stay_in_userspace() {
+    use crate::daemon::offload::{placement, Allowed, KernelView, Placement, SessionView};
+    let mut a = frr_session(0x1111, "frr-secret", 5);
+    let mut b = frr_session(0x2222, "frr-secret", u32::MAX - 1);
+    let mut rfc = session(
+        0x3333,
+        AuthType::KeyedSha1,
+        vec![key(1, "frr-secret")],
+        1,
+        9,
+    );
+    let mut now = 0;
+    while now < 100 * MS {
+        for r in deliver(&mut a, &mut b, now)
+            .into_iter()
+            .chain(deliver(&mut b, &mut a, now))
+        {
+            assert_eq!(r, Ok(()), "at {now}");
+        }
+        // An RFC 5880 peer refuses every one of ours.
+        for r in deliver(&mut a, &mut rfc, now) {
+            assert_eq!(r, Err(DropReason::AuthFailed), "at {now}");
+        }
+        a.on_timer(now);
+        b.on_timer(now);
+        now += 5 * MS;
+    }
+    assert_eq!((a.state(), b.state()), (State::Up, State::Up));
+    assert_ne!(rfc.state(), State::Up);
+    // The kernel computes RFC 5880's digests only: verified and answered
+    // in userspace, never offloaded.
+    let allowed = Allowed {
+        offload: true,
+        sign: true,
+        own_clock: true,
+    };
+    assert_eq!(
+        placement(&SessionView::of(&a, allowed), &KernelView::default()),
+        Some(Placement::Reregister)
+    );
+}
+
+#[test]
+fn frrs_construction_is_keyed_sha1_only() {
+    for auth_type in [
+        AuthType::SimplePassword,
+        AuthType::KeyedMd5,
+        AuthType::MeticulousKeyedMd5,
+    ] {
+        assert!(
+            frr_config(auth_type, "frr-secret").check().is_err(),
+            "{auth_type:?}"
+        );
+    }
+    for auth_type in [AuthType::KeyedSha1, AuthType::MeticulousKeyedSha1] {
+        assert_eq!(frr_config(auth_type, "frr-secret").check(), Ok(()));
+    }
 }

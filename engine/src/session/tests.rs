@@ -407,6 +407,7 @@ fn authentication_is_refused_until_configured() {
     let mut s = up_session();
     let mut p = remote(State::Up, 0x1111);
     p.auth = Some(crate::wire::AuthSection {
+        construction: crate::wire::Construction::Rfc5880,
         auth_type: crate::wire::AuthType::SimplePassword,
         key_id: 1,
         sequence: None,

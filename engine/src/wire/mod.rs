@@ -233,6 +233,9 @@ pub const KEYED_DIGEST_AT: usize = field::AUTH + 8;
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct AuthSection {
     pub auth_type: AuthType,
+    /// How a keyed digest is computed (emit only: the wire does not say;
+    /// parsed sections say [`Construction::Rfc5880`]).
+    pub construction: Construction,
     pub key_id: u8,
     /// Sequence number (all types but simple password).
     pub sequence: Option<u32>,
@@ -316,6 +319,7 @@ impl AuthSection {
         out[..data.len()].copy_from_slice(data);
         Ok(Self {
             auth_type,
+            construction: Construction::Rfc5880,
             key_id,
             sequence,
             bytes: out,
@@ -572,7 +576,7 @@ impl Repr {
             let bytes = &mut packet.buffer.as_mut()[..len];
             auth.emit(&mut bytes[field::AUTH..]);
             if let Some(digest_len) = auth.auth_type.digest_len() {
-                let digest = keyed_digest(auth.auth_type, bytes);
+                let digest = digest_of(auth.auth_type, auth.construction, bytes);
                 bytes[KEYED_DIGEST_AT..KEYED_DIGEST_AT + digest_len]
                     .copy_from_slice(&digest[..digest_len]);
             }
@@ -611,6 +615,57 @@ impl core::ops::Deref for Encoded {
     fn deref(&self) -> &[u8] {
         &self.bytes[..self.len]
     }
+}
+
+/// How a keyed type's digest is computed. The wire carries the same Auth
+/// Type either way: a session names its construction in its
+/// configuration, never guessed from what arrives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Construction {
+    /// RFC 5880 6.7.3-6.7.4: MD5 or SHA1 over the packet with the key,
+    /// zero-padded, in the Auth Key/Digest field.
+    #[default]
+    Rfc5880,
+    /// FRR bfdd's keyed SHA1 (bfd_packet.c, `ptm_bfd_snd` and
+    /// `bfd_check_auth`, FRR 10.x): HMAC-SHA1 keyed with the key string,
+    /// over the packet with the 20-byte field zeroed (FRR issue 23274:
+    /// not interoperable with 6.7.4). SHA1 types only.
+    FrrHmacSha1,
+}
+
+/// A keyed type's digest of `packet` (whole, the key zero-padded in the
+/// Auth Key/Digest field, as [`AuthSection::emit`] leaves it) by
+/// `construction`, in the first 16 or 20 bytes.
+pub fn digest_of(auth_type: AuthType, construction: Construction, packet: &[u8]) -> [u8; 20] {
+    match construction {
+        Construction::Rfc5880 => keyed_digest(auth_type, packet),
+        Construction::FrrHmacSha1 => frr_hmac_sha1(packet),
+    }
+}
+
+/// FRR's construction: the key (the field's bytes; HMAC pads a short key
+/// with zeros to its block, so the key string and the key zero-padded to
+/// 20 bytes are the same HMAC key) taken out, the field zeroed, then
+/// HMAC-SHA1 over the whole packet.
+fn frr_hmac_sha1(packet: &[u8]) -> [u8; 20] {
+    use hmac::Mac as _;
+    let mut out = [0u8; 20];
+    let Some(field) = packet.get(KEYED_DIGEST_AT..KEYED_DIGEST_AT + 20) else {
+        return out;
+    };
+    if packet.len() > MAX_LEN {
+        // Longer than any keyed SHA1 packet: no digest matches.
+        return out;
+    }
+    let mut mac =
+        hmac::Hmac::<sha1::Sha1>::new_from_slice(field).expect("HMAC takes a key of any length");
+    let mut zeroed = [0u8; MAX_LEN];
+    zeroed[..packet.len()].copy_from_slice(packet);
+    zeroed[KEYED_DIGEST_AT..KEYED_DIGEST_AT + 20].fill(0);
+    mac.update(&zeroed[..packet.len()]);
+    out.copy_from_slice(&mac.finalize().into_bytes());
+    out
 }
 
 /// The MD5 or SHA1 digest of `packet` (whole, the key in the digest

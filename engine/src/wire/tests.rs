@@ -185,6 +185,7 @@ fn keyed(auth_type: AuthType) -> Repr {
         required_min_rx_us: 10_000,
         required_min_echo_rx_us: 0,
         auth: Some(AuthSection {
+            construction: crate::wire::Construction::Rfc5880,
             auth_type,
             key_id: 1,
             sequence: Some(0x0102_0304),
