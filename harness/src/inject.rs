@@ -192,6 +192,33 @@ pub fn send_from_spare_every(
     })
 }
 
+/// Sends `total` frames from the spare host, the `n`th made by
+/// `frame(n, since_start)`, at most `per_ms` a millisecond, stopping at
+/// `total` or after `limit`; returns how many it sent.
+pub fn send_from_spare_paced(
+    mut frame: impl FnMut(u64, Duration) -> Vec<u8> + Send + 'static,
+    total: u64,
+    per_ms: u64,
+    limit: Duration,
+) -> Result<u64> {
+    with_spare_socket(move |send| {
+        let started = Instant::now();
+        let mut sent = 0u64;
+        while sent < total && started.elapsed() < limit {
+            // Ahead of the pace: wait for it.
+            let due = Duration::from_micros(sent * 1000 / per_ms.max(1));
+            if let Some(wait) = due.checked_sub(started.elapsed()) {
+                std::thread::sleep(wait);
+            }
+            for _ in 0..per_ms.min(total - sent) {
+                send(&frame(sent, started.elapsed()))?;
+                sent += 1;
+            }
+        }
+        Ok(sent)
+    })
+}
+
 /// Runs `body` in the spare host's namespace with a packet socket bound to
 /// its eth0, handing it a send function (which retries a full queue).
 fn with_spare_socket<T: Send + 'static>(

@@ -753,7 +753,10 @@ impl Scenario {
                 ));
             }
         }
-        if let Some(i) = phases.iter().position(|p| p.fault == Some(Fault::Impostor)) {
+        if let Some(i) = phases
+            .iter()
+            .position(|p| matches!(p.fault, Some(Fault::Impostor | Fault::Flood { .. })))
+        {
             // It sends as the peer over IPv4, signed as the sessions are,
             // with the discriminators linecardd's control socket reports.
             let why = if sessions.auth.is_none() {
@@ -772,7 +775,10 @@ impl Scenario {
             if let Some(why) = why {
                 return Err(invalid(
                     &format!("phase[{i}].fault.kind"),
-                    &"impostor",
+                    &phases[i]
+                        .fault
+                        .as_ref()
+                        .map_or("impostor", Fault::kind_name),
                     &why,
                 ));
             }

@@ -257,6 +257,26 @@ fn faults_are_checked_key_by_key() {
         &impostor(auth).replace("implementation = \"linecardd\"", "implementation = \"frr\"")
     )
     .contains("dut[0] is not linecardd"));
+    // The flood: the impostor's rules, and a phase it fits in.
+    let flood =
+        |fault: &str, sessions: &str| impostor(sessions).replace("{ kind = \"impostor\" }", fault);
+    assert_eq!(
+        parse(&flood("{ kind = \"flood\", frames = 1000 }", auth))
+            .unwrap()
+            .phases[0]
+            .fault,
+        Some(Fault::Flood { frames: 1000 })
+    );
+    assert!(error(&flood("{ kind = \"flood\", frames = 1000 }", ""))
+        .contains("phase[0].fault.kind = flood: needs authenticated sessions"));
+    assert!(error(&flood("{ kind = \"flood\", frames = 0 }", auth))
+        .contains("frames = 0: must be 1 to 1000000"));
+    assert!(
+        error(&flood("{ kind = \"flood\", frames = 1000000 }", auth))
+            .contains("the phase must last it")
+    );
+    assert!(error(&flood("{ kind = \"flood\", stop_ms = 5 }", auth))
+        .contains("not a key of fault flood"));
 }
 
 #[test]

@@ -601,3 +601,74 @@ fn frrs_hmac_sha1_comes_up_verified_in_userspace_on_xdp() {
         let _ = std::fs::remove_dir_all(&dir);
     });
 }
+
+/// `scenarios/flood.toml`, shortened to 20 000 frames in an 8 s L4 phase
+/// (the committed runs hold the full 100 000): an impostor floods the live
+/// authenticated session with guessed digests and replays while L4 loads
+/// the DUT's CPU. The product judges it (every frame refused, on xdp in
+/// the kernel with none reaching userspace, no Down on either side) and
+/// the gate holds it to `baselines/flood.toml`.
+#[test]
+fn a_flood_of_forgeries_is_refused_in_the_kernel_and_the_session_holds() {
+    if !privileged("a_flood_of_forgeries") {
+        return;
+    }
+    let _lock = lock_lab();
+    let results = scratch_dir("fl");
+    let text = std::fs::read_to_string(repo().join("scenarios/flood.toml")).unwrap();
+    let full = "seconds = 25\nfault = { kind = \"flood\", frames = 100000 }";
+    assert!(text.contains(full), "flood.toml's phase moved: {text}");
+    let scenario = results.join("flood.toml");
+    std::fs::write(
+        &scenario,
+        text.replace(
+            full,
+            "seconds = 8\nfault = { kind = \"flood\", frames = 20000 }",
+        ),
+    )
+    .unwrap();
+    let profiles = repo().join("stress-profiles");
+    let Some((out, dir)) = judged_run(
+        &scenario,
+        "flood",
+        &results,
+        "f",
+        &["--profiles", profiles.to_str().unwrap()],
+    ) else {
+        return;
+    };
+    eprintln!(
+        "{}",
+        std::fs::read_to_string(dir.join("summary.md")).unwrap()
+    );
+    assert_exit(&out, 0, "the flood scenario");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    let fault = dut(&manifest, "xdp")["evidence"]["phases"][1]["fault"].clone();
+    // Preconditions: the flood was sent, reached the DUT's port, and the
+    // kernel refused it, some frames for their digest (the guesses kept
+    // inside the window cost one each).
+    let counts = &fault["flood"];
+    let sent = counts["sent"].as_u64().unwrap();
+    assert!(sent >= 19_000, "{fault:#}");
+    assert!(
+        fault["impostor_packets"].as_u64().unwrap() * 100 >= sent * 99,
+        "{fault:#}"
+    );
+    assert_eq!(counts["userspace_refused"], 0, "{fault:#}");
+    let view: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("xdp/engine-view.json")).unwrap())
+            .unwrap();
+    let by_reason = &view["drops"]["fast_path"]["drops_by_reason"];
+    let (digest, sequence) = (
+        by_reason["auth_failed"].as_u64().unwrap(),
+        by_reason["auth_sequence"].as_u64().unwrap(),
+    );
+    assert!(
+        digest >= 1000 && digest + sequence >= sent,
+        "{sent} sent: {digest} refused for their digest, {sequence} for their sequence number"
+    );
+    let (gated, _) = gate(&dir, "flood");
+    assert_exit(&gated, 0, "the gate on the flood scenario");
+    let _ = std::fs::remove_dir_all(&results);
+}

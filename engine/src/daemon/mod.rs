@@ -565,6 +565,14 @@ impl Engine {
                             state.remote_detect_mult as u8,
                         );
                     }
+                    if let (Some(auth), true) = (session.auth_mut(), state.auth_known_until_ns != 0)
+                    {
+                        // What the kernel accepted is bfd.RcvAuthSeq here too.
+                        auth.note_kernel_sequence(
+                            state.rcv_auth_seq,
+                            state.auth_known_until_ns as i64 - self.epoch_mono_ns,
+                        );
+                    }
                 }
             }
             // While the kernel's sweep is the detector (its event carries

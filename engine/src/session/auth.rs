@@ -243,6 +243,18 @@ impl Auth {
         }
     }
 
+    /// The kernel accepted a packet of ours with `sequence`, bfd.AuthSeqKnown
+    /// holding until `known_until` (the fast path's `SessionState`):
+    /// userspace's bfd.RcvAuthSeq follows it, so that `ctl list` and the
+    /// window after a withdrawal are the session's, not a stale copy from
+    /// before the offload (6.8.1).
+    pub fn note_kernel_sequence(&mut self, sequence: u32, known_until: Nanos) {
+        if self.config.auth_type.digest_len().is_some() {
+            self.rcv_seq = Some(sequence);
+            self.known_until = self.known_until.max(known_until);
+        }
+    }
+
     /// bfd.XmitAuthSeq: the number our next packet carries.
     pub fn next_sequence(&self) -> u32 {
         self.xmit_seq.peek()

@@ -20,7 +20,8 @@ pub(super) fn restart_suffix(phase: usize, kill: u64) -> String {
 }
 
 /// Runs a fault's action (not a loss: that lasts the phase), one second
-/// into its phase; returns when it started and ended.
+/// into its phase; returns when it started and ended (and a flood's
+/// counts).
 pub(super) fn act(
     fault: &faults::Fault,
     auth: Option<&crate::scenario::SessionAuth>,
@@ -29,8 +30,9 @@ pub(super) fn act(
     dut: &mut daemons::Bfd,
     restart_peer: &dyn Fn(u64) -> Result<daemons::Bfd>,
     restart_dut: &dyn Fn() -> Result<daemons::Bfd>,
-) -> Result<(i64, i64)> {
+) -> Result<faults::Applied> {
     let start = unix_ns();
+    let mut flood = None;
     match fault {
         faults::Fault::Loss { .. } => {}
         faults::Fault::LinkFlap { down_ms } => {
@@ -89,11 +91,31 @@ pub(super) fn act(
                 .engine_view()
                 .context("the impostor reads the session from the DUT's control socket")?;
             let target = impostor::Target::from_list(&view["list"], spec::PEER.ipv4)?;
-            let frames = impostor::frames(target, auth, crate::inject::spare_mac());
+            let frames = impostor::frames(target, auth, crate::inject::spare_mac(), 1);
             peer.daemon.kill()?;
             impostor::send(&frames)?;
             *peer = restart_peer(0)?;
         }
+        faults::Fault::Flood { frames: count } => {
+            let auth = auth.context("the flood needs sessions.auth (validated)")?;
+            let before = dut
+                .engine_view()
+                .context("the flood reads the session from the DUT's control socket")?;
+            let read_view = || {
+                dut.engine_view()
+                    .context("the flood reads the session from the DUT's control socket")
+            };
+            let sent = impostor::flood(auth, *count, &read_view)?;
+            let after = dut
+                .engine_view()
+                .context("the DUT's control socket after the flood")?;
+            flood = Some(impostor::refusals(&before, &after, sent));
+        }
     }
-    Ok((start, unix_ns()))
+    Ok(faults::Applied {
+        start_ns: start,
+        end_ns: unix_ns(),
+        flood,
+        ..faults::Applied::default()
+    })
 }

@@ -53,6 +53,13 @@ pub enum Fault {
     /// Verification must refuse them all (RFC 5880 6.7.3, 6.7.4): our Down
     /// a detection time after the peer's last genuine packet.
     Impostor,
+    /// While the peer lives, the impostor floods the DUT with `frames`
+    /// packets as the peer (a guessed digest with the next sequence number
+    /// and a replay of the past, in turn, [`FLOOD_FRAMES_PER_MS`] a
+    /// millisecond at most), one second into the phase. Every one must be
+    /// refused (RFC 5880 6.7.3-6.7.4), in the kernel on the fast path
+    /// (none reaching userspace), and the session must hold.
+    Flood { frames: u64 },
 }
 
 fn once() -> u64 {
@@ -71,6 +78,10 @@ pub const IMPOSTOR_PORT: u16 = 1023;
 /// Fewer of the impostor's packets than this on the capture: the impostor
 /// did not bite (it sends 2 every 2 ms for [`IMPOSTOR_MS`]).
 pub const IMPOSTOR_MIN_PACKETS: u64 = 100;
+/// The flood's pace: this many frames a millisecond at most (5000 a
+/// second, 100 000 in 20 s: what the spare host's packet socket sustained
+/// here with L4 on the DUT's CPU, 4700 a second unpaced).
+pub const FLOOD_FRAMES_PER_MS: u64 = 5;
 
 /// Whose a flow on the capture is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,6 +132,23 @@ impl Fault {
             Self::EngineStop { stop_ms } => format!("engine stopped {stop_ms} ms"),
             Self::EngineRestart => "engine restarted".into(),
             Self::Impostor => "peer killed, an impostor sending as it".into(),
+            Self::Flood { frames } => {
+                format!("an impostor's flood of {frames} forged and replayed packets")
+            }
+        }
+    }
+
+    /// The `kind` key that names it in a scenario.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Self::Loss { .. } => "loss",
+            Self::LinkFlap { .. } => "link_flap",
+            Self::PeerRestart { .. } => "peer_restart",
+            Self::PeerStall { .. } => "peer_stall",
+            Self::EngineStop { .. } => "engine_stop",
+            Self::EngineRestart => "engine_restart",
+            Self::Impostor => "impostor",
+            Self::Flood { .. } => "flood",
         }
     }
 }
@@ -134,6 +162,23 @@ pub struct Applied {
     pub end_ns: i64,
     pub frames_seen: Option<u64>,
     pub frames_dropped: Option<u64>,
+    /// A flood's: what the impostor sent, and over the flood the DUT
+    /// engine's authentication refusals (`FloodCounts`).
+    #[serde(default)]
+    pub flood: Option<FloodCounts>,
+}
+
+/// A flood's frames and where the DUT refused them, from the engine's
+/// control socket before and after: the fast path's drops by reason
+/// (`None` without one) and the sessions' own.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FloodCounts {
+    pub sent: u64,
+    /// Fast-path drops for an authentication reason over the flood.
+    pub kernel_refused: Option<u64>,
+    /// The same reasons in the engine's sessions over the flood: what
+    /// reached userspace and was refused there.
+    pub userspace_refused: u64,
 }
 
 /// One control packet of the capture, in capture order.
@@ -203,6 +248,9 @@ pub struct FaultFigures {
     /// The impostor's packets on the capture in the phase.
     #[serde(default)]
     pub impostor_packets: u64,
+    /// A flood's counts.
+    #[serde(default)]
+    pub flood: Option<FloodCounts>,
     /// Each Down of ours for an expired detection time while the peer's
     /// last packet was Up: ms after that packet.
     pub detections_ms: Vec<f64>,
@@ -421,7 +469,8 @@ impl FaultFigures {
             | Fault::PeerRestart { .. }
             | Fault::PeerStall { .. }
             | Fault::Impostor => s.to_ns <= self.start_ns || s.from_ns >= self.end_ns,
-            Fault::EngineStop { .. } | Fault::EngineRestart => true,
+            // The peer lives and sends on its own clock.
+            Fault::EngineStop { .. } | Fault::EngineRestart | Fault::Flood { .. } => true,
         })
     }
 }
@@ -474,6 +523,7 @@ impl Fault {
                 | Fault::PeerRestart { .. }
                 | Fault::PeerStall { .. }
                 | Fault::Impostor
+                | Fault::Flood { .. }
         )
     }
 }
@@ -633,6 +683,7 @@ fn fault_rules(f: &FaultFigures, fault: &Fault, detection_ms: f64) -> Result<(),
                 ));
             }
         }
+        Fault::Flood { .. } => flood_rules(f)?,
         Fault::EngineStop { .. } | Fault::EngineRestart => {
             let Some(&ms) = f.peer_detections_ms.first() else {
                 return fail("the peer never declared the stopped engine Down".into());
@@ -662,6 +713,57 @@ fn fault_rules(f: &FaultFigures, fault: &Fault, detection_ms: f64) -> Result<(),
         Some(ms) => fail(format!("Up again only {ms:.0} ms after the fault ended")),
         None => fail("never Up again after the fault".into()),
     }
+}
+
+/// A flood's rules: it bit (its packets on the capture, the engine's
+/// refusals), the session held through it on both sides, and on the fast
+/// path the kernel refused every frame (RFC 5880 6.7: a forgery never
+/// reaches the state machine; here, never userspace either).
+fn flood_rules(f: &FaultFigures) -> Result<(), FaultBreach> {
+    let what = f.fault.as_ref().map(Fault::describe).unwrap_or_default();
+    let fail = |why: String| Err(FaultBreach::Fail(format!("{what}: {why}")));
+    let invalid = |why: String| Err(FaultBreach::Invalid(format!("{what}: {why}")));
+    let Some(counts) = &f.flood else {
+        return invalid("the engine's refusals were not read".into());
+    };
+    if f.impostor_packets < IMPOSTOR_MIN_PACKETS {
+        return invalid(format!(
+            "{} of its packets on the capture: it did not bite",
+            f.impostor_packets
+        ));
+    }
+    if let Some(ms) = f.detections_ms.first() {
+        return fail(format!(
+            "we declared the live peer Down ({ms:.2} ms after its last packet)"
+        ));
+    }
+    if let Some(ms) = f.peer_detections_ms.first() {
+        return fail(format!(
+            "the peer timed out on us {ms:.2} ms after our last packet"
+        ));
+    }
+    // The capture is taken on the DUT's port: what it holds of the flood
+    // reached the DUT (at most 1 % lost on the way, or it judged nothing).
+    if f.impostor_packets * 100 < counts.sent * 99 {
+        return invalid(format!(
+            "{} of its {} frames on the DUT's port: the flood did not reach the DUT",
+            f.impostor_packets, counts.sent
+        ));
+    }
+    let refused = counts.kernel_refused.unwrap_or(0) + counts.userspace_refused;
+    if refused * 100 < f.impostor_packets * 99 {
+        return fail(format!(
+            "{refused} refusals for the {} of its packets that reached the DUT: the rest were taken for the peer's",
+            f.impostor_packets
+        ));
+    }
+    if counts.kernel_refused.is_some() && counts.userspace_refused > 0 {
+        return fail(format!(
+            "{} of the flood's packets reached userspace past the kernel",
+            counts.userspace_refused
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

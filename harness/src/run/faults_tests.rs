@@ -435,3 +435,56 @@ fn a_peer_packet_that_crossed_our_down_on_the_wire_does_not_hide_the_silence_it_
     let early = walk(&rows, &sides, (0, 1000 * MS), (0, 0), (30.0, 10.0));
     assert_eq!(early.detections_ms, vec![1.0]);
 }
+
+#[test]
+fn a_flood_is_refused_where_it_must_be_and_the_session_holds() {
+    let flood = |kernel: Option<u64>, userspace: u64, detections_ms: Vec<f64>| FaultFigures {
+        fault: Some(Fault::Flood { frames: 1000 }),
+        impostor_packets: 1000,
+        recovered_ms: Some(1.0),
+        detections_ms,
+        flood: Some(FloodCounts {
+            sent: 1000,
+            kernel_refused: kernel,
+            userspace_refused: userspace,
+        }),
+        ..FaultFigures::default()
+    };
+    // The fast path refused every frame; userspace saw none.
+    assert_eq!(judge(&flood(Some(1000), 0, vec![]), 30.0, 10.0), Ok(()));
+    // Without a fast path (rt), userspace refuses them all.
+    assert_eq!(judge(&flood(None, 1000, vec![]), 30.0, 10.0), Ok(()));
+    // Past the kernel into userspace: the DUT's failure (RFC 5880 6.7).
+    assert!(matches!(
+        judge(&flood(Some(990), 10, vec![]), 30.0, 10.0),
+        Err(FaultBreach::Fail(why)) if why.contains("10 of the flood's packets reached userspace")
+    ));
+    // The live peer declared Down: a flap the flood caused.
+    assert!(matches!(
+        judge(&flood(Some(1000), 0, vec![30.0]), 30.0, 10.0),
+        Err(FaultBreach::Fail(why)) if why.contains("declared the live peer Down")
+    ));
+    // Frames that reached the DUT's port and were not refused were taken
+    // for the peer's (verification off, the negative control).
+    assert!(matches!(
+        judge(&flood(Some(500), 0, vec![]), 30.0, 10.0),
+        Err(FaultBreach::Fail(why)) if why.contains("500 refusals for the 1000")
+    ));
+    // A flood the DUT's port never saw judged nothing.
+    let lost = FaultFigures {
+        impostor_packets: 500,
+        ..flood(Some(500), 0, vec![])
+    };
+    assert!(matches!(
+        judge(&lost, 30.0, 10.0),
+        Err(FaultBreach::Invalid(why)) if why.contains("500 of its 1000 frames")
+    ));
+    let unread = FaultFigures {
+        flood: None,
+        ..flood(Some(1000), 0, vec![])
+    };
+    assert!(matches!(
+        judge(&unread, 30.0, 10.0),
+        Err(FaultBreach::Invalid(why)) if why.contains("not read")
+    ));
+}

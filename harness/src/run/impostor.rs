@@ -8,7 +8,7 @@
 //! a receiver that does not verify keeps the dead session Up for as long
 //! as they come.
 
-use super::faults::{IMPOSTOR_MS, IMPOSTOR_PORT};
+use super::faults::{FloodCounts, FLOOD_FRAMES_PER_MS, IMPOSTOR_MS, IMPOSTOR_PORT};
 use crate::scenario::SessionAuth;
 use anyhow::{Context, Result};
 use linecard_bpf_objects::craft;
@@ -49,14 +49,18 @@ impl Target {
 }
 
 /// The impostor's two frames: Up, both discriminators, the A bit; from the
-/// spare host's MAC, the peer's address and [`IMPOSTOR_PORT`].
-pub fn frames(target: Target, auth: &SessionAuth, spare_mac: [u8; 6]) -> Vec<Vec<u8>> {
+/// spare host's MAC, the peer's address and [`IMPOSTOR_PORT`]. The guess
+/// carries the sequence number `ahead` of the last accepted one.
+pub fn frames(target: Target, auth: &SessionAuth, spare_mac: [u8; 6], ahead: u32) -> Vec<Vec<u8>> {
     let kind = auth.auth_type().code();
     let packet = craft::bfd(3, 0, target.peer_discr, target.our_discr);
     // Not the secret: a guess, as long as the real one can be.
     let guessed = vec![b'?'; auth.secret.len().clamp(1, 20)];
     [
-        (guessed.as_slice(), target.receive_sequence.wrapping_add(1)),
+        (
+            guessed.as_slice(),
+            target.receive_sequence.wrapping_add(ahead),
+        ),
         // Five behind: outside every window RFC 5880 6.8.1 allows.
         (
             auth.secret.as_bytes(),
@@ -86,6 +90,110 @@ pub fn send(frames: &[Vec<u8>]) -> Result<u64> {
     )
 }
 
+/// How often the flood reads the DUT's bfd.RcvAuthSeq again (its control
+/// socket answers slowly while L4 starves the engine's loop: 300 ms seen).
+const FLOOD_READ_EVERY: Duration = Duration::from_secs(1);
+/// The peer's packets a millisecond until two reads measure it: one every
+/// 8.75 ms (3 x 10 ms, jittered to 75-100 %, RFC 5880 6.8.7).
+const PEER_PACKETS_PER_MS: f64 = 1.0 / 8.75;
+
+/// Sends `total` frames from the spare host as the live peer of the
+/// session `read_view` names, at [`FLOOD_FRAMES_PER_MS`] a millisecond:
+/// a guessed digest and a replay in turn. The guess's sequence number is
+/// kept inside the window, where each costs the DUT a digest (RFC 5880
+/// 6.7.3: up to 3 x Detect Mult ahead of bfd.RcvAuthSeq): the DUT's
+/// number is read every [`FLOOD_READ_EVERY`] and extrapolated at the rate
+/// two reads measured. Returns how many it sent.
+pub fn flood(
+    auth: &SessionAuth,
+    total: u64,
+    read_view: &dyn Fn() -> Result<serde_json::Value>,
+) -> Result<u64> {
+    let read = || -> Result<(Target, std::time::Instant)> {
+        let view = read_view()?;
+        let target = Target::from_list(&view["list"], crate::lab::spec::PEER.ipv4)?;
+        Ok((target, std::time::Instant::now()))
+    };
+    // Bounded in count and in time (what the pace takes and 2 s: the
+    // phase was sized for it, 3 s to spare).
+    let limit = Duration::from_millis(total.div_ceil(FLOOD_FRAMES_PER_MS) + 2000);
+    let started = std::time::Instant::now();
+    let (mut last, mut last_at) = read()?;
+    let mut rate = PEER_PACKETS_PER_MS;
+    let mut sent = 0;
+    while sent < total && started.elapsed() < limit {
+        let chunk = (FLOOD_READ_EVERY.as_millis() as u64 * FLOOD_FRAMES_PER_MS).min(total - sent);
+        let (base, at, per_ms, auth) = (last, last_at, rate, auth.clone());
+        let spare = crate::inject::spare_mac();
+        let took = crate::inject::send_from_spare_paced(
+            move |n, _| {
+                if n % 2 == 1 {
+                    // The replay: the peer's own key, a number from
+                    // before the last read, so one the peer really sent
+                    // (an estimate could run ahead of the peer, and a
+                    // genuine packet from the future is the peer's as far
+                    // as RFC 5880 6.7.3 can tell).
+                    return frames(base, &auth, spare, 4).swap_remove(1);
+                }
+                // The guess: the peer's number now, estimated, 4 past it,
+                // the middle of the window.
+                let climbed = (at.elapsed().as_secs_f64() * 1000.0 * per_ms) as u32;
+                let target = Target {
+                    receive_sequence: base.receive_sequence.wrapping_add(climbed),
+                    ..base
+                };
+                frames(target, &auth, spare, 4).swap_remove(0)
+            },
+            chunk,
+            FLOOD_FRAMES_PER_MS,
+            limit.saturating_sub(started.elapsed()),
+        )?;
+        sent += took;
+        if took < chunk {
+            break;
+        }
+        let (now, now_at) = read()?;
+        let climbed = now.receive_sequence.wrapping_sub(last.receive_sequence);
+        let ms = now_at.duration_since(last_at).as_secs_f64() * 1000.0;
+        if ms > 0.0 && climbed > 0 {
+            rate = f64::from(climbed) / ms;
+        }
+        (last, last_at) = (now, now_at);
+    }
+    Ok(sent)
+}
+
+/// The authentication refusals an engine counted between two of its
+/// views (`Bfd::engine_view`): the fast path's drops by reason, if it has
+/// one, and its sessions'.
+pub fn refusals(before: &serde_json::Value, after: &serde_json::Value, sent: u64) -> FloodCounts {
+    const REASONS: [&str; 4] = ["auth_mismatch", "auth_failed", "auth_sequence", "bad_auth"];
+    let kernel = |view: &serde_json::Value| {
+        let by_reason = view["drops"]["fast_path"]["drops_by_reason"].as_object()?;
+        Some(
+            REASONS
+                .iter()
+                .map(|r| by_reason.get(*r).and_then(|v| v.as_u64()).unwrap_or(0))
+                .sum::<u64>(),
+        )
+    };
+    let userspace = |view: &serde_json::Value| -> u64 {
+        view["list"]["sessions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|s| s["drops"].as_array().into_iter().flatten())
+            .filter(|d| REASONS.iter().any(|r| d[0] == *r))
+            .filter_map(|d| d[1].as_u64())
+            .sum()
+    };
+    FloodCounts {
+        sent,
+        kernel_refused: kernel(after).map(|a| a.saturating_sub(kernel(before).unwrap_or(0))),
+        userspace_refused: userspace(after).saturating_sub(userspace(before)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,7 +214,7 @@ mod tests {
         )
         .unwrap();
         let spare = [2, 0x1c, 0, 0, 0, 3];
-        let frames = frames(target, &auth, spare);
+        let frames = frames(target, &auth, spare, 1);
         assert_eq!(frames.len(), 2);
         for (frame, sequence, genuine) in [(&frames[0], 101u32, false), (&frames[1], 95, true)] {
             assert_eq!(&frame[6..12], &spare);

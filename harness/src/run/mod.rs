@@ -793,6 +793,7 @@ fn run_dut(
                         | faults::Fault::EngineStop { .. }
                         | faults::Fault::EngineRestart
                         | faults::Fault::Impostor
+                        | faults::Fault::Flood { .. }
                 )
             );
             let start_ns = unix_ns();
@@ -845,7 +846,7 @@ fn run_dut(
                             * u64::from(s.tx_interval_ms.max(s.rx_interval_ms)))
                         .max(100),
                     );
-                    let (start, end) = act(
+                    let done = act(
                         fault,
                         scenario.sessions.auth.as_ref(),
                         dead_for,
@@ -855,7 +856,7 @@ fn run_dut(
                         &restart_dut,
                     )?;
                     if let Some(a) = applied.as_mut() {
-                        (a.start_ns, a.end_ns) = (start, end);
+                        (a.start_ns, a.end_ns, a.flood) = (done.start_ns, done.end_ns, done.flood);
                     }
                 }
                 capture_alive &= capture.running();
@@ -1218,6 +1219,7 @@ pub(crate) fn judge_dut(
         f.late_up_gaps.iter_mut().for_each(place_disturbances);
         f.frames_seen = applied.frames_seen;
         f.frames_dropped = applied.frames_dropped;
+        f.flood = applied.flood.clone();
         figures.fault = Some(f);
     }
     let evidence = Evidence {

@@ -42,6 +42,21 @@ fn faults_markdown(m: &Manifest) -> String {
                         fault.describe(),
                         f.impostor_packets
                     ),
+                    Some(fault @ faults::Fault::Flood { .. }) => {
+                        let refused = f.flood.as_ref().map_or("not read".into(), |c| {
+                            format!(
+                                "{} sent, refused {} in the kernel and {} in userspace",
+                                c.sent,
+                                c.kernel_refused.map_or("-".into(), |k| k.to_string()),
+                                c.userspace_refused
+                            )
+                        });
+                        format!(
+                            "{} ({} on the wire; {refused})",
+                            fault.describe(),
+                            f.impostor_packets
+                        )
+                    }
                     Some(fault) => fault.describe(),
                 },
                 lost,

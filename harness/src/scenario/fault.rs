@@ -21,6 +21,7 @@ pub(super) fn parse_fault(f: &RawFault, seconds: u64) -> Result<Fault, (String, 
             ("stall_ms", f.stall_ms.is_some()),
             ("times", f.times.is_some()),
             ("every_ms", f.every_ms.is_some()),
+            ("frames", f.frames.is_some()),
         ] {
             if set && !allowed.contains(&key) {
                 return Err((
@@ -150,10 +151,33 @@ pub(super) fn parse_fault(f: &RawFault, seconds: u64) -> Result<Fault, (String, 
             }
             Ok(Fault::Impostor)
         }
+        "flood" => {
+            only("flood", &["frames"])?;
+            let frames = f.frames.unwrap_or(100_000);
+            if !(1..=1_000_000).contains(&frames) {
+                return err("frames", &frames, "must be 1 to 1000000");
+            }
+            // At FLOOD_FRAMES_PER_MS: the flood must end 3 s before the
+            // phase does.
+            let takes_ms = (frames as u64).div_ceil(crate::run::faults::FLOOD_FRAMES_PER_MS) as i64;
+            if !fits(takes_ms) {
+                return err(
+                    "frames",
+                    &frames,
+                    &format!(
+                        "takes {takes_ms} ms at {} frames a millisecond: the phase must last it, 1 s before and 3 s after",
+                        crate::run::faults::FLOOD_FRAMES_PER_MS
+                    ),
+                );
+            }
+            Ok(Fault::Flood {
+                frames: frames as u64,
+            })
+        }
         k => err(
             "kind",
             &k,
-            "must be loss, link_flap, peer_restart, peer_stall, engine_stop, engine_restart or impostor",
+            "must be loss, link_flap, peer_restart, peer_stall, engine_stop, engine_restart, impostor or flood",
         ),
     }
 }

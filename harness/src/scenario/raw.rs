@@ -71,6 +71,7 @@ pub(super) struct RawFault {
     pub(super) stall_ms: Option<i64>,
     pub(super) times: Option<i64>,
     pub(super) every_ms: Option<i64>,
+    pub(super) frames: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]
