@@ -602,7 +602,7 @@ fn frrs_hmac_sha1_comes_up_verified_in_userspace_on_xdp() {
     });
 }
 
-/// `scenarios/flood.toml`, shortened to 20 000 frames in an 8 s L4 phase
+/// `scenarios/flood.toml`, shortened to 20 000 frames in a 12 s L4 phase
 /// (the committed runs hold the full 100 000): an impostor floods the live
 /// authenticated session with guessed digests and replays while L4 loads
 /// the DUT's CPU. The product judges it (every frame refused, on xdp in
@@ -616,14 +616,14 @@ fn a_flood_of_forgeries_is_refused_in_the_kernel_and_the_session_holds() {
     let _lock = lock_lab();
     let results = scratch_dir("fl");
     let text = std::fs::read_to_string(repo().join("scenarios/flood.toml")).unwrap();
-    let full = "seconds = 25\nfault = { kind = \"flood\", frames = 100000 }";
+    let full = "seconds = 44\nfault = { kind = \"flood\", frames = 100000 }";
     assert!(text.contains(full), "flood.toml's phase moved: {text}");
     let scenario = results.join("flood.toml");
     std::fs::write(
         &scenario,
         text.replace(
             full,
-            "seconds = 8\nfault = { kind = \"flood\", frames = 20000 }",
+            "seconds = 12\nfault = { kind = \"flood\", frames = 20000 }",
         ),
     )
     .unwrap();

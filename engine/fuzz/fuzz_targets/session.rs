@@ -29,7 +29,7 @@ fuzz_target!(|data: &[u8]| {
     let mut session = Session::new(config, 0, 1);
     if let Some(&(_, auth_type)) = AUTH_TYPES.get(usize::from((mode & 0x7f) % 6)) {
         let keys = vec![AuthKey { id: 1, secret: b"linecard".to_vec() }];
-        session = session.with_auth(Auth::new(AuthConfig { auth_type, keys, send_key: 1 }, 7));
+        session = session.with_auth(Auth::new(AuthConfig { auth_type, keys, send_key: 1, construction: Default::default() }, 7));
     }
     let mut now: i64 = 0;
     // Room for the longest packet (keyed SHA1, 52 bytes) after the step.
