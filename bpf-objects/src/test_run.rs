@@ -87,3 +87,89 @@ pub fn privileged(test: &str) -> bool {
     eprintln!("skipped {test}: BPF_PROG_TEST_RUN needs root");
     false
 }
+
+/// `lc_bfd` loaded and verified with one session (`OUR_DISCR`) in its
+/// map: what every BPF_PROG_TEST_RUN test of the fast path starts from.
+pub struct Loaded {
+    pub bpf: aya::Ebpf,
+}
+
+impl Loaded {
+    /// With load-time `switches` (the negative controls) set.
+    pub fn load(config: linecard_common::bfd::SessionConfig, switches: crate::Switches) -> Self {
+        use aya::maps::{HashMap, MapData};
+        use linecard_common::{bfd::SessionConfig, names};
+        let mut bpf = crate::load_with(switches).expect("loading the XDP object");
+        let program: &mut aya::programs::Xdp = bpf
+            .program_mut(names::BFD_PROGRAM)
+            .expect("lc_bfd in the object")
+            .try_into()
+            .expect("an XDP program");
+        program.load().expect("the verifier accepts lc_bfd");
+        let mut sessions: HashMap<&mut MapData, u32, SessionConfig> =
+            HashMap::try_from(bpf.map_mut(names::SESSIONS_MAP).expect("LC_SESSIONS"))
+                .expect("a hash map");
+        sessions
+            .insert(crate::craft::OUR_DISCR, config, 0)
+            .expect("writing the session");
+        Self { bpf }
+    }
+
+    /// Installs key `id` of the session.
+    pub fn install_key(&mut self, id: u8, secret: &[u8]) {
+        use aya::maps::{HashMap, MapData};
+        use linecard_common::bfd::{AuthKeyRef, AuthSecret};
+        let mut keys: HashMap<&mut MapData, AuthKeyRef, AuthSecret> = HashMap::try_from(
+            self.bpf
+                .map_mut(linecard_common::names::AUTH_KEYS_MAP)
+                .expect("LC_AUTH_KEYS"),
+        )
+        .expect("a hash map");
+        let (key, value) = crate::craft::auth_key(id, secret);
+        keys.insert(key, value, 0).expect("writing the key");
+    }
+
+    pub fn run(&self, frame: &[u8]) -> TestRun {
+        let program: &aya::programs::Xdp = self
+            .bpf
+            .program(linecard_common::names::BFD_PROGRAM)
+            .expect("lc_bfd")
+            .try_into()
+            .expect("an XDP program");
+        run(program, frame, 1).expect("BPF_PROG_TEST_RUN")
+    }
+
+    /// The sum over CPUs of a per-CPU counter.
+    pub fn per_cpu_sum(&self, map: &str, index: u32) -> u64 {
+        let counters: aya::maps::PerCpuArray<&aya::maps::MapData, u64> =
+            aya::maps::PerCpuArray::try_from(self.bpf.map(map).expect("the map"))
+                .expect("a per-CPU array");
+        counters.get(&index, 0).expect("the counter").iter().sum()
+    }
+
+    /// Element `slot` of array `map`.
+    pub fn get<T: aya::Pod>(&self, map: &str, slot: u32) -> T {
+        let array: aya::maps::Array<&aya::maps::MapData, T> =
+            aya::maps::Array::try_from(self.bpf.map(map).expect("the map")).expect("an array");
+        array.get(&slot, 0).expect("the element")
+    }
+
+    /// Sets element `slot` of array `map`.
+    pub fn set<T: aya::Pod>(&mut self, map: &str, slot: u32, value: T) {
+        let mut array: aya::maps::Array<&mut aya::maps::MapData, T> =
+            aya::maps::Array::try_from(self.bpf.map_mut(map).expect("the map"))
+                .expect("an array");
+        array.set(slot, value, 0).expect("writing the element");
+    }
+}
+
+/// CLOCK_MONOTONIC now, ns: the clock of `bpf_ktime_get_ns`.
+pub fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+}

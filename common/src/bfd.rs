@@ -453,10 +453,13 @@ pub mod drop {
     /// An authentication section the kernel cannot verify: an Auth Len
     /// wrong for its type, or a Length other than 24 + Auth Len.
     pub const BAD_AUTH: u32 = 16;
+    /// A frame that needed a digest computed while the session's budget
+    /// was spent (`crate::verify`): refused uncomputed.
+    pub const VERIFY_BUDGET: u32 = 17;
 
     /// The reasons only an authenticated session can produce: a matrix
     /// against a session without authentication covers every other one.
-    pub const ONLY_AUTHENTICATED: [u32; 3] = [AUTH_FAILED, AUTH_SEQUENCE, BAD_AUTH];
+    pub const ONLY_AUTHENTICATED: [u32; 4] = [AUTH_FAILED, AUTH_SEQUENCE, BAD_AUTH, VERIFY_BUDGET];
 
     /// Each reason's name, by index: the one list the engine's JSON, the
     /// injection matrix and people read.
@@ -478,6 +481,7 @@ pub mod drop {
         "auth_failed",
         "auth_sequence",
         "bad_auth",
+        "verify_budget",
     ];
 
     /// The reason's name, or `unknown` for an index past the list.
@@ -485,7 +489,7 @@ pub mod drop {
         NAMES.get(reason as usize).copied().unwrap_or("unknown")
     }
 }
-pub const DROP_REASONS: u32 = 17;
+pub const DROP_REASONS: u32 = 18;
 
 /// Indices of the per-CPU `LC_VERDICTS` array: what the program did.
 pub mod verdict {

@@ -7,7 +7,8 @@
 //! `#[repr(C)]`, has no implicit padding (fields are ordered and sized so that
 //! none is needed), and has its size and offsets pinned by a test below.
 //! `checksum` is the Internet checksum userspace's frame builders share;
-//! `digest` the single-block MD5 and SHA-1 the fast path verifies with.
+//! `digest` the single-block MD5 and SHA-1 the fast path verifies with;
+//! `verify` what bounds the digests it computes per session.
 #![no_std]
 
 pub mod bfd;
@@ -15,6 +16,7 @@ pub mod checksum;
 pub mod digest;
 pub mod loss;
 pub mod placement;
+pub mod verify;
 
 /// Program and map names, as they appear in the ELF object.
 ///
@@ -75,6 +77,10 @@ pub mod names {
     /// Hash map: [`crate::bfd::AuthKeyRef`] -> [`crate::bfd::AuthSecret`],
     /// the keys of authenticated sessions (userspace-written).
     pub const AUTH_KEYS_MAP: &str = "LC_AUTH_KEYS";
+    /// Array of [`crate::verify::VerifyGuard`] by `LC_STATE` slot: each
+    /// authenticated session's digest budget and expected digests
+    /// (kernel-written).
+    pub const VERIFY_MAP: &str = "LC_VERIFY";
     /// Load-time constant (`.rodata`, u8): 1 re-arms the detection sweep
     /// on its fixed `bfd::SWEEP_PERIOD_NS` instead of at the next deadline
     /// of any slot. A negative control only (`engine.xdp_sweep_fixed_period`):
@@ -98,4 +104,4 @@ pub mod names {
 /// Bumped whenever a shared type changes layout. The object records the
 /// version it was built with, and the loader refuses a mismatch so that a
 /// stale object fails loudly instead of misreading maps.
-pub const LAYOUT_VERSION: u32 = 14;
+pub const LAYOUT_VERSION: u32 = 15;

@@ -10,6 +10,7 @@ use aya::programs::Xdp;
 use linecard_bpf_objects::{craft, test_run};
 use linecard_common::bfd::{auth_type, AuthKeyRef, AuthSecret, SessionConfig};
 use linecard_common::names;
+use linecard_common::verify::VerifyGuard;
 use serde::Serialize;
 
 /// The reference XDP engine's measured costs (shared/reference/bfd-measurement.md).
@@ -100,6 +101,28 @@ pub fn run(repeat: u32) -> Result<XdpBench> {
         }
         Ok(())
     };
+    let mut guards: aya::maps::Array<MapData, VerifyGuard> =
+        aya::maps::Array::try_from(bpf.take_map(names::VERIFY_MAP).context("no verify map")?)?;
+    // The authenticated sessions' digest budgets and expected digests, as
+    // a case needs them (`linecard_common::verify`).
+    let mut prepare_guards = |setup: GuardSetup| -> Result<()> {
+        let guard = match setup {
+            GuardSetup::AsLeft => return Ok(()),
+            GuardSetup::Fresh => VerifyGuard::default(),
+            GuardSetup::Spent => VerifyGuard {
+                // No credit, and none accruing for an hour.
+                credit_ns: 0,
+                credited_at_ns: test_run::monotonic_ns() + 3_600_000_000_000,
+                ..VerifyGuard::default()
+            },
+        };
+        for (kind, _) in AUTH_TYPES {
+            for slot in [auth_slot(kind), signed_slot(kind)] {
+                guards.set(slot, guard, 0)?;
+            }
+        }
+        Ok(())
+    };
     let program: &Xdp = bpf.program(names::BFD_PROGRAM).unwrap().try_into()?;
     // The meticulous replay case needs its window known: one genuine
     // packet first (its lapse is an hour away: see the sessions).
@@ -139,13 +162,18 @@ pub fn run(repeat: u32) -> Result<XdpBench> {
             .into_iter()
             .map(|(what, _, f)| (format!("drop: {what}"), f)),
     );
-    cases.extend(auth_cases);
+    let cases = cases
+        .into_iter()
+        .map(|(case, frame)| (case, frame, GuardSetup::AsLeft))
+        .chain(auth_cases);
     let mut rows = Vec::new();
-    for (case, frame) in cases {
+    for (case, frame, setup) in cases {
         forget_our_last_reply()?;
+        prepare_guards(setup)?;
         let first = test_run::run(program, &frame, 1)
             .with_context(|| format!("BPF_PROG_TEST_RUN for {case}"))?;
-        let rewrites = first.action == XDP_TX;
+        // A case that needs a fresh guard each run is a single run too.
+        let rewrites = first.action == XDP_TX || setup == GuardSetup::Fresh;
         let (rounds, runs) = if rewrites {
             (SINGLE_RUN_SAMPLES, 1)
         } else {
@@ -156,6 +184,7 @@ pub fn run(repeat: u32) -> Result<XdpBench> {
             if rewrites {
                 forget_our_last_reply()?;
             }
+            prepare_guards(setup)?;
             let out = test_run::run(program, &frame, runs)?;
             anyhow::ensure!(
                 out.action == first.action,
@@ -187,10 +216,28 @@ pub fn run(repeat: u32) -> Result<XdpBench> {
     })
 }
 
+/// What an authenticated case's sessions' `VerifyGuard`s are before each
+/// run: as the last run left them (its packet expected if genuine), fresh
+/// (a full budget, nothing expected: the digest is computed), or spent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GuardSetup {
+    AsLeft,
+    Fresh,
+    Spent,
+}
+
 /// Our discriminator (and slot offset) of the bench's authenticated
 /// session of each Auth Type.
 fn auth_discr(kind: u8) -> u32 {
     craft::OUR_DISCR + 0x100 + u32::from(kind)
+}
+
+fn auth_slot(kind: u8) -> u32 {
+    craft::SLOT + 0x10 + u32::from(kind)
+}
+
+fn signed_slot(kind: u8) -> u32 {
+    craft::SLOT + 0x20 + u32::from(kind)
 }
 
 /// Our discriminator of the bench's offloaded authenticated session of
@@ -231,7 +278,9 @@ const AUTH_TYPES: [(u8, &str); 5] = [
 /// the same number), so their rows are the verification's whole cost;
 /// a meticulous type's genuine packet costs what its non-meticulous
 /// twin's does (one comparison more), and its row is the replay refused.
-fn install_authenticated_sessions(bpf: &mut aya::Ebpf) -> Result<Vec<(String, Vec<u8>)>> {
+fn install_authenticated_sessions(
+    bpf: &mut aya::Ebpf,
+) -> Result<Vec<(String, Vec<u8>, GuardSetup)>> {
     {
         let mut sessions: HashMap<&mut MapData, u32, SessionConfig> = HashMap::try_from(
             bpf.map_mut(names::SESSIONS_MAP)
@@ -240,7 +289,7 @@ fn install_authenticated_sessions(bpf: &mut aya::Ebpf) -> Result<Vec<(String, Ve
         for (kind, _) in AUTH_TYPES {
             let config = SessionConfig {
                 auth_type: kind,
-                slot: craft::SLOT + 0x10 + u32::from(kind),
+                slot: auth_slot(kind),
                 // An hour: the window must not lapse between rounds.
                 detect_ns: 3_600_000_000_000,
                 ..craft::session(false)
@@ -258,7 +307,7 @@ fn install_authenticated_sessions(bpf: &mut aya::Ebpf) -> Result<Vec<(String, Ve
             let mut reply = [0u8; 24];
             reply.copy_from_slice(&ours[..24]);
             let signed = SessionConfig {
-                slot: craft::SLOT + 0x20 + u32::from(kind),
+                slot: signed_slot(kind),
                 reply,
                 ..config
             };
@@ -283,25 +332,59 @@ fn install_authenticated_sessions(bpf: &mut aya::Ebpf) -> Result<Vec<(String, Ve
     for (kind, name) in AUTH_TYPES {
         let meticulous =
             kind == auth_type::METICULOUS_KEYED_MD5 || kind == auth_type::METICULOUS_KEYED_SHA1;
-        if !meticulous {
+        if meticulous {
+            // Its non-meticulous twin's rows are its costs (one comparison
+            // more); its own row is the replay refused, below.
+            continue;
+        }
+        if kind == auth_type::SIMPLE_PASSWORD {
             cases.push((
                 format!("{name} verified, to userspace"),
                 auth_frame(kind, 100),
+                GuardSetup::AsLeft,
             ));
-            // Its meticulous twin signs with the same code.
             cases.push((
                 format!("{name} verified, reply signed (XDP_TX)"),
                 auth_frame_to(signed_discr(kind), kind, 100),
+                GuardSetup::AsLeft,
             ));
+            continue;
         }
+        cases.push((
+            format!("{name} digest computed, to userspace"),
+            auth_frame(kind, 100),
+            GuardSetup::Fresh,
+        ));
+        // The same packet again: the non-meticulous window admits its
+        // number, and its digest is the one expected for it.
+        cases.push((
+            format!("{name} digest expected, to userspace"),
+            auth_frame(kind, 100),
+            GuardSetup::AsLeft,
+        ));
+        cases.push((
+            format!("{name} digest computed, reply signed (XDP_TX)"),
+            auth_frame_to(signed_discr(kind), kind, 100),
+            GuardSetup::Fresh,
+        ));
     }
     let mut forged = auth_frame(auth_type::KEYED_SHA1, 100);
     let last = forged.len() - 1;
     forged[last] ^= 1;
-    cases.push(("drop: forged SHA1 digest".into(), forged));
+    cases.push((
+        "drop: forged SHA1 digest, computed".into(),
+        forged.clone(),
+        GuardSetup::Fresh,
+    ));
+    cases.push((
+        "drop: forged SHA1 digest, budget spent".into(),
+        forged,
+        GuardSetup::Spent,
+    ));
     cases.push((
         "drop: replay, meticulous SHA1".into(),
         auth_frame(auth_type::METICULOUS_KEYED_SHA1, 100),
+        GuardSetup::AsLeft,
     ));
     Ok(cases)
 }

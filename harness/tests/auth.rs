@@ -660,13 +660,33 @@ fn a_flood_of_forgeries_is_refused_in_the_kernel_and_the_session_holds() {
         serde_json::from_str(&std::fs::read_to_string(dir.join("xdp/engine-view.json")).unwrap())
             .unwrap();
     let by_reason = &view["drops"]["fast_path"]["drops_by_reason"];
-    let (digest, sequence) = (
-        by_reason["auth_failed"].as_u64().unwrap(),
-        by_reason["auth_sequence"].as_u64().unwrap(),
+    let count = |reason: &str| by_reason[reason].as_u64().unwrap_or(0);
+    let (digest, sequence, budget) = (
+        count("auth_failed"),
+        count("auth_sequence"),
+        count("verify_budget"),
     );
     assert!(
-        digest >= 1000 && digest + sequence >= sent,
-        "{sent} sent: {digest} refused for their digest, {sequence} for their sequence number"
+        digest + sequence + budget >= sent,
+        "{sent} sent: {digest} refused for their digest, {sequence} for their sequence \
+         number, {budget} past the digest budget"
+    );
+    // The budget was spent and held (linecard_common::verify): the
+    // guesses inside the window outran it, and the digests computed for
+    // them stayed within its rate (4 per 10 ms interval, 16 at once)
+    // over the flood's time bound (twice its pace).
+    assert!(budget > 0, "the flood never spent the budget: {by_reason:#}");
+    let flood_s = 2 * sent / (linecard_harness::run::faults::FLOOD_FRAMES_PER_MS * 1000) + 1;
+    assert!(
+        digest <= 16 + 400 * flood_s,
+        "{digest} digests computed for forgeries in at most {flood_s} s"
+    );
+    // And the peer's packets were judged against the digests the sweep
+    // computed ahead, not computed one by one.
+    let digests = &view["list"]["sessions"][0]["kernel_digests"];
+    assert!(
+        digests["expected_hits"].as_u64().unwrap() > digests["computed"].as_u64().unwrap(),
+        "{digests:#}"
     );
     let (gated, _) = gate(&dir, "flood");
     assert_exit(&gated, 0, "the gate on the flood scenario");

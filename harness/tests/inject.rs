@@ -73,8 +73,8 @@ fn every_crafted_frame_is_dropped_in_the_kernel_by_its_reason_and_a_flood_flaps_
     reasons.sort_unstable();
     reasons.dedup();
     // This session has no authentication: the reasons only an
-    // authenticated one can produce are the fast path test's
-    // (bpf-objects/tests/fast_path.rs).
+    // authenticated one can produce are the fast path tests'
+    // (bpf-objects/tests/fast_path.rs and verify_budget.rs).
     let possible = linecard_common::bfd::DROP_REASONS
         - linecard_common::bfd::drop::ONLY_AUTHENTICATED.len() as u32;
     assert_eq!(

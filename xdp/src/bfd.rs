@@ -43,6 +43,7 @@ use linecard_common::bfd::{
     SWEEP_MIN_NS, SWEEP_PERIOD_NS, SWEEP_SLOTS, VERDICTS,
 };
 use linecard_common::digest::{md5_single_block_in, sha1_single_block_in};
+use linecard_common::verify::VerifyGuard;
 
 mod auth;
 use auth::{verify_auth, Received, AUTH_SCRATCH_LEN};
@@ -85,16 +86,35 @@ static LC_AUTH_SCRATCH: PerCpuArray<AuthScratch> = PerCpuArray::with_max_entries
 pub struct AuthScratch {
     /// The packet, its digest field overwritten with the key.
     packet: [u8; AUTH_SCRATCH_LEN],
-    /// The digest field as received.
+    /// The digest field as received, and the one computed (`auth::keyed`;
+    /// both at multiples of 4, compared a word at a time).
     received: [u8; 20],
+    expected: [u8; 20],
     /// The digest's 16-word block or schedule.
     words: [u32; 16],
+    /// What `auth::lc_verify_md5` and `lc_verify_sha1` know of the packet
+    /// beside its bytes (`auth::Received`): here rather than in arguments,
+    /// which a BPF call takes five of.
+    now_ns: u64,
+    lapse_ns: u64,
+    slot: u32,
+    kind: u32,
+    detect_mult: u32,
+    desired_min_tx_us: u32,
+    our_required_min_rx_us: u32,
+    /// 1: the packet being verified took a digest from the budget.
+    charged: u32,
 }
+/// Each authenticated session's digest budget and expected digests, by
+/// `LC_STATE` slot (`linecard_common::verify`).
+#[map]
+static LC_VERIFY: Array<VerifyGuard> = Array::with_max_entries(MAX_SESSIONS, 0);
 /// Room for every slot's two events at once (40 bytes each with the record
 /// header): a burst of clock events must not crowd out a detection.
 #[map]
 static LC_EVENTS: RingBuf = RingBuf::with_byte_size(512 * 1024, 0);
 
+mod expect;
 mod sweep;
 use sweep::{clock_sent, ensure_sweep};
 
@@ -512,6 +532,14 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
                 u32::from_be_bytes([b[12], b[13], b[14], b[15]]),
             ),
             now: arrived,
+            slot: config.slot,
+            desired_min_tx_us: u32::from_be_bytes([b[12], b[13], b[14], b[15]]),
+            our_required_min_rx_us: u32::from_be_bytes([
+                config.reply[16],
+                config.reply[17],
+                config.reply[18],
+                config.reply[19],
+            ]),
         };
         verify_auth(ctx, &packet, your, config.auth_type, session)?;
     }

@@ -337,6 +337,14 @@ impl FastPath {
         Ok(states.get(&slot, 0)?)
     }
 
+    /// The kernel's digest budget and expected digests of the session in
+    /// `slot` (`linecard_common::verify`).
+    pub fn verify_guard(&self, slot: u32) -> Result<linecard_common::verify::VerifyGuard> {
+        let guards: Array<&MapData, linecard_common::verify::VerifyGuard> =
+            Array::try_from(self.bpf.map(names::VERIFY_MAP).context("no verify map")?)?;
+        Ok(guards.get(&slot, 0)?)
+    }
+
     pub fn counters(&self) -> Result<FastPathCounters> {
         let drops_map: PerCpuArray<&MapData, u64> =
             PerCpuArray::try_from(self.bpf.map(names::DROPS_MAP).context("no drops map")?)?;

@@ -110,6 +110,18 @@ pub struct SessionStatus {
     pub echo: Option<crate::echo::EchoStatus>,
     /// Authentication (6.7): type, key in use, both sequence numbers.
     pub auth: Option<crate::session::auth::AuthStatus>,
+    /// What the kernel's digest verification cost for this session
+    /// (authenticated sessions on the xdp backend).
+    pub kernel_digests: Option<KernelDigests>,
+}
+
+/// The kernel's digest work for one session (`linecard_common::verify`).
+#[derive(Debug, Serialize)]
+pub struct KernelDigests {
+    /// Digests computed to verify a packet, within the budget.
+    pub computed: u64,
+    /// Packets judged against a digest the sweep computed ahead.
+    pub expected_hits: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -216,6 +228,15 @@ impl Engine {
                             .and_then(|e| e.status(session.config().local_discr))
                     }),
                     auth: session.auth().map(|a| a.status()),
+                    kernel_digests: match (&self.fast, session.auth()) {
+                        (Some(fast), Some(_)) => {
+                            fast.verify_guard(id as u32).ok().map(|g| KernelDigests {
+                                computed: g.computed,
+                                expected_hits: g.expected_hits,
+                            })
+                        }
+                        _ => None,
+                    },
                 }
             })
             .collect()

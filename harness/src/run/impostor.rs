@@ -168,7 +168,13 @@ pub fn flood(
 /// views (`Bfd::engine_view`): the fast path's drops by reason, if it has
 /// one, and its sessions'.
 pub fn refusals(before: &serde_json::Value, after: &serde_json::Value, sent: u64) -> FloodCounts {
-    const REASONS: [&str; 4] = ["auth_mismatch", "auth_failed", "auth_sequence", "bad_auth"];
+    const REASONS: [&str; 5] = [
+        "auth_mismatch",
+        "auth_failed",
+        "auth_sequence",
+        "bad_auth",
+        "verify_budget",
+    ];
     let kernel = |view: &serde_json::Value| {
         let by_reason = view["drops"]["fast_path"]["drops_by_reason"].as_object()?;
         Some(

@@ -153,18 +153,7 @@ fn signed<const N: usize, const D: usize>(
     copy[BFD_LEN + 1] = head[1];
     copy[BFD_LEN + 2] = head[2];
     copy[BFD_LEN + 3] = 0;
-    let be = sequence.to_be_bytes();
-    let mut i = 0;
-    while i < 4 {
-        copy[AUTH_SEQUENCE_AT + i] = be[i];
-        i += 1;
-    }
-    let mut i = 0;
-    while i < D {
-        // The key zero-padded to the field (`AuthSecret`'s contract).
-        copy[AUTH_DIGEST_AT + i] = secret.secret[i];
-        i += 1;
-    }
+    super::auth::put_sequence_and_key::<N, D>(copy, sequence, secret);
     let sum = digest(copy, &mut scratch.words);
     let mut i = 0;
     while i < D {

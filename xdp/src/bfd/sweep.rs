@@ -113,6 +113,7 @@ unsafe extern "C" fn sweep_one(index: u64, pass: *mut SweepPass) -> i64 {
                     let wait = sweep_slot((*pass).now, slot, config, &mut *state);
                     (*pass).next = min((*pass).next, wait);
                 }
+                super::expect::lc_expect_ahead(slot);
             }
         }
     }
