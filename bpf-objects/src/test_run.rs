@@ -96,7 +96,7 @@ pub struct Loaded {
 
 impl Loaded {
     /// With load-time `switches` (the negative controls) set.
-    pub fn load(config: linecard_common::bfd::SessionConfig, switches: crate::Switches) -> Self {
+    pub fn new(config: linecard_common::bfd::SessionConfig, switches: crate::Switches) -> Self {
         use aya::maps::{HashMap, MapData};
         use linecard_common::{bfd::SessionConfig, names};
         let mut bpf = crate::load_with(switches).expect("loading the XDP object");
@@ -145,6 +145,27 @@ impl Loaded {
             aya::maps::PerCpuArray::try_from(self.bpf.map(map).expect("the map"))
                 .expect("a per-CPU array");
         counters.get(&index, 0).expect("the counter").iter().sum()
+    }
+
+    /// The kernel's state of the session (`LC_STATE` at `craft::SLOT`).
+    pub fn state(&self) -> linecard_common::bfd::SessionState {
+        self.get(linecard_common::names::STATE_MAP, crate::craft::SLOT)
+    }
+
+    /// Sets when our last reply left (CLOCK_MONOTONIC ns).
+    pub fn our_last_packet_at(&mut self, last_tx_ns: u64) {
+        let state = linecard_common::bfd::SessionState {
+            last_tx_ns,
+            ..self.state()
+        };
+        self.set(linecard_common::names::STATE_MAP, crate::craft::SLOT, state);
+    }
+
+    /// Forgets our last packet, as if an interval had passed since it:
+    /// the next periodic packet of the peer is answered (RFC 5880 6.8.7
+    /// allows none sooner than 75 % of one).
+    pub fn an_interval_later(&mut self) {
+        self.our_last_packet_at(0);
     }
 
     /// Element `slot` of array `map`.

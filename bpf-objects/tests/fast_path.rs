@@ -4,11 +4,11 @@
 //! Needs root; without it, a printed skip (a failure under
 //! LINECARD_REQUIRE_PRIVILEGED=1).
 
-use aya::maps::{Array, HashMap, MapData, PerCpuArray};
-use aya::programs::Xdp;
-use linecard_bpf_objects::{test_run, Switches};
+use aya::maps::{Array, HashMap, MapData};
+use linecard_bpf_objects::test_run::{self, monotonic_ns, Loaded as FastPath};
+use linecard_bpf_objects::Switches;
 use linecard_common::bfd::{
-    auth_type, verdict, AuthKeyRef, AuthSecret, DeadMan, EchoPeer, SessionConfig, SessionState,
+    verdict, DeadMan, EchoPeer, SessionConfig, SessionState,
 };
 use linecard_common::names;
 
@@ -17,9 +17,9 @@ const XDP_PASS: u32 = 2;
 const XDP_TX: u32 = 3;
 
 use linecard_bpf_objects::craft::{
-    auth_drop_cases, auth_key, authenticated, bfd, drop_cases, echo_frame, echo_frame6,
+    bfd, drop_cases, echo_frame, echo_frame6,
     fix_ipv4_checksum, frame, frame6, frame_to, mapped, ones_complement_sum, peer_up,
-    peer_up_authenticated, session, session6, udp6_checksum, AUTH_KEY_ID, AUTH_SECRET, DUT_IP,
+    session, session6, udp6_checksum, DUT_IP,
     DUT_IP6, DUT_MAC, OUR_DISCR, OUR_PORT, PEER_DISCR, PEER_IP, PEER_IP6, PEER_MAC, SLOT,
     STRANGER_IP,
 };
@@ -29,11 +29,15 @@ fn checksum_ok(ip_header: &[u8]) -> bool {
     ones_complement_sum(ip_header) == 0xffff
 }
 
-struct FastPath {
-    bpf: aya::Ebpf,
+/// The fast path with the session of `craft::session`.
+trait Load {
+    fn load(reply: bool) -> Self;
+    fn load_with(config: SessionConfig) -> Self;
+    /// With load-time `switches` (the negative controls) set.
+    fn load_switched(config: SessionConfig, switches: Switches) -> Self;
 }
 
-impl FastPath {
+impl Load for FastPath {
     fn load(reply: bool) -> Self {
         Self::load_with(session(reply))
     }
@@ -42,65 +46,8 @@ impl FastPath {
         Self::load_switched(config, Switches::default())
     }
 
-    /// With load-time `switches` (the negative controls) set.
     fn load_switched(config: SessionConfig, switches: Switches) -> Self {
-        let mut bpf = linecard_bpf_objects::load_with(switches).expect("loading the XDP object");
-        let program: &mut Xdp = bpf
-            .program_mut(names::BFD_PROGRAM)
-            .unwrap()
-            .try_into()
-            .unwrap();
-        program.load().expect("the verifier accepts lc_bfd");
-        let mut sessions: HashMap<&mut MapData, u32, SessionConfig> =
-            HashMap::try_from(bpf.map_mut(names::SESSIONS_MAP).unwrap()).unwrap();
-        sessions.insert(OUR_DISCR, config, 0).unwrap();
-        Self { bpf }
-    }
-
-    fn run(&self, frame: &[u8]) -> test_run::TestRun {
-        let program: &Xdp = self
-            .bpf
-            .program(names::BFD_PROGRAM)
-            .unwrap()
-            .try_into()
-            .unwrap();
-        test_run::run(program, frame, 1).unwrap()
-    }
-
-    fn per_cpu_sum(&self, map: &str, index: u32) -> u64 {
-        let counters: PerCpuArray<&MapData, u64> =
-            PerCpuArray::try_from(self.bpf.map(map).unwrap()).unwrap();
-        counters.get(&index, 0).unwrap().iter().sum()
-    }
-
-    /// Forgets our last packet, as if an interval had passed since it:
-    /// the next periodic packet of the peer is answered (RFC 5880 6.8.7
-    /// allows none sooner than 75 % of one).
-    fn an_interval_later(&mut self) {
-        self.our_last_packet_at(0);
-    }
-
-    /// Sets when our last reply left (CLOCK_MONOTONIC ns).
-    fn our_last_packet_at(&mut self, last_tx_ns: u64) {
-        let mut states: Array<&mut MapData, SessionState> =
-            Array::try_from(self.bpf.map_mut(names::STATE_MAP).unwrap()).unwrap();
-        let state = states.get(&SLOT, 0).unwrap();
-        states
-            .set(
-                SLOT,
-                SessionState {
-                    last_tx_ns,
-                    ..state
-                },
-                0,
-            )
-            .unwrap();
-    }
-
-    fn state(&self) -> SessionState {
-        let states: Array<&MapData, SessionState> =
-            Array::try_from(self.bpf.map(names::STATE_MAP).unwrap()).unwrap();
-        states.get(&SLOT, 0).unwrap()
+        FastPath::new(config, switches)
     }
 }
 
@@ -260,17 +207,6 @@ fn a_stale_heartbeat_hands_the_reply_back_to_userspace() {
     assert_eq!(fast.run(&up).action, XDP_TX, "limit 0: the guard is off");
     assert_eq!(fast.per_cpu_sum(names::VERDICTS_MAP, verdict::ORPHANED), 1);
     assert_eq!(fast.per_cpu_sum(names::VERDICTS_MAP, verdict::REPLIED), 2);
-}
-
-/// CLOCK_MONOTONIC, the clock of `bpf_ktime_get_ns`.
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: one timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 #[test]
@@ -483,9 +419,13 @@ fn a_multihop_session_is_answered_on_its_port_and_its_relaxation_is_its_own() {
     assert_eq!(count(drop::BAD_TTL), 2, "single-hop GTSM before any lookup");
 }
 
-impl FastPath {
+trait EchoPeers {
     /// Lists `peer` as an echo peer (`LC_ECHO_PEERS`), as the engine does
     /// for a session with the echo function on.
+    fn echo_peer(&mut self, peer: [u8; 16]);
+}
+
+impl EchoPeers for FastPath {
     fn echo_peer(&mut self, peer: [u8; 16]) {
         let mut peers: HashMap<&mut MapData, [u8; 16], EchoPeer> =
             HashMap::try_from(self.bpf.map_mut(names::ECHO_PEERS_MAP).unwrap()).unwrap();
@@ -652,183 +592,6 @@ fn without_its_guards_the_echo_branch_reflects_strangers_and_drops_our_own() {
 
 fn fast_sum(fast: &FastPath, verdict: u32) -> u64 {
     fast.per_cpu_sum(names::VERDICTS_MAP, verdict)
-}
-
-impl FastPath {
-    /// Our session with authentication of `kind`, its detection time
-    /// `detect_ns`, and key [`AUTH_KEY_ID`] installed as the engine does.
-    fn load_authenticated(kind: u8, detect_ns: u64) -> Self {
-        let mut fast = Self::load_with(SessionConfig {
-            auth_type: kind,
-            detect_ns,
-            ..session(false)
-        });
-        fast.add_key(AUTH_KEY_ID, AUTH_SECRET);
-        fast
-    }
-
-    fn add_key(&mut self, id: u8, secret: &[u8]) {
-        let mut keys: HashMap<&mut MapData, AuthKeyRef, AuthSecret> =
-            HashMap::try_from(self.bpf.map_mut(names::AUTH_KEYS_MAP).unwrap()).unwrap();
-        let (key, value) = auth_key(id, secret);
-        keys.insert(key, value, 0).unwrap();
-    }
-
-    /// Runs `input`, which must be dropped for `reason` without touching
-    /// the session's state (a forgery never counts as heard).
-    fn refused(&self, what: &str, reason: u32, input: &[u8]) {
-        let before = (self.state(), self.per_cpu_sum(names::DROPS_MAP, reason));
-        let out = self.run(input);
-        assert_eq!(out.action, XDP_DROP, "{what}");
-        assert_eq!(
-            self.per_cpu_sum(names::DROPS_MAP, reason),
-            before.1 + 1,
-            "{what}: its reason's counter ({})",
-            drop::name(reason)
-        );
-        assert_eq!(self.state(), before.0, "{what}: the session's state moved");
-    }
-
-    fn accepted(&self, what: &str, input: &[u8]) -> SessionState {
-        let before = self.state();
-        let action = self.run(input).action;
-        let drops: Vec<&str> = (0..linecard_common::bfd::DROP_REASONS)
-            .filter(|r| self.per_cpu_sum(names::DROPS_MAP, *r) > 0)
-            .map(drop::name)
-            .collect();
-        assert_eq!(action, XDP_PASS, "{what} (drops so far: {drops:?})");
-        let after = self.state();
-        assert_eq!(after.rx_packets, before.rx_packets + 1, "{what}");
-        assert!(after.last_rx_ns > before.last_rx_ns, "{what}: heard");
-        after
-    }
-}
-
-/// RFC 5880 6.7: every keyed type verified in the kernel, before a packet
-/// counts as heard. The genuine packet (digest by the `md-5`/`sha1`
-/// crates, not by the code under test) passes to userspace and moves
-/// bfd.RcvAuthSeq; every forgery is dropped for its reason and leaves the
-/// session's state as it was, so that no spoofed or replayed packet can
-/// keep a dead session alive; the sequence window is the RFC's, with
-/// the meticulous types refusing a repeat.
-#[test]
-fn keyed_authentication_is_verified_in_the_kernel_before_a_packet_counts() {
-    if !test_run::privileged(module_path!()) {
-        return;
-    }
-    for kind in [
-        auth_type::KEYED_MD5,
-        auth_type::METICULOUS_KEYED_MD5,
-        auth_type::KEYED_SHA1,
-        auth_type::METICULOUS_KEYED_SHA1,
-    ] {
-        let mut fast = FastPath::load_authenticated(kind, 30_000_000);
-        let what = |s: &str| format!("type {kind}: {s}");
-        let first = fast.accepted(&what("genuine"), &peer_up_authenticated(kind, 100));
-        assert_eq!((first.rcv_auth_seq, first.passed), (100, 1));
-        assert_eq!(
-            first.auth_known_until_ns - first.last_rx_ns,
-            60_000_000,
-            "known for twice 30 ms"
-        );
-        for (case, reason, input) in auth_drop_cases(kind) {
-            fast.refused(&what(case), reason, &input);
-        }
-        let meticulous =
-            kind == auth_type::METICULOUS_KEYED_MD5 || kind == auth_type::METICULOUS_KEYED_SHA1;
-        let repeat = peer_up_authenticated(kind, 100);
-        if meticulous {
-            fast.refused(&what("a repeat"), drop::AUTH_SEQUENCE, &repeat);
-        } else {
-            fast.accepted(&what("a repeat (keyed: allowed)"), &repeat);
-        }
-        fast.refused(
-            &what("behind the window"),
-            drop::AUTH_SEQUENCE,
-            &peer_up_authenticated(kind, 99),
-        );
-        // 3 x Detect Mult (3) ahead at most.
-        fast.refused(
-            &what("beyond the window"),
-            drop::AUTH_SEQUENCE,
-            &peer_up_authenticated(kind, 110),
-        );
-        let edge = fast.accepted(
-            &what("the window's edge"),
-            &peer_up_authenticated(kind, 109),
-        );
-        assert_eq!(edge.rcv_auth_seq, 109);
-        // Key rollover (6.7.1): a second key is accepted beside the first.
-        fast.add_key(2, b"the-next-key");
-        let rolled = authenticated(peer_up(), kind, 2, 110, b"the-next-key");
-        fast.accepted(&what("the next key"), &frame(255, &rolled));
-    }
-}
-
-/// bfd.AuthSeqKnown lapses after twice the detection time without an
-/// accepted packet (6.8.1): a restarted peer, its sequence numbers started
-/// afresh, is heard again. The detection time is the larger of the
-/// session's (1 ms here) and the one the packet implies (3 x 10 ms).
-#[test]
-fn the_sequence_window_lapses_after_twice_the_detection_time() {
-    if !test_run::privileged(module_path!()) {
-        return;
-    }
-    let kind = auth_type::METICULOUS_KEYED_SHA1;
-    let fast = FastPath::load_authenticated(kind, 1_000_000);
-    fast.accepted("genuine", &peer_up_authenticated(kind, 5000));
-    fast.refused(
-        "a lower number at once",
-        drop::AUTH_SEQUENCE,
-        &peer_up_authenticated(kind, 7),
-    );
-    std::thread::sleep(std::time::Duration::from_millis(20));
-    fast.refused(
-        "20 ms on: still within twice 30 ms",
-        drop::AUTH_SEQUENCE,
-        &peer_up_authenticated(kind, 7),
-    );
-    std::thread::sleep(std::time::Duration::from_millis(50));
-    let after = fast.accepted("after the lapse", &peer_up_authenticated(kind, 7));
-    assert_eq!(after.rcv_auth_seq, 7);
-    // The window is known again at once: the same packet is a replay.
-    fast.refused(
-        "its repeat",
-        drop::AUTH_SEQUENCE,
-        &peer_up_authenticated(kind, 7),
-    );
-}
-
-/// 6.7.2: the password byte for byte, its length from Auth Len.
-#[test]
-fn a_simple_password_is_checked_in_the_kernel() {
-    if !test_run::privileged(module_path!()) {
-        return;
-    }
-    let kind = auth_type::SIMPLE_PASSWORD;
-    let fast = FastPath::load_authenticated(kind, 30_000_000);
-    fast.accepted("the password", &peer_up_authenticated(kind, 0));
-    // Twice: a password has no sequence number to replay.
-    fast.accepted("the password again", &peer_up_authenticated(kind, 0));
-    let with = |secret: &[u8]| frame(255, &authenticated(peer_up(), kind, AUTH_KEY_ID, 0, secret));
-    let mut wrong = AUTH_SECRET.to_vec();
-    wrong[3] ^= 0x20;
-    fast.refused("one byte wrong", drop::AUTH_FAILED, &with(&wrong));
-    fast.refused(
-        "a prefix of it",
-        drop::AUTH_FAILED,
-        &with(&AUTH_SECRET[..8]),
-    );
-    fast.refused(
-        "keyed section on a password session",
-        drop::AUTH_MISMATCH,
-        &peer_up_authenticated(auth_type::KEYED_SHA1, 1),
-    );
-    let mut empty = authenticated(peer_up(), kind, AUTH_KEY_ID, 0, b"x");
-    empty[25] = 3; // Auth Len 3: no password at all
-    empty[3] = 27;
-    empty.truncate(27);
-    fast.refused("Auth Len 3", drop::BAD_AUTH, &frame(255, &empty));
 }
 
 /// RFC 5880 6.6 and 6.8.7: a peer in Demand mode gets no periodic packet.

@@ -6,14 +6,13 @@
 //! shares) and one higher each reply. Needs root; without it, a printed
 //! skip (a failure under LINECARD_REQUIRE_PRIVILEGED=1).
 
-use aya::maps::{Array, HashMap, MapData};
-use aya::programs::Xdp;
+use aya::maps::{HashMap, MapData};
 use linecard_bpf_objects::craft::{
     auth_key, authenticated, bfd, frame, frame6, peer_up, session, session6, udp6_checksum,
     AUTH_KEY_ID, AUTH_SECRET, OUR_DISCR, PEER_DISCR, SLOT,
 };
-use linecard_bpf_objects::test_run;
-use linecard_common::bfd::{auth_type, AuthKeyRef, AuthSecret, SessionConfig, SessionState};
+use linecard_bpf_objects::test_run::{self, Loaded};
+use linecard_common::bfd::{auth_type, AuthKeyRef, AuthSecret, SessionConfig};
 use linecard_common::names;
 
 const XDP_PASS: u32 = 2;
@@ -46,20 +45,13 @@ fn ours(kind: u8, sequence: u32) -> Vec<u8> {
 }
 
 struct Signing {
-    bpf: aya::Ebpf,
+    fast: Loaded,
 }
 
 impl Signing {
     /// An offloaded session of `kind` whose next bfd.XmitAuthSeq is
     /// `next`, both keys installed as the engine installs them.
     fn load(kind: u8, base: SessionConfig, next: u64) -> Self {
-        let mut bpf = linecard_bpf_objects::load_with(Default::default()).expect("loading");
-        let program: &mut Xdp = bpf
-            .program_mut(names::BFD_PROGRAM)
-            .unwrap()
-            .try_into()
-            .unwrap();
-        program.load().expect("the verifier accepts lc_bfd");
         let mut reply = [0u8; 24];
         reply.copy_from_slice(&ours(kind, 0)[..24]);
         let config = SessionConfig {
@@ -68,57 +60,29 @@ impl Signing {
             send_key_id: SEND_KEY_ID,
             ..base
         };
-        let mut sessions: HashMap<&mut MapData, u32, SessionConfig> =
-            HashMap::try_from(bpf.map_mut(names::SESSIONS_MAP).unwrap()).unwrap();
-        sessions.insert(OUR_DISCR, config, 0).unwrap();
-        let mut keys: HashMap<&mut MapData, AuthKeyRef, AuthSecret> =
-            HashMap::try_from(bpf.map_mut(names::AUTH_KEYS_MAP).unwrap()).unwrap();
-        for (id, secret) in [(AUTH_KEY_ID, AUTH_SECRET), (SEND_KEY_ID, SEND_SECRET)] {
-            let (key, value) = auth_key(id, secret);
-            keys.insert(key, value, 0).unwrap();
-        }
-        let mut fast = Self { bpf };
-        fast.set_next(next);
-        fast
+        let mut fast = Loaded::new(config, Default::default());
+        fast.install_key(AUTH_KEY_ID, AUTH_SECRET);
+        fast.install_key(SEND_KEY_ID, SEND_SECRET);
+        let mut signing = Self { fast };
+        signing.set_next(next);
+        signing
     }
 
     fn set_next(&mut self, next: u64) {
-        let mut sequences: Array<&mut MapData, u64> =
-            Array::try_from(self.bpf.map_mut(names::XMIT_SEQ_MAP).unwrap()).unwrap();
-        sequences.set(SLOT, next, 0).unwrap();
+        self.fast.set(names::XMIT_SEQ_MAP, SLOT, next);
     }
 
     fn next(&self) -> u64 {
-        let sequences: Array<&MapData, u64> =
-            Array::try_from(self.bpf.map(names::XMIT_SEQ_MAP).unwrap()).unwrap();
-        sequences.get(&SLOT, 0).unwrap()
+        self.fast.get(names::XMIT_SEQ_MAP, SLOT)
     }
 
     /// Forgets our last reply: the next packet of the peer is answered.
     fn an_interval_later(&mut self) {
-        let mut states: Array<&mut MapData, SessionState> =
-            Array::try_from(self.bpf.map_mut(names::STATE_MAP).unwrap()).unwrap();
-        let state = states.get(&SLOT, 0).unwrap();
-        states
-            .set(
-                SLOT,
-                SessionState {
-                    last_tx_ns: 0,
-                    ..state
-                },
-                0,
-            )
-            .unwrap();
+        self.fast.an_interval_later();
     }
 
     fn run(&self, frame: &[u8]) -> test_run::TestRun {
-        let program: &Xdp = self
-            .bpf
-            .program(names::BFD_PROGRAM)
-            .unwrap()
-            .try_into()
-            .unwrap();
-        test_run::run(program, frame, 1).unwrap()
+        self.fast.run(frame)
     }
 }
 
@@ -223,7 +187,7 @@ fn a_reply_the_kernel_cannot_sign_goes_to_userspace_whole() {
     let mut shorter_key = Signing::load(kind, session(true), 0);
     {
         let mut keys: HashMap<&mut MapData, AuthKeyRef, AuthSecret> =
-            HashMap::try_from(shorter_key.bpf.map_mut(names::AUTH_KEYS_MAP).unwrap()).unwrap();
+            HashMap::try_from(shorter_key.fast.bpf.map_mut(names::AUTH_KEYS_MAP).unwrap()).unwrap();
         let (key, value) = auth_key(AUTH_KEY_ID, b"short");
         keys.insert(key, value, 0).unwrap();
     }
@@ -236,7 +200,7 @@ fn a_reply_the_kernel_cannot_sign_goes_to_userspace_whole() {
     let mut keyless = Signing::load(auth_type::KEYED_SHA1, session(true), 0);
     {
         let mut keys: HashMap<&mut MapData, AuthKeyRef, AuthSecret> =
-            HashMap::try_from(keyless.bpf.map_mut(names::AUTH_KEYS_MAP).unwrap()).unwrap();
+            HashMap::try_from(keyless.fast.bpf.map_mut(names::AUTH_KEYS_MAP).unwrap()).unwrap();
         keys.remove(&AuthKeyRef::new(OUR_DISCR, SEND_KEY_ID))
             .unwrap();
     }

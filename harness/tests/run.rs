@@ -632,17 +632,17 @@ fn a_degraded_engine_fails_the_gate() {
     let _ = std::fs::remove_dir_all(&results);
 }
 
-/// Runs a committed scenario with its phases shortened to 5 s idle and
-/// 15 s L4 (the run must come out complete); returns the manifest, or
+/// Runs a committed scenario with its phases shortened to 4 s idle and
+/// 10 s L4 (the run must come out complete); returns the manifest, or
 /// `None` when it stayed invalid under the hypervisor's steal
 /// ([`inconclusive`]).
 fn run_shortened(scenario: &str, results: &Path) -> Option<serde_json::Value> {
     let text = std::fs::read_to_string(repo().join(format!("scenarios/{scenario}.toml")))
         .unwrap()
-        .replace("seconds = 10", "seconds = 5")
-        .replace("seconds = 30", "seconds = 15");
+        .replace("seconds = 10", "seconds = 4")
+        .replace("seconds = 30", "seconds = 10");
     assert!(
-        text.contains("seconds = 15"),
+        text.contains("seconds = 4") && text.contains("seconds = 10"),
         "{scenario}: the phases moved"
     );
     let file = results.join(format!("{scenario}.toml"));
