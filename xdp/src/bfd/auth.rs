@@ -72,45 +72,29 @@ pub(super) fn verify_auth(
     match kind {
         auth_type::SIMPLE_PASSWORD => simple_password(ctx, at, auth_len, secret),
         auth_type::KEYED_MD5 | auth_type::METICULOUS_KEYED_MD5 => {
-            keyed_section::<MD5_PACKET_LEN, 16>(
-                ctx,
-                packet,
-                auth_len,
-                kind,
-                secret,
-                session,
-                md5_single_block_in,
-            )
+            keyed_section::<MD5_PACKET_LEN>(ctx, packet, auth_len, kind, secret, session)
         }
         auth_type::KEYED_SHA1 | auth_type::METICULOUS_KEYED_SHA1 => {
-            keyed_section::<SHA1_PACKET_LEN, 20>(
-                ctx,
-                packet,
-                auth_len,
-                kind,
-                secret,
-                session,
-                sha1_single_block_in,
-            )
+            keyed_section::<SHA1_PACKET_LEN>(ctx, packet, auth_len, kind, secret, session)
         }
         _ => Err(drop::BAD_AUTH),
     }
 }
 
 /// 6.7.3-6.7.4: a keyed section of the `N`-byte packet (Auth Len `N` -
-/// 24) with a `D`-byte digest: the window, the digest (expected, or
-/// computed within the session's budget, `linecard_common::verify`), then
-/// acceptance and the next numbers' digests.
+/// 24), judged by the global function of its digest: the window, the
+/// digest (expected, or computed within the session's budget,
+/// `linecard_common::verify`), then acceptance.
 #[inline(always)]
-fn keyed_section<const N: usize, const D: usize>(
+fn keyed_section<const N: usize>(
     ctx: &XdpContext,
     packet: &Received,
     auth_len: usize,
     kind: u8,
     secret: &AuthSecret,
     session: &mut SessionState,
-    digest: impl Fn(&[u8; N], &mut [u32; 16]) -> [u8; D] + Copy,
 ) -> Result<(), u32> {
+    const { assert!(N == MD5_PACKET_LEN || N == SHA1_PACKET_LEN) };
     if auth_len != N - BFD_LEN {
         return Err(drop::BAD_AUTH);
     }
@@ -127,7 +111,6 @@ fn keyed_section<const N: usize, const D: usize>(
         core::ptr::from_ref(secret),
         core::ptr::from_mut(session),
     );
-    let _ = digest;
     genuine(if N == MD5_PACKET_LEN {
         lc_verify_md5(scratch, secret, session)
     } else {
@@ -205,11 +188,7 @@ fn accepted<const N: usize, const D: usize>(
 
 /// The digest judged ([`screened`], then [`keyed`] if it must be
 /// computed) and, for a genuine packet, its header noted for the next
-/// ones ([`note_accepted`]). One call, so that its paths (expected, computed,
-/// refused by the budget) meet at its return with one of a few values
-/// rather than each walking the rest of `lc_bfd` (its signed reply
-/// computes a digest too): the verifier refused the program at a
-/// million instructions otherwise.
+/// ones ([`note_accepted`]).
 #[inline(always)]
 fn verified<const N: usize, const D: usize>(
     scratch: &mut AuthScratch,
@@ -327,17 +306,13 @@ pub(super) fn copied<const N: usize>(
     }
 }
 
-/// 6.7.3-6.7.4: the Sequence Number within the window (checked first, it
-/// costs nothing), then the digest of the `N`-byte packet with the key,
-/// zero-padded to the `D`-byte field, in place of the digest.
-///
-/// A function of its own (a BPF-to-BPF call), not inlined: its frame
-/// is one of the chain's 512 bytes of stack, not added to the largest
-/// frame of `lc_bfd`. It sees a copy of
-/// the packet, never the packet (LLVM passes packet pointers to a callee
-/// as 32-bit halves, which the verifier refuses), and returns [`GENUINE`]
-/// or the drop reason in a register: a `Result` would come back through
-/// the caller's stack, which the verifier refuses too.
+/// 6.7.3-6.7.4: the digest of the `N`-byte packet with the key,
+/// zero-padded to the `D`-byte field, in place of the digest ([`screened`]
+/// has checked the window and taken the budget). Inside the global
+/// functions, so it sees a copy of the packet, never the packet (LLVM
+/// passes packet pointers to a callee as 32-bit halves, which the
+/// verifier refuses), and answers [`GENUINE`] or the drop reason in a
+/// register, as they do.
 #[inline(always)]
 fn keyed<const N: usize, const D: usize>(
     scratch: &mut AuthScratch,
