@@ -328,19 +328,7 @@ fn keyed<const N: usize, const D: usize>(
     // is `lc_bfd`'s 336 bytes and this call's within 512.
     // SAFETY: the scratch's `expected`, D of its 20 bytes.
     unsafe { *scratch.expected.as_mut_ptr().cast::<[u8; D]>() = digest(copy, &mut scratch.words) };
-    // Every word compared: the time taken says nothing of where a forged
-    // digest first went wrong.
-    let expected = scratch.expected.as_ptr().cast::<u32>();
-    let received = scratch.received.as_ptr().cast::<u32>();
-    let mut differ = 0u32;
-    let mut w = 0;
-    while w < D / 4 {
-        // SAFETY: word `w` of each 20-byte field, 4-aligned in the scratch.
-        differ |= unsafe { *expected.add(w) ^ *received.add(w) };
-        w += 1;
-    }
-    // SAFETY: a read of a local (see `settled`).
-    if unsafe { core::ptr::read_volatile(&differ) } == 0 {
+    if same_digest::<D>(scratch.expected.as_ptr(), scratch.received.as_ptr()) {
         GENUINE
     } else {
         drop::AUTH_FAILED
@@ -353,8 +341,8 @@ fn keyed<const N: usize, const D: usize>(
 /// and number if there is one (compared here, [`GENUINE`] or a forgery),
 /// else the session's budget: [`COMPUTE`] if it allows one more digest
 /// (taken, and refunded by [`note_accepted`] if the packet is genuine). No
-/// digest is computed here, and each comparison is settled so that the
-/// paths out of it stay few (see [`settled`]).
+/// digest is computed here, and each comparison is read back so that the
+/// paths out of it stay few (see [`same_digest`]).
 #[inline(always)]
 fn screened<const N: usize, const D: usize>(
     scratch: &mut AuthScratch,
@@ -381,17 +369,7 @@ fn screened<const N: usize, const D: usize>(
             // each. The digest field is at 32 in the scratch, the guard's
             // digests at 124 + 20 i, the key at 0 of its value: all
             // 4-aligned.
-            let received = copy[AUTH_DIGEST_AT..].as_ptr().cast::<u32>();
-            let expected = expected.as_ptr().cast::<u32>();
-            let mut differ = 0u32;
-            let mut w = 0;
-            while w < D / 4 {
-                // SAFETY: word `w` of the D-byte fields, aligned as said.
-                differ |= unsafe { *expected.add(w) ^ *received.add(w) };
-                w += 1;
-            }
-            // SAFETY: a read of a local (see `settled`).
-            if unsafe { core::ptr::read_volatile(&differ) } == 0 {
+            if same_digest::<D>(expected.as_ptr(), copy[AUTH_DIGEST_AT..].as_ptr()) {
                 guard.expected_hits = guard.expected_hits.wrapping_add(1);
                 set_key_aside::<N, D>(scratch, secret);
                 return GENUINE;
@@ -478,7 +456,7 @@ fn same_header<const N: usize>(copy: &[u8; N], secret: &AuthSecret, guard: &Veri
             | (*key.add(1) ^ *held.add(1))
             | (*key.add(2) ^ *held.add(2))
     };
-    // SAFETY: a read of a local (see `settled`).
+    // SAFETY: a read of a local (see `same_digest`).
     unsafe { core::ptr::read_volatile(&differ) == 0 }
 }
 
@@ -535,14 +513,27 @@ fn note_accepted<const N: usize>(
     0
 }
 
-/// `differ` as stored: LLVM cannot see through the volatile read, so it
-/// keeps the OR of the bytes' differences instead of rewriting "all equal"
-/// into one branch per byte (each a path the verifier walks: 2^20 of them
-/// for a digest, past its million instructions).
+/// Whether the first `D` bytes at `a` and `b` (4-aligned: fields of map
+/// values at multiples of 4) are equal, compared a word at a time (bytes
+/// took a stack slot each) and every word compared (the time taken says
+/// nothing of where a forged digest first went wrong). The verdict is
+/// read back through a volatile load: LLVM cannot see through it, so it
+/// keeps the OR of the differences instead of rewriting "all equal" into
+/// one branch per byte, each a path the verifier walks (2^20 of them for
+/// a digest, past its million instructions).
 #[inline(always)]
-fn settled(differ: u8) -> u8 {
+fn same_digest<const D: usize>(a: *const u8, b: *const u8) -> bool {
+    const { assert!(D <= 20 && D % 4 == 0) };
+    let (a, b) = (a.cast::<u32>(), b.cast::<u32>());
+    let mut differ = 0u32;
+    let mut w = 0;
+    while w < D / 4 {
+        // SAFETY: word `w` of two D-byte fields, 4-aligned as said.
+        differ |= unsafe { *a.add(w) ^ *b.add(w) };
+        w += 1;
+    }
     // SAFETY: a read of a local.
-    unsafe { core::ptr::read_volatile(&differ) }
+    unsafe { core::ptr::read_volatile(&differ) == 0 }
 }
 
 /// What [`keyed`] returns for a genuine packet: no drop reason.
