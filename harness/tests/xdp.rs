@@ -13,7 +13,7 @@ mod common;
 use common::*;
 use linecard_bpf_objects::craft;
 use linecard_capture_analyzer::{analyze, Options, Phase};
-use linecard_common::bfd::drop;
+use linecard_common::bfd::{drop, verdict};
 use linecard_harness::lab::spec::{self, DUT, PEER};
 use linecard_harness::procs::start_frr_bfdd;
 use std::time::{Duration, Instant};
@@ -69,6 +69,7 @@ fn xdp_run() -> Result<(), String> {
         .into_iter()
         .map(from_spare)
         .collect();
+    let started = Instant::now();
     inject(&frames, copies);
     let kernel_drop = |v: &serde_json::Value, reason: u32| {
         v["fast_path"]["drops"][reason as usize].as_u64().unwrap()
@@ -78,16 +79,21 @@ fn xdp_run() -> Result<(), String> {
             .as_array()
             .unwrap()
             .iter()
-            .map(|c| c[2].as_u64().unwrap())
+            .map(|c| c[verdict::REPLIED as usize].as_u64().unwrap())
             .sum()
     };
-    let deadline = Instant::now() + Duration::from_secs(3);
+    // The window closes when every drop is counted and the control moved,
+    // never before 50 ms (five of the peer's intervals: the 300 frames can
+    // take less than the two or three packets of the peer a reply needs;
+    // `linecard inject`'s own window, `inject::settle`), at most 3 s.
     let after = loop {
         let after = ctl(&socket, &["drops"]);
         let done = [drop::NO_SESSION, drop::BAD_TTL, drop::IP_OPTIONS]
             .iter()
-            .all(|&r| kernel_drop(&after, r) - kernel_drop(&before, r) >= copies as u64);
-        if done || Instant::now() > deadline {
+            .all(|&r| kernel_drop(&after, r) - kernel_drop(&before, r) >= copies as u64)
+            && replied(&after) > replied(&before);
+        let elapsed = started.elapsed();
+        if (done && elapsed >= Duration::from_millis(50)) || elapsed > Duration::from_secs(3) {
             break after;
         }
         std::thread::sleep(Duration::from_millis(20));
