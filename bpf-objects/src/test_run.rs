@@ -178,8 +178,7 @@ impl Loaded {
     /// Sets element `slot` of array `map`.
     pub fn set<T: aya::Pod>(&mut self, map: &str, slot: u32, value: T) {
         let mut array: aya::maps::Array<&mut aya::maps::MapData, T> =
-            aya::maps::Array::try_from(self.bpf.map_mut(map).expect("the map"))
-                .expect("an array");
+            aya::maps::Array::try_from(self.bpf.map_mut(map).expect("the map")).expect("an array");
         array.set(slot, value, 0).expect("writing the element");
     }
 }

@@ -7,9 +7,7 @@
 use aya::maps::{Array, HashMap, MapData};
 use linecard_bpf_objects::test_run::{self, monotonic_ns, Loaded as FastPath};
 use linecard_bpf_objects::Switches;
-use linecard_common::bfd::{
-    verdict, DeadMan, EchoPeer, SessionConfig, SessionState,
-};
+use linecard_common::bfd::{verdict, DeadMan, EchoPeer, SessionConfig, SessionState};
 use linecard_common::names;
 
 const XDP_DROP: u32 = 1;
@@ -17,11 +15,9 @@ const XDP_PASS: u32 = 2;
 const XDP_TX: u32 = 3;
 
 use linecard_bpf_objects::craft::{
-    bfd, drop_cases, echo_frame, echo_frame6,
-    fix_ipv4_checksum, frame, frame6, frame_to, mapped, ones_complement_sum, peer_up,
-    session, session6, udp6_checksum, DUT_IP,
-    DUT_IP6, DUT_MAC, OUR_DISCR, OUR_PORT, PEER_DISCR, PEER_IP, PEER_IP6, PEER_MAC, SLOT,
-    STRANGER_IP,
+    bfd, drop_cases, echo_frame, echo_frame6, fix_ipv4_checksum, frame, frame6, frame_to, mapped,
+    ones_complement_sum, peer_up, session, session6, udp6_checksum, DUT_IP, DUT_IP6, DUT_MAC,
+    OUR_DISCR, OUR_PORT, PEER_DISCR, PEER_IP, PEER_IP6, PEER_MAC, SLOT, STRANGER_IP,
 };
 use linecard_common::bfd::drop;
 

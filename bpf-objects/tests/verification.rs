@@ -103,7 +103,10 @@ fn spend_the_budget(fast: &mut Loaded) {
 fn the_session_s_timers_are_what_the_cost_assumes() {
     // `cost` above reads the peer's packet and our reply as 10 ms each.
     let packet = peer_up();
-    assert_eq!(u32::from_be_bytes(packet[12..16].try_into().unwrap()), 10_000);
+    assert_eq!(
+        u32::from_be_bytes(packet[12..16].try_into().unwrap()),
+        10_000
+    );
     assert_eq!(
         u32::from_be_bytes(session(false).reply[16..20].try_into().unwrap()),
         10_000
@@ -155,7 +158,11 @@ fn credit_returns_with_time_and_a_genuine_packet_s_digest_is_refunded() {
     let mut fast = load(kind);
     spend_the_budget(&mut fast);
     assert_eq!(fast.run(&genuine(kind, 100)).action, XDP_DROP);
-    assert_eq!(drops(&fast, drop::VERIFY_BUDGET), 1, "even the peer's, unexpected");
+    assert_eq!(
+        drops(&fast, drop::VERIFY_BUDGET),
+        1,
+        "even the peer's, unexpected"
+    );
     // One cost's worth of time later, one digest: the peer's packet,
     // genuine, so its cost comes back.
     let now = monotonic_ns();

@@ -104,4 +104,4 @@ pub mod names {
 /// Bumped whenever a shared type changes layout. The object records the
 /// version it was built with, and the loader refuses a mismatch so that a
 /// stale object fails loudly instead of misreading maps.
-pub const LAYOUT_VERSION: u32 = 15;
+pub const LAYOUT_VERSION: u32 = 16;

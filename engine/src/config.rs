@@ -3,7 +3,8 @@
 
 use crate::backend::BackendKind;
 use crate::session::auth::{AuthConfig, AuthKey};
-use crate::wire::{AuthType, Construction};
+use crate::wire::Construction;
+pub use linecard_api::{auth_type_named, InputError, AUTH_TYPES};
 use serde::Deserialize;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -193,49 +194,6 @@ pub const DEFAULT_ECHO_INTERVAL_MS: i64 = 50;
 /// FRR bfdd's default minimum TTL for multihop peers.
 pub const DEFAULT_MULTIHOP_MIN_TTL: u8 = 254;
 
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("{file}: cannot read: {source}")]
-    Read {
-        file: String,
-        source: std::io::Error,
-    },
-    #[error("{file}: {message}")]
-    Syntax { file: String, message: String },
-    #[error("{file}: {key} = {value}: {why}")]
-    Invalid {
-        file: String,
-        key: String,
-        value: String,
-        why: String,
-    },
-}
-
-impl ConfigError {
-    pub fn read(file: &str, source: std::io::Error) -> Self {
-        Self::Read {
-            file: file.into(),
-            source,
-        }
-    }
-
-    pub fn syntax(file: &str, error: impl std::fmt::Display) -> Self {
-        Self::Syntax {
-            file: file.into(),
-            message: error.to_string(),
-        }
-    }
-
-    pub fn invalid(file: &str, key: &str, value: &dyn std::fmt::Display, why: &str) -> Self {
-        Self::Invalid {
-            file: file.into(),
-            key: key.into(),
-            value: value.to_string(),
-            why: why.into(),
-        }
-    }
-}
-
 impl EngineConfig {
     /// How the xdp backend's responder thread asks to be scheduled.
     pub fn responder_scheduling(&self) -> crate::backend::rt::Timeliness {
@@ -246,21 +204,21 @@ impl EngineConfig {
         }
     }
 
-    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+    pub fn load(path: &Path) -> Result<Self, InputError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|source| InputError::Read {
             file: file.clone(),
             source,
         })?;
         Self::parse(&file, &text)
     }
 
-    pub fn parse(file: &str, text: &str) -> Result<Self, ConfigError> {
-        let raw: RawFile = toml::from_str(text).map_err(|e| ConfigError::Syntax {
+    pub fn parse(file: &str, text: &str) -> Result<Self, InputError> {
+        let raw: RawFile = toml::from_str(text).map_err(|e| InputError::Syntax {
             file: file.into(),
             message: e.to_string(),
         })?;
-        let invalid = |key: &str, value: &dyn std::fmt::Display, why: &str| ConfigError::Invalid {
+        let invalid = |key: &str, value: &dyn std::fmt::Display, why: &str| InputError::Invalid {
             file: file.into(),
             key: key.into(),
             value: value.to_string(),
@@ -511,29 +469,6 @@ pub fn validate_session(
         demand,
         demand_verify_us: if demand { demand_verify_us } else { 0 },
     })
-}
-
-/// The names of the authentication types (RFC 5880 section 4.1), as
-/// `auth.type` takes them and `ctl list` shows them.
-pub const AUTH_TYPES: [(&str, AuthType); 5] = [
-    ("simple_password", AuthType::SimplePassword),
-    ("keyed_md5", AuthType::KeyedMd5),
-    ("meticulous_keyed_md5", AuthType::MeticulousKeyedMd5),
-    ("keyed_sha1", AuthType::KeyedSha1),
-    ("meticulous_keyed_sha1", AuthType::MeticulousKeyedSha1),
-];
-
-/// The authentication type `name` stands for in [`AUTH_TYPES`], or the
-/// reason, naming every type.
-pub fn auth_type_named(name: &str) -> Result<AuthType, String> {
-    AUTH_TYPES
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|&(_, t)| t)
-        .ok_or_else(|| {
-            let names: Vec<&str> = AUTH_TYPES.iter().map(|(n, _)| *n).collect();
-            format!("must be one of {}", names.join(", "))
-        })
 }
 
 /// Validates `auth`; the error is (key under `auth`, value, why).

@@ -1,5 +1,6 @@
 //! The configuration's parsing and validation, key by key.
 use super::*;
+use crate::wire::AuthType;
 
 const GOOD: &str = r#"
 [engine]

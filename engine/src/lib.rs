@@ -5,6 +5,7 @@
 //! as a process, through its config file, control socket and CLI.
 
 pub mod backend;
+pub mod bench;
 pub mod bfddp;
 pub mod config;
 pub mod daemon;

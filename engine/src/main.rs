@@ -39,6 +39,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Time this build's userspace verification of one authenticated
+    /// packet per type (what `linecard bench xdp` sets beside the kernel's)
+    Bench {
+        /// Verifications per round (the median of 5 rounds is reported)
+        #[arg(long, default_value_t = 100_000)]
+        repeat: u32,
+        #[arg(long)]
+        json: bool,
+    },
     /// Talk to a running linecardd over its control socket
     Ctl(Ctl),
 }
@@ -305,7 +314,7 @@ fn main() -> ExitCode {
         (None, Some(Command::Backends { json })) => {
             let rows: Vec<(BackendKind, Availability)> = BackendKind::ALL
                 .iter()
-                .map(|k| (*k, k.availability()))
+                .map(|k| (*k, linecard_engine::backend::availability(*k)))
                 .collect();
             if json {
                 let map: serde_json::Map<_, _> = rows
@@ -324,6 +333,23 @@ fn main() -> ExitCode {
                 }
             }
             Ok(())
+        }
+        (None, Some(Command::Bench { repeat, json })) => {
+            linecard_engine::bench::verification_cost(repeat)
+                .map_err(anyhow::Error::msg)
+                .and_then(|rows| {
+                    if json {
+                        println!("{}", serde_json::to_string(&rows)?);
+                    } else {
+                        for r in rows {
+                            println!(
+                                "{:<16} {:>6} ns   ({})",
+                                r.auth_type, r.ns_per_packet, r.method
+                            );
+                        }
+                    }
+                    Ok(())
+                })
         }
         (None, Some(Command::Ctl(ctl))) => run_ctl(ctl),
         (None, None) => {

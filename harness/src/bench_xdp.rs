@@ -7,6 +7,7 @@
 use anyhow::{Context, Result};
 use aya::maps::{HashMap, MapData};
 use aya::programs::Xdp;
+use linecard_api::UserspaceVerifyCost;
 use linecard_bpf_objects::{craft, test_run};
 use linecard_common::bfd::{auth_type, AuthKeyRef, AuthSecret, SessionConfig};
 use linecard_common::names;
@@ -22,7 +23,7 @@ pub struct XdpBench {
     pub repeat: u32,
     pub rows: Vec<XdpRow>,
     /// The same packets verified by the engine in userspace.
-    pub userspace_auth: Vec<UserspaceAuthRow>,
+    pub userspace_auth: Vec<UserspaceVerifyCost>,
     pub reference_reply_ns: u32,
     pub goal_reply_ns: u32,
 }
@@ -37,17 +38,6 @@ pub struct XdpRow {
     /// How it was measured: a frame the program rewrites cannot be run
     /// repeatedly in place (the second run would see our reply), so those
     /// cases are single runs, sampled many times.
-    pub method: String,
-}
-
-/// One authentication type verified by the engine's `Auth::verify` (the
-/// `md-5`/`sha1` crates): computation only, after the packet has crossed
-/// the socket, which costs more than this (and is what L4 starves).
-#[derive(Debug, Serialize)]
-pub struct UserspaceAuthRow {
-    pub auth_type: String,
-    /// Median over the rounds of the mean per verification.
-    pub ns_per_packet: u32,
     pub method: String,
 }
 
@@ -389,54 +379,22 @@ fn install_authenticated_sessions(
     Ok(cases)
 }
 
-/// The engine's own verification of the same packets, timed in a loop.
-fn userspace_auth(repeat: u32) -> Result<Vec<UserspaceAuthRow>> {
-    use linecard_engine::session::auth::{Auth, AuthConfig, AuthKey, SequenceJudge};
-    use linecard_engine::wire::{AuthType, Repr};
-    let mut rows = Vec::new();
-    for (auth_type, name) in [
-        (AuthType::SimplePassword, "simple password"),
-        (AuthType::KeyedMd5, "keyed MD5"),
-        (AuthType::KeyedSha1, "keyed SHA1"),
-    ] {
-        let frame = auth_frame(auth_type.code(), 100);
-        let wire = &frame[42..];
-        let packet = Repr::parse_bytes(wire).map_err(|e| anyhow::anyhow!("{e:?}"))?;
-        let mut auth = Auth::new(
-            AuthConfig {
-                auth_type,
-                keys: vec![AuthKey {
-                    id: craft::AUTH_KEY_ID,
-                    secret: craft::AUTH_SECRET.to_vec(),
-                }],
-                send_key: craft::AUTH_KEY_ID,
-                construction: Default::default(),
-            },
-            0,
-        );
-        let mut samples = Vec::with_capacity(ROUNDS);
-        for _ in 0..ROUNDS {
-            let start = std::time::Instant::now();
-            for _ in 0..repeat {
-                auth.verify(
-                    0,
-                    std::hint::black_box(&packet),
-                    wire,
-                    60_000_000,
-                    SequenceJudge::Here,
-                )
-                .map_err(|e| anyhow::anyhow!("{name}: the engine refused it ({e:?})"))?;
-            }
-            samples.push((start.elapsed().as_nanos() / u128::from(repeat.max(1))) as u32);
-        }
-        samples.sort_unstable();
-        rows.push(UserspaceAuthRow {
-            auth_type: name.into(),
-            ns_per_packet: samples[ROUNDS / 2],
-            method: format!("median of {ROUNDS} x {repeat} verifications"),
-        });
-    }
-    Ok(rows)
+/// linecardd's own verification of packets of the same shape, timed by
+/// the binary that would run (`linecardd bench --json`).
+fn userspace_auth(repeat: u32) -> Result<Vec<UserspaceVerifyCost>> {
+    let binary = crate::run::daemons::linecardd_binary();
+    let out = std::process::Command::new(&binary)
+        .args(["bench", "--json", "--repeat", &repeat.to_string()])
+        .output()
+        .with_context(|| format!("running {} bench", binary.display()))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{} bench: {}",
+        binary.display(),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    serde_json::from_slice(&out.stdout)
+        .with_context(|| format!("{} bench --json printed no rows", binary.display()))
 }
 
 pub fn render(b: &XdpBench) -> String {

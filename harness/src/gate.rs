@@ -11,7 +11,7 @@
 
 use crate::run::Manifest;
 use anyhow::{bail, Context, Result};
-use linecard_engine::config::ConfigError as InputError;
+use linecard_api::InputError;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 

@@ -2,6 +2,7 @@
 //! privileged tests use the same lab, process and capture code.
 
 pub mod analyze;
+pub mod backends;
 pub mod bench;
 pub mod bench_xdp;
 pub mod canary;

@@ -456,8 +456,8 @@ pub struct PeerSession {
 }
 
 /// BIRD's name of an authentication type (its `authentication` option).
-fn bird_auth_type(auth_type: linecard_engine::wire::AuthType) -> &'static str {
-    use linecard_engine::wire::AuthType::*;
+fn bird_auth_type(auth_type: linecard_api::AuthType) -> &'static str {
+    use linecard_api::AuthType::*;
     match auth_type {
         SimplePassword => "simple",
         KeyedMd5 => "keyed md5",

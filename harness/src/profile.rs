@@ -2,7 +2,7 @@
 //! with stressor counts per DUT CPU, turned into the exact stress-ng command
 //! line for a DUT with a given number of CPUs.
 
-use linecard_engine::config::ConfigError as InputError;
+use linecard_api::InputError;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -4,7 +4,7 @@
 
 use crate::profile::Profile;
 use crate::run::faults::Fault;
-use linecard_engine::config::ConfigError as InputError;
+use linecard_api::InputError;
 use std::path::{Path, PathBuf};
 
 mod fault;
@@ -290,8 +290,8 @@ impl DemandAsker {
     }
 }
 
-/// A scenario's authentication: the type by the engine's name
-/// (`linecard_engine::config::AUTH_TYPES`), one key.
+/// A scenario's authentication: the type by linecardd's name for it
+/// (`linecard_api::AUTH_TYPES`), one key.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SessionAuth {
     #[serde(rename = "type")]
@@ -303,21 +303,8 @@ pub struct SessionAuth {
 }
 
 impl SessionAuth {
-    pub fn auth_type(&self) -> linecard_engine::wire::AuthType {
-        linecard_engine::config::auth_type_named(&self.kind).expect("validated when loaded")
-    }
-
-    /// The engine's configuration for it: this one key, sending with it.
-    pub fn engine_config(&self) -> linecard_engine::session::auth::AuthConfig {
-        linecard_engine::session::auth::AuthConfig {
-            auth_type: self.auth_type(),
-            keys: vec![linecard_engine::session::auth::AuthKey {
-                id: self.key_id,
-                secret: self.secret.as_bytes().to_vec(),
-            }],
-            send_key: self.key_id,
-            construction: Default::default(),
-        }
+    pub fn auth_type(&self) -> linecard_api::AuthType {
+        linecard_api::auth_type_named(&self.kind).expect("validated when loaded")
     }
 }
 
@@ -357,8 +344,8 @@ fn session_auth(
     raw: &RawAuth,
     peer: PeerImplementation,
 ) -> Result<SessionAuth, (&'static str, String, String)> {
-    linecard_engine::config::auth_type_named(&raw.kind)
-        .map_err(|why| ("type", raw.kind.clone(), why))?;
+    let auth_type =
+        linecard_api::auth_type_named(&raw.kind).map_err(|why| ("type", raw.kind.clone(), why))?;
     if peer == PeerImplementation::Frr {
         return Err((
             "type",
@@ -388,8 +375,8 @@ fn session_auth(
         key_id,
         secret: raw.secret.clone(),
     };
-    auth.engine_config()
-        .check()
+    auth_type
+        .check_secret_len(raw.secret.len())
         .map_err(|why| ("secret", format!("({} bytes)", raw.secret.len()), why))?;
     Ok(auth)
 }
@@ -819,11 +806,11 @@ impl Scenario {
                     ))
                 }
                 ("linecardd", Some(b)) => {
-                    if b.parse::<linecard_engine::backend::BackendKind>().is_err() {
+                    if b.parse::<linecard_api::BackendKind>().is_err() {
                         return Err(invalid(
                             &key("backend"),
                             &b,
-                            "must be one of naive, rt, deadline, txtime, xdp",
+                            &format!("must be one of {}", linecard_api::BackendKind::names()),
                         ));
                     }
                     DutImplementation::Linecardd {

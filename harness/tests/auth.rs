@@ -8,10 +8,10 @@
 mod common;
 
 use common::*;
+use linecard_api::AuthType;
+use linecard_api::AUTH_TYPES;
 use linecard_capture_analyzer::decode::State;
 use linecard_capture_analyzer::model::{Analysis, FlowResult};
-use linecard_engine::config::AUTH_TYPES;
-use linecard_engine::wire::AuthType;
 use linecard_harness::lab::spec::{self, DUT, PEER};
 use linecard_harness::procs::{start_bird, Daemon, PeerSession};
 use linecard_harness::scenario::SessionAuth;
@@ -675,7 +675,10 @@ fn a_flood_of_forgeries_is_refused_in_the_kernel_and_the_session_holds() {
     // guesses inside the window outran it, and the digests computed for
     // them stayed within its rate (4 per 10 ms interval, 16 at once)
     // over the flood's time bound (twice its pace).
-    assert!(budget > 0, "the flood never spent the budget: {by_reason:#}");
+    assert!(
+        budget > 0,
+        "the flood never spent the budget: {by_reason:#}"
+    );
     let flood_s = 2 * sent / (linecard_harness::run::faults::FLOOD_FRAMES_PER_MS * 1000) + 1;
     assert!(
         digest <= 16 + 400 * flood_s,

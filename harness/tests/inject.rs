@@ -74,9 +74,11 @@ fn every_crafted_frame_is_dropped_in_the_kernel_by_its_reason_and_a_flood_flaps_
     reasons.dedup();
     // This session has no authentication: the reasons only an
     // authenticated one can produce are the fast path tests'
-    // (bpf-objects/tests/fast_path.rs and verify_budget.rs).
+    // (bpf-objects/tests/fast_path.rs and verification.rs); and the
+    // engine's own reasons are never the kernel's.
     let possible = linecard_common::bfd::DROP_REASONS
-        - linecard_common::bfd::drop::ONLY_AUTHENTICATED.len() as u32;
+        - linecard_common::bfd::drop::ONLY_AUTHENTICATED.len() as u32
+        - linecard_common::bfd::drop::ONLY_USERSPACE.len() as u32;
     assert_eq!(
         reasons.len() as u32,
         possible,

@@ -249,13 +249,32 @@ fn the_html_report_renders_in_headless_chromium_with_its_plots_visible() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The README publishes measured tables only from committed runs: each is
-/// regenerated from the run directory its marker names and must agree
-/// with it; a number edited by hand fails the check (exit 1, the line
-/// named), and a marker naming a run that is not committed is an input
-/// error (exit 2).
+/// The README and `docs/` publish measured tables only from committed
+/// runs: each is regenerated from the run directory its marker names and
+/// must agree with it; a number edited by hand fails the check (exit 1,
+/// the line named), and a marker naming a run that is not committed is an
+/// input error (exit 2).
 #[test]
 fn the_readme_tables_agree_with_the_evidence_they_name() {
+    let mut published = 0;
+    for doc in std::fs::read_dir(repo().join("docs")).unwrap() {
+        let doc = doc.unwrap().path();
+        if doc.extension().is_some_and(|e| e == "md") {
+            let out = linecard(&["tables", doc.to_str().unwrap(), "--check"]);
+            assert_exit(
+                &out,
+                0,
+                &format!("linecard tables {} --check", doc.display()),
+            );
+            let text = std::fs::read_to_string(&doc).unwrap();
+            published += text.matches("<!-- evidence: ").count();
+        }
+    }
+    // Precondition: the results page publishes its tables this way.
+    assert!(
+        published >= 10,
+        "{published} evidence-marked tables in docs/"
+    );
     let readme = repo().join("README.md");
     let out = linecard(&["tables", readme.to_str().unwrap(), "--check"]);
     assert_exit(&out, 0, "linecard tables README.md --check");

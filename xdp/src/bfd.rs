@@ -36,11 +36,11 @@ use aya_ebpf::{
 use core::ffi::c_void;
 use linecard_common::bfd::{
     auth_seq_known_lapse_ns, auth_type, detection_time_ns, drop, event, jittered_gap_ns,
-    longest_gap_ns, periodic_interval_ns, reply_floor_ns, verdict, AuthKeyRef, AuthSecret, DeadMan,
-    EchoPeer, SessionConfig, SessionState, SlotConfig, SweepEvent, DROP_REASONS,
-    FLAG_AUTH_IN_USERSPACE, FLAG_MULTIHOP, FLAG_POLLS_ONLY, FLAG_REPLY, MAX_AUTH_KEYS,
-    MAX_SESSIONS, MD5_AUTH_LEN, PORT_ECHO, PORT_MULTI_HOP, PORT_SINGLE_HOP, SHA1_AUTH_LEN,
-    SWEEP_MIN_NS, SWEEP_PERIOD_NS, SWEEP_SLOTS, VERDICTS,
+    judged_detection_ns, longest_gap_ns, periodic_interval_ns, reply_floor_ns, verdict, AuthKeyRef,
+    AuthSecret, DeadMan, EchoPeer, SessionConfig, SessionState, SlotConfig, SweepEvent,
+    DROP_REASONS, FLAG_AUTH_IN_USERSPACE, FLAG_MULTIHOP, FLAG_POLLS_ONLY, FLAG_REPLY,
+    MAX_AUTH_KEYS, MAX_SESSIONS, MD5_AUTH_LEN, PORT_ECHO, PORT_MULTI_HOP, PORT_SINGLE_HOP,
+    SHA1_AUTH_LEN, SWEEP_MIN_NS, SWEEP_PERIOD_NS, SWEEP_SLOTS, VERDICTS,
 };
 use linecard_common::digest::{md5_single_block_in, sha1_single_block_in};
 use linecard_common::verify::VerifyGuard;
@@ -559,6 +559,12 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
         ]),
         session.remote_desired_min_tx_us,
     );
+    // 6.8.6: a peer that says Down or AdminDown takes our session Down
+    // (Diag 3); the sweep has the responder say so at once and stops the
+    // own clock, whenever the loop gets to run.
+    if state <= 1 {
+        session.peer_down_rx_ns = arrived;
+    }
     // Userspace keeps everything but the steady state: transitions, the
     // peer's Final (the end of our Poll), and a change of the peer's
     // Demand mode (its D bit not as FLAG_POLLS_ONLY says). An

@@ -15,7 +15,6 @@ use crate::config::EngineConfig;
 use crate::session::table::SessionId;
 use crate::session::{Nanos, Session};
 use crate::wire::Repr;
-use serde::Serialize;
 
 /// Where a packet handed to the kernel must leave: at once, or at a time
 /// (engine ns) that the kernel honours (SO_TXTIME).
@@ -101,87 +100,16 @@ pub fn transmitter(kind: BackendKind, config: &EngineConfig) -> Box<dyn Transmit
 /// serves the control socket).
 pub const MAX_SLEEP_NS: Nanos = 50_000_000;
 
-/// Whether a backend can run on this host, and if not, why and what fixes it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
-pub enum Availability {
-    Available,
-    Unavailable { reason: String },
-}
+pub use linecard_api::{Availability, BackendKind};
 
-/// The transmit designs under test.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BackendKind {
-    /// One thread whose clock is a 2 ms receive timeout.
-    Naive,
-    /// A SCHED_FIFO thread, optionally pinned, sleeping to exact deadlines.
-    Rt,
-    /// The same loop under SCHED_DEADLINE: ahead of every SCHED_FIFO task
-    /// and out of RT throttling's reach, within its own reservation.
-    Deadline,
-    /// SO_TXTIME with the etf qdisc: packets handed to the kernel ahead of
-    /// their departure time.
-    Txtime,
-    /// RX-clocked replies from XDP.
-    Xdp,
-}
-
-impl BackendKind {
-    pub const ALL: [BackendKind; 5] = [
-        Self::Naive,
-        Self::Rt,
-        Self::Deadline,
-        Self::Txtime,
-        Self::Xdp,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Naive => "naive",
-            Self::Rt => "rt",
-            Self::Deadline => "deadline",
-            Self::Txtime => "txtime",
-            Self::Xdp => "xdp",
-        }
-    }
-
-    /// Whether this backend can run here, with the reason when not.
-    pub fn availability(self) -> Availability {
-        match self {
-            Self::Naive => Availability::Available,
-            Self::Rt => rt::availability(),
-            Self::Deadline => rt::deadline_availability(),
-            Self::Txtime => txtime::availability(),
-            Self::Xdp => xdp::availability(),
-        }
-    }
-}
-
-impl std::str::FromStr for BackendKind {
-    type Err = ();
-    fn from_str(s: &str) -> Result<Self, ()> {
-        Self::ALL.into_iter().find(|k| k.name() == s).ok_or(())
-    }
-}
-
-impl std::fmt::Display for BackendKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_backend_parses_from_its_own_name_and_nothing_else_does() {
-        for kind in BackendKind::ALL {
-            assert_eq!(kind.name().parse::<BackendKind>(), Ok(kind));
-            assert_eq!(kind.to_string(), kind.name());
-        }
-        assert!("fifo".parse::<BackendKind>().is_err());
-        assert!("Deadline".parse::<BackendKind>().is_err());
+/// Whether `kind` can run on this host, with the reason when not
+/// (`linecardd backends` prints it; the harness asks that command).
+pub fn availability(kind: BackendKind) -> Availability {
+    match kind {
+        BackendKind::Naive => Availability::Available,
+        BackendKind::Rt => rt::availability(),
+        BackendKind::Deadline => rt::deadline_availability(),
+        BackendKind::Txtime => txtime::availability(),
+        BackendKind::Xdp => xdp::availability(),
     }
 }

@@ -18,6 +18,7 @@
 
 use super::rt::{make_current_thread_timely, ThreadPolicy, Timeliness};
 use crate::session::auth::Signer;
+use crate::wire::Diagnostic;
 use anyhow::{Context, Result};
 use aya::maps::{Array, MapData, RingBuf};
 use linecard_common::bfd::{event, DeadMan, SessionState, SweepEvent};
@@ -86,6 +87,19 @@ impl Prepared {
             signer.sign(packet);
         }
     }
+}
+
+/// The prepared Down (the state machine's at a detection, Diag 1) as
+/// `kind` of event must send it: with Diag 3 when the peer said Down or
+/// AdminDown (RFC 5880 6.8.6). The Diag field is the low five bits of the
+/// first byte (section 4.1).
+pub fn down_for(kind: u32, mut down: Vec<u8>) -> Vec<u8> {
+    if kind == event::PEER_DOWN {
+        if let Some(first) = down.first_mut() {
+            *first = (*first & 0xe0) | Diagnostic::NeighborSignaledSessionDown.bits();
+        }
+    }
+    down
 }
 
 /// A detection event and when, if at all, the thread sent its Down.
@@ -297,7 +311,7 @@ fn respond(
             // Disarmed: the session is userspace's until it is offloaded
             // again (and its clock with it).
             let down_sent_mono_ns = armed.remove(&event.discr).and_then(|mut prepared| {
-                let mut down = prepared.down?;
+                let mut down = down_for(event.kind, prepared.down?);
                 Prepared::signed(&mut prepared.signer, &mut down);
                 prepared.socket.send_to(&down, &prepared.peer).ok()?;
                 Some(crate::io::clock_ns(libc::CLOCK_MONOTONIC))
@@ -351,5 +365,36 @@ fn respond(
             // SAFETY: writing 8 bytes from a u64 to our eventfd.
             unsafe { libc::write(wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{Repr, State};
+
+    #[test]
+    fn the_peer_s_down_is_answered_with_diag_3_a_silence_with_diag_1() {
+        // Version 1, Diag 1 (detection), Down, Detect Mult 3, 24 bytes.
+        let prepared = vec![
+            0x21, 0x40, 3, 24, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0x0f, 0x42, 0x40, 0, 0, 0x27, 0x10, 0, 0,
+            0, 0,
+        ];
+        let detection = Repr::parse_bytes(&prepared).unwrap();
+        assert_eq!(
+            (detection.state, detection.diag),
+            (State::Down, Diagnostic::ControlDetectionTimeExpired)
+        );
+        assert_eq!(down_for(event::PEER_SILENT, prepared.clone()), prepared);
+        let said_down = Repr::parse_bytes(&down_for(event::PEER_DOWN, prepared)).unwrap();
+        assert_eq!(said_down.diag, Diagnostic::NeighborSignaledSessionDown);
+        assert_eq!(
+            Repr {
+                diag: detection.diag,
+                ..said_down
+            },
+            detection,
+            "nothing else changed"
+        );
     }
 }

@@ -163,7 +163,7 @@ impl Engine {
             log("NEGATIVE CONTROL: xdp_sweep_fixed_period = true: the kernel detects up to 0.5 ms late");
         }
         let loop_kind = loop_kind(&config)?;
-        if let Availability::Unavailable { reason } = loop_kind.availability() {
+        if let Availability::Unavailable { reason } = crate::backend::availability(loop_kind) {
             bail!("the {loop_kind} backend cannot run here: {reason}");
         }
         let path = &config.control_socket;
@@ -271,7 +271,8 @@ impl Engine {
                     spec.backend
                 );
             }
-            if let Availability::Unavailable { reason } = spec.backend.availability() {
+            if let Availability::Unavailable { reason } = crate::backend::availability(spec.backend)
+            {
                 bail!("the {} backend cannot run here: {reason}", spec.backend);
             }
             // An empty engine takes the backend of its first session.
@@ -511,6 +512,21 @@ impl Engine {
                 self.due.touch(event.slot as usize);
             }
             let at = event.at_ns as i64 - self.epoch_mono_ns;
+            let responder_down = detection.down_sent_mono_ns.map_or(String::new(), |sent| {
+                format!(
+                    "; the responder's Down left {:.3} ms later",
+                    (sent as i64 - event.at_ns as i64) as f64 / 1e6
+                )
+            });
+            if event.kind == linecard_common::bfd::event::PEER_DOWN {
+                // The packet that said so reaches the state machine through
+                // the socket, which takes the session Down (6.8.6).
+                log(&format!(
+                    "the kernel heard {} say Down{responder_down}",
+                    path.peer
+                ));
+                continue;
+            }
             let remote = *session.remote();
             session.note_fast_path_packet(
                 event.last_rx_ns as i64 - self.epoch_mono_ns,
@@ -520,16 +536,10 @@ impl Engine {
             );
             peer.kernel_detection_unix_ns = Some(self.epoch_unix_ns + at);
             log(&format!(
-                "kernel detected {} -> {} silent for {:.3} ms{}",
+                "kernel detected {} -> {} silent for {:.3} ms{responder_down}",
                 path.local,
                 path.peer,
                 (event.at_ns as i64 - event.last_rx_ns as i64) as f64 / 1e6,
-                detection
-                    .down_sent_mono_ns
-                    .map_or(String::new(), |sent| format!(
-                        "; the responder's Down left {:.3} ms later",
-                        (sent as i64 - event.at_ns as i64) as f64 / 1e6
-                    ))
             ));
             if let Some(t) = session.on_timer(at) {
                 peer.last_transition = Some(t);
@@ -638,6 +648,7 @@ impl Engine {
                         desired_min_tx_ns: clock_ns,
                         detect_mult: u32::from(session.config().detect_mult),
                         _reserved: 0,
+                        written_ns: crate::io::clock_ns(libc::CLOCK_MONOTONIC),
                     };
                     match fast.set_slot(id as u32, slot) {
                         Ok(()) => {

@@ -41,71 +41,9 @@ const FLAG_AUTH: u8 = 0x04;
 const FLAG_DEMAND: u8 = 0x02;
 const FLAG_MULTIPOINT: u8 = 0x01;
 
-/// Why a packet was discarded. `Copy` and dense so it can index a drop
-/// counter (the XDP program and userspace count by the same reasons).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-#[repr(u8)]
-pub enum DropReason {
-    /// Shorter than the mandatory section.
-    Truncated = 0,
-    /// Version is not 1 (6.8.6).
-    BadVersion,
-    /// Length field below the minimum or beyond the payload (6.8.6).
-    BadLength,
-    /// Detect Mult is zero (6.8.6).
-    ZeroMultiplier,
-    /// Multipoint bit set (6.8.6).
-    Multipoint,
-    /// My Discriminator is zero (6.8.6).
-    ZeroMyDiscriminator,
-    /// Your Discriminator is zero while State is neither Down nor AdminDown (6.8.6).
-    ZeroYourDiscriminator,
-    /// Your Discriminator names no session (6.8.6).
-    NoSession,
-    /// Authentication present but not configured, or configured but absent (6.8.6).
-    AuthMismatch,
-    /// Authentication section malformed.
-    BadAuth,
-    /// TTL/hop limit below 255 on a single-hop session (RFC 5881 section 5),
-    /// or below the configured minimum on a multihop one.
-    BadTtl,
-    /// The session is administratively down: received packets are ignored (6.8.6).
-    AdminDown,
-    /// IPv6 with extension headers: single-hop BFD carries none (RFC 5881),
-    /// and the fast path, which does not walk them, passes such packets up.
-    ExtensionHeader,
-    /// Authentication of the configured type that does not verify: an
-    /// unknown Key ID, a wrong password, digest or hash (6.7.2-6.7.4).
-    AuthFailed,
-    /// A keyed packet whose Sequence Number lies outside the window after
-    /// the last one accepted: a replay, or a peer too far ahead (6.7.3).
-    AuthSequence,
-}
-
-impl DropReason {
-    pub const ALL: [DropReason; 15] = [
-        Self::Truncated,
-        Self::BadVersion,
-        Self::BadLength,
-        Self::ZeroMultiplier,
-        Self::Multipoint,
-        Self::ZeroMyDiscriminator,
-        Self::ZeroYourDiscriminator,
-        Self::NoSession,
-        Self::AuthMismatch,
-        Self::BadAuth,
-        Self::BadTtl,
-        Self::AdminDown,
-        Self::ExtensionHeader,
-        Self::AuthFailed,
-        Self::AuthSequence,
-    ];
-
-    pub fn index(self) -> usize {
-        self as usize
-    }
-}
+/// Why a packet was refused (section 6.8.6 and the transport's rules): one
+/// list for the kernel and the engine, counted by the same index.
+pub use linecard_common::bfd::DropReason;
 
 /// Session state (section 4.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -177,44 +115,9 @@ impl Diagnostic {
     }
 }
 
-/// Authentication types (section 4.1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AuthType {
-    SimplePassword,
-    KeyedMd5,
-    MeticulousKeyedMd5,
-    KeyedSha1,
-    MeticulousKeyedSha1,
-}
-
-impl AuthType {
-    /// The Auth Type field (section 4.1).
-    pub const fn code(self) -> u8 {
-        match self {
-            Self::SimplePassword => 1,
-            Self::KeyedMd5 => 2,
-            Self::MeticulousKeyedMd5 => 3,
-            Self::KeyedSha1 => 4,
-            Self::MeticulousKeyedSha1 => 5,
-        }
-    }
-
-    /// Bytes of the Auth Key/Digest field of the keyed types (16 for MD5,
-    /// 20 for SHA1; sections 4.3 and 4.4); `None` for a simple password.
-    pub const fn digest_len(self) -> Option<usize> {
-        match self {
-            Self::SimplePassword => None,
-            Self::KeyedMd5 | Self::MeticulousKeyedMd5 => Some(16),
-            Self::KeyedSha1 | Self::MeticulousKeyedSha1 => Some(20),
-        }
-    }
-
-    /// Meticulous: every packet carries the next Sequence Number (6.7.3).
-    pub const fn meticulous(self) -> bool {
-        matches!(self, Self::MeticulousKeyedMd5 | Self::MeticulousKeyedSha1)
-    }
-}
+/// Authentication types (section 4.1): one definition, shared with the
+/// programs that drive linecardd.
+pub use linecard_api::AuthType;
 
 /// Longest control packet this codec emits: the mandatory section and the
 /// longest authentication section (keyed SHA1, 28 bytes).

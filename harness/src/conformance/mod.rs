@@ -184,7 +184,7 @@ pub fn run(args: &ConformanceArgs) -> Result<(Report, PathBuf)> {
     let status = lab::up(&lab::LabOptions::detect()?)?;
     lab::keep_off_dut_cpus();
     let dut_cpus = status.dut_cpus();
-    let available = backends_available();
+    let available = crate::backends::Backends::local()?;
     let mut report = Report {
         run_id,
         git_revision: crate::sys::run("git", ["rev-parse", "HEAD"])
@@ -198,11 +198,15 @@ pub fn run(args: &ConformanceArgs) -> Result<(Report, PathBuf)> {
                 let dir = out.join(format!("{dut}-{}", profile.name));
                 std::fs::create_dir_all(&dir)?;
                 eprintln!("conformance: {dut} under {} ...", profile.name);
-                let judged = match available.iter().find(|(name, _)| name == dut) {
-                    Some((_, Some(why))) => Judged {
+                // The controls are no backends of ours.
+                let not_run = (!is_control(dut))
+                    .then(|| available.unavailable(dut))
+                    .flatten();
+                let judged = match not_run {
+                    Some(why) => Judged {
                         dut: dut.clone(),
                         load: profile.name.clone(),
-                        not_run: Some(why.clone()),
+                        not_run: Some(why),
                         outcomes: Vec::new(),
                         freezes: 0,
                     },
@@ -257,25 +261,6 @@ fn write(out: &Path, report: &Report) -> Result<()> {
     )?;
     std::fs::write(out.join("summary.md"), table(report))?;
     Ok(())
-}
-
-/// Each linecardd backend, and why not where this host lacks it (asked
-/// of the linecardd that will run).
-fn backends_available() -> Vec<(String, Option<String>)> {
-    let binary = daemons::linecardd_binary();
-    let Ok(out) = std::process::Command::new(&binary).arg("backends").output() else {
-        return Vec::new();
-    };
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let (name, rest) = l.split_once(char::is_whitespace)?;
-            let rest = rest.trim();
-            let why =
-                (rest != "available").then(|| rest.trim_start_matches("unavailable: ").to_string());
-            Some((name.to_string(), why))
-        })
-        .collect()
 }
 
 /// The DUT's session: 3 x 50 ms from the DUT's address to the peer's.

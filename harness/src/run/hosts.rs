@@ -490,22 +490,12 @@ fn unavailable_on(host: &RemoteHost, backend: &str) -> Result<Option<String>> {
         &format!("{}/linecardd", host.dir),
         &["backends".into(), "--json".into()],
     )?;
-    let said: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
-        format!(
-            "linecardd backends on {}: {}",
-            host.conn.target,
-            String::from_utf8_lossy(&out.stderr).trim()
-        )
-    })?;
-    Ok((said[backend]["status"] == "unavailable").then(|| {
-        format!(
-            "on {}: {}",
-            host.conn.target,
-            said[backend]["reason"]
-                .as_str()
-                .unwrap_or("no reason given")
-        )
-    }))
+    let target = &host.conn.target;
+    let backends = crate::backends::Backends::parse(&out.stdout, target)
+        .with_context(|| String::from_utf8_lossy(&out.stderr).trim().to_string())?;
+    Ok(backends
+        .unavailable(backend)
+        .map(|why| format!("on {target}: {why}")))
 }
 
 /// Runs one DUT through every phase on the hosts, then judges its

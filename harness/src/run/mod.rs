@@ -673,9 +673,7 @@ fn run_dut(
     if let DutImplementation::Linecardd { backend } | DutImplementation::FrrDataplane { backend } =
         &dut.implementation
     {
-        let kind: linecard_engine::backend::BackendKind = backend.parse().expect("validated");
-        if let linecard_engine::backend::Availability::Unavailable { reason } = kind.availability()
-        {
+        if let Some(reason) = crate::backends::Backends::local()?.unavailable(backend) {
             outcome.verdict = Verdict::Unavailable(reason);
             return Ok(outcome);
         }

@@ -133,17 +133,30 @@ fn sweep_slot(now: u64, slot: u32, config: &SlotConfig, state: &mut SessionState
     // Signed: a packet stamped after `now` (racing this sweep on another
     // CPU) is not an enormous silence.
     let silent = now as i64 - last_rx as i64;
-    // The larger of the detection time the peer's last packet set (6.8.4:
-    // a peer that slowed down by a Poll answered here) and userspace's
-    // (which keeps our side's Poll rules, 6.8.3: after our Poll raised our
-    // Required Min RX, the peer's Final was judged while the session was
-    // not offloaded, with no reply of ours to read it from). A false Down
-    // is the harm; a detection a pass lenient until userspace rewrites the
-    // slot is not. Armed only while userspace wants kernel detection.
-    let detect_ns = max(state.detect_ns, config.detect_ns);
+    // 6.8.4's detection time as the fast path last heard it, unless
+    // userspace has written its own since (`judged_detection_ns`). Armed
+    // only while userspace wants kernel detection.
+    let detect_ns = judged_detection_ns(
+        state.detect_ns,
+        last_rx,
+        config.detect_ns,
+        config.written_ns,
+    );
     if last_rx != 0 && silent > detect_ns as i64 && state.reported_rx_ns != last_rx {
         state.reported_rx_ns = last_rx;
         report(now, last_rx, slot, config, event::PEER_SILENT);
+    }
+    // 6.8.6: the peer's last packet said Down or AdminDown. Our session
+    // goes Down with Diag 3: the responder sends the Down the loop
+    // prepared, once per such packet, and no Up leaves on our own clock
+    // after the peer's Down (the loop, starved under load, took 1.5 s to
+    // read an AdminDown while the clock kept sending Up: measured).
+    // SAFETY: a plain load of a field of a live map value.
+    let said_down = unsafe { core::ptr::read_volatile(core::ptr::addr_of!(state.peer_down_rx_ns)) };
+    let peer_said_down = said_down != 0 && said_down == last_rx;
+    if peer_said_down && state.reported_down_rx_ns != said_down {
+        state.reported_down_rx_ns = said_down;
+        report(now, last_rx, slot, config, event::PEER_DOWN);
     }
     // The first instant this silence counts as expired (`silent` above
     // must exceed the detection time), if it has not been reported.
@@ -164,8 +177,9 @@ fn sweep_slot(now: u64, slot: u32, config: &SlotConfig, state: &mut SessionState
     } else {
         periodic_interval_ns(config.desired_min_tx_ns, state.remote_required_min_rx_us)
     };
-    // After a detection the session is userspace's again: no clock.
-    if interval == 0 || silent > detect_ns as i64 {
+    // After a detection or the peer's Down the session is userspace's
+    // again: no clock.
+    if interval == 0 || silent > detect_ns as i64 || peer_said_down {
         return until_expiry;
     }
     let xdp_tx = unsafe { core::ptr::read_volatile(core::ptr::addr_of!(state.last_tx_ns)) };
