@@ -179,7 +179,12 @@ impl Budget {
     /// refused uncomputed (the account brought up to date all the same).
     pub fn take(guard: &mut VerifyGuard, now_ns: u64, cost_ns: u64) -> bool {
         let credit = Self::credit_at(guard.credit_ns, guard.credited_at_ns, now_ns, cost_ns);
-        guard.credited_at_ns = now_ns;
+        // The account's clock never runs back: a stamp another CPU's clock
+        // put a hair ahead is kept, so no interval is credited twice (and
+        // an account stamped ahead accrues nothing until then).
+        if now_ns > guard.credited_at_ns {
+            guard.credited_at_ns = now_ns;
+        }
         if credit < cost_ns {
             guard.credit_ns = credit;
             return false;
@@ -247,6 +252,27 @@ mod tests {
         assert!(!Budget::take(&mut guard, now + cost - 1, cost));
         assert!(Budget::take(&mut guard, now + cost, cost));
         assert!(!Budget::take(&mut guard, now + cost, cost));
+    }
+
+    #[test]
+    fn the_account_s_clock_never_runs_back() {
+        let cost = digest_cost_ns(10_000, 10_000);
+        let now = 1_000 * MS;
+        // Stamped ahead (another CPU's clock, or a test freezing the
+        // credit): nothing accrues until then, and the stamp stays.
+        let mut ahead = VerifyGuard {
+            credit_ns: 0,
+            credited_at_ns: now + 10 * cost,
+            ..VerifyGuard::default()
+        };
+        for i in 0..10 {
+            assert!(
+                !Budget::take(&mut ahead, now + i * cost, cost),
+                "at {i} costs"
+            );
+        }
+        assert_eq!(ahead.credited_at_ns, now + 10 * cost);
+        assert!(Budget::take(&mut ahead, now + 11 * cost, cost));
     }
 
     #[test]

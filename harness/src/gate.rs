@@ -284,11 +284,11 @@ pub fn gate(run_dir: &Path, baseline_path: &Path) -> Result<GateResult> {
             }
         })
         .collect();
-    let passed = manifest.status == "complete" && comparisons.iter().all(|c| c.passed);
+    let passed = manifest.status.is_complete() && comparisons.iter().all(|c| c.passed);
     Ok(GateResult {
         run: run_dir.display().to_string(),
         baseline: baseline_path.display().to_string(),
-        run_status: manifest.status.clone(),
+        run_status: manifest.status.to_string(),
         passed,
         comparisons,
     })
@@ -404,7 +404,7 @@ pub fn record(
         .map(|d| load_manifest(d))
         .collect::<Result<Vec<_>>>()?;
     let first = manifests.first().context("no run directories")?;
-    if let Some(m) = manifests.iter().find(|m| m.status != "complete") {
+    if let Some(m) = manifests.iter().find(|m| !m.status.is_complete()) {
         bail!(
             "run {} is not complete ({}): a baseline comes from good runs only",
             m.run_id,

@@ -21,3 +21,4 @@ pub mod run;
 pub mod scenario;
 pub mod steal;
 pub mod sys;
+pub mod warning;

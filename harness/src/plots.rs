@@ -70,11 +70,49 @@ fn flow_label(f: &linecard_capture_analyzer::model::FlowResult) -> String {
 const MAX_LABELLED: usize = 12;
 
 fn gap_ccdf(analysis: &Analysis, out: &mut String) -> Result<()> {
-    let flows = &analysis.all.flows;
-    let max_ms = flows.iter().map(|f| f.gap_ms.max).fold(1.0, f64::max) * 1.5;
-    let min_frac = flows
+    let series: Vec<(Option<String>, Vec<(f64, f64)>)> = (analysis.all.flows.iter())
+        .enumerate()
+        .map(|(i, f)| {
+            let points = f.gap_ccdf.iter().map(|p| (p.gap_ms, p.fraction_above));
+            ((i < MAX_LABELLED).then(|| flow_label(f)), points.collect())
+        })
+        .collect();
+    ccdf_plot(out, "Gap CCDF per flow: P(gap > x)", &series, None)
+}
+
+/// The bake-off in one picture: each DUT's own gap CCDF (`series`: label,
+/// (gap ms, share of gaps longer) points) on one pair of log axes, the
+/// detection time marked: a line that reaches it is a flap.
+pub fn bakeoff_ccdf(series: &[(String, Vec<(f64, f64)>)], detection_ms: f64) -> Result<String> {
+    let labelled: Vec<(Option<String>, Vec<(f64, f64)>)> = series
         .iter()
-        .flat_map(|f| f.gap_ccdf.iter().map(|p| p.fraction_above))
+        .map(|(label, points)| (Some(label.clone()), points.clone()))
+        .collect();
+    let mut out = String::new();
+    ccdf_plot(
+        &mut out,
+        "Each DUT's transmit gaps: P(gap > x), detection time marked",
+        &labelled,
+        Some(detection_ms),
+    )?;
+    Ok(out)
+}
+
+/// Gap CCDFs on log axes, one line per series (labelled when it has a
+/// label), a vertical line at `marker_ms` if given.
+fn ccdf_plot(
+    out: &mut String,
+    caption: &str,
+    series: &[(Option<String>, Vec<(f64, f64)>)],
+    marker_ms: Option<f64>,
+) -> Result<()> {
+    let points = || series.iter().flat_map(|(_, p)| p.iter());
+    let max_ms = points()
+        .map(|p| p.0)
+        .fold(marker_ms.unwrap_or(1.0), f64::max)
+        * 1.5;
+    let min_frac = points()
+        .map(|p| p.1)
         .filter(|&p| p > 0.0)
         .fold(1.0, f64::min)
         .min(1e-3)
@@ -82,7 +120,7 @@ fn gap_ccdf(analysis: &Analysis, out: &mut String) -> Result<()> {
     let root = SVGBackend::with_string(out, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption("Gap CCDF per flow: P(gap > x)", ("sans-serif", 20))
+        .caption(caption, ("sans-serif", 20))
         .margin(12)
         .x_label_area_size(45)
         .y_label_area_size(60)
@@ -94,20 +132,27 @@ fn gap_ccdf(analysis: &Analysis, out: &mut String) -> Result<()> {
         .y_desc("share of gaps longer")
         .draw()
         .map_err(plot_err)?;
-    for (i, f) in flows.iter().enumerate() {
+    if let Some(at) = marker_ms {
+        chart
+            .draw_series(LineSeries::new(
+                [(at, min_frac), (at, 1.0)],
+                BLACK.stroke_width(1),
+            ))
+            .map_err(plot_err)?
+            .label(format!("detection time {at} ms"))
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK.stroke_width(1)));
+    }
+    for (i, (label, points)) in series.iter().enumerate() {
         // Zero shares cannot sit on a log axis: stop the line there.
-        let points: Vec<(f64, f64)> = f
-            .gap_ccdf
-            .iter()
-            .filter(|p| p.fraction_above > 0.0 && p.gap_ms > 0.0)
-            .map(|p| (p.gap_ms, p.fraction_above))
+        let points: Vec<(f64, f64)> = (points.iter().copied())
+            .filter(|&(gap, share)| gap > 0.0 && share > 0.0)
             .collect();
         let color = palette(i);
-        let series = chart
+        let drawn = chart
             .draw_series(LineSeries::new(points, color.stroke_width(2)))
             .map_err(plot_err)?;
-        if i < MAX_LABELLED {
-            series.label(flow_label(f)).legend(move |(x, y)| {
+        if let Some(label) = label {
+            drawn.label(label.clone()).legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
             });
         }

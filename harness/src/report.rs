@@ -7,6 +7,7 @@
 use crate::gate::load_manifest;
 use crate::run::judge::Verdict;
 use crate::run::Manifest;
+use crate::warning::Warning;
 use anyhow::{Context, Result};
 use linecard_capture_analyzer::{analyze, Options};
 use serde::Serialize;
@@ -18,46 +19,69 @@ pub struct RunView {
     pub dir: PathBuf,
     pub manifest: Manifest,
     /// Measurement-quality warnings, per DUT and for the run.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
     /// Per DUT label: plots as (file name, SVG), drawn from its capture.
     #[serde(skip)]
     pub plots: Vec<(String, Vec<(&'static str, String)>)>,
+    /// Per DUT ("label (phase)"): its own transmit flow's gap CCDF in its
+    /// last phase, as (gap ms, share of gaps longer): the bake-off plot.
+    #[serde(skip)]
+    pub bakeoff: Vec<(String, Vec<(f64, f64)>)>,
+}
+
+/// The DUT's session addresses in a run: the lab's pairs, or the DUT
+/// host's address in a three-host run.
+fn dut_addresses(m: &Manifest) -> Vec<String> {
+    if let Some(host) = m.scenario.ssh.as_ref().and_then(|s| s.dut.as_ref()) {
+        return host.address.iter().map(|a| a.to_string()).collect();
+    }
+    crate::run::daemons::pairs(&m.scenario.sessions)
+        .iter()
+        .map(|p| p.dut.to_string())
+        .collect()
 }
 
 pub fn load(run_dir: &Path) -> Result<RunView> {
     let manifest = load_manifest(run_dir)?;
     let mut warnings = Vec::new();
-    if manifest.status != "complete" {
-        warnings.push(format!("run status: {}", manifest.status));
+    if !manifest.status.is_complete() {
+        warnings.push(Warning::RunNotComplete(manifest.status.clone()));
     }
     let mut plots = Vec::new();
+    let mut bakeoff = Vec::new();
+    let ours = dut_addresses(&manifest);
     for d in &manifest.duts {
         match &d.verdict {
-            Verdict::Invalid(why) => warnings.push(format!("{}: invalid: {why}", d.label)),
-            Verdict::Fail(why) => warnings.push(format!("{}: failed: {why}", d.label)),
+            Verdict::Invalid(why) => warnings.push(Warning::Invalid {
+                dut: d.label.clone(),
+                why: why.clone(),
+            }),
+            Verdict::Fail(why) => warnings.push(Warning::Failed {
+                dut: d.label.clone(),
+                why: why.clone(),
+            }),
             _ => {}
         }
         for (i, spoiled) in d.spoiled_attempts.iter().enumerate() {
-            warnings.push(format!(
-                "{}: attempt {} of {} was spoiled by its environment ({:?})",
-                d.label,
-                i + 1,
-                d.spoiled_attempts.len() + 1,
-                spoiled.verdict
-            ));
+            warnings.push(Warning::Spoiled {
+                dut: d.label.clone(),
+                attempt: i + 1,
+                of: d.spoiled_attempts.len() + 1,
+                verdict: format!("{:?}", spoiled.verdict),
+            });
         }
         let Some(e) = &d.evidence else { continue };
         if e.steal_ms > 0.0 {
-            warnings.push(format!(
-                "{}: the hypervisor stole {:.0} ms from the DUT's CPUs during the run",
-                d.label, e.steal_ms
-            ));
+            warnings.push(Warning::Steal {
+                dut: d.label.clone(),
+                ms: e.steal_ms,
+            });
         }
         if e.capture_dropped.unwrap_or(1) > 0 {
-            warnings.push(format!(
-                "{}: the capture reported drops: {:?}",
-                d.label, e.capture_dropped
-            ));
+            warnings.push(Warning::CaptureDrops {
+                dut: d.label.clone(),
+                dropped: e.capture_dropped,
+            });
         }
         let Some(capture) = &d.capture else { continue };
         let path = run_dir.join(capture);
@@ -76,16 +100,34 @@ pub fn load(run_dir: &Path) -> Result<RunView> {
         ) {
             Ok(a) => a,
             Err(err) => {
-                warnings.push(format!(
-                    "{}: capture {} unreadable: {err}",
-                    d.label,
-                    path.display()
-                ));
+                warnings.push(Warning::CaptureUnreadable {
+                    dut: d.label.clone(),
+                    capture: path.display().to_string(),
+                    error: err.to_string(),
+                });
                 continue;
             }
         };
         for w in &analysis.warnings {
-            warnings.push(format!("{}: capture: [{}] {}", d.label, w.code, w.message));
+            warnings.push(Warning::Capture {
+                dut: d.label.clone(),
+                code: w.code.to_string(),
+                message: w.message.clone(),
+            });
+        }
+        let own_flow = analysis.phases.last().and_then(|phase| {
+            let flow = (phase.result.flows.iter())
+                .filter(|f| ours.contains(&f.src))
+                .max_by_key(|f| f.packets)?;
+            Some((phase.name.clone(), flow))
+        });
+        if let Some((phase, flow)) = own_flow {
+            bakeoff.push((
+                format!("{} ({phase})", d.label),
+                (flow.gap_ccdf.iter())
+                    .map(|p| (p.gap_ms, p.fraction_above))
+                    .collect(),
+            ));
         }
         let svgs = crate::plots::render_all(&analysis)
             .with_context(|| format!("plotting {}", path.display()))?
@@ -99,6 +141,7 @@ pub fn load(run_dir: &Path) -> Result<RunView> {
         manifest,
         warnings,
         plots,
+        bakeoff,
     })
 }
 
@@ -407,6 +450,16 @@ pub fn html(views: &[RunView]) -> Result<String> {
     let mut out = format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>linecard report</title><style>{STYLE}</style></head><body>\n<h1>linecard report</h1>\n"
     );
+    // The bake-off in one picture first: every DUT's own gaps, one plot.
+    for v in views.iter().filter(|v| v.bakeoff.len() > 1) {
+        let sessions = &v.manifest.scenario.sessions;
+        let detection_ms = f64::from(sessions.multiplier) * sessions.tx_interval_ms as f64;
+        let svg = crate::plots::bakeoff_ccdf(&v.bakeoff, detection_ms)?;
+        out.push_str(&format!(
+            "<h2>The bake-off in one picture: {}</h2>\n<figure class=\"plot\" data-plot=\"bakeoff-ccdf.svg\">{svg}<figcaption>Each DUT's transmit gaps on the observer's capture in its last phase; a line that reaches the detection time is a flap at the peer.</figcaption></figure>\n",
+            esc(&title(v))
+        ));
+    }
     if views.len() > 1 {
         out.push_str(
             "<h2>Side by side (flaps / max gap ms)</h2>\n<table><tr><th>DUT</th><th>phase</th>",
@@ -433,7 +486,7 @@ pub fn html(views: &[RunView]) -> Result<String> {
             "<section><h2>{}</h2><p>{}</p><p>Status: <b>{}</b>. {}</p>\n<table><tr>",
             esc(&title(v)),
             esc(&v.manifest.scenario.description),
-            esc(&v.manifest.status),
+            esc(&v.manifest.status.to_string()),
             esc(&setup_line(&v.manifest))
         ));
         for h in HEADER {
@@ -506,7 +559,7 @@ pub fn html(views: &[RunView]) -> Result<String> {
         } else {
             out.push_str("<ul>");
             for w in &v.warnings {
-                out.push_str(&format!("<li>{}</li>", esc(w)));
+                out.push_str(&format!("<li>{}</li>", esc(&w.to_string())));
             }
             out.push_str("</ul>\n");
         }

@@ -13,7 +13,7 @@
 //! the loss) and says where the remote run went on. Ctrl-C here interrupts
 //! the remote run, which tears its lab down and is fetched as usual.
 
-use super::{provider::HostFacts, Manifest, RunOptions, RunResult, INTERRUPTED};
+use super::{provider::HostFacts, Manifest, RunOptions, RunResult, RunStatus, INTERRUPTED};
 use crate::scenario::{ProviderKind, Scenario};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -23,6 +23,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+
+mod connection;
+mod remote_host;
+
+pub(crate) use connection::quote;
+pub(crate) use remote_host::cpu_list;
+pub use remote_host::RemoteHost;
 
 /// `[ssh]`: where a `provider = "ssh"` scenario runs. Either one host
 /// (`target`) that runs the scenario's whole lab, or three (`[ssh.dut]`,
@@ -35,8 +42,10 @@ pub struct SshSpec {
     /// there: the lab needs namespaces, cgroups and XDP.
     #[serde(default)]
     pub target: Option<String>,
-    #[serde(default = "default_port")]
-    pub port: u16,
+    /// The SSH port; unset, `ssh` decides (a `Port` in ~/.ssh/config for
+    /// the target, else 22).
+    #[serde(default)]
+    pub port: Option<u16>,
     /// A private key file; otherwise the agent and ~/.ssh/config decide.
     #[serde(default)]
     pub identity: Option<PathBuf>,
@@ -93,13 +102,11 @@ pub struct HostSpec {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Connection {
     pub target: String,
-    pub port: u16,
+    /// `-p`, only when the scenario names one: otherwise ~/.ssh/config's
+    /// `Port` for the target (or 22) stands.
+    pub port: Option<u16>,
     pub identity: Option<PathBuf>,
     pub options: Vec<String>,
-}
-
-fn default_port() -> u16 {
-    22
 }
 
 fn default_remote_dir() -> String {
@@ -181,7 +188,7 @@ impl SshSpec {
                 "must be 1 to 3600 seconds",
             );
         }
-        if self.port == 0 {
+        if self.port == Some(0) {
             return err("port", "0".into(), "must be 1 to 65535");
         }
         if let Err(o) = check_options(&self.options) {
@@ -212,7 +219,7 @@ impl SshSpec {
         options.extend(host.options.iter().cloned());
         Connection {
             target: host.target.clone(),
-            port: host.port.unwrap_or(self.port),
+            port: host.port.or(self.port),
             identity: self.identity.clone(),
             options,
         }
@@ -279,119 +286,6 @@ impl HostSpec {
         }
         Ok(())
     }
-}
-
-impl Connection {
-    /// `ssh` to the host, in batch mode (never a password prompt) and
-    /// failing fast on a dead connection.
-    pub(crate) fn command(&self) -> Command {
-        let mut c = Command::new("ssh");
-        for o in [
-            "BatchMode=yes",
-            "ConnectTimeout=5",
-            "ServerAliveInterval=2",
-            "ServerAliveCountMax=3",
-        ] {
-            c.arg("-o").arg(o);
-        }
-        for o in &self.options {
-            c.arg("-o").arg(o);
-        }
-        if let Some(key) = &self.identity {
-            c.arg("-i").arg(key);
-        }
-        c.arg("-p").arg(self.port.to_string()).arg(&self.target);
-        c
-    }
-
-    /// Runs `script` with the host's shell, `input` on its stdin; its
-    /// stdout, or why not (ssh's or the script's stderr).
-    pub(crate) fn exec(&self, script: &str, input: Option<&[u8]>) -> Result<Vec<u8>> {
-        let mut child = self
-            .command()
-            .arg(script)
-            .stdin(if input.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("running ssh (is openssh-client installed?)")?;
-        if let Some(bytes) = input {
-            let mut stdin = child.stdin.take().expect("piped");
-            // A closed connection shows in ssh's exit status below.
-            let _ = stdin.write_all(bytes);
-        }
-        let out = child.wait_with_output()?;
-        // 255: ssh's own failure (no connection, no login), not the script's.
-        if out.status.code() == Some(255) {
-            bail!(
-                "ssh could not reach or log in to {}: {}",
-                self.target,
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        if !out.status.success() {
-            bail!(
-                "ssh {} ({}): {}",
-                self.target,
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(out.stdout)
-    }
-
-    /// Runs `script` with the host's shell; its output whatever its exit
-    /// status (an error only when ssh could not run).
-    pub(crate) fn output(&self, script: &str) -> Result<std::process::Output> {
-        self.command()
-            .arg(script)
-            .stdin(Stdio::null())
-            .output()
-            .context("running ssh (is openssh-client installed?)")
-    }
-
-    /// Copies `remote` on the host to `local` here, streamed (a capture may
-    /// be large).
-    pub(crate) fn download(&self, remote: &str, local: &Path) -> Result<()> {
-        let file = std::fs::File::create(local)
-            .with_context(|| format!("creating {}", local.display()))?;
-        let out = self
-            .command()
-            .arg(format!("cat {}", quote(remote)))
-            .stdin(Stdio::null())
-            .stdout(file)
-            .stderr(Stdio::piped())
-            .output()
-            .context("running ssh (is openssh-client installed?)")?;
-        if !out.status.success() {
-            bail!(
-                "copying {}:{remote} here: {}",
-                self.target,
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(())
-    }
-
-    /// Writes `bytes` to `path` on the host (mode 0755 when `executable`).
-    pub(crate) fn upload(&self, bytes: &[u8], path: &str, executable: bool) -> Result<()> {
-        let mode = if executable { 755 } else { 644 };
-        self.exec(
-            &format!("cat > {path}.part && chmod {mode} {path}.part && mv {path}.part {path}"),
-            Some(bytes),
-        )
-        .with_context(|| format!("copying to {}:{path}", self.target))?;
-        Ok(())
-    }
-}
-
-/// Quotes `s` for a POSIX shell.
-pub(crate) fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 /// The scenario as the host runs it: the same file with the local
@@ -491,11 +385,11 @@ pub fn run(scenario: &Scenario, spec: &SshSpec, options: &RunOptions) -> Result<
                 Err(e) => {
                     let said = std::fs::read_to_string(&log).unwrap_or_default();
                     let last = said.lines().rev().find(|l| !l.trim().is_empty());
-                    let status = format!(
-                        "failed: the run on {} ended with exit {code} and no run directory came back ({e:#}); it said: {}",
+                    let status = RunStatus::Failed(format!(
+                        "the run on {} ended with exit {code} and no run directory came back ({e:#}); it said: {}",
                         conn.target,
                         last.unwrap_or("nothing").trim()
-                    );
+                    ));
                     unfinished(scenario, &dir, &run_id, facts, status)?
                 }
             };
@@ -509,10 +403,10 @@ pub fn run(scenario: &Scenario, spec: &SshSpec, options: &RunOptions) -> Result<
             Ok(result)
         }
         Followed::Lost { since_s } => {
-            let status = format!(
-                "failed: the SSH connection to {} was lost {since_s} s into the run and did not come back within {} s; partial results: the remote log up to the loss (remote-run.log). The remote run may have gone on in {}:{staged}",
+            let status = RunStatus::Failed(format!(
+                "the SSH connection to {} was lost {since_s} s into the run and did not come back within {} s; partial results: the remote log up to the loss (remote-run.log). The remote run may have gone on in {}:{staged}",
                 conn.target, spec.lost_after_s, conn.target
-            );
+            ));
             Ok(unfinished(scenario, &dir, &run_id, facts, status)?)
         }
     }
@@ -679,7 +573,7 @@ fn unfinished(
     dir: &Path,
     run_id: &str,
     facts: HostFacts,
-    status: String,
+    status: RunStatus,
 ) -> Result<RunResult> {
     let manifest = Manifest {
         schema_version: 1,
@@ -692,144 +586,6 @@ fn unfinished(
     super::finish(dir.to_path_buf(), manifest)
 }
 
-/// One host of a three-host run as the runner uses it: how to reach it,
-/// its table, and this run's directory there. Everything the run starts
-/// on it carries `LINECARD_RUN=<marker>` in its environment: a PID is
-/// signalled only while it still names a process of this run.
-pub struct RemoteHost {
-    pub role: &'static str,
-    pub conn: Connection,
-    pub spec: HostSpec,
-    /// This run's staging directory on the host.
-    pub dir: String,
-    pub marker: String,
-    pub online_cpus: Vec<usize>,
-}
-
-/// A CPU list for `taskset -c` and `linecard steal-witness --cpus`.
-pub(crate) fn cpu_list(cpus: &[usize]) -> String {
-    cpus.iter()
-        .map(usize::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-impl RemoteHost {
-    /// `taskset -c CPUS ` for the run's processes on this host (the DUT's:
-    /// the CPUs under test), or nothing when it names none.
-    fn pinned(cpus: &[usize]) -> String {
-        if cpus.is_empty() {
-            String::new()
-        } else {
-            format!("taskset -c {} ", cpu_list(cpus))
-        }
-    }
-
-    /// Where the harness's own commands run on the host: off the DUT's
-    /// CPUs (a query must not compete with what it measures), on the
-    /// host's CPUs elsewhere.
-    fn query_cpus(&self) -> Vec<usize> {
-        if self.role == "dut" {
-            self.online_cpus
-                .iter()
-                .copied()
-                .filter(|c| !self.spec.cpus.contains(c))
-                .collect()
-        } else {
-            self.spec.cpus.clone()
-        }
-    }
-
-    /// The line that starts `program args` on the host, pinned to its
-    /// CPUs, after writing its PID (the shell's, kept by `exec`) to
-    /// `pid_file`.
-    pub fn launch_line(&self, pid_file: &str, program: &str, args: &[String]) -> String {
-        self.launch_line_on(&self.spec.cpus, pid_file, program, args)
-    }
-
-    /// [`RemoteHost::launch_line`] pinned where the harness's queries run,
-    /// off the DUT's CPUs.
-    pub fn launch_line_off_dut(&self, pid_file: &str, program: &str, args: &[String]) -> String {
-        self.launch_line_on(&self.query_cpus(), pid_file, program, args)
-    }
-
-    fn launch_line_on(
-        &self,
-        cpus: &[usize],
-        pid_file: &str,
-        program: &str,
-        args: &[String],
-    ) -> String {
-        let mut line = format!(
-            "echo $$ > {} && exec env LINECARD_RUN={} {}{}",
-            quote(pid_file),
-            self.marker,
-            Self::pinned(cpus),
-            quote(program)
-        );
-        for a in args {
-            line.push(' ');
-            line.push_str(&quote(a));
-        }
-        line
-    }
-
-    /// Sends `signal` to `pid` on the host if it is still a process of
-    /// this run.
-    pub fn signal(&self, pid: u32, signal: i32) -> Result<()> {
-        self.conn.exec(
-            &format!(
-                "if grep -qz '^LINECARD_RUN={}$' /proc/{pid}/environ 2>/dev/null; then kill -{signal} {pid}; fi",
-                self.marker
-            ),
-            None,
-        )?;
-        Ok(())
-    }
-
-    /// Runs `program args` on the host, off the DUT's CPUs, bounded to 10
-    /// s; its output whatever its exit status.
-    pub fn query(&self, program: &str, args: &[String]) -> Result<std::process::Output> {
-        let mut line = format!(
-            "timeout 10 {}{}",
-            Self::pinned(&self.query_cpus()),
-            quote(program)
-        );
-        for a in args {
-            line.push(' ');
-            line.push_str(&quote(a));
-        }
-        self.conn.output(&line)
-    }
-
-    /// A file of the host, as text.
-    pub fn read(&self, path: &str) -> Result<String> {
-        Ok(
-            String::from_utf8_lossy(&self.conn.exec(&format!("cat {}", quote(path)), None)?)
-                .into_owned(),
-        )
-    }
-
-    /// Stops what is left of this run on the host (by the PIDs it
-    /// recorded, only those still carrying its marker) and removes its
-    /// directory.
-    pub fn clean(&self) -> Result<()> {
-        let marker = &self.marker;
-        let dir = quote(&self.dir);
-        self.conn.exec(
-            &format!(
-                "for f in $(find {dir} -name '*.pid' 2>/dev/null); do \
-                   p=$(cat \"$f\" 2>/dev/null); \
-                   case \"$p\" in ''|*[!0-9]*) continue;; esac; \
-                   grep -qz '^LINECARD_RUN={marker}$' /proc/$p/environ 2>/dev/null && kill -KILL \"$p\"; \
-                 done; rm -rf {dir}"
-            ),
-            None,
-        )?;
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -837,7 +593,7 @@ mod tests {
     fn spec() -> SshSpec {
         SshSpec {
             target: Some("root@bench-1".into()),
-            port: 22,
+            port: Some(22),
             identity: None,
             remote_dir: default_remote_dir(),
             lost_after_s: 60,
@@ -924,9 +680,22 @@ mod tests {
         let mut peer = s.peer.clone().unwrap();
         peer.port = Some(2222);
         let c = s.connection_to(&peer);
-        assert_eq!(c.port, 2222);
+        assert_eq!(c.port, Some(2222));
         assert_eq!(c.options.len(), s.options.len() + 1);
-        assert_eq!(s.connection_to(&s.dut.clone().unwrap()).port, 22);
+        assert_eq!(s.connection_to(&s.dut.clone().unwrap()).port, Some(22));
+        // No port anywhere: none passed, ~/.ssh/config's stands.
+        let unset = SshSpec {
+            port: None,
+            ..three()
+        };
+        let c = unset.connection_to(&unset.dut.clone().unwrap());
+        assert_eq!(c.port, None);
+        let args: Vec<String> = c
+            .command()
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(!args.iter().any(|a| a == "-p"), "{args:?}");
     }
 
     #[test]

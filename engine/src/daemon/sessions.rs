@@ -1,0 +1,256 @@
+//! Sessions in and out of the engine: added (a discriminator of its own,
+//! its sockets, its place on the fast path), removed with AdminDown on the
+//! wire (RFC 5880 6.8.16), and the echo function steered to the sessions
+//! that may run it (6.4).
+
+use super::*;
+
+impl Engine {
+    pub fn add_session(&mut self, spec: SessionSpec) -> Result<SessionId> {
+        self.add_session_with_discr(spec, None)
+    }
+
+    /// `discr`: the local discriminator to use if it is free (FRR's lid);
+    /// otherwise a random one.
+    pub fn add_session_with_discr(
+        &mut self,
+        spec: SessionSpec,
+        discr: Option<u32>,
+    ) -> Result<SessionId> {
+        if spec.backend != self.loop_kind() {
+            if !self.table.is_empty() {
+                bail!(
+                    "this engine runs the {} backend; a {} session needs its own linecardd",
+                    self.loop_kind(),
+                    spec.backend
+                );
+            }
+            if let Availability::Unavailable { reason } = crate::backend::availability(spec.backend)
+            {
+                bail!("the {} backend cannot run here: {reason}", spec.backend);
+            }
+            // An empty engine takes the backend of its first session.
+            self.fast = if spec.backend == BackendKind::Xdp {
+                Some(FastPath::load(&self.config)?)
+            } else {
+                None
+            };
+            self.transmitter = backend::transmitter(spec.backend, &self.config);
+        }
+        self.ensure_rx(spec.peer.is_ipv6(), spec.multihop)?;
+        if let (Some(fast), Some(interface)) = (self.fast.as_mut(), spec.interface.as_deref()) {
+            fast.attach(interface)?;
+        }
+        let taken: Vec<u16> = self
+            .table
+            .ids()
+            .filter_map(|id| self.table.get(id))
+            .map(|(_, _, p)| p.tx.source_port)
+            .collect();
+        let mut tx = TxSocket::open(
+            spec.local,
+            spec.peer,
+            self.control_port(spec.multihop),
+            spec.interface.as_deref(),
+            &|p| taken.contains(&p),
+        )
+        .with_context(|| {
+            format!(
+                "opening the transmit socket {} -> {}",
+                spec.local, spec.peer
+            )
+        })?;
+        self.transmitter
+            .prepare_session(&spec, &mut tx)
+            .with_context(|| {
+                format!(
+                    "preparing the {} backend for {} -> {}",
+                    spec.backend, spec.local, spec.peer
+                )
+            })?;
+        let mut discr = discr
+            .filter(|&d| d != 0 && !self.table.discriminator_in_use(d))
+            .unwrap_or(0);
+        while discr == 0 {
+            discr = (random_u64() as u32).max(1);
+            if self.table.discriminator_in_use(discr) {
+                discr = 0;
+            }
+        }
+        let config = SessionConfig {
+            local_discr: discr,
+            desired_min_tx_us: spec.tx_interval_us,
+            required_min_rx_us: spec.rx_interval_us,
+            detect_mult: spec.multiplier,
+            required_min_echo_rx_us: spec.echo_rx_us,
+            passive: spec.passive,
+            demand: spec.demand,
+            demand_verify_us: spec.demand_verify_us,
+        };
+        self.seed = self
+            .seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let mut session = Session::new(config, self.now(), self.seed);
+        if let Some(auth) = &spec.auth {
+            // bfd.XmitAuthSeq starts at a random value (6.8.1).
+            let mut state = Auth::new(auth.clone(), random_u64() as u32);
+            if !self.config.verify_authentication {
+                state = state.unverified();
+            }
+            session = session.with_auth(state);
+        }
+        let path = PathKey {
+            local: spec.local,
+            peer: spec.peer,
+            multihop: spec.multihop,
+        };
+        let id = self
+            .table
+            .insert(
+                path,
+                session,
+                Peer {
+                    spec: spec.clone(),
+                    tx,
+                    drops: [0; DropReason::ALL.len()],
+                    last_transition: None,
+                    kernel: KernelView::default(),
+                    kernel_detection_unix_ns: None,
+                    last_user_tx: None,
+                    own_clock_requests: 0,
+                    last_own_clock: None,
+                    due_next: None,
+                    due_detection: None,
+                    stale: true,
+                    echo_interval_ns: 0,
+                },
+            )
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        self.due.touch(id);
+        if let Some(fast) = self.fast.as_mut() {
+            let (path, session, peer) = self.table.get(id).expect("just inserted");
+            if let Some(auth) = session.auth() {
+                let keys: Vec<(u8, &[u8])> = auth
+                    .config()
+                    .keys
+                    .iter()
+                    .map(|k| (k.id, k.secret.as_slice()))
+                    .collect();
+                fast.install_keys(discr, &keys)?;
+            }
+            fast.register(discr, registered_config(path, session, peer, id as u32))?;
+            if let Some(auth) = self.table.get_mut(id).and_then(|(_, s, _)| s.auth_mut()) {
+                // From here one bfd.XmitAuthSeq for the kernel's replies, the
+                // responder and this loop, going on where it was (6.7.3).
+                let counter = fast.xmit_sequence(id as u32)?;
+                counter.set(auth.next_sequence());
+                auth.share(counter);
+            }
+            if spec.echo_rx_us > 0 {
+                fast.reflect_echoes_of(spec.peer, discr)?;
+            }
+        }
+        if spec.echo_interval_us.is_some() {
+            if self.echo.is_none() {
+                self.echo = Some(
+                    crate::echo::Originator::start()
+                        .context("opening the echo originator's packet sockets")?,
+                );
+            }
+            self.echo_sessions.push(id);
+        }
+        log(&format!(
+            "session {} -> {} added (discriminator {discr}, backend {})",
+            spec.local, spec.peer, spec.backend
+        ));
+        Ok(id)
+    }
+
+    /// The session between `local` and `peer`, single-hop first.
+
+    /// Takes a session out of the engine and says goodbye on the wire with
+    /// AdminDown (RFC 5880 6.8.16).
+    pub fn remove_session(&mut self, id: SessionId, now: Nanos) {
+        let Some((path, mut session, peer)) = self.table.remove(id) else {
+            return;
+        };
+        self.transmitter.forget(id);
+        if let Some(fast) = self.fast.as_mut() {
+            let _ = fast.forget(session.config().local_discr);
+            if peer.spec.echo_rx_us > 0 {
+                let _ = fast.stop_reflecting(path.peer);
+            }
+        }
+        self.echo_sessions.retain(|&e| e != id);
+        if let Some(echo) = self.echo.as_ref() {
+            echo.forget(session.config().local_discr);
+        }
+        session.set_admin_down(now, true);
+        if let Some(packet) = session.poll_transmit(now) {
+            let _ = peer.tx.send(&packet.to_bytes());
+        }
+        log(&format!("session {} -> {} removed", path.local, path.peer));
+    }
+
+    /// Starts, retimes or stops each echo session's echoes: they run while
+    /// the session is Up and the peer advertises a Required Min Echo RX,
+    /// at max(our interval, the peer's) (RFC 5880 6.8.9). Their outcome
+    /// is advisory and never moves the session's state.
+    pub(super) fn steer_echo(&mut self) {
+        let Some(originator) = self.echo.as_ref() else {
+            return;
+        };
+        let mut neighbours: Option<fast_path::Neighbours> = None;
+        for &id in &self.echo_sessions {
+            let Some((path, session, peer)) = self.table.get_mut(id) else {
+                continue;
+            };
+            let local_us = peer.spec.echo_interval_us.unwrap_or(0);
+            let remote_us = session.remote().min_echo_rx_us;
+            let want_ns = if session.state() == State::Up && remote_us > 0 && local_us > 0 {
+                u64::from(local_us.max(remote_us)) * 1000
+            } else {
+                0
+            };
+            if want_ns == peer.echo_interval_ns {
+                continue;
+            }
+            let discr = session.config().local_discr;
+            if want_ns == 0 {
+                originator.steer(discr, None);
+                peer.echo_interval_ns = 0;
+                log(&format!("echo {} -> {} stopped", path.local, path.peer));
+                continue;
+            }
+            let interface = peer.spec.interface.as_deref().unwrap_or_default();
+            let neighbours = neighbours.get_or_insert_with(fast_path::Neighbours::read);
+            let (Some(ifindex), Some(peer_mac)) = (
+                crate::echo::ifindex(interface),
+                neighbours.mac(path.peer, interface),
+            ) else {
+                // No neighbour entry yet: the next pass tries again.
+                continue;
+            };
+            originator.steer(
+                discr,
+                Some(crate::echo::EchoPlan {
+                    local: path.local,
+                    ifindex,
+                    peer_mac,
+                    interval_ns: want_ns,
+                    lost_after_ns: want_ns * u64::from(session.config().detect_mult),
+                }),
+            );
+            peer.echo_interval_ns = want_ns;
+            log(&format!(
+                "echo {} -> {} every {:.3} ms (ours {:.3}, the peer's Required Min Echo RX {:.3})",
+                path.local,
+                path.peer,
+                want_ns as f64 / 1e6,
+                f64::from(local_us) / 1e3,
+                f64::from(remote_us) / 1e3
+            ));
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! A host of a three-host run (`run/hosts.rs`): how to reach it, what it
+//! runs, and how the run signals and cleans up exactly what it started
+//! there (by PID, only while the PID still carries this run's marker).
+
+use super::*;
+
+/// One host of a three-host run as the runner uses it: how to reach it,
+/// its table, and this run's directory there. Everything the run starts
+/// on it carries `LINECARD_RUN=<marker>` in its environment: a PID is
+/// signalled only while it still names a process of this run.
+pub struct RemoteHost {
+    pub role: &'static str,
+    pub conn: Connection,
+    pub spec: HostSpec,
+    /// This run's staging directory on the host.
+    pub dir: String,
+    pub marker: String,
+    pub online_cpus: Vec<usize>,
+}
+
+/// A CPU list for `taskset -c` and `linecard steal-witness --cpus`.
+pub(crate) fn cpu_list(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+impl RemoteHost {
+    /// `taskset -c CPUS ` for the run's processes on this host (the DUT's:
+    /// the CPUs under test), or nothing when it names none.
+    fn pinned(cpus: &[usize]) -> String {
+        if cpus.is_empty() {
+            String::new()
+        } else {
+            format!("taskset -c {} ", cpu_list(cpus))
+        }
+    }
+
+    /// Where the harness's own commands run on the host: off the DUT's
+    /// CPUs (a query must not compete with what it measures), on the
+    /// host's CPUs elsewhere.
+    pub(super) fn query_cpus(&self) -> Vec<usize> {
+        if self.role == "dut" {
+            self.online_cpus
+                .iter()
+                .copied()
+                .filter(|c| !self.spec.cpus.contains(c))
+                .collect()
+        } else {
+            self.spec.cpus.clone()
+        }
+    }
+
+    /// The line that starts `program args` on the host, pinned to its
+    /// CPUs, after writing its PID (the shell's, kept by `exec`) to
+    /// `pid_file`.
+    pub fn launch_line(&self, pid_file: &str, program: &str, args: &[String]) -> String {
+        self.launch_line_on(&self.spec.cpus, pid_file, program, args)
+    }
+
+    /// [`RemoteHost::launch_line`] pinned where the harness's queries run,
+    /// off the DUT's CPUs.
+    pub fn launch_line_off_dut(&self, pid_file: &str, program: &str, args: &[String]) -> String {
+        self.launch_line_on(&self.query_cpus(), pid_file, program, args)
+    }
+
+    fn launch_line_on(
+        &self,
+        cpus: &[usize],
+        pid_file: &str,
+        program: &str,
+        args: &[String],
+    ) -> String {
+        let mut line = format!(
+            "echo $$ > {} && exec env LINECARD_RUN={} {}{}",
+            quote(pid_file),
+            self.marker,
+            Self::pinned(cpus),
+            quote(program)
+        );
+        for a in args {
+            line.push(' ');
+            line.push_str(&quote(a));
+        }
+        line
+    }
+
+    /// Sends `signal` to `pid` on the host if it is still a process of
+    /// this run.
+    pub fn signal(&self, pid: u32, signal: i32) -> Result<()> {
+        self.conn.exec(
+            &format!(
+                "if grep -qz '^LINECARD_RUN={}$' /proc/{pid}/environ 2>/dev/null; then kill -{signal} {pid}; fi",
+                self.marker
+            ),
+            None,
+        )?;
+        Ok(())
+    }
+
+    /// Runs `program args` on the host, off the DUT's CPUs, bounded to 10
+    /// s; its output whatever its exit status.
+    pub fn query(&self, program: &str, args: &[String]) -> Result<std::process::Output> {
+        let mut line = format!(
+            "timeout 10 {}{}",
+            Self::pinned(&self.query_cpus()),
+            quote(program)
+        );
+        for a in args {
+            line.push(' ');
+            line.push_str(&quote(a));
+        }
+        self.conn.output(&line)
+    }
+
+    /// A file of the host, as text.
+    pub fn read(&self, path: &str) -> Result<String> {
+        Ok(
+            String::from_utf8_lossy(&self.conn.exec(&format!("cat {}", quote(path)), None)?)
+                .into_owned(),
+        )
+    }
+
+    /// Stops what is left of this run on the host (by the PIDs it
+    /// recorded, only those still carrying its marker) and removes its
+    /// directory.
+    pub fn clean(&self) -> Result<()> {
+        let marker = &self.marker;
+        let dir = quote(&self.dir);
+        self.conn.exec(
+            &format!(
+                "for f in $(find {dir} -name '*.pid' 2>/dev/null); do \
+                   p=$(cat \"$f\" 2>/dev/null); \
+                   case \"$p\" in ''|*[!0-9]*) continue;; esac; \
+                   grep -qz '^LINECARD_RUN={marker}$' /proc/$p/environ 2>/dev/null && kill -KILL \"$p\"; \
+                 done; rm -rf {dir}"
+            ),
+            None,
+        )?;
+        Ok(())
+    }
+}
