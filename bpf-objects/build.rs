@@ -22,9 +22,13 @@ const BPF_TARGET: &str = "bpfel-unknown-none";
 const OBJECT_NAME: &str = "linecard-xdp.o";
 
 fn main() {
-    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
-    let workspace = manifest_dir.parent().unwrap().to_path_buf();
-    let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
+    let manifest_dir =
+        PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let workspace = manifest_dir
+        .parent()
+        .expect("bpf-objects/ sits in the workspace")
+        .to_path_buf();
+    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let xdp_dir = workspace.join("xdp");
     for path in [
         xdp_dir.join("src"),
@@ -55,7 +59,7 @@ fn main() {
                 panic!("LINECARD_REQUIRE_EBPF=1 but the BPF toolchain is unusable: {reason}");
             }
             println!("cargo:warning=building without eBPF: {reason}");
-            fs::write(&object_path, []).unwrap();
+            fs::write(&object_path, []).expect("OUT_DIR is writable");
             Some(reason)
         }
     };
@@ -63,7 +67,7 @@ fn main() {
         out_dir.join("ebpf_status.rs"),
         format!("pub(crate) const UNAVAILABLE_REASON: Option<&str> = {reason:?};\n"),
     )
-    .unwrap();
+    .expect("OUT_DIR is writable");
 }
 
 /// Why the BPF toolchain cannot be used, if it cannot. Each reason names the

@@ -60,6 +60,12 @@ if ! rustup component list --toolchain "$NIGHTLY" --installed 2>/dev/null | grep
     rustup component add rust-src --toolchain "$NIGHTLY" >/dev/null
 fi
 
+# clippy for the stable toolchain: the test command lints before it tests.
+if ! cargo clippy --version >/dev/null 2>&1; then
+    log "adding clippy to the stable toolchain"
+    rustup component add clippy >/dev/null
+fi
+
 # --- bpf-linker, built against the nightly's own LLVM -----------------------
 BPF_LINKER_VERSION=0.13.0
 if ! bpf-linker --version 2>/dev/null | grep -q "$BPF_LINKER_VERSION"; then

@@ -35,8 +35,9 @@ awk -v cargo_status="$cargo_status" -v inconclusive_log="$inconclusive" '
         else passed++
         next
     }
-    # scripts/fuzz.sh: "fuzz <crate> <target> ... ok|FAILED".
-    /^fuzz .* \.\.\. (ok|FAILED)$/ {
+    # scripts/fuzz.sh: "fuzz <crate> <target> ... ok|FAILED"; the lint
+    # in scripts/test.sh: "lint clippy workspace ... ok|FAILED".
+    /^(fuzz|lint) .* \.\.\. (ok|FAILED)$/ {
         if ($NF == "ok") passed++
         else { failed++; failures = failures "FAILED " $2 "::" $3 "\n" }
         next

@@ -24,6 +24,13 @@ rm -f "$LINECARD_INCONCLUSIVE_LOG" "$log"
 trap 'target/debug/linecard lab down >/dev/null 2>&1 || echo "linecard lab down failed" >&2' EXIT
 status=0
 {
+    # Lints first (workspace [lints], clippy.toml): seconds, counted as
+    # one outcome, so a warning fails the command like a test.
+    if cargo clippy --locked --all-targets -- -D warnings; then
+        echo "lint clippy workspace ... ok"
+    else
+        echo "lint clippy workspace ... FAILED"
+    fi
     # The privileged tests run the real binaries (linecardd among them).
     cargo build --locked --bins &&
         # Every test binary runs even after a failure, so one run shows

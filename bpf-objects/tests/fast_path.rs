@@ -4,6 +4,7 @@
 //! Needs root; without it, a printed skip (a failure under
 //! LINECARD_REQUIRE_PRIVILEGED=1).
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
 use aya::maps::{Array, HashMap, MapData};
 use linecard_bpf_objects::test_run::{self, monotonic_ns, Loaded as FastPath};
 use linecard_bpf_objects::Switches;

@@ -4,6 +4,7 @@
 //! Needs root; without it, a printed skip (a failure under
 //! LINECARD_REQUIRE_PRIVILEGED=1).
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
 use aya::maps::{Array, MapData, PerCpuArray};
 use aya::programs::Xdp;
 use linecard_bpf_objects::craft::{bfd, frame, frame6, frame_to};

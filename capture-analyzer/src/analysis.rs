@@ -513,7 +513,10 @@ impl Analyzer {
             if ts - sent_at <= ECHO_TIMEOUT_NS {
                 break;
             }
-            let (_, payload) = self.echo_order.pop_front().unwrap();
+            let (_, payload) = self
+                .echo_order
+                .pop_front()
+                .expect("checked non-empty above");
             if let Some((_, sender)) = self.echo_pending.remove(&payload) {
                 self.echo_senders.entry(sender).or_default().lost += 1;
             }

@@ -127,7 +127,7 @@ fn u16_at(b: &[u8], at: usize) -> Option<u16> {
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes(b[at..at + 4].try_into().unwrap())
+    u32::from_be_bytes(b[at..at + 4].try_into().expect("a 4-byte slice"))
 }
 
 const ETHERTYPE_IPV4: u16 = 0x0800;

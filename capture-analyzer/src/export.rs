@@ -244,7 +244,7 @@ pub mod parquet {
                     .expect("file is held until the first batch");
                 self.writer = Some(ParquetWriter::new(file).batched(df.schema())?);
             }
-            self.writer.as_mut().unwrap().write_batch(&df)
+            self.writer.as_mut().expect("opened above").write_batch(&df)
         }
 
         pub fn finish(mut self) -> PolarsResult<()> {
@@ -252,7 +252,10 @@ pub mod parquet {
                 return Err(e);
             }
             self.flush()?;
-            self.writer.as_mut().unwrap().finish()?;
+            self.writer
+                .as_mut()
+                .expect("opened by the flush")
+                .finish()?;
             Ok(())
         }
     }

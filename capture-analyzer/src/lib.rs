@@ -177,7 +177,9 @@ fn run_sources(
             .filter_map(|(i, s)| s.pending.map(|m| (m.ts_ns, i)))
             .min()
         {
-            let meta = sources[i].pending.unwrap();
+            let meta = sources[i]
+                .pending
+                .expect("the source chosen has a pending packet");
             feed(
                 &mut all,
                 &mut windows,

@@ -172,7 +172,7 @@ impl ClassicPcap {
 
     #[inline]
     fn u32_at(&self, at: usize) -> u32 {
-        let bytes: [u8; 4] = self.buf[at..at + 4].try_into().unwrap();
+        let bytes: [u8; 4] = self.buf[at..at + 4].try_into().expect("a 4-byte slice");
         if self.swapped {
             u32::from_be_bytes(bytes)
         } else {
@@ -416,7 +416,9 @@ impl BlockState {
                 // isb_ifdrop (option 4): packets dropped by the interface.
                 for option in &isb.options {
                     if option.code.0 == 4 && option.value.len() >= 8 {
-                        let drops = u64::from_le_bytes(option.value[..8].try_into().unwrap());
+                        let drops = u64::from_le_bytes(
+                            option.value[..8].try_into().expect("an 8-byte slice"),
+                        );
                         *notes.capture_drops.get_or_insert(0) += drops;
                     }
                 }

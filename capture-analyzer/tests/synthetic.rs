@@ -1,6 +1,7 @@
 //! Synthetic captures with known gaps, flaps, Poll/Final, echo, IPv4/IPv6,
 //! multihop, pcap and pcapng, checked against exact expected values.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
 use linecard_capture_analyzer::decode::State;
 use linecard_capture_analyzer::{analyze_files, Phase};
 use std::path::{Path, PathBuf};

@@ -276,9 +276,8 @@ pub const fn judged_detection_ns(
     userspace_detect_ns: u64,
     userspace_written_ns: u64,
 ) -> u64 {
-    if heard_detect_ns != 0 && heard_at_ns > userspace_written_ns {
-        heard_detect_ns
-    } else if heard_detect_ns > userspace_detect_ns {
+    let heard_since_written = heard_detect_ns != 0 && heard_at_ns > userspace_written_ns;
+    if heard_since_written || heard_detect_ns > userspace_detect_ns {
         heard_detect_ns
     } else {
         userspace_detect_ns

@@ -590,6 +590,7 @@ impl PacketSocket {
                 iov_base: buf.as_mut_ptr().cast(),
                 iov_len: buf.len(),
             };
+            // SAFETY: an all-zero msghdr is valid (null pointers, zero lengths); its fields are set below.
             let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
             msg.msg_name = std::ptr::from_mut(&mut from).cast();
             msg.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;

@@ -110,6 +110,7 @@ impl RxSocket {
 
     /// Receives one packet into `buf`; `None` when nothing is waiting.
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<Option<Received>> {
+        // SAFETY: an all-zero sockaddr_storage is valid; recvmsg fills it.
         let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
         let mut control = [0u64; 16];
         let mut iov = libc::iovec {

@@ -319,7 +319,12 @@ fn main() -> ExitCode {
             if json {
                 let map: serde_json::Map<_, _> = rows
                     .iter()
-                    .map(|(k, a)| (k.name().to_string(), serde_json::to_value(a).unwrap()))
+                    .map(|(k, a)| {
+                        (
+                            k.name().to_string(),
+                            serde_json::to_value(a).expect("Availability serialises"),
+                        )
+                    })
                     .collect();
                 println!("{}", serde_json::Value::Object(map));
             } else {

@@ -6,6 +6,7 @@
 //! then keeps the session and reconnects, and that counters requests are
 //! answered with their own id.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
 use linecard_engine::bfddp::{Framer, Message, SessionMsg};
 use linecard_engine::config::EngineConfig;
 use linecard_engine::daemon::Engine;

@@ -151,6 +151,7 @@ fn time(cmd: &mut Command, label: &str) -> Result<(f64, u64)> {
     // SAFETY: an all-zero rusage is valid; wait4 on our own child's PID,
     // which `Child` has not reaped (it is dropped without waiting).
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above: our own unreaped child, a valid rusage.
     let reaped = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
     let seconds = started.elapsed().as_secs_f64();
     if reaped < 0 {
@@ -287,14 +288,14 @@ pub fn run(
             .find(|t| t.tool == name)
             .map(|t| t.packets_per_second)
     };
-    let analyze = rate("linecard analyze").unwrap();
+    let analyze = rate("linecard analyze").expect("linecard analyze is always measured");
     Ok(BenchReport {
         packets,
         sessions,
         phases,
         capture_bytes: bytes,
         cpu,
-        analyze_vs_cat: analyze / rate("cat").unwrap(),
+        analyze_vs_cat: analyze / rate("cat").expect("cat is always measured"),
         analyze_vs_tshark: rate("tshark").map(|t| analyze / t),
         tools,
     })

@@ -113,7 +113,10 @@ pub fn run(repeat: u32) -> Result<XdpBench> {
         }
         Ok(())
     };
-    let program: &Xdp = bpf.program(names::BFD_PROGRAM).unwrap().try_into()?;
+    let program: &Xdp = bpf
+        .program(names::BFD_PROGRAM)
+        .context("lc_bfd in the object")?
+        .try_into()?;
     // The meticulous replay case needs its window known: one genuine
     // packet first (its lapse is an hour away: see the sessions).
     let accepted = test_run::run(

@@ -66,11 +66,15 @@ fn flow_label(f: &linecard_capture_analyzer::model::FlowResult) -> String {
     format!("{}:{} > {}:{}", f.src, f.src_port, f.dst, f.dst_port)
 }
 
+/// One line of a CCDF plot: its legend label (none past
+/// [`MAX_LABELLED`]) and its (gap ms, share of gaps longer) points.
+type CcdfLine = (Option<String>, Vec<(f64, f64)>);
+
 /// Legends stay readable up to this many flows; beyond, lines are unlabelled.
 const MAX_LABELLED: usize = 12;
 
 fn gap_ccdf(analysis: &Analysis, out: &mut String) -> Result<()> {
-    let series: Vec<(Option<String>, Vec<(f64, f64)>)> = (analysis.all.flows.iter())
+    let series: Vec<CcdfLine> = (analysis.all.flows.iter())
         .enumerate()
         .map(|(i, f)| {
             let points = f.gap_ccdf.iter().map(|p| (p.gap_ms, p.fraction_above));
@@ -84,7 +88,7 @@ fn gap_ccdf(analysis: &Analysis, out: &mut String) -> Result<()> {
 /// (gap ms, share of gaps longer) points) on one pair of log axes, the
 /// detection time marked: a line that reaches it is a flap.
 pub fn bakeoff_ccdf(series: &[(String, Vec<(f64, f64)>)], detection_ms: f64) -> Result<String> {
-    let labelled: Vec<(Option<String>, Vec<(f64, f64)>)> = series
+    let labelled: Vec<CcdfLine> = series
         .iter()
         .map(|(label, points)| (Some(label.clone()), points.clone()))
         .collect();
@@ -103,7 +107,7 @@ pub fn bakeoff_ccdf(series: &[(String, Vec<(f64, f64)>)], detection_ms: f64) -> 
 fn ccdf_plot(
     out: &mut String,
     caption: &str,
-    series: &[(Option<String>, Vec<(f64, f64)>)],
+    series: &[CcdfLine],
     marker_ms: Option<f64>,
 ) -> Result<()> {
     let points = || series.iter().flat_map(|(_, p)| p.iter());

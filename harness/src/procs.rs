@@ -298,7 +298,7 @@ impl Capture {
         let mut child = cmd
             .spawn()
             .context("starting tcpdump (apt-get install tcpdump)")?;
-        let stderr = child.stderr.take().unwrap();
+        let stderr = child.stderr.take().expect("stderr is piped");
         let log = path.with_extension("tcpdump.log");
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let log_path = log.clone();
@@ -525,7 +525,10 @@ pub fn start_frr_bfdd_with(
     let config = dir.join("bfdd.conf");
     std::fs::write(&config, frr_config(sessions))?;
     // bfdd drops privileges to frr:frr, which must be able to write here.
-    sys::run("chown", ["-R", "frr:frr", dir.to_str().unwrap()])?;
+    sys::run(
+        "chown",
+        ["-R", "frr:frr", dir.to_str().context("a UTF-8 path")?],
+    )?;
     let mut args = frr_args("bfdd", &config, &dir);
     args.extend([
         "--bfdctl".into(),
@@ -571,7 +574,10 @@ pub(crate) fn frr_args(daemon: &str, config: &Path, dir: &Path) -> Vec<String> {
 /// and neighbours (frr-bfddp.md section 10).
 pub fn start_frr_zebra(name: &str, ns: &str, cpuset: Option<&Path>, dir: &Path) -> Result<Daemon> {
     std::fs::create_dir_all(dir)?;
-    sys::run("chown", ["-R", "frr:frr", dir.to_str().unwrap()])?;
+    sys::run(
+        "chown",
+        ["-R", "frr:frr", dir.to_str().context("a UTF-8 path")?],
+    )?;
     let args = frr_args("zebra", Path::new("/dev/null"), dir);
     let daemon = Daemon::spawn(
         name,

@@ -5,6 +5,7 @@
 //! without it does: the positive control), and garbage on the control
 //! socket gets an error reply while the daemon keeps running.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
 mod common;
 
 use common::*;

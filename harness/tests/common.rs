@@ -1,6 +1,7 @@
 //! Helpers for the privileged tests: they run the real `linecard` binary
 //! against the real kernel, one at a time (the lab is machine-global).
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
 #![allow(dead_code)]
 
 use std::fs::File;
@@ -26,8 +27,8 @@ pub struct LabLock(#[allow(dead_code)] File);
 
 pub fn lock_lab() -> LabLock {
     let file = File::create("/tmp/linecard-lab-tests.lock").expect("creating the lab test lock");
-    // SAFETY: flock on an fd we own; blocks until the lock is ours.
     assert_eq!(
+        // SAFETY: flock on an fd we own; blocks until the lock is ours.
         unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&file), libc::LOCK_EX) },
         0
     );

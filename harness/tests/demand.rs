@@ -3,6 +3,7 @@
 //! linecardd peer, idle then L4. Every figure is from the observer's
 //! capture: who set D, who fell silent, the Polls and their Finals.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
 mod common;
 
 use common::*;

@@ -17,6 +17,7 @@
 //! `#[test]` behind any other guard fails this test, naming the line.
 //! Run with `--nocapture` to print the list.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
 use std::path::Path;
 
 /// The guards an early return may follow, and what each means.

@@ -17,6 +17,7 @@
 //! dead-man guard off and the own clock off as the gate's negative
 //! controls.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
 mod common;
 
 use common::*;
@@ -75,8 +76,8 @@ fn verdicts(socket: &Path, which: u32) -> u64 {
 }
 
 fn signal(daemon: &Daemon, signal: libc::c_int) {
-    // SAFETY: a signal to a process this test started, by PID.
     assert_eq!(
+        // SAFETY: a signal to a process this test started, by PID.
         unsafe { libc::kill(daemon.pid() as libc::pid_t, signal) },
         0
     );

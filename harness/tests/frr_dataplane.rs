@@ -5,6 +5,7 @@
 //! on the observer's capture or in FRR's own words; the engine's counters
 //! are only compared with them.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
 mod common;
 
 use common::*;

@@ -1,5 +1,6 @@
 //! The local lab end to end, as root, against the real kernel.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
 mod common;
 
 use common::*;

@@ -10,6 +10,7 @@
 //! dropped (by the session in userspace, by the kernel on the fast path,
 //! which also answers the multihop sessions itself).
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
 mod common;
 
 use common::*;

@@ -4,6 +4,7 @@
 //! marked failed with the partial capture kept; a bad scenario must be
 //! refused before anything starts.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
 mod common;
 
 use common::*;

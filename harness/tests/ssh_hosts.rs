@@ -20,6 +20,7 @@
 //! 5. A host that cannot be reached: a clear error naming it, before
 //!    anything starts.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
 mod common;
 
 use common::*;

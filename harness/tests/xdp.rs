@@ -8,6 +8,7 @@
 //! (default 10: how the idle tail holds over minutes is a timing claim,
 //! `scenarios/ci.toml`'s idle phase, gated).
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
 mod common;
 
 use common::*;
@@ -338,6 +339,7 @@ fn stall_peer_five_times(frr: &linecard_harness::procs::Daemon) {
         // SAFETY: signals to the bfdd this test started, by PID.
         unsafe { libc::kill(bfdd, libc::SIGSTOP) };
         std::thread::sleep(Duration::from_millis(18));
+        // SAFETY: as above: the bfdd this test started.
         unsafe { libc::kill(bfdd, libc::SIGCONT) };
         std::thread::sleep(Duration::from_millis(300));
     }

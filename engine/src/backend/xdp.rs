@@ -152,7 +152,7 @@ impl FastPath {
         let program: &mut Xdp = self
             .bpf
             .program_mut(names::BFD_PROGRAM)
-            .unwrap()
+            .context("lc_bfd in the object")?
             .try_into()?;
         program
             .attach(interface, XdpMode::Driver)
@@ -446,7 +446,8 @@ impl Neighbours {
             let n = socket.read(&mut buf)?;
             let mut at = 0;
             while at + NLMSG_HDR <= n {
-                let len = u32::from_ne_bytes(buf[at..at + 4].try_into().unwrap()) as usize;
+                let len = u32::from_ne_bytes(buf[at..at + 4].try_into().expect("a 4-byte slice"))
+                    as usize;
                 let kind = u16::from_ne_bytes([buf[at + 4], buf[at + 5]]);
                 if len < NLMSG_HDR || at + len > n {
                     return Ok(Self(table));

@@ -282,7 +282,7 @@ impl Engine {
                 match self.find(local, peer) {
                     None => missing(local, peer),
                     Some(id) => {
-                        let (_, session, p) = self.table.get_mut(id).unwrap();
+                        let (_, session, p) = self.table.get_mut(id).expect("found just above");
                         session.set_timers(
                             now,
                             tx_interval_ms * 1000,
@@ -303,7 +303,7 @@ impl Engine {
             } => match self.find(local, peer) {
                 None => missing(local, peer),
                 Some(id) => {
-                    let (_, session, p) = self.table.get_mut(id).unwrap();
+                    let (_, session, p) = self.table.get_mut(id).expect("found just above");
                     let Some(auth) = session.auth_mut() else {
                         return serde_json::json!({ "error": "the session has no authentication" });
                     };
@@ -324,7 +324,7 @@ impl Engine {
             Request::Admin { local, peer, down } => match self.find(local, peer) {
                 None => missing(local, peer),
                 Some(id) => {
-                    let (_, session, p) = self.table.get_mut(id).unwrap();
+                    let (_, session, p) = self.table.get_mut(id).expect("found just above");
                     if let Some(t) = session.set_admin_down(now, down) {
                         p.last_transition = Some(t);
                         super::log_transition(&p.spec, &t);

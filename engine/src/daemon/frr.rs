@@ -146,9 +146,9 @@ fn state_change(lid: u32, session: &Session) -> StateChange {
 /// The source address the routing table would choose towards `peer`.
 fn route_source(peer: IpAddr) -> std::io::Result<IpAddr> {
     let any: SocketAddr = if peer.is_ipv6() {
-        "[::]:0".parse().unwrap()
+        "[::]:0".parse().expect("a valid address")
     } else {
-        "0.0.0.0:0".parse().unwrap()
+        "0.0.0.0:0".parse().expect("a valid address")
     };
     let probe = std::net::UdpSocket::bind(any)?;
     // A UDP connect sends nothing; it only asks the routing table.

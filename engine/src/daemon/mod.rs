@@ -254,6 +254,7 @@ impl Engine {
         Ok(())
     }
 
+    /// The session between `local` and `peer`, single-hop first.
     fn find(&self, local: std::net::IpAddr, peer: std::net::IpAddr) -> Option<SessionId> {
         [false, true].into_iter().find_map(|multihop| {
             self.table.by_path(&PathKey {
@@ -633,7 +634,10 @@ impl Engine {
         let now = self.now();
         let ids: Vec<SessionId> = self.table.ids().collect();
         for id in ids {
-            let (_, session, peer) = self.table.get_mut(id).unwrap();
+            let (_, session, peer) = self
+                .table
+                .get_mut(id)
+                .expect("the due queue names live sessions");
             if let (Some(fast), true) = (self.fast.as_mut(), peer.kernel.offloaded()) {
                 let _ = fast.forget(session.config().local_discr);
                 peer.kernel.role = None;

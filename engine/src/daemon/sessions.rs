@@ -167,8 +167,6 @@ impl Engine {
         Ok(id)
     }
 
-    /// The session between `local` and `peer`, single-hop first.
-
     /// Takes a session out of the engine and says goodbye on the wire with
     /// AdminDown (RFC 5880 6.8.16).
     pub fn remove_session(&mut self, id: SessionId, now: Nanos) {

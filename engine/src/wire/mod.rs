@@ -203,7 +203,9 @@ impl AuthSection {
                 } else {
                     AuthType::MeticulousKeyedMd5
                 },
-                Some(u32::from_be_bytes(bytes[4..8].try_into().unwrap())),
+                Some(u32::from_be_bytes(
+                    bytes[4..8].try_into().expect("a 4-byte slice"),
+                )),
                 &bytes[8..24],
             ),
             // SHA1: length 28, sequence at 4, 20-byte hash (section 4.4).
@@ -213,7 +215,9 @@ impl AuthSection {
                 } else {
                     AuthType::MeticulousKeyedSha1
                 },
-                Some(u32::from_be_bytes(bytes[4..8].try_into().unwrap())),
+                Some(u32::from_be_bytes(
+                    bytes[4..8].try_into().expect("a 4-byte slice"),
+                )),
                 &bytes[8..28],
             ),
             _ => return Err(DropReason::BadAuth),
@@ -279,7 +283,11 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     fn u32_at(&self, range: core::ops::Range<usize>) -> u32 {
-        u32::from_be_bytes(self.buffer.as_ref()[range].try_into().unwrap())
+        u32::from_be_bytes(
+            self.buffer.as_ref()[range]
+                .try_into()
+                .expect("a 4-byte range"),
+        )
     }
 
     pub fn version(&self) -> u8 {

@@ -139,7 +139,7 @@ impl Judge<'_> {
             );
             return self.record(id, rfc, true, Verdict::Fail, detail);
         }
-        let shortest = *short_gaps.iter().min().unwrap();
+        let shortest = *short_gaps.iter().min().expect("checked non-empty above");
         let longest = silences.iter().map(|(a, b)| b - a).max().unwrap_or(0);
         let too_short = short_gaps.iter().filter(|g| **g < lo).count();
         let mut too_long = 0;

@@ -116,6 +116,7 @@ impl Receiver {
             ttl: 0,
             source_port: 0,
         };
+        // SAFETY: an all-zero sockaddr_in is valid; recvfrom fills it.
         let mut from: libc::sockaddr_in = unsafe { std::mem::zeroed() };
         let mut iov = libc::iovec {
             iov_base: out.bytes.as_mut_ptr().cast(),

@@ -97,7 +97,7 @@ fn measure(options: &CheckOptions, dut_cpus: &[usize]) -> Result<PlacementReport
         let counts: Vec<u64> = values.iter().map(|v| v.packets).collect();
         let program: &mut Xdp = bpf
             .program_mut(names::PLACEMENT_PROGRAM)
-            .unwrap()
+            .context("lc_placement in the object")?
             .try_into()?;
         program.detach(link)?;
         sent?;

@@ -32,7 +32,7 @@ impl LabOptions {
             bail!("the lab needs at least 2 online CPUs (one for the DUT, one for the rest); this machine has {}", online.len());
         }
         Ok(Self {
-            dut_cpus: vec![*online.last().unwrap()],
+            dut_cpus: vec![*online.last().expect("checked: at least two CPUs")],
         })
     }
 
@@ -386,9 +386,10 @@ const BPFFS_MOUNTED_MARKER: &str = "/run/lc-bpffs-mounted";
 /// Whether the BPF filesystem is mounted at /sys/fs/bpf.
 pub fn bpffs_mounted() -> bool {
     const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
-    let path = std::ffi::CString::new("/sys/fs/bpf").unwrap();
+    let path = std::ffi::CString::new("/sys/fs/bpf").expect("no NUL in the path");
     // SAFETY: statfs writes into the zeroed struct we pass; path is valid.
     let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above: a valid path and a zeroed struct to fill.
     let rc = unsafe { libc::statfs(path.as_ptr(), &mut stat) };
     rc == 0 && stat.f_type as i64 == BPF_FS_MAGIC
 }

@@ -70,6 +70,7 @@ pub(super) fn act(
                 // SAFETY: signals to the peer daemon this run started, by PID.
                 unsafe { libc::kill(pid, libc::SIGSTOP) };
                 std::thread::sleep(Duration::from_millis(*stall_ms));
+                // SAFETY: as above: the same PID, this run's daemon.
                 unsafe { libc::kill(pid, libc::SIGCONT) };
                 std::thread::sleep(Duration::from_millis(every_ms - stall_ms));
             }
@@ -79,6 +80,7 @@ pub(super) fn act(
             // SAFETY: signals to the DUT daemon this run started, by PID.
             unsafe { libc::kill(pid, libc::SIGSTOP) };
             std::thread::sleep(Duration::from_millis(*stop_ms));
+            // SAFETY: as above: the same PID, this run's daemon.
             unsafe { libc::kill(pid, libc::SIGCONT) };
         }
         faults::Fault::EngineRestart => {

@@ -75,8 +75,12 @@ pub fn pairs(sessions: &Sessions) -> Vec<Pair> {
             let (hi, lo) = ((i >> 8) as u8, (i & 0xff) as u8);
             if sessions.ipv6 {
                 Pair {
-                    dut: format!("2001:db8::1:{i:x}").parse().unwrap(),
-                    peer: format!("2001:db8::2:{i:x}").parse().unwrap(),
+                    dut: format!("2001:db8::1:{i:x}")
+                        .parse()
+                        .expect("a valid address"),
+                    peer: format!("2001:db8::2:{i:x}")
+                        .parse()
+                        .expect("a valid address"),
                 }
             } else {
                 Pair {

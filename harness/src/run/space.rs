@@ -47,6 +47,7 @@ pub fn free_bytes(path: &Path) -> Result<u64> {
         .context("a results path with a NUL byte")?;
     // SAFETY: statvfs writes into the zeroed struct we pass; c is valid.
     let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above: a valid path and a zeroed struct to fill.
     if unsafe { libc::statvfs(c.as_ptr(), &mut stat) } != 0 {
         return Err(std::io::Error::last_os_error())
             .with_context(|| format!("statvfs {}", probe.display()));
