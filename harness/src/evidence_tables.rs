@@ -14,7 +14,7 @@
 //! for a `linecard conformance` run, its `conformance.json` by
 //! `conformance::table`). A name after the path picks another table of the
 //! run's `summary.md` instead (`<!-- evidence: docs/evidence/echo/RUN echo
-//! -->`; the names are `run::summary::SECTIONS`), rendered by the same
+//! -->`; the names are `export::summary::SECTIONS`), rendered by the same
 //! code as the summary; with
 //! `--check` nothing is written and a table that differs from its evidence
 //! is an error naming it. A number typed by hand between the markers does
@@ -28,43 +28,26 @@ use std::path::Path;
 const OPEN: &str = "<!-- evidence: ";
 const CLOSE: &str = "<!-- /evidence -->";
 
-/// One run's table: a row per DUT and phase, max beside p99, the verdict
-/// as every table shows it (`measured` where nothing was judged).
+/// One run's table: the bake-off table's published columns
+/// (`export::table`), and the run it came from.
 pub fn table(m: &Manifest) -> String {
-    let mut out = String::from(
-        "| DUT | phase | flaps | p50 ms | p99 ms | p99.9 ms | max ms | verdict |\n\
-         |---|---|---|---|---|---|---|---|\n",
-    );
-    for d in &m.duts {
-        let verdict = d.shown_verdict();
-        match d.evidence.as_ref().filter(|e| !e.phases.is_empty()) {
-            None => out.push_str(&format!(
-                "| {} | - | - | - | - | - | - | {verdict} |\n",
-                d.label
-            )),
-            Some(e) => {
-                for p in &e.phases {
-                    out.push_str(&format!(
-                        "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {verdict} |\n",
-                        d.label, p.profile, p.flaps, p.p50_ms, p.p99_ms, p.p999_ms, p.max_ms
-                    ));
-                }
-            }
-        }
-    }
-    out.push_str(&format!(
-        "\n(run {}, status {}: `{}`)\n",
-        m.run_id, m.status, m.scenario.name
-    ));
-    out
+    use crate::export::document::{markdown, Block};
+    use crate::export::table::{bakeoff, Column};
+    markdown(&[
+        Block::Table(bakeoff(m, Column::EVIDENCE, std::path::Path::new(""))),
+        Block::text(format!(
+            "(run {}, status {}: `{}`)",
+            m.run_id, m.status, m.scenario.name
+        )),
+    ])
 }
 
 /// The run's summary table `name`, with the run it came from.
 fn section_table(m: &Manifest, name: &str) -> Result<String> {
-    let Some(text) = crate::run::summary::section(name, m) else {
+    let Some(text) = crate::export::summary::section(name, m) else {
         bail!(
             "no table {name:?} in a run's summary (the names: {})",
-            crate::run::summary::SECTIONS.join(", ")
+            crate::export::summary::SECTIONS.join(", ")
         );
     };
     if text.is_empty() {

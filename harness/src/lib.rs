@@ -8,6 +8,7 @@ pub mod bench_xdp;
 pub mod canary;
 pub mod conformance;
 pub mod evidence_tables;
+pub mod export;
 pub mod freeze;
 pub mod gate;
 pub mod inject;

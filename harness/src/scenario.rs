@@ -7,6 +7,7 @@ use crate::run::faults::Fault;
 use linecard_api::InputError;
 use std::path::{Path, PathBuf};
 
+mod dut;
 mod fault;
 mod parse;
 mod raw;

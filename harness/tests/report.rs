@@ -135,7 +135,10 @@ fn the_markdown_report_carries_the_table_and_the_quality_section() {
         "{md}"
     );
     assert!(md.contains("frr/capture.pcap`"), "{md}");
-    assert!(md.contains("Measurement quality: no warnings."), "{md}");
+    assert!(
+        md.contains("### Measurement quality\n\nNo warnings."),
+        "{md}"
+    );
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&files[2]).unwrap()).unwrap();
     assert_eq!(json[0]["manifest"]["duts"][0]["label"], "FRR bfdd 8.4.4");

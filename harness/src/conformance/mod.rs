@@ -16,6 +16,7 @@ pub mod trace;
 use crate::lab::{self, spec};
 use crate::procs::{self, Daemon, PeerSession};
 use crate::run::daemons;
+use crate::run::site::Recorder;
 use anyhow::{bail, Context, Result};
 use checks::{Outcome, Verdict};
 use std::net::{IpAddr, Ipv4Addr};
@@ -440,16 +441,9 @@ fn judge_one(
 ) -> Result<Judged> {
     const LIMIT_S: u64 = 90;
     let cpuset = spec::cpuset_dir(spec::DUT_CPUSET);
-    let freeze_out = dir.join("freeze.jsonl");
-    let mut witness = crate::run::spawn_recorder(
-        "freeze-witness",
-        spec::DUT.namespace,
-        &cpuset,
-        &[],
-        LIMIT_S,
-        &freeze_out,
-        dir,
-    )?;
+    let freeze_out = dir.join(Recorder::FreezeWitness.record());
+    let mut witness =
+        crate::run::site::lab::spawn_recorder(Recorder::FreezeWitness, dut_cpus, LIMIT_S, dir)?;
     // The DUT first, answering its control socket, then the load: the
     // checks judge the rules a running engine keeps under load, not its
     // start (loading and verifying linecardd's XDP program costs some

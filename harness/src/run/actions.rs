@@ -4,7 +4,8 @@
 //! afterwards on the capture (`faults`), never by what this code believes
 //! it did.
 
-use super::{daemons, faults, impostor, readiness, unix_ns};
+use super::site::BfdDaemon;
+use super::{faults, impostor, readiness, unix_ns};
 use crate::lab::spec;
 use anyhow::{Context, Result};
 use std::time::Duration;
@@ -26,10 +27,10 @@ pub(super) fn act(
     fault: &faults::Fault,
     auth: Option<&crate::scenario::SessionAuth>,
     dead_for: Duration,
-    peer: &mut daemons::Bfd,
-    dut: &mut daemons::Bfd,
-    restart_peer: &dyn Fn(u64) -> Result<daemons::Bfd>,
-    restart_dut: &dyn Fn() -> Result<daemons::Bfd>,
+    peer: &mut Box<dyn BfdDaemon>,
+    dut: &mut Box<dyn BfdDaemon>,
+    restart_peer: &dyn Fn(u64) -> Result<Box<dyn BfdDaemon>>,
+    restart_dut: &dyn Fn() -> Result<Box<dyn BfdDaemon>>,
 ) -> Result<faults::Applied> {
     let start = unix_ns();
     let mut flood = None;
@@ -47,12 +48,13 @@ pub(super) fn act(
                     // The next kill once both daemons say the session is
                     // Up again, and it has run for a moment (steady,
                     // RX-clocked).
-                    readiness::wait_up(dut, peer, 1, readiness::ready_within(1)).map_err(
-                        |why| anyhow::anyhow!("after kill {kill} of the peer, not Up again: {why}"),
-                    )?;
+                    readiness::wait_up(dut.as_mut(), peer.as_mut(), 1, readiness::ready_within(1))
+                        .map_err(|why| {
+                            anyhow::anyhow!("after kill {kill} of the peer, not Up again: {why}")
+                        })?;
                     std::thread::sleep(Duration::from_millis(300));
                 }
-                peer.daemon.kill()?;
+                peer.kill()?;
                 // Dead long enough that our Down is a timeout, not the
                 // restarted peer's Down (a linecardd peer is back in
                 // less than a detection time).
@@ -65,7 +67,7 @@ pub(super) fn act(
             times,
             every_ms,
         } => {
-            let pid = peer.daemon.pid() as libc::pid_t;
+            let pid = peer.pid() as libc::pid_t;
             for _ in 0..*times {
                 // SAFETY: signals to the peer daemon this run started, by PID.
                 unsafe { libc::kill(pid, libc::SIGSTOP) };
@@ -76,7 +78,7 @@ pub(super) fn act(
             }
         }
         faults::Fault::EngineStop { stop_ms } => {
-            let pid = dut.daemon.pid() as libc::pid_t;
+            let pid = dut.pid() as libc::pid_t;
             // SAFETY: signals to the DUT daemon this run started, by PID.
             unsafe { libc::kill(pid, libc::SIGSTOP) };
             std::thread::sleep(Duration::from_millis(*stop_ms));
@@ -94,7 +96,7 @@ pub(super) fn act(
                 .context("the impostor reads the session from the DUT's control socket")?;
             let target = impostor::Target::from_list(&view["list"], spec::PEER.ipv4)?;
             let frames = impostor::frames(target, auth, crate::inject::spare_mac(), 1);
-            peer.daemon.kill()?;
+            peer.kill()?;
             impostor::send(&frames)?;
             *peer = restart_peer(0)?;
         }

@@ -24,18 +24,16 @@
 
 use super::daemons::{self, Bfd, EngineSite, Pair};
 use super::provider::{HostFacts, Provider};
+use super::site::{BfdDaemon, CaptureRun, DutDir, Prepared, Process, Recorder, Role, Site};
 use super::ssh::{quote, Connection, HostSpec, RemoteHost, SshSpec};
-use super::{phase_over, DutOutcome, PhaseRecord, Progress, RunOptions, RunResult, INTERRUPTED};
+use super::{RunOptions, RunResult};
 use crate::procs::{self, Capture, Daemon};
-use crate::run::cpu;
 use crate::scenario::{DutImplementation, DutSpec, PeerImplementation, ProviderKind, Scenario};
 use crate::sys::unix_ns;
 use anyhow::{bail, Context, Result};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// The run's three hosts.
 struct Hosts {
@@ -47,6 +45,11 @@ struct Hosts {
 impl Hosts {
     fn all(&self) -> [&Arc<RemoteHost>; 3] {
         [&self.dut, &self.peer, &self.observer]
+    }
+
+    /// A DUT attempt's directory on every host.
+    fn remote_dir(&self, dir: &DutDir) -> String {
+        format!("{}/{}", self.dut.dir, dir.name)
     }
 }
 
@@ -124,7 +127,7 @@ pub fn run(scenario: &Scenario, spec: &SshSpec, options: &RunOptions) -> Result<
             hosts.observer.spec.interface
         );
         super::run_prepared(scenario, options, facts, &|dut, run_dir, _, name| {
-            run_dut(scenario, dut, &hosts, run_dir, name)
+            super::dut::run_dut(&hosts, scenario, dut, run_dir, name)
         })
     });
     let cleaned = hosts.teardown();
@@ -319,22 +322,6 @@ fn proc_stats(host: &RemoteHost, pid: Option<u32>) -> (String, Option<String>) {
     }
 }
 
-/// The steal of the DUT's CPUs and of the peer host's (its pinned CPUs,
-/// or all of them), ms so far.
-fn steal(hosts: &Hosts) -> (f64, f64) {
-    let (dut_stat, _) = proc_stats(&hosts.dut, None);
-    let (peer_stat, _) = proc_stats(&hosts.peer, None);
-    let peer_cpus = if hosts.peer.spec.cpus.is_empty() {
-        &hosts.peer.online_cpus
-    } else {
-        &hosts.peer.spec.cpus
-    };
-    (
-        cpu::steal_ms_in(&dut_stat, &hosts.dut.spec.cpus),
-        cpu::steal_ms_in(&peer_stat, peer_cpus),
-    )
-}
-
 /// A DUT's one session: the DUT's address and the peer's.
 fn pair(hosts: &Hosts) -> Pair {
     Pair {
@@ -498,217 +485,139 @@ fn unavailable_on(host: &RemoteHost, backend: &str) -> Result<Option<String>> {
         .map(|why| format!("on {target}: {why}")))
 }
 
-/// Runs one DUT through every phase on the hosts, then judges its
-/// capture as a local run's.
-fn run_dut(
-    scenario: &Scenario,
-    dut: &DutSpec,
-    hosts: &Hosts,
-    run_dir: &Path,
-    name: &str,
-) -> Result<DutOutcome> {
-    let dir = run_dir.join(name);
-    std::fs::create_dir_all(&dir)?;
-    let remote_dir = format!("{}/{name}", hosts.dut.dir);
-    for host in hosts.all() {
-        host.conn
-            .exec(&format!("mkdir -p {}", quote(&remote_dir)), None)?;
+impl Site for Hosts {
+    fn dut_cpus(&self) -> &[usize] {
+        &self.dut.spec.cpus
     }
-    let mut outcome = DutOutcome {
-        label: dut.label.clone(),
-        spec: dut.clone(),
-        verdict: super::Verdict::Pass,
-        capture: None,
-        evidence: None,
-        phases: Vec::new(),
-        sched_rt_runtime_us: hosts
-            .dut
-            .read("/proc/sys/kernel/sched_rt_runtime_us")
-            .ok()
-            .and_then(|t| t.trim().parse().ok()),
-        spoiled_attempts: Vec::new(),
-        families: Vec::new(),
-    };
-    // The DUT host's kernel decides (etf for txtime, XDP for xdp), in the
-    // engine's own words there.
-    if let DutImplementation::Linecardd { backend } = &dut.implementation {
-        if let Some(reason) = unavailable_on(&hosts.dut, backend)? {
-            outcome.verdict = super::Verdict::Unavailable(reason);
-            return Ok(outcome);
+
+    /// The peer host's pinned CPUs, or all of them.
+    fn peer_cpus(&self) -> Vec<usize> {
+        if self.peer.spec.cpus.is_empty() {
+            self.peer.online_cpus.clone()
+        } else {
+            self.peer.spec.cpus.clone()
         }
     }
-    // The capture starts first: bring-up is on it too.
-    let mut capture = Capture::start_remote(
-        &hosts.observer,
-        &remote_dir,
-        &hosts.observer.spec.interface,
-        &dir.join("capture.pcap"),
-    )?;
-    outcome.capture = Some(PathBuf::from(name).join("capture.pcap"));
-    let mut peer = start_peer(scenario, hosts, &remote_dir, &dir)?;
-    let mut dut_daemon = start_dut(scenario, dut, hosts, &remote_dir, &dir)?;
-    let up = super::readiness::wait_up(
-        &mut dut_daemon,
-        &mut peer,
-        1,
-        super::readiness::ready_within(1),
-    );
-    let up_at = unix_ns();
-    let total = scenario.seconds_per_dut();
-    let canary_remote = format!("{remote_dir}/canary.jsonl");
-    let mut canary = Daemon::spawn_remote(
-        "canary",
-        &hosts.dut,
-        &remote_dir,
-        &format!("{}/linecard", hosts.dut.dir),
-        &[
-            "canary".into(),
-            "--seconds".into(),
-            (total + 2).to_string(),
-            "--out".into(),
-            canary_remote.clone(),
-        ],
-        &dir.join("canary.log"),
-    )?;
-    let freeze_remote = format!("{remote_dir}/freeze.jsonl");
-    let mut freeze_witness = Daemon::spawn_remote(
-        "freeze-witness",
-        &hosts.dut,
-        &remote_dir,
-        &format!("{}/linecard", hosts.dut.dir),
-        &[
-            "freeze-witness".into(),
-            "--seconds".into(),
-            (total + 2).to_string(),
-            "--out".into(),
-            freeze_remote.clone(),
-        ],
-        &dir.join("freeze-witness.log"),
-    )?;
-    // The steal witness, on the DUT host off the DUT's CPUs.
-    let steal_remote = format!("{remote_dir}/steal.jsonl");
-    let mut steal_witness = Daemon::spawn_remote_off_dut(
-        "steal-witness",
-        &hosts.dut,
-        &remote_dir,
-        &format!("{}/linecard", hosts.dut.dir),
-        &[
-            "steal-witness".into(),
-            "--cpus".into(),
-            super::ssh::cpu_list(&hosts.dut.spec.cpus),
-            "--seconds".into(),
-            (total + 2).to_string(),
-            "--out".into(),
-            steal_remote.clone(),
-        ],
-        &dir.join("steal-witness.log"),
-    )?;
-    let (steal_before, peer_steal_before) = steal(hosts);
-    let dut_cpus = &hosts.dut.spec.cpus;
-    let mut progress = Progress::new();
-    let mut capture_alive = true;
-    if up.is_ok() {
-        for (i, phase) in scenario.phases.iter().enumerate() {
-            let start_ns = unix_ns();
-            let started = Instant::now();
-            let pid = dut_daemon.daemon.pid();
-            let (stat, process) = proc_stats(&hosts.dut, Some(pid));
-            let cpu_before = cpu::sample_from(&stat, process.as_deref(), pid, dut_cpus);
-            let processes = phase
-                .profile
-                .stress_ng_processes(dut_cpus.len(), phase.seconds);
-            let mut stress = Vec::new();
-            for (k, args) in processes.iter().enumerate() {
-                stress.push(Daemon::spawn_remote(
-                    &format!("stress-{i}-{k}"),
-                    &hosts.dut,
-                    &remote_dir,
-                    "stress-ng",
-                    args,
-                    &dir.join(format!("stress-{i}-{}-{k}.log", phase.profile.name)),
-                )?);
-            }
-            loop {
-                let elapsed = started.elapsed();
-                if phase_over(&mut stress, started, phase.seconds) {
-                    break;
-                }
-                capture_alive &= capture.running();
-                if !capture_alive {
-                    break;
-                }
-                progress.tick(
-                    &dut.label,
-                    &phase.profile.name,
-                    elapsed.as_secs(),
-                    phase.seconds,
-                );
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            for mut s in stress {
-                s.stop()?;
-            }
-            let end_ns = unix_ns();
-            let (stat, process) = proc_stats(&hosts.dut, Some(pid));
-            let cpu_cost = cpu::cost(
-                &cpu_before,
-                &cpu::sample_from(&stat, process.as_deref(), pid, dut_cpus),
-                (end_ns - start_ns) as f64 / 1e9,
-            );
-            outcome.phases.push(PhaseRecord {
-                name: format!("{}#{i}", phase.profile.name),
-                profile: phase.profile.name.clone(),
-                start_ns,
-                end_ns,
-                stress_ng: (!processes.is_empty()).then(|| super::stress_ng_line(&processes)),
-                fault: None,
-                cpu: Some(cpu_cost),
-            });
-            if INTERRUPTED.load(Ordering::Relaxed) || !capture_alive {
-                break;
-            }
+
+    /// The DUT host's kernel decides (etf for txtime, XDP for xdp), in the
+    /// engine's own words there.
+    fn unavailable(&self, backend: &str) -> Result<Option<String>> {
+        unavailable_on(&self.dut, backend)
+    }
+
+    fn prepare_dut(&self, _scenario: &Scenario, _dut: &DutSpec, dir: &DutDir) -> Result<Prepared> {
+        let remote_dir = self.remote_dir(dir);
+        for host in self.all() {
+            host.conn
+                .exec(&format!("mkdir -p {}", quote(&remote_dir)), None)?;
         }
-        progress.done();
+        Ok(Prepared {
+            pairs: vec![pair(self)],
+            sched_rt_runtime_us: self
+                .dut
+                .read("/proc/sys/kernel/sched_rt_runtime_us")
+                .ok()
+                .and_then(|t| t.trim().parse().ok()),
+            _held: Vec::new(),
+        })
     }
-    let (steal_after, peer_steal_after) = steal(hosts);
-    let fast_path_on_dut_cpus = dut_daemon.fast_path_frames_on(dut_cpus);
-    let responder = dut_daemon.fast_path_responder();
-    if let Some(view) = dut_daemon.engine_view() {
-        std::fs::write(dir.join("engine-view.json"), format!("{view:#}\n"))?;
+
+    fn start_capture(&self, dir: &DutDir) -> Result<Box<dyn CaptureRun>> {
+        Ok(Box::new(Capture::start_remote(
+            &self.observer,
+            &self.remote_dir(dir),
+            &self.observer.spec.interface,
+            &dir.local.join("capture.pcap"),
+        )?))
     }
-    dut_daemon.stop()?;
-    peer.stop()?;
-    canary.stop()?;
-    freeze_witness.stop()?;
-    steal_witness.stop()?;
-    let captured = capture.finish_checked()?;
-    let canary_out = dir.join("canary.jsonl");
-    if let Err(e) = hosts.dut.conn.download(&canary_remote, &canary_out) {
-        eprintln!("warning: the canary's record did not come back: {e:#}");
+
+    fn start_peer(
+        &self,
+        scenario: &Scenario,
+        _dut: &DutSpec,
+        _pairs: &[Pair],
+        dir: &DutDir,
+    ) -> Result<Box<dyn BfdDaemon>> {
+        Ok(Box::new(start_peer(
+            scenario,
+            self,
+            &self.remote_dir(dir),
+            &dir.local,
+        )?))
     }
-    let freeze_out = dir.join("freeze.jsonl");
-    if let Err(e) = hosts.dut.conn.download(&freeze_remote, &freeze_out) {
-        eprintln!("warning: the freeze witness's record did not come back (no freeze can excuse a gap): {e:#}");
+
+    fn start_dut(
+        &self,
+        scenario: &Scenario,
+        dut: &DutSpec,
+        _pairs: &[Pair],
+        dir: &DutDir,
+    ) -> Result<Box<dyn BfdDaemon>> {
+        Ok(Box::new(start_dut(
+            scenario,
+            dut,
+            self,
+            &self.remote_dir(dir),
+            &dir.local,
+        )?))
     }
-    let steal_out = dir.join("steal.jsonl");
-    if let Err(e) = hosts.dut.conn.download(&steal_remote, &steal_out) {
-        eprintln!("warning: the steal witness's record did not come back (no steal can excuse a gap): {e:#}");
+
+    /// On the DUT host: the canary and the freeze witness on the DUT's
+    /// CPUs, the steal witness off them.
+    fn start_recorder(
+        &self,
+        recorder: Recorder,
+        seconds: u64,
+        dir: &DutDir,
+    ) -> Result<Box<dyn Process>> {
+        let remote_dir = self.remote_dir(dir);
+        let out = format!("{remote_dir}/{}", recorder.record());
+        let args = recorder.args(&self.dut.spec.cpus, seconds, &out);
+        let program = format!("{}/linecard", self.dut.dir);
+        let log = dir.local.join(format!("{}.log", recorder.name()));
+        let spawn = if recorder.off_dut() {
+            Daemon::spawn_remote_off_dut
+        } else {
+            Daemon::spawn_remote
+        };
+        Ok(Box::new(spawn(
+            recorder.name(),
+            &self.dut,
+            &remote_dir,
+            &program,
+            &args,
+            &log,
+        )?))
     }
-    let measured = super::Measured {
-        stalls: crate::canary::read(&canary_out).unwrap_or_default(),
-        freezes: crate::canary::read(&freeze_out).unwrap_or_default(),
-        steal: crate::steal::StealTrace::read(&steal_out),
-        pairs: vec![pair(hosts)],
-        captured,
-        capture_alive,
-        up,
-        up_at,
-        steal_ms: steal_after - steal_before,
-        peer_steal_ms: peer_steal_after - peer_steal_before,
-        fast_path_on_dut_cpus,
-        responder,
-        control_plane_uninterrupted: None,
-    };
-    super::judge_dut(scenario, dut, &mut outcome, measured)?;
-    Ok(outcome)
+
+    fn fetch_record(&self, recorder: Recorder, dir: &DutDir) -> Result<PathBuf> {
+        let here = dir.local.join(recorder.record());
+        let there = format!("{}/{}", self.remote_dir(dir), recorder.record());
+        self.dut.conn.download(&there, &here)?;
+        Ok(here)
+    }
+
+    fn start_stress(
+        &self,
+        name: &str,
+        args: &[String],
+        dir: &DutDir,
+        log: &Path,
+    ) -> Result<Box<dyn Process>> {
+        Ok(Box::new(Daemon::spawn_remote(
+            name,
+            &self.dut,
+            &self.remote_dir(dir),
+            "stress-ng",
+            args,
+            log,
+        )?))
+    }
+
+    fn proc_stat(&self, role: Role, pid: Option<u32>) -> (String, Option<String>) {
+        match role {
+            Role::Dut => proc_stats(&self.dut, pid),
+            Role::Peer => proc_stats(&self.peer, pid),
+        }
+    }
 }

@@ -15,11 +15,10 @@
 //! ```
 
 mod actions;
-use actions::{act, restart_suffix};
+use actions::restart_suffix;
 pub mod cpu;
 pub mod daemons;
 mod dut;
-pub(crate) use dut::{judge_dut, spawn_recorder, Measured};
 pub mod faults;
 mod figures;
 pub mod hosts;
@@ -29,15 +28,13 @@ pub mod mirror;
 pub mod provider;
 pub mod proxmox;
 mod readiness;
+pub(crate) mod site;
 pub mod space;
 pub mod ssh;
 mod status;
-pub mod summary;
+mod verdict;
 pub use status::RunStatus;
-pub use summary::summary_markdown;
 
-use crate::lab::spec;
-use crate::procs::{Capture, Daemon};
 use crate::rt_throttle;
 use crate::scenario::{DutImplementation, DutSpec, Family, PhaseSpec, ProviderKind, Scenario};
 use anyhow::{Context, Result};
@@ -267,142 +264,6 @@ pub fn install_interrupt_handler() {
     }
 }
 
-/// What `run` would do, for `linecard run --check`.
-pub fn plan(scenario: &Scenario) -> String {
-    let total = scenario.sessions.total();
-    let mut out = format!(
-        "{}: {}\nprovider {:?}, peer {:?}, {total} session{} {} x {} ms ({})\n",
-        scenario.name,
-        scenario.description,
-        scenario.provider,
-        scenario.peer,
-        if total == 1 { "" } else { "s" },
-        scenario.sessions.multiplier,
-        scenario.sessions.tx_interval_ms,
-        scenario.sessions.family_name()
-    );
-    if let Some(auth) = &scenario.sessions.auth {
-        out.push_str(&format!(
-            "authentication: {}, Key ID {} (secret of {} bytes)\n",
-            auth.kind,
-            auth.key_id,
-            auth.secret.len()
-        ));
-    }
-    if let Some(ssh) = &scenario.ssh {
-        match (&ssh.target, &ssh.dut, &ssh.peer, &ssh.observer) {
-            (Some(target), ..) => out.push_str(&format!(
-                "host: {target} runs the local lab (staged in {})\n",
-                ssh.remote_dir
-            )),
-            (None, Some(dut), Some(peer), Some(observer)) => out.push_str(&format!(
-                "hosts: DUT {} ({}, CPUs {:?}), peer {} ({}), observer {} (captures on {})\n",
-                dut.target,
-                dut.interface,
-                dut.cpus,
-                peer.target,
-                peer.interface,
-                observer.target,
-                observer.interface
-            )),
-            _ => {}
-        }
-    }
-    out.push_str("phases (per DUT; counts for one DUT CPU):\n");
-    for p in &scenario.phases {
-        let cmd = if p.profile.is_idle() {
-            "no load".to_string()
-        } else {
-            stress_ng_line(&p.profile.stress_ng_processes(1, p.seconds))
-        };
-        let fault = p
-            .fault
-            .as_ref()
-            .map_or(String::new(), |f| format!("; fault: {}", f.describe()));
-        out.push_str(&format!(
-            "  {:<6} {:>5} s  {cmd}{fault}\n",
-            p.profile.name, p.seconds
-        ));
-    }
-    out.push_str("DUTs:\n");
-    for d in &scenario.duts {
-        let what = match &d.implementation {
-            DutImplementation::Frr => "FRR bfdd".to_string(),
-            DutImplementation::Linecardd { backend } => format!("linecardd, backend {backend}"),
-            DutImplementation::FrrDataplane { backend } => {
-                format!("FRR bfdd driving linecardd (dataplane protocol), backend {backend}")
-            }
-        };
-        let describe = |expect: &crate::scenario::Expectation| {
-            if expect.positive_control {
-                return "positive control: must flap".to_string();
-            }
-            let mut e = Vec::new();
-            if let Some(n) = expect.max_flaps {
-                e.push(format!("flaps <= {n}"));
-            }
-            if let Some(ms) = expect.max_gap_ms {
-                e.push(format!("max gap <= {ms} ms"));
-            }
-            match expect.peer_echo {
-                Some(crate::scenario::PeerEcho::Reflected) => {
-                    e.push("the peer's echoes all reflected".into())
-                }
-                Some(crate::scenario::PeerEcho::Absent) => e.push("no echo from the peer".into()),
-                None => {}
-            }
-            if expect.own_echo {
-                e.push("own echoes all back".into());
-            }
-            if let Some(auth) = expect.auth {
-                e.push(format!(
-                    "every packet of both sides with Auth Type {}, Key ID {}{}",
-                    auth.auth_type,
-                    auth.key_id,
-                    if auth.meticulous {
-                        ", sequence +1 each"
-                    } else {
-                        ""
-                    }
-                ));
-            }
-            if let Some(asker) = expect.demand {
-                e.push(format!(
-                    "Demand mode asked by {}: D, the other side silent, Polls answered",
-                    match asker {
-                        crate::scenario::DemandAsker::Dut => "the DUT",
-                        crate::scenario::DemandAsker::Peer => "the peer",
-                        crate::scenario::DemandAsker::Both => "both sides",
-                    }
-                ));
-            }
-            if e.is_empty() {
-                "measured only".into()
-            } else {
-                e.join(", ")
-            }
-        };
-        let expect = if d.per_family.is_empty() {
-            describe(&d.expect)
-        } else {
-            Family::BOTH
-                .iter()
-                .map(|&f| format!("{}: {}", f.name(), describe(&d.expect_for(f))))
-                .collect::<Vec<_>>()
-                .join("; ")
-        };
-        let offload = match d.offload_only {
-            Some(f) => format!("; only {} on the kernel's fast path", f.name()),
-            None => String::new(),
-        };
-        out.push_str(&format!(
-            "  {:<30} {what}{offload}; RT throttling {:?}; {expect}\n",
-            d.label, d.rt_throttling
-        ));
-    }
-    out
-}
-
 pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunResult> {
     if let Some(spec) = &scenario.ssh {
         return if spec.target.is_some() {
@@ -416,7 +277,7 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunResult> {
     let provider = provider::for_scenario(scenario);
     let host = provider.prepare().context("preparing the lab")?;
     let result = run_prepared(scenario, options, host, &|dut, run_dir, host, name| {
-        dut::run_dut(scenario, dut, run_dir, host, name)
+        dut::run_dut(&site::lab::LabSite { host }, scenario, dut, run_dir, name)
     });
     // Torn down whatever happened; a teardown failure is reported, and the
     // run's own error (if any) wins.
@@ -591,7 +452,10 @@ fn run_prepared(
 fn finish(dir: PathBuf, manifest: Manifest) -> Result<RunResult> {
     write_manifest(&dir, &manifest)?;
     std::fs::write(dir.join("status"), format!("{}\n", manifest.status))?;
-    std::fs::write(dir.join("summary.md"), summary_markdown(&manifest))?;
+    std::fs::write(
+        dir.join("summary.md"),
+        crate::export::summary::summary_markdown(&manifest),
+    )?;
     Ok(RunResult { dir, manifest })
 }
 
@@ -661,7 +525,7 @@ fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<()> {
 /// Whether a phase is over: its stress processes have all ended
 /// (stress-ng has `--timeout`) or, without stress, its time is up. Bounded
 /// at 10 s past its time; Ctrl-C ends it too.
-fn phase_over(stress: &mut [Daemon], started: Instant, seconds: u64) -> bool {
+fn phase_over(stress: &mut [Box<dyn site::Process>], started: Instant, seconds: u64) -> bool {
     let elapsed = started.elapsed();
     let finished = if stress.is_empty() {
         elapsed >= Duration::from_secs(seconds)
@@ -673,7 +537,7 @@ fn phase_over(stress: &mut [Daemon], started: Instant, seconds: u64) -> bool {
 
 /// The stress-ng command lines of a phase, as the manifest records them
 /// (several processes run at once, joined by ` & `).
-fn stress_ng_line(processes: &[Vec<String>]) -> String {
+pub(crate) fn stress_ng_line(processes: &[Vec<String>]) -> String {
     processes
         .iter()
         .map(|args| format!("stress-ng {}", args.join(" ")))

@@ -2,7 +2,8 @@
 //! sleep), the wire agrees, and when they never came Up, whose failure it
 //! was.
 
-use super::{daemons, judge, INTERRUPTED};
+use super::site::BfdDaemon;
+use super::{judge, INTERRUPTED};
 use linecard_capture_analyzer::model::FlowResult;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -16,8 +17,8 @@ pub(super) fn ready_within(sessions: usize) -> Duration {
 
 /// Waits (bounded) until both daemons say every session is Up.
 pub(super) fn wait_up(
-    dut: &mut daemons::Bfd,
-    peer: &mut daemons::Bfd,
+    dut: &mut dyn BfdDaemon,
+    peer: &mut dyn BfdDaemon,
     sessions: usize,
     within: Duration,
 ) -> Result<(), String> {

@@ -6,7 +6,10 @@
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
-use linecard_harness::{analyze, bench, bench_xdp, lab, plots};
+use linecard_harness::{analyze, bench, bench_xdp, plots};
+
+mod lab;
+mod run;
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -37,27 +40,7 @@ enum Command {
     /// and prints the table. Exit 0 when the run is complete, 1 when a DUT failed or the run
     /// is invalid, 2 on bad input. Ctrl-C stops, tears down and keeps what was captured.
     /// Example: linecard run scenarios/bakeoff.toml
-    Run {
-        /// Scenario file (scenarios/*.toml)
-        scenario: std::path::PathBuf,
-        /// Stress profiles directory (default: stress-profiles/ beside the scenario's directory)
-        #[arg(long)]
-        profiles: Option<std::path::PathBuf>,
-        /// Results directory
-        #[arg(long, default_value = "results")]
-        results: std::path::PathBuf,
-        /// Run only the DUT with this label (repeatable)
-        #[arg(long = "only", value_name = "LABEL")]
-        only: Vec<String>,
-        /// Validate the scenario and its profiles, print the plan, and stop
-        #[arg(long)]
-        check: bool,
-        /// Print every command the provider would run (the proxmox provider's qm plan), and stop
-        #[arg(long)]
-        dry_run: bool,
-        #[command(flatten)]
-        output: Output,
-    },
+    Run(run::RunArgs),
     /// RFC 5880/5881 conformance: a scripted peer judges each DUT on the wire
     ///
     /// A remote system in the peer's namespace runs one script against every linecardd
@@ -151,30 +134,7 @@ enum Command {
     /// from a new recording with its reason, never from an edit. Example: linecard baseline
     /// results/smoke/A results/smoke/B results/smoke/C --slack-ms 5 --phase-slack-ms L4=8
     /// --slack-reason "..." --provenance "three runs on ..." --out baselines/smoke.toml
-    Baseline {
-        /// Run directories of the same scenario (their spread is recorded)
-        #[arg(required = true)]
-        runs: Vec<std::path::PathBuf>,
-        /// Slack above the worst run for the gap metrics, ms (counts get 0)
-        #[arg(long, default_value_t = 2.0)]
-        slack_ms: f64,
-        /// The slack for the phases of one profile, PROFILE=MS (repeatable), e.g. L4=8
-        #[arg(long = "phase-slack-ms", value_parser = parse_phase_slack)]
-        phase_slack_ms: Vec<(String, f64)>,
-        /// Slack above the worst run for the detection medians, ms (required when the runs
-        /// have one: a fault phase with five Downs of ours or more), e.g. 0.1
-        #[arg(long)]
-        detection_slack_ms: Option<f64>,
-        /// Why the slack is what it is (required: the file must say)
-        #[arg(long)]
-        slack_reason: String,
-        /// Where the values came from, recorded in the file
-        #[arg(long, default_value = "")]
-        provenance: String,
-        /// Output file
-        #[arg(long)]
-        out: std::path::PathBuf,
-    },
+    Baseline(BaselineArgs),
     /// The stress canary (started by `linecard run` on the DUT's CPUs): wakes every 1 ms and
     /// records as JSON lines each time it was kept from running for more than 2 ms
     #[command(hide = true)]
@@ -209,7 +169,7 @@ enum Command {
     },
     /// Bring up, inspect, check and tear down the local lab (network namespaces on this machine)
     #[command(subcommand)]
-    Lab(LabCommand),
+    Lab(lab::LabCommand),
     /// Per-flow gap distributions, flaps, budgets and latencies from BFD captures
     ///
     /// Reads pcap (us or ns) and pcapng; Ethernet (VLAN), Linux cooked (SLL, SLL2) and
@@ -280,144 +240,22 @@ enum BenchCommand {
     },
 }
 
-#[derive(Subcommand)]
-enum LabCommand {
-    /// Create the lab: namespaces lc-dut, lc-peer, lc-spare around a bridge in lc-obs,
-    /// cpusets lc-dut and lc-rest, RPS steering to the DUT's CPUs. Idempotent.
-    Up {
-        /// CPUs for the DUT (kernel list format, e.g. "1" or "2-3"); default: the last CPU
-        #[arg(long)]
-        dut_cpus: Option<String>,
-        #[command(flatten)]
-        output: Output,
-    },
-    /// Remove everything the lab created (anything named lc-*), also after a crash
-    Down {
-        #[command(flatten)]
-        output: Output,
-    },
-    /// Show the lab's hosts, addresses, MACs, ports and CPU sets; exit 1 if it is not fully up
-    Status {
-        #[command(flatten)]
-        output: Output,
-    },
-    /// Prove with a per-CPU counter that the DUT's XDP program runs on the DUT's CPUs
-    Check {
-        /// Turn RPS steering off during the check; the check must then fail
-        /// and name the sender's CPU (proof that it can fail)
-        #[arg(long)]
-        no_steering: bool,
-        /// Echo requests the peer sends, 5 ms apart
-        #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(20..=10_000))]
-        packets: u32,
-        #[command(flatten)]
-        output: Output,
-    },
-    /// Lose a share of one host's BFD control frames on its bridge port for a while (this kernel
-    /// has no netem: the lab's own XDP program, seeded and counted), then print what it judged
-    /// and dropped. On the peer's port the observer's capture on the DUT's port shows exactly
-    /// what the DUT received.
-    Loss {
-        /// The host whose frames are lost: peer or spare (the DUT's port carries the lab's XDP_PASS)
-        #[arg(long, default_value = "peer")]
-        host: String,
-        /// Percentage of its BFD control frames (UDP 3784 and 4784) dropped, 0-100
-        #[arg(long)]
-        percent: f64,
-        /// Seed of the draw: the same seed and the same frames give the same drops
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// How long the link stays lossy (bounded: at most an hour)
-        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
-        seconds: u64,
-        #[command(flatten)]
-        output: Output,
-    },
-}
-
 #[derive(Args)]
-struct Output {
+pub(crate) struct Output {
     /// Print JSON on stdout instead of a table
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
-fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
+pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Lab(command) => run_lab(command),
-        Command::Run {
-            scenario,
-            profiles,
-            results,
-            only,
-            check,
-            dry_run,
-            output,
-        } => {
-            let profiles = profiles
-                .unwrap_or_else(|| linecard_harness::scenario::default_profiles_dir(&scenario));
-            let scenario = linecard_harness::scenario::Scenario::load(&scenario, &profiles)?;
-            if let Some(label) = only
-                .iter()
-                .find(|l| !scenario.duts.iter().any(|d| &d.label == *l))
-            {
-                anyhow::bail!(
-                    "--only {label:?}: the scenario has no such DUT (labels: {})",
-                    scenario
-                        .duts
-                        .iter()
-                        .map(|d| format!("{:?}", d.label))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-            }
-            if dry_run {
-                match &scenario.proxmox {
-                    Some(p) => print!(
-                        "{}",
-                        linecard_harness::run::proxmox::render(p, &scenario.name)
-                    ),
-                    None => print!("{}", linecard_harness::run::plan(&scenario)),
-                }
-                return Ok(ExitCode::SUCCESS);
-            }
-            if check {
-                if output.json {
-                    print_json(&scenario)?;
-                } else {
-                    print!("{}", linecard_harness::run::plan(&scenario));
-                }
-                return Ok(ExitCode::SUCCESS);
-            }
-            // An ssh scenario's lab runs on its host, as root there.
-            if scenario.ssh.is_none() {
-                linecard_harness::sys::require_root("linecard run")?;
-            }
-            linecard_harness::run::install_interrupt_handler();
-            let result = linecard_harness::run::run(
-                &scenario,
-                &linecard_harness::run::RunOptions {
-                    results,
-                    only,
-                    profiles,
-                },
-            )?;
-            if output.json {
-                print_json(&result.manifest)?;
-            } else {
-                print!(
-                    "{}",
-                    linecard_harness::run::summary_markdown(&result.manifest)
-                );
-                println!("\nresults: {}", result.dir.display());
-            }
-            Ok(ExitCode::from(result.exit_code() as u8))
-        }
+        Command::Lab(command) => lab::run(command),
+        Command::Run(args) => run::scenario(args),
         Command::Conformance(args) => {
             let (report, dir) = match &args.judge {
                 Some(dir) => (linecard_harness::conformance::rejudge(dir)?, dir.clone()),
@@ -489,13 +327,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let result = linecard_harness::gate::gate(&run, &baseline)?;
             if let Some(path) = junit {
-                std::fs::write(&path, linecard_harness::gate::junit(&result))
+                std::fs::write(&path, linecard_harness::export::gate::junit(&result))
                     .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
             }
             if output.json {
                 print_json(&result)?;
             } else {
-                print!("{}", linecard_harness::gate::render(&result));
+                print!("{}", linecard_harness::export::gate::text(&result));
             }
             Ok(if result.passed {
                 ExitCode::SUCCESS
@@ -503,32 +341,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 ExitCode::from(1)
             })
         }
-        Command::Baseline {
-            runs,
-            slack_ms,
-            phase_slack_ms,
-            detection_slack_ms,
-            slack_reason,
-            provenance,
-            out,
-        } => {
-            let slack = linecard_harness::gate::Slack {
-                default_ms: slack_ms,
-                per_profile: phase_slack_ms,
-                detection_ms: detection_slack_ms,
-                reason: slack_reason,
-            };
-            let baseline = linecard_harness::gate::record(&runs, &slack, &provenance)?;
-            let text = format!(
-                "# Recorded by `linecard baseline` from {} runs; the gate's rule: baselines/README.md\n{}",
-                runs.len(),
-                toml::to_string(&baseline)?
-            );
-            std::fs::write(&out, text)
-                .map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?;
-            println!("{}", out.display());
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Baseline(args) => record_baseline(args),
         Command::StealWitness { cpus, seconds, out } => {
             linecard_harness::steal::run(&cpus, std::time::Duration::from_secs(seconds), &out)?;
             Ok(ExitCode::SUCCESS)
@@ -583,181 +396,99 @@ fn run(cli: Cli) -> Result<ExitCode> {
             out,
             plots,
             output,
-        } => {
-            let mut phases = phases
-                .iter()
-                .map(|p| analyze::parse_phase(p))
-                .collect::<Result<Vec<_>>>()?;
-            if let Some(manifest) = manifest {
-                phases.extend(analyze::manifest_phases(&manifest)?);
-            }
-            let options = linecard_capture_analyzer::Options {
-                phases,
-                timeline: plots.is_some(),
-            };
-            let analysis = analyze::run(&captures, &options, out.as_deref())?;
-            if let Some(dir) = plots {
-                for path in plots::write_all(&analysis, &dir)? {
-                    eprintln!("wrote {}", path.display());
-                }
-            }
-            for w in &analysis.warnings {
-                eprintln!("warning [{}]: {}", w.code, w.message);
-            }
-            if output.json {
-                print_json(&analysis)?;
-            } else {
-                print!("{}", analyze::render(&analysis));
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        } => analyze_captures(&captures, &phases, manifest, out, plots, &output),
     }
 }
 
-fn run_lab(command: LabCommand) -> Result<ExitCode> {
-    match command {
-        LabCommand::Up { dut_cpus, output } => {
-            let mut options = lab::LabOptions::detect()?;
-            if let Some(list) = dut_cpus {
-                options.dut_cpus = lab::spec::parse_cpu_list(&list).ok_or_else(|| {
-                    anyhow::anyhow!("--dut-cpus {list:?} is not a CPU list like \"1\" or \"2-3\"")
-                })?;
-            }
-            let status = lab::up(&options)?;
-            if output.json {
-                print_json(&status)?;
-            } else {
-                print!("{}", lab::status::render(&status));
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        LabCommand::Down { output } => {
-            let removed = lab::down()?;
-            if output.json {
-                print_json(&removed)?;
-            } else {
-                let mut restored = String::new();
-                if let Some(v) = removed.restored_rt_runtime_us {
-                    restored += &format!("; sched_rt_runtime_us restored to {v}");
-                }
-                if let Some(v) = &removed.restored_load_balance {
-                    restored += &format!("; the root cpuset's sched_load_balance restored to {v}");
-                }
-                println!(
-                    "removed: {} namespaces, {} cpusets, {} processes{}{restored}",
-                    removed.namespaces.len(),
-                    removed.cpusets.len(),
-                    removed.processes.len(),
-                    if removed.bpf_pins {
-                        ", pinned XDP links"
-                    } else {
-                        ""
-                    }
-                );
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        LabCommand::Status { output } => {
-            lab::preflight()?;
-            let status = lab::status::read()?;
-            if output.json {
-                print_json(&status)?;
-            } else {
-                print!("{}", lab::status::render(&status));
-            }
-            Ok(if status.up {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            })
-        }
-        LabCommand::Loss {
-            host,
-            percent,
-            seed,
-            seconds,
-            output,
-        } => {
-            linecard_harness::run::install_interrupt_handler();
-            run_loss(&host, percent, seed, seconds, &output)
-        }
-        LabCommand::Check {
-            no_steering,
-            packets,
-            output,
-        } => {
-            let report = lab::check::run(&lab::check::CheckOptions {
-                steering: !no_steering,
-                packets,
-            })?;
-            if output.json {
-                print_json(&report)?;
-            } else {
-                for c in &report.per_cpu {
-                    println!("  cpu {:>3}: {:>7} frames", c.cpu, c.frames);
-                }
-                println!(
-                    "{}: {}",
-                    if report.passed { "PASS" } else { "FAIL" },
-                    report.verdict
-                );
-            }
-            Ok(if report.passed {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            })
-        }
-    }
-}
-
-fn run_loss(
-    host: &str,
-    percent: f64,
-    seed: u64,
-    seconds: u64,
+/// `linecard analyze`: captures in, figures out (and plots, Parquet).
+fn analyze_captures(
+    captures: &[std::path::PathBuf],
+    phases: &[String],
+    manifest: Option<std::path::PathBuf>,
+    out: Option<std::path::PathBuf>,
+    plots: Option<std::path::PathBuf>,
     output: &Output,
 ) -> Result<ExitCode> {
-    let Some(host) = lab::spec::HOSTS.iter().find(|h| h.role == host) else {
-        anyhow::bail!("--host {host:?}: one of peer, spare");
+    let mut phases = phases
+        .iter()
+        .map(|p| analyze::parse_phase(p))
+        .collect::<Result<Vec<_>>>()?;
+    if let Some(manifest) = manifest {
+        phases.extend(analyze::manifest_phases(&manifest)?);
+    }
+    let options = linecard_capture_analyzer::Options {
+        phases,
+        timeline: plots.is_some(),
     };
-    if !(0.0..=100.0).contains(&percent) {
-        anyhow::bail!("--percent {percent}: between 0 and 100");
+    let analysis = analyze::run(captures, &options, out.as_deref())?;
+    if let Some(dir) = plots {
+        for path in plots::write_all(&analysis, &dir)? {
+            eprintln!("wrote {}", path.display());
+        }
     }
-    lab::preflight()?;
-    let link = lab::loss::LossyLink::attach(host, percent / 100.0, seed)?;
-    let started = std::time::Instant::now();
-    let limit = std::time::Duration::from_secs(seconds);
-    while started.elapsed() < limit
-        && !linecard_harness::run::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed)
-    {
-        std::thread::sleep(std::time::Duration::from_millis(100));
+    for w in &analysis.warnings {
+        eprintln!("warning [{}]: {}", w.code, w.message);
     }
-    let counts = link.counts()?;
-    drop(link);
     if output.json {
-        print_json(&serde_json::json!({
-            "port": host.bridge_port,
-            "percent": percent,
-            "seed": seed,
-            "seconds": started.elapsed().as_secs_f64(),
-            "seen": counts.seen,
-            "dropped": counts.dropped,
-        }))?;
+        print_json(&analysis)?;
     } else {
-        let share = if counts.seen == 0 {
-            0.0
-        } else {
-            100.0 * counts.dropped as f64 / counts.seen as f64
-        };
-        println!(
-            "{}: {} of {} BFD control frames dropped ({share:.2} %, asked {percent} %, seed {seed}) in {:.1} s",
-            host.bridge_port,
-            counts.dropped,
-            counts.seen,
-            started.elapsed().as_secs_f64()
-        );
+        print!("{}", analyze::render(&analysis));
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `linecard baseline`'s arguments.
+#[derive(Args)]
+struct BaselineArgs {
+    /// Run directories of the same scenario (their spread is recorded)
+    #[arg(required = true)]
+    runs: Vec<std::path::PathBuf>,
+    /// Slack above the worst run for the gap metrics, ms (counts get 0)
+    #[arg(long, default_value_t = 2.0)]
+    slack_ms: f64,
+    /// The slack for the phases of one profile, PROFILE=MS (repeatable), e.g. L4=8
+    #[arg(long = "phase-slack-ms", value_parser = parse_phase_slack)]
+    phase_slack_ms: Vec<(String, f64)>,
+    /// Slack above the worst run for the detection medians, ms (required when the runs
+    /// have one: a fault phase with five Downs of ours or more), e.g. 0.1
+    #[arg(long)]
+    detection_slack_ms: Option<f64>,
+    /// Why the slack is what it is (required: the file must say)
+    #[arg(long)]
+    slack_reason: String,
+    /// Where the values came from, recorded in the file
+    #[arg(long, default_value = "")]
+    provenance: String,
+    /// Output file
+    #[arg(long)]
+    out: std::path::PathBuf,
+}
+
+/// `linecard baseline`: a baseline recorded from repeated runs.
+fn record_baseline(args: BaselineArgs) -> Result<ExitCode> {
+    let BaselineArgs {
+        runs,
+        slack_ms,
+        phase_slack_ms,
+        detection_slack_ms,
+        slack_reason,
+        provenance,
+        out,
+    } = args;
+    let slack = linecard_harness::gate::Slack {
+        default_ms: slack_ms,
+        per_profile: phase_slack_ms,
+        detection_ms: detection_slack_ms,
+        reason: slack_reason,
+    };
+    let baseline = linecard_harness::gate::record(&runs, &slack, &provenance)?;
+    let text = format!(
+        "# Recorded by `linecard baseline` from {} runs; the gate's rule: baselines/README.md\n{}",
+        runs.len(),
+        toml::to_string(&baseline)?
+    );
+    std::fs::write(&out, text).map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?;
+    println!("{}", out.display());
     Ok(ExitCode::SUCCESS)
 }
 

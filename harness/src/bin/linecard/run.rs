@@ -1,0 +1,100 @@
+//! `linecard run SCENARIO`: the scenario read and checked, its plan
+//! printed (`--check`, `--dry-run`), or its run with the summary.
+
+use crate::{print_json, Output};
+use anyhow::Result;
+use clap::Args;
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub(crate) struct RunArgs {
+    /// Scenario file (scenarios/*.toml)
+    pub(crate) scenario: std::path::PathBuf,
+    /// Stress profiles directory (default: stress-profiles/ beside the scenario's directory)
+    #[arg(long)]
+    pub(crate) profiles: Option<std::path::PathBuf>,
+    /// Results directory
+    #[arg(long, default_value = "results")]
+    pub(crate) results: std::path::PathBuf,
+    /// Run only the DUT with this label (repeatable)
+    #[arg(long = "only", value_name = "LABEL")]
+    pub(crate) only: Vec<String>,
+    /// Validate the scenario and its profiles, print the plan, and stop
+    #[arg(long)]
+    pub(crate) check: bool,
+    /// Print every command the provider would run (the proxmox provider's qm plan), and stop
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    #[command(flatten)]
+    pub(crate) output: Output,
+}
+
+pub(crate) fn scenario(args: RunArgs) -> Result<ExitCode> {
+    let RunArgs {
+        scenario,
+        profiles,
+        results,
+        only,
+        check,
+        dry_run,
+        output,
+    } = args;
+    let profiles =
+        profiles.unwrap_or_else(|| linecard_harness::scenario::default_profiles_dir(&scenario));
+    let scenario = linecard_harness::scenario::Scenario::load(&scenario, &profiles)?;
+    if let Some(label) = only
+        .iter()
+        .find(|l| !scenario.duts.iter().any(|d| &d.label == *l))
+    {
+        anyhow::bail!(
+            "--only {label:?}: the scenario has no such DUT (labels: {})",
+            scenario
+                .duts
+                .iter()
+                .map(|d| format!("{:?}", d.label))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if dry_run {
+        match &scenario.proxmox {
+            Some(p) => print!(
+                "{}",
+                linecard_harness::run::proxmox::render(p, &scenario.name)
+            ),
+            None => print!("{}", linecard_harness::export::plan::plan(&scenario)),
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if check {
+        if output.json {
+            print_json(&scenario)?;
+        } else {
+            print!("{}", linecard_harness::export::plan::plan(&scenario));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    // An ssh scenario's lab runs on its host, as root there.
+    if scenario.ssh.is_none() {
+        linecard_harness::sys::require_root("linecard run")?;
+    }
+    linecard_harness::run::install_interrupt_handler();
+    let result = linecard_harness::run::run(
+        &scenario,
+        &linecard_harness::run::RunOptions {
+            results,
+            only,
+            profiles,
+        },
+    )?;
+    if output.json {
+        print_json(&result.manifest)?;
+    } else {
+        print!(
+            "{}",
+            linecard_harness::export::summary::summary_markdown(&result.manifest)
+        );
+        println!("\nresults: {}", result.dir.display());
+    }
+    Ok(ExitCode::from(result.exit_code() as u8))
+}

@@ -1,0 +1,240 @@
+//! The local lab as a [`Site`]: the DUT, the peer and the observer are
+//! network namespaces on this machine; the DUT's processes in the DUT's
+//! cpuset, the harness's own (capture, steal witness) in the rest. The
+//! only site with faults: they need the lab's plumbing (the observer's
+//! bridge, `lc_loss` on the peer's port, the spare's port for impostors).
+
+use super::{
+    BfdDaemon, CaptureRun, DutDir, FaultAct, FrameCounter, Prepared, Process, Recorder, Role, Site,
+};
+use crate::lab::spec;
+use crate::procs::{Capture, Daemon};
+use crate::rt_throttle;
+use crate::run::daemons::{self, Pair};
+use crate::run::provider::HostFacts;
+use crate::run::{actions, faults};
+use crate::scenario::{DutSpec, Scenario};
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
+
+/// The lab, with the facts `prepare` found (its CPUs).
+pub(crate) struct LabSite<'a> {
+    pub host: &'a HostFacts,
+}
+
+impl LabSite<'_> {
+    fn rest_cpus(&self) -> Vec<usize> {
+        let dut = &self.host.dut_cpus;
+        self.host
+            .online_cpus
+            .iter()
+            .copied()
+            .filter(|c| !dut.contains(c))
+            .collect()
+    }
+}
+
+/// Starts a recorder in the lab: on the DUT's CPUs in the DUT's namespace,
+/// or (the steal witness) on the rest in the observer's; its record and
+/// log in `dir`.
+pub(crate) fn spawn_recorder(
+    recorder: Recorder,
+    dut_cpus: &[usize],
+    seconds: u64,
+    dir: &Path,
+) -> Result<Daemon> {
+    let (namespace, cpuset) = if recorder.off_dut() {
+        (spec::OBSERVER_NS, spec::cpuset_dir(spec::REST_CPUSET))
+    } else {
+        (spec::DUT.namespace, spec::cpuset_dir(spec::DUT_CPUSET))
+    };
+    let out = dir.join(recorder.record());
+    let args = recorder.args(dut_cpus, seconds, &out.display().to_string());
+    Daemon::spawn(
+        recorder.name(),
+        namespace,
+        Some(&cpuset),
+        std::env::current_exe()?
+            .to_str()
+            .context("non-UTF-8 path")?,
+        &args,
+        &dir.join(format!("{}.log", recorder.name())),
+    )
+}
+
+impl Site for LabSite<'_> {
+    fn dut_cpus(&self) -> &[usize] {
+        &self.host.dut_cpus
+    }
+
+    fn peer_cpus(&self) -> Vec<usize> {
+        self.rest_cpus()
+    }
+
+    fn unavailable(&self, backend: &str) -> Result<Option<String>> {
+        Ok(crate::backends::Backends::local()?.unavailable(backend))
+    }
+
+    fn prepare_dut(&self, scenario: &Scenario, dut: &DutSpec, _dir: &DutDir) -> Result<Prepared> {
+        // Restored on drop, also when the run fails half-way.
+        let throttling = dut
+            .rt_throttling
+            .runtime_us()
+            .map(rt_throttle::RuntimeOverride::set)
+            .transpose()?;
+        let pairs = daemons::pairs(&scenario.sessions);
+        let addresses = daemons::ExtraAddresses::add(&pairs)?;
+        let mut held: Vec<Box<dyn std::any::Any>> = vec![Box::new(addresses)];
+        if let Some(throttling) = throttling {
+            held.push(Box::new(throttling));
+        }
+        Ok(Prepared {
+            pairs,
+            sched_rt_runtime_us: rt_throttle::read().ok(),
+            _held: held,
+        })
+    }
+
+    fn start_capture(&self, dir: &DutDir) -> Result<Box<dyn CaptureRun>> {
+        Ok(Box::new(Capture::start(
+            spec::OBSERVER_NS,
+            spec::DUT.bridge_port,
+            &dir.local.join("capture.pcap"),
+            Some(&spec::cpuset_dir(spec::REST_CPUSET)),
+        )?))
+    }
+
+    fn start_peer(
+        &self,
+        scenario: &Scenario,
+        dut: &DutSpec,
+        pairs: &[Pair],
+        dir: &DutDir,
+    ) -> Result<Box<dyn BfdDaemon>> {
+        start_peer_in(scenario, dut, pairs, &dir.local)
+    }
+
+    fn start_dut(
+        &self,
+        scenario: &Scenario,
+        dut: &DutSpec,
+        pairs: &[Pair],
+        dir: &DutDir,
+    ) -> Result<Box<dyn BfdDaemon>> {
+        let daemon = daemons::start_dut(
+            dut,
+            &scenario.sessions,
+            pairs,
+            &dir.local,
+            &self.host.dut_cpus,
+        )?;
+        Ok(Box::new(daemon))
+    }
+
+    fn start_recorder(
+        &self,
+        recorder: Recorder,
+        seconds: u64,
+        dir: &DutDir,
+    ) -> Result<Box<dyn Process>> {
+        let daemon = spawn_recorder(recorder, &self.host.dut_cpus, seconds, &dir.local)?;
+        Ok(Box::new(daemon))
+    }
+
+    fn fetch_record(&self, recorder: Recorder, dir: &DutDir) -> Result<PathBuf> {
+        Ok(dir.local.join(recorder.record()))
+    }
+
+    fn start_stress(
+        &self,
+        _name: &str,
+        args: &[String],
+        _dir: &DutDir,
+        log: &Path,
+    ) -> Result<Box<dyn Process>> {
+        Ok(Box::new(Daemon::spawn(
+            "stress-ng",
+            spec::DUT.namespace,
+            Some(&spec::cpuset_dir(spec::DUT_CPUSET)),
+            "stress-ng",
+            args,
+            log,
+        )?))
+    }
+
+    fn proc_stat(&self, _role: Role, pid: Option<u32>) -> (String, Option<String>) {
+        (
+            std::fs::read_to_string("/proc/stat").unwrap_or_default(),
+            pid.and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()),
+        )
+    }
+
+    fn lossy_link(&self, percent: f64, seed: u64) -> Result<Box<dyn FrameCounter>> {
+        Ok(Box::new(crate::lab::loss::LossyLink::attach(
+            &spec::PEER,
+            percent / 100.0,
+            seed,
+        )?))
+    }
+
+    fn act(
+        &self,
+        fault: &FaultAct,
+        peer: &mut Box<dyn BfdDaemon>,
+        dut: &mut Box<dyn BfdDaemon>,
+    ) -> Result<faults::Applied> {
+        // A restarted daemon gets a directory of its own beside the first.
+        let restart_peer = |kill: u64| {
+            let dir = fault.dir.local.join(format!(
+                "peer-{}",
+                actions::restart_suffix(fault.phase, kill)
+            ));
+            std::fs::create_dir_all(&dir)?;
+            start_peer_in(fault.scenario, fault.dut_spec, fault.pairs, &dir)
+                .context("starting the peer again")
+        };
+        let restart_dut = || -> Result<Box<dyn BfdDaemon>> {
+            let dir = fault
+                .dir
+                .local
+                .join(actions::restart_suffix(fault.phase, 0));
+            std::fs::create_dir_all(&dir)?;
+            let daemon = daemons::start_dut(
+                fault.dut_spec,
+                &fault.scenario.sessions,
+                fault.pairs,
+                &dir,
+                &self.host.dut_cpus,
+            )
+            .context("starting the DUT again")?;
+            Ok(Box::new(daemon))
+        };
+        actions::act(
+            fault.fault,
+            fault.scenario.sessions.auth.as_ref(),
+            fault.dead_for,
+            peer,
+            dut,
+            &restart_peer,
+            &restart_dut,
+        )
+    }
+}
+
+/// The peer as configured facing `dut` (its own timers, if any), its files
+/// in `dir`.
+fn start_peer_in(
+    scenario: &Scenario,
+    dut: &DutSpec,
+    pairs: &[Pair],
+    dir: &Path,
+) -> Result<Box<dyn BfdDaemon>> {
+    let peer = daemons::start_peer(
+        scenario.peer,
+        scenario.peer_rt_priority,
+        &dut.peer_sessions(&scenario.sessions),
+        pairs,
+        dir,
+    )?;
+    Ok(Box::new(peer))
+}

@@ -1,0 +1,336 @@
+//! A DUT's verdict from what was measured outside it: its capture (every
+//! phase sliced out of it, every fault's phase walked packet by packet)
+//! and the witnesses' records (canary, freeze, steal), which excuse a gap
+//! only when they were measured inside it. Whatever the site, this is the
+//! one place a DUT is judged ([`judge::judge`] holds the rules).
+
+use super::*;
+use linecard_capture_analyzer::model::FlowResult;
+
+/// What a DUT's run measured, for [`judge_dut`]: the capture, and the
+/// evidence taken beside it outside the engine.
+pub(crate) struct Measured {
+    pub pairs: Vec<daemons::Pair>,
+    pub captured: crate::procs::CaptureOutcome,
+    /// The capture ran to the end of the phases.
+    pub capture_alive: bool,
+    /// The canary's stalls on the DUT's CPUs.
+    pub stalls: Vec<crate::canary::Stall>,
+    /// When no CPU of the DUT's could run anything (the freeze witness).
+    pub freezes: Vec<crate::canary::Stall>,
+    /// The hypervisor's steal on the DUT's CPUs, placed in time.
+    pub steal: crate::steal::StealTrace,
+    /// Every session Up in both daemons' own words before the phases.
+    pub up: Result<(), String>,
+    pub up_at: i64,
+    pub steal_ms: f64,
+    pub peer_steal_ms: f64,
+    pub fast_path_on_dut_cpus: Option<(u64, u64)>,
+    pub responder: Option<String>,
+    pub control_plane_uninterrupted: Option<Result<String, String>>,
+}
+
+/// The sessions' timing and who is who on the capture.
+struct Sides {
+    dut: Vec<String>,
+    peer: Vec<String>,
+    detection_ms: f64,
+    interval_ms: f64,
+    /// The phases without a fault, as (start, end) ns: a fault's phase has
+    /// Downs by design, the checks of the others do not.
+    plain: Vec<(i64, i64)>,
+}
+
+impl Sides {
+    fn in_plain(&self, t: i64) -> bool {
+        self.plain.iter().any(|&(a, b)| (a..b).contains(&t))
+    }
+}
+
+/// Analyses a DUT's capture (every phase sliced out of it) and gives
+/// `outcome` its evidence and verdict; the phases are `outcome.phases`.
+pub(crate) fn judge_dut(
+    scenario: &Scenario,
+    dut: &DutSpec,
+    outcome: &mut DutOutcome,
+    measured: Measured,
+) -> Result<()> {
+    let m = measured;
+    let dir = m
+        .captured
+        .path
+        .parent()
+        .context("the capture is in the DUT's directory")?
+        .to_path_buf();
+    // Analysis: every phase sliced out of the one capture.
+    let phases: Vec<Phase> = outcome.phases.iter().map(PhaseRecord::window).collect();
+    let analysis = crate::analyze::run(
+        std::slice::from_ref(&m.captured.path),
+        &Options {
+            phases,
+            timeline: false,
+        },
+        Some(&dir.join("analysis")),
+    )?;
+    let s = &scenario.sessions;
+    let interval_ms = f64::from(s.tx_interval_ms.max(s.rx_interval_ms));
+    let sides = Sides {
+        dut: m.pairs.iter().map(|p| p.dut.to_string()).collect(),
+        peer: m.pairs.iter().map(|p| p.peer.to_string()).collect(),
+        detection_ms: f64::from(s.multiplier) * interval_ms,
+        interval_ms,
+        plain: outcome
+            .phases
+            .iter()
+            .filter(|p| p.fault.is_none())
+            .map(|p| (p.start_ns, p.end_ns))
+            .collect(),
+    };
+    let up_before_phases = readiness::on_the_wire(
+        m.up,
+        &analysis.all.flows,
+        (&sides.dut, &sides.peer),
+        outcome
+            .phases
+            .first()
+            .map_or(i64::MAX, |p| p.start_ns)
+            .min(m.up_at),
+        m.pairs.len(),
+        sides.detection_ms,
+    );
+    let phase_figures = |pairs: &[daemons::Pair]| -> Vec<PhaseFigures> {
+        outcome
+            .phases
+            .iter()
+            .zip(&analysis.phases)
+            .zip(&scenario.phases)
+            .map(|((record, result), phase)| {
+                figures::figures_of(record, &result.result, phase, pairs, &m.stalls, &m.steal)
+            })
+            .collect()
+    };
+    let mut figures = phase_figures(&m.pairs);
+    // Dual-stack: each family's sessions alone (faults need one session,
+    // so these carry no fault figures).
+    let family_figures: Vec<(Family, Vec<PhaseFigures>)> = if s.dual_stack {
+        Family::BOTH
+            .iter()
+            .map(|&family| {
+                let of_family: Vec<daemons::Pair> = (m.pairs.iter())
+                    .filter(|p| Family::of(p.dut) == family)
+                    .cloned()
+                    .collect();
+                (family, phase_figures(&of_family))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let (premature_peer_detections_ms, silent_peer_detections_ms) =
+        detections(&analysis.all.flows, &sides);
+    let witnesses = mirror::Witnesses {
+        steal: &m.steal,
+        freezes: &m.freezes,
+        stalls: &m.stalls,
+        unstressed: outcome
+            .phases
+            .iter()
+            .filter(|p| p.stress_ng.is_none())
+            .map(|p| (p.start_ns, p.end_ns))
+            .collect(),
+    };
+    let walked = walk_the_wire(
+        &m.captured.path,
+        &sides,
+        &witnesses,
+        &outcome.phases,
+        scenario,
+        &mut figures,
+    )?;
+    let evidence = Evidence {
+        capture_died_early: m.captured.died_early || !m.capture_alive,
+        capture_dropped: m.captured.dropped_by_kernel,
+        up_before_phases,
+        fast_path_on_dut_cpus: m.fast_path_on_dut_cpus,
+        responder: m.responder,
+        steal_ms: m.steal_ms,
+        peer_steal_ms: m.peer_steal_ms,
+        premature_peer_detections_ms,
+        silent_peer_detections_ms,
+        peer_stalls_ms: walked.peer_stalls_ms,
+        detection_ms: sides.detection_ms,
+        interval_ms: Some(sides.interval_ms),
+        control_plane_uninterrupted: m.control_plane_uninterrupted,
+        long_gaps: walked.long_gaps,
+        phases: figures,
+    };
+    give_verdict(scenario, dut, outcome, family_figures, evidence);
+    Ok(())
+}
+
+/// The peer's Downs for an expired detection time within the plain
+/// phases that came before the detection time had passed on the wire
+/// (ms after our last packet), and the DUT's first Down there if it came
+/// after the peer had sent nothing for that time: a true detection of a
+/// peer that fell silent. Only the first: after a flap the peer's slow
+/// rate while not Up (RFC 5880 6.8.3) makes long silences of its own that
+/// say nothing about its host.
+fn detections(flows: &[FlowResult], sides: &Sides) -> (Vec<f64>, Vec<f64>) {
+    let premature: Vec<f64> = flows
+        .iter()
+        .filter(|f| sides.peer.contains(&f.src))
+        .flat_map(|f| &f.flap_events)
+        .filter(|ev| sides.in_plain(ev.at_ns))
+        .filter_map(|ev| ev.detection_latency_ms)
+        // 1 ms of tolerance for the capture's own timestamping.
+        .filter(|&ms| ms < sides.detection_ms - 1.0)
+        .collect();
+    let silent: Vec<f64> = flows
+        .iter()
+        .filter(|f| sides.dut.contains(&f.src))
+        .flat_map(|f| &f.flap_events)
+        .filter(|ev| sides.in_plain(ev.at_ns))
+        .min_by_key(|ev| ev.at_ns)
+        .and_then(|ev| ev.detection_latency_ms)
+        .filter(|&ms| ms >= sides.detection_ms - 1.0)
+        .into_iter()
+        .collect();
+    (premature, silent)
+}
+
+/// What the packet-by-packet walk of the whole capture found.
+struct Walked {
+    /// The DUT's long gaps in the plain phases, each checked against the
+    /// peer's own silence and placed among the witnesses' records.
+    long_gaps: Vec<mirror::LongGap>,
+    /// The peer's silences of a detection time while both sides were Up,
+    /// in the plain phases: it sends on its own clock whatever the DUT
+    /// does (RFC 5880 6.8.7), so each is its host's stall (seen in CI:
+    /// both sides silent 110 ms at once, the machine itself stalled).
+    peer_stalls_ms: Vec<f64>,
+}
+
+/// Walks the whole capture packet by packet: the DUT's long gaps, the
+/// peer's stalls, and each fault's phase (its figures go into `figures`).
+fn walk_the_wire(
+    capture: &Path,
+    sides: &Sides,
+    witnesses: &mirror::Witnesses,
+    records: &[PhaseRecord],
+    scenario: &Scenario,
+    figures: &mut [PhaseFigures],
+) -> Result<Walked> {
+    let interval_ns = (sides.interval_ms * 1e6) as u64;
+    let mut long = mirror::LongGaps::new(interval_ns * 6 / 5);
+    let mut rows = faults::Rows::default();
+    let whole = linecard_capture_analyzer::analyze(
+        std::slice::from_ref(&capture.to_path_buf()),
+        &Options {
+            phases: Vec::new(),
+            timeline: false,
+        },
+        Some(&mut linecard_capture_analyzer::analysis::Tee(vec![
+            &mut long, &mut rows,
+        ])),
+    )?;
+    let flows = &whole.all.flows;
+    let dut_flows: Vec<usize> = (0..flows.len())
+        .filter(|&i| sides.dut.contains(&flows[i].src) && sides.peer.contains(&flows[i].dst))
+        .collect();
+    let reverse = |i: usize| {
+        flows.iter().position(|f| {
+            f.src == flows[i].dst && f.dst == flows[i].src && f.service == flows[i].service
+        })
+    };
+    let mut long_gaps: Vec<mirror::LongGap> = (sides.plain.iter())
+        .flat_map(|&(start, end)| mirror::judge_gaps(&long, &dut_flows, reverse, start, end))
+        .collect();
+    let place_disturbances = |gap: &mut mirror::LongGap| witnesses.place(gap);
+    long_gaps.iter_mut().for_each(place_disturbances);
+    // Each fault's phase, walked packet by packet.
+    let who: Vec<faults::Side> = flows
+        .iter()
+        .map(|f| {
+            if sides.dut.contains(&f.src) {
+                faults::Side::Ours
+            } else if f.src_port == faults::IMPOSTOR_PORT {
+                faults::Side::Impostor
+            } else {
+                faults::Side::Peer
+            }
+        })
+        .collect();
+    let timers = (sides.detection_ms, sides.interval_ms);
+    let peer_stalls_ms: Vec<f64> = (sides.plain.iter())
+        .flat_map(|&(start, end)| {
+            faults::walk(&rows.0, &who, (start, end), (start, start), timers).peer_silences
+        })
+        .map(|silence| silence.ms())
+        .collect();
+    for ((record, spec), figures) in records.iter().zip(&scenario.phases).zip(figures) {
+        let (Some(applied), Some(fault)) = (&record.fault, &spec.fault) else {
+            continue;
+        };
+        let mut f = faults::walk(
+            &rows.0,
+            &who,
+            (record.start_ns, record.end_ns),
+            (applied.start_ns, applied.end_ns),
+            timers,
+        );
+        f.fault = Some(fault.clone());
+        f.stressed = record.stress_ng.is_some();
+        f.late_up_gaps.iter_mut().for_each(place_disturbances);
+        f.frames_seen = applied.frames_seen;
+        f.frames_dropped = applied.frames_dropped;
+        f.flood = applied.flood.clone();
+        figures.fault = Some(f);
+    }
+    Ok(Walked {
+        long_gaps,
+        peer_stalls_ms,
+    })
+}
+
+/// The DUT's verdict from its evidence (and each family's, dual stack),
+/// given to `outcome` with the evidence.
+fn give_verdict(
+    scenario: &Scenario,
+    dut: &DutSpec,
+    outcome: &mut DutOutcome,
+    family_figures: Vec<(Family, Vec<PhaseFigures>)>,
+    evidence: Evidence,
+) {
+    // Authenticated sessions are the fast path's while it signs
+    // (`xdp_sign`, on unless switched off as the negative control).
+    let fast_path = |family: Family| match &dut.implementation {
+        DutImplementation::Linecardd { backend } | DutImplementation::FrrDataplane { backend } => {
+            daemons::offloads(backend, &dut.engine)
+                && (scenario.sessions.auth.is_none()
+                    || daemons::engine_switch_on(&dut.engine, "xdp_sign"))
+                && scenario.sessions.demand.is_none()
+                && dut.offload_only.is_none_or(|f| f == family)
+        }
+        DutImplementation::Frr => false,
+    };
+    outcome.families = family_figures
+        .into_iter()
+        .map(|(family, phases)| FamilyOutcome {
+            family,
+            fast_path: fast_path(family),
+            verdict: judge::judge(
+                &dut.expect_for(family),
+                &evidence.with_phases(phases.clone()),
+            ),
+            phases,
+        })
+        .collect();
+    outcome.verdict = if INTERRUPTED.load(Ordering::Relaxed) {
+        Verdict::Fail("interrupted".into())
+    } else if dut.per_family.is_empty() {
+        judge::judge(&dut.expect, &evidence)
+    } else {
+        worst_of_families(&outcome.families)
+    };
+    outcome.evidence = Some(evidence);
+}
