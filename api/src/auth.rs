@@ -4,7 +4,7 @@ use linecard_common::bfd::auth_type as code;
 /// same types as the codes of `linecard_common::bfd::auth_type`; this is
 /// their one userspace definition (the engine's codec, its config and the
 /// harness's scenarios all name it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AuthType {
     SimplePassword,

@@ -12,6 +12,7 @@
 
 mod auth;
 mod backend;
+pub mod control;
 mod input;
 
 pub use auth::{auth_type_named, AuthType, AUTH_TYPES};

@@ -25,7 +25,6 @@
 //!   holds the control loop.
 
 use linecard_common::checksum::ones_complement_sum;
-use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::IpAddr;
@@ -60,29 +59,7 @@ pub struct EchoPlan {
     pub lost_after_ns: u64,
 }
 
-/// One session's echo, as `linecardd ctl list` shows it. Advisory.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
-pub struct EchoStatus {
-    /// The negotiated interval, µs; 0 while no echo is sent (the session
-    /// is not Up, or the peer advertises Required Min Echo RX 0).
-    pub interval_us: u64,
-    pub sent: u64,
-    pub returned: u64,
-    /// Not back within the detection time.
-    pub lost: u64,
-    /// Returns that matched no echo still outstanding (late past the
-    /// detection time, or duplicated).
-    pub unmatched: u64,
-    pub rtt_min_us: Option<u64>,
-    pub rtt_max_us: Option<u64>,
-    pub rtt_avg_us: Option<u64>,
-    /// The longest time between two consecutive sends, µs, measured as
-    /// they left: a stalled originator shows here.
-    pub max_send_gap_us: u64,
-    /// A return arrived within the detection time (advisory: it does not
-    /// move the session's state).
-    pub live: bool,
-}
+pub use linecard_api::control::EchoStatus;
 
 #[derive(Default)]
 struct Entry {

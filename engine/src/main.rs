@@ -160,83 +160,75 @@ fn run_daemon(path: PathBuf) -> Result<()> {
     engine.run(&STOP)
 }
 
-fn print_sessions(reply: &serde_json::Value) {
-    for s in reply["sessions"].as_array().into_iter().flatten() {
-        let ms = |v: &serde_json::Value| {
-            v.as_u64()
-                .map(|us| format!("{}ms", us / 1000))
-                .unwrap_or("-".into())
-        };
+/// `ctl list` for people, in the manner of FRR's `show bfd peers`.
+fn print_sessions(reply: &linecard_api::control::ListReply) {
+    let ms = |us: u32| format!("{}ms", us / 1000);
+    for s in &reply.sessions {
         println!(
             "peer {} local-address {} (backend {}, source port {})",
-            s["peer"].as_str().unwrap_or("?"),
-            s["local"].as_str().unwrap_or("?"),
-            s["backend"].as_str().unwrap_or("?"),
-            s["source_port"]
+            s.peer, s.local, s.backend, s.source_port
         );
-        println!("\tID: {}", s["local_discr"]);
-        println!("\tRemote ID: {}", s["remote"]["discr"]);
+        println!("\tID: {}", s.local_discr);
+        println!("\tRemote ID: {}", s.remote.discr);
         println!(
             "\tStatus: {}{}",
-            s["state"].as_str().unwrap_or("?"),
-            if s["polling"] == true {
-                " (poll sequence)"
-            } else {
-                ""
-            }
+            json_name(&s.state),
+            if s.polling { " (poll sequence)" } else { "" }
         );
-        println!(
-            "\tDiagnostics: {}",
-            s["diag"]
-                .as_str()
-                .map(str::to_string)
-                .unwrap_or_else(|| s["diag"].to_string())
-        );
-        println!(
-            "\tRemote diagnostics: {}",
-            s["remote"]["diag"]
-                .as_str()
-                .map(str::to_string)
-                .unwrap_or_else(|| s["remote"]["diag"].to_string())
-        );
+        println!("\tDiagnostics: {}", json_name(&s.diag));
+        println!("\tRemote diagnostics: {}", json_name(&s.remote.diag));
         println!("\tLocal timers:");
-        println!("\t\tDetect-multiplier: {}", s["detect_mult"]);
-        println!("\t\tReceive interval: {}", ms(&s["required_min_rx_us"]));
-        println!("\t\tTransmission interval: {}", ms(&s["desired_min_tx_us"]));
+        println!("\t\tDetect-multiplier: {}", s.detect_mult);
+        println!("\t\tReceive interval: {}", ms(s.required_min_rx_us));
+        println!("\t\tTransmission interval: {}", ms(s.desired_min_tx_us));
         println!("\tRemote timers:");
-        println!("\t\tDetect-multiplier: {}", s["remote"]["detect_mult"]);
-        println!("\t\tReceive interval: {}", ms(&s["remote"]["min_rx_us"]));
+        println!("\t\tDetect-multiplier: {}", s.remote.detect_mult);
+        println!("\t\tReceive interval: {}", ms(s.remote.min_rx_us));
         println!(
             "\t\tTransmission interval: {}",
-            ms(&s["remote"]["desired_min_tx_us"])
+            ms(s.remote.desired_min_tx_us)
         );
-        let demand = &s["demand"];
-        if demand["configured"] == true || demand["active_at_peer"] == true {
+        let demand = &s.demand;
+        if demand.configured || demand.active_at_peer {
             println!(
                 "\tDemand mode: asked here {} (verify every {}), active here {}, active at the peer {}",
-                demand["configured"],
-                ms(&demand["verify_interval_us"]),
-                demand["active_here"],
-                demand["active_at_peer"]
+                demand.configured,
+                ms(demand.verify_interval_us),
+                demand.active_here,
+                demand.active_at_peer
             );
         }
+        let drops: Vec<String> = (s.drops.iter())
+            .map(|(reason, n)| format!("{} {n}", json_name(reason)))
+            .collect();
         println!(
-            "\tPackets: in {} out {}; drops {}",
-            s["counters"]["packets_in"], s["counters"]["packets_out"], s["drops"]
+            "\tPackets: in {} out {}; drops [{}]",
+            s.counters.packets_in,
+            s.counters.packets_out,
+            drops.join(", ")
         );
-        let echo = &s["echo"];
-        if echo.is_object() {
+        if let Some(echo) = &s.echo {
             println!(
                 "\tEcho (advisory): every {}; sent {} returned {} lost {}; RTT max {} us; longest gap between sends {} us",
-                ms(&echo["interval_us"]),
-                echo["sent"],
-                echo["returned"],
-                echo["lost"],
-                echo["rtt_max_us"],
-                echo["max_send_gap_us"]
+                ms(echo.interval_us as u32),
+                echo.sent,
+                echo.returned,
+                echo.lost,
+                echo.rtt_max_us.map_or("-".into(), |us| us.to_string()),
+                echo.max_send_gap_us
             );
         }
         println!();
+    }
+}
+
+/// A value's name as the control socket's JSON spells it (`up`,
+/// `control_detection_time_expired`, `bad_ttl`).
+fn json_name<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => "?".into(),
     }
 }
 
@@ -301,7 +293,7 @@ fn run_ctl(ctl: Ctl) -> Result<()> {
     };
     let reply = call(&ctl.socket, &request)?;
     match ctl.op {
-        CtlOp::List { json: false } => print_sessions(&reply),
+        CtlOp::List { json: false } => print_sessions(&serde_json::from_value(reply)?),
         _ => println!("{}", serde_json::to_string_pretty(&reply)?),
     }
     Ok(())

@@ -18,13 +18,13 @@
 //! branch runs at all.
 
 use crate::lab::spec::{PEER, SPARE};
-use crate::run::daemons::linecardd_ctl;
+use crate::run::daemons::linecardd_ctl_as;
 use crate::sys::in_netns;
 use anyhow::{bail, Context, Result};
+use linecard_api::control::{DropsReply, ListReply, SessionStatus, State, Transition};
 use linecard_bpf_objects::craft;
 use linecard_common::bfd::{drop, verdict};
 use serde::Serialize;
-use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -283,59 +283,43 @@ struct Counters {
     echo_passed: u64,
     echo_reflected: u64,
     userspace: u64,
-    transition: Value,
+    transition: Option<Transition>,
 }
 
 fn read_counters(socket: &Path) -> Result<Counters> {
-    let drops = linecardd_ctl(socket, &["drops"])?;
-    let list = linecardd_ctl(socket, &["list", "--json"])?;
+    let drops: DropsReply = linecardd_ctl_as(socket, &["drops"])?;
+    let list: ListReply = linecardd_ctl_as(socket, &["list", "--json"])?;
     let session = live_session(&list)?;
-    let fast = &drops["fast_path"];
-    let kernel_drops = fast["drops"]
-        .as_array()
-        .context("the DUT reports no fast-path drops: is it on the xdp backend?")?
-        .iter()
-        .map(|v| v.as_u64().unwrap_or(0))
-        .collect();
+    let fast = drops
+        .fast_path
+        .context("the DUT reports no fast-path drops: is it on the xdp backend?")?;
     let verdicts = |index: u32| -> u64 {
-        fast["verdicts_per_cpu"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|cpu| cpu[index as usize].as_u64().unwrap_or(0))
+        (fast.verdicts_per_cpu.iter())
+            .map(|cpu| cpu[index as usize])
             .sum()
     };
-    let engine_drops: u64 = drops["drops"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|pair| pair[1].as_u64().unwrap_or(0))
-        .sum();
-    let packets_in = session["counters"]["packets_in"].as_u64().unwrap_or(0);
+    let engine_drops: u64 = drops.drops.iter().map(|(_, n)| n).sum();
     Ok(Counters {
-        kernel_drops,
         replies: verdicts(verdict::REPLIED),
         echo_passed: verdicts(verdict::ECHO_PASSED),
         echo_reflected: verdicts(verdict::ECHO_REFLECTED),
-        userspace: engine_drops + packets_in,
-        transition: session["last_transition"].clone(),
+        kernel_drops: fast.drops,
+        userspace: engine_drops + session.counters.packets_in,
+        transition: session.last_transition,
     })
 }
 
 /// The DUT's session with the lab's peer, which must be Up and offloaded.
-fn live_session(list: &Value) -> Result<&Value> {
-    let session = list["sessions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|s| s["peer"] == PEER.ipv4)
-        .with_context(|| format!("the DUT has no session with the lab's peer {}", PEER.ipv4))?;
-    if session["state"] != "up" || session["offloaded"] != true {
+fn live_session(list: &ListReply) -> Result<&SessionStatus> {
+    let peer: std::net::IpAddr = PEER.ipv4.parse().context("the lab's peer address")?;
+    let session = list
+        .session(peer)
+        .with_context(|| format!("the DUT has no session with the lab's peer {peer}"))?;
+    if session.state != State::Up || !session.offloaded {
         bail!(
-            "the DUT's session with {} is not Up and offloaded (state {}, offloaded {}): the matrix needs the fast path answering it",
-            PEER.ipv4,
-            session["state"],
-            session["offloaded"]
+            "the DUT's session with {peer} is not Up and offloaded (state {:?}, offloaded {}): the matrix needs the fast path answering it",
+            session.state,
+            session.offloaded
         );
     }
     Ok(session)
@@ -348,13 +332,10 @@ const MIN_WINDOW: Duration = Duration::from_millis(50);
 
 /// Runs every case `copies` times, then, if `flood` > 0, the flood.
 pub fn run(socket: &Path, copies: u64, flood: u64) -> Result<Matrix> {
-    let list = linecardd_ctl(socket, &["list", "--json"])?;
+    let list: ListReply = linecardd_ctl_as(socket, &["list", "--json"])?;
     let session = live_session(&list)?;
-    let our_discr = session["local_discr"].as_u64().context("no local_discr")? as u32;
-    let peer_discr = session["remote"]["discr"]
-        .as_u64()
-        .context("no remote discr")? as u32;
-    let echo_reflected = session["required_min_echo_rx_us"].as_u64().unwrap_or(0) > 0;
+    let (our_discr, peer_discr) = (session.local_discr, session.remote.discr);
+    let echo_reflected = session.required_min_echo_rx_us > 0;
     let mut results = Vec::new();
     for case in cases(peer_discr, our_discr, echo_reflected) {
         let before = read_counters(socket)?;

@@ -134,22 +134,7 @@ pub fn make_current_thread_realtime(priority: i32, cpu: Option<usize>) -> std::i
     Ok(())
 }
 
-/// How one of our threads is scheduled, as `linecardd ctl drops` reports it.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ThreadPolicy {
-    /// SCHED_DEADLINE: runs before every SCHED_FIFO task and is not held by
-    /// RT throttling (its own reservation bounds it instead).
-    Deadline { runtime_us: u64, period_us: u64 },
-    /// SCHED_FIFO: held with every other RT task for the throttled part of
-    /// each second (~50 ms as shipped) once RT hogs saturate the CPU.
-    Fifo {
-        priority: i32,
-        why_not_deadline: String,
-    },
-    /// Neither was allowed.
-    Normal { why: String },
-}
+pub use linecard_api::control::ThreadPolicy;
 
 /// The reservation of every thread of ours that must be timely (the
 /// deadline backend's loop, the xdp backend's responder): 1 ms of CPU in

@@ -5,7 +5,6 @@
 //! machine, bring-up, Polls it starts and every transition.
 
 use super::responder::{Detection, Heartbeat, Prepared, Responder};
-use super::rt::ThreadPolicy;
 use super::{Availability, BackendKind, Transmitter, MAX_SLEEP_NS};
 use crate::config::EngineConfig;
 use anyhow::{bail, Context, Result};
@@ -65,21 +64,7 @@ pub struct FastPath {
     xmit_seq: std::sync::Arc<super::xmit_seq::Mapping>,
 }
 
-/// What the fast path counted, for `linecardd ctl drops` and placement.
-#[derive(Debug, serde::Serialize)]
-pub struct FastPathCounters {
-    /// Indexed by `linecard_common::bfd::drop::*`, summed over CPUs.
-    pub drops: Vec<u64>,
-    /// The same, by the reason's name (`drop::NAMES`), for people.
-    pub drops_by_reason: std::collections::BTreeMap<&'static str, u64>,
-    /// Per CPU, indexed by `linecard_common::bfd::verdict::*`.
-    pub verdicts_per_cpu: Vec<[u64; VERDICTS as usize]>,
-    /// How the responder thread is scheduled (None in its first instants).
-    pub responder: Option<ThreadPolicy>,
-    /// Own-clock packets the responder sent (every session): with the
-    /// REPLIED verdicts, everything the fast path transmitted.
-    pub own_clock_sent: u64,
-}
+pub use linecard_api::control::FastPathCounters;
 
 impl FastPath {
     /// Loads the program and starts the responder as `config` asks (see
@@ -369,7 +354,7 @@ impl FastPath {
             drops_by_reason: drops
                 .iter()
                 .enumerate()
-                .map(|(i, &n)| (linecard_common::bfd::drop::name(i as u32), n))
+                .map(|(i, &n)| (linecard_common::bfd::drop::name(i as u32).to_string(), n))
                 .collect(),
             drops,
             verdicts_per_cpu: per_cpu,

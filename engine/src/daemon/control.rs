@@ -11,8 +11,8 @@
 
 use super::Engine;
 use crate::config::{validate_session, RawSession};
-use crate::session::{Counters, Remote, Transition};
-use crate::wire::{Diagnostic, DropReason, State};
+
+use crate::wire::DropReason;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::IpAddr;
@@ -53,88 +53,7 @@ pub enum Request {
     },
 }
 
-/// One session as `linecardd ctl readiness` shows it: whether it is Up
-/// and steady, and where it should be served.
-#[derive(Debug, Serialize)]
-pub struct SessionReadiness {
-    pub peer: IpAddr,
-    pub state: State,
-    pub polling: bool,
-    pub offloaded: bool,
-    pub authenticated: bool,
-    pub demand_configured: bool,
-    pub demand_active_at_peer: bool,
-}
-
-/// One session as `linecardd ctl list` shows it.
-#[derive(Debug, Serialize)]
-pub struct SessionStatus {
-    pub local: IpAddr,
-    pub peer: IpAddr,
-    pub backend: String,
-    pub source_port: u16,
-    pub state: State,
-    pub diag: Diagnostic,
-    pub local_discr: u32,
-    pub detect_mult: u8,
-    /// Advertised, µs.
-    pub desired_min_tx_us: u32,
-    pub required_min_rx_us: u32,
-    pub polling: bool,
-    /// Demand mode (RFC 5880 6.6): asked for here, and active on either
-    /// side now.
-    pub demand: DemandStatus,
-    pub detection_time_us: Option<i64>,
-    pub remote: Remote,
-    pub counters: Counters,
-    /// Refused after demultiplexing, by reason (non-zero only).
-    pub drops: Vec<(DropReason, u64)>,
-    pub last_transition: Option<Transition>,
-    /// The XDP fast path answers for this session now.
-    pub offloaded: bool,
-    /// `last_transition.at_ns` on CLOCK_REALTIME (the capture's clock).
-    pub last_transition_unix_ns: Option<i64>,
-    /// When the kernel's sweep last declared the peer silent (CLOCK_REALTIME).
-    pub kernel_detection_unix_ns: Option<i64>,
-    /// What clocks our packets: `own` (our timer), `peer` (offloaded and
-    /// RX-clocked), or `own: the peer stalled or is RX-clocked too`
-    /// (offloaded, and the kernel's own clock for the session sent within
-    /// the last three intervals).
-    pub clock: &'static str,
-    /// How often the kernel's sweep asked the responder for a packet of
-    /// the session's own clock while offloaded.
-    pub own_clock_requests: u64,
-    /// Required Min Echo RX we advertise, µs (non-zero: we reflect).
-    pub required_min_echo_rx_us: u32,
-    /// Our echoes (sessions with `echo = true`): advisory.
-    pub echo: Option<crate::echo::EchoStatus>,
-    /// Authentication (6.7): type, key in use, both sequence numbers.
-    pub auth: Option<crate::session::auth::AuthStatus>,
-    /// What the kernel's digest verification cost for this session
-    /// (authenticated sessions on the xdp backend).
-    pub kernel_digests: Option<KernelDigests>,
-}
-
-/// The kernel's digest work for one session (`linecard_common::verify`).
-#[derive(Debug, Serialize)]
-pub struct KernelDigests {
-    /// Digests computed to verify a packet, within the budget.
-    pub computed: u64,
-    /// Packets judged against a digest the sweep computed ahead.
-    pub expected_hits: u64,
-}
-
-#[derive(Debug, Serialize)]
-pub struct DemandStatus {
-    /// `demand = true` for this session (bfd.DemandMode).
-    pub configured: bool,
-    /// Between verification Polls, µs (0: never).
-    pub verify_interval_us: u32,
-    /// We set D and the peer sends nothing periodically.
-    pub active_here: bool,
-    /// The peer set D and we send nothing periodically outside a Poll.
-    pub active_at_peer: bool,
-}
+pub use linecard_api::control::{DemandStatus, KernelDigests, SessionReadiness, SessionStatus};
 
 fn nonzero(counts: &[u64]) -> Vec<(DropReason, u64)> {
     DropReason::ALL
@@ -219,7 +138,7 @@ impl Engine {
                     offloaded: peer.kernel.offloaded(),
                     last_transition_unix_ns: peer.last_transition.map(|t| self.unix_ns(t.at_ns)),
                     kernel_detection_unix_ns: peer.kernel_detection_unix_ns,
-                    clock,
+                    clock: clock.to_string(),
                     own_clock_requests,
                     required_min_echo_rx_us: session.config().required_min_echo_rx_us,
                     echo: peer.spec.echo_interval_us.and_then(|_| {

@@ -151,16 +151,7 @@ pub enum SequenceJudge {
     Kernel,
 }
 
-/// What `ctl list` shows of a session's authentication (never a secret).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct AuthStatus {
-    pub auth_type: AuthType,
-    pub send_key: u8,
-    /// bfd.AuthSeqKnown and bfd.RcvAuthSeq.
-    pub receive_sequence: Option<u32>,
-    /// bfd.XmitAuthSeq.
-    pub transmit_sequence: u32,
-}
+pub use linecard_api::control::AuthStatus;
 
 /// A session's authentication state (the bfd.*Auth* variables of 6.8.1).
 #[derive(Clone, Debug)]

@@ -56,38 +56,11 @@ pub enum FastPathRole {
     PollsOnly,
 }
 
-/// A state change, with the diagnostic that explains it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct Transition {
-    pub at_ns: Nanos,
-    pub from: State,
-    pub to: State,
-    pub diag: Diagnostic,
-}
+pub use linecard_api::control::Transition;
 
-/// What the remote system last told us (the bfd.Remote* variables).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct Remote {
-    pub discr: u32,
-    pub state: State,
-    /// bfd.RemoteMinRxInterval; initialised to 1 (6.8.1).
-    pub min_rx_us: u32,
-    pub desired_min_tx_us: u32,
-    pub detect_mult: u8,
-    pub min_echo_rx_us: u32,
-    pub demand: bool,
-    pub diag: Diagnostic,
-}
+pub use linecard_api::control::Remote;
 
-/// Counters kept by the session itself; never the source of a measurement.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Counters {
-    pub packets_in: u64,
-    pub packets_out: u64,
-    pub polls_started: u64,
-    pub finals_sent: u64,
-    pub transitions: u64,
-}
+pub use linecard_api::control::Counters;
 
 #[derive(Clone, Debug)]
 pub struct Session {

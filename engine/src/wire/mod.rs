@@ -45,75 +45,9 @@ const FLAG_MULTIPOINT: u8 = 0x01;
 /// list for the kernel and the engine, counted by the same index.
 pub use linecard_common::bfd::DropReason;
 
-/// Session state (section 4.1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum State {
-    AdminDown = 0,
-    Down = 1,
-    Init = 2,
-    Up = 3,
-}
-
-impl State {
-    fn from_bits(bits: u8) -> Self {
-        match bits & 3 {
-            0 => Self::AdminDown,
-            1 => Self::Down,
-            2 => Self::Init,
-            _ => Self::Up,
-        }
-    }
-}
-
-/// Diagnostic codes (section 4.1). The field is 5 bits; 9-31 are reserved
-/// and kept as received.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Diagnostic {
-    NoDiagnostic,
-    ControlDetectionTimeExpired,
-    EchoFunctionFailed,
-    NeighborSignaledSessionDown,
-    ForwardingPlaneReset,
-    PathDown,
-    ConcatenatedPathDown,
-    AdministrativelyDown,
-    ReverseConcatenatedPathDown,
-    Reserved(u8),
-}
-
-impl Diagnostic {
-    pub fn from_bits(bits: u8) -> Self {
-        match bits & 0x1f {
-            0 => Self::NoDiagnostic,
-            1 => Self::ControlDetectionTimeExpired,
-            2 => Self::EchoFunctionFailed,
-            3 => Self::NeighborSignaledSessionDown,
-            4 => Self::ForwardingPlaneReset,
-            5 => Self::PathDown,
-            6 => Self::ConcatenatedPathDown,
-            7 => Self::AdministrativelyDown,
-            8 => Self::ReverseConcatenatedPathDown,
-            other => Self::Reserved(other),
-        }
-    }
-
-    pub fn bits(self) -> u8 {
-        match self {
-            Self::NoDiagnostic => 0,
-            Self::ControlDetectionTimeExpired => 1,
-            Self::EchoFunctionFailed => 2,
-            Self::NeighborSignaledSessionDown => 3,
-            Self::ForwardingPlaneReset => 4,
-            Self::PathDown => 5,
-            Self::ConcatenatedPathDown => 6,
-            Self::AdministrativelyDown => 7,
-            Self::ReverseConcatenatedPathDown => 8,
-            Self::Reserved(bits) => bits & 0x1f,
-        }
-    }
-}
+/// Session state and diagnostic codes (section 4.1): one definition,
+/// shared with the programs that read the control socket.
+pub use linecard_api::control::{Diagnostic, State};
 
 /// Authentication types (section 4.1): one definition, shared with the
 /// programs that drive linecardd.

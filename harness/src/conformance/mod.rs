@@ -374,10 +374,10 @@ impl script::DutControl for Control<'_> {
             return true;
         }
         self.socket.as_ref().is_some_and(|s| {
-            daemons::linecardd_ctl(s, &["list", "--json"])
+            daemons::linecardd_ctl_as::<linecard_api::control::ListReply>(s, &["list", "--json"])
                 .ok()
-                .and_then(|v| v.get("sessions").and_then(|s| s.get(0)).cloned())
-                .is_some_and(|s| s["offloaded"] == true)
+                .and_then(|list| list.sessions.first().map(|s| s.offloaded))
+                .unwrap_or(false)
         })
     }
 

@@ -94,7 +94,8 @@ pub(super) fn act(
             let view = dut
                 .engine_view()
                 .context("the impostor reads the session from the DUT's control socket")?;
-            let target = impostor::Target::from_list(&view["list"], spec::PEER.ipv4)?;
+            let peer_address = spec::PEER.ipv4.parse().context("the lab's peer address")?;
+            let target = impostor::Target::from_list(&view.list, peer_address)?;
             let frames = impostor::frames(target, auth, crate::inject::spare_mac(), 1);
             peer.kill()?;
             impostor::send(&frames)?;

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 mod ask;
 mod start;
 
+pub use ask::EngineView;
 pub(crate) use start::linecardd_config;
 pub use start::start_dut;
 use start::start_peer_daemon;
@@ -380,9 +381,10 @@ impl Place {
         }
     }
 
-    fn ctl(&self, socket: &Path, args: &[&str]) -> Result<serde_json::Value> {
+    /// linecardd's typed reply to `ctl ARGS` here.
+    fn ctl<T: serde::de::DeserializeOwned>(&self, socket: &Path, args: &[&str]) -> Result<T> {
         match self {
-            Place::Lab(_) => linecardd_ctl(socket, args),
+            Place::Lab(_) => linecardd_ctl_as(socket, args),
             Place::Host(host) => {
                 let mut all = vec![
                     "ctl".to_string(),
@@ -398,7 +400,12 @@ impl Place {
                         String::from_utf8_lossy(&out.stderr).trim()
                     );
                 }
-                Ok(serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null))
+                serde_json::from_slice(&out.stdout).with_context(|| {
+                    format!(
+                        "linecardd ctl {args:?} on {}: an unexpected reply",
+                        host.conn.target
+                    )
+                })
             }
         }
     }
@@ -667,6 +674,13 @@ fn frr_sessions_up(at: &Place, vty: &Path, expected: usize) -> Result<(), String
 /// with the DUT for them).
 pub fn linecardd_ctl(socket: &Path, args: &[&str]) -> Result<serde_json::Value> {
     ctl_with(&linecardd_binary(), socket, args)
+}
+
+/// `linecardd ctl ARGS` read as its typed reply (`linecard_api::control`).
+pub fn linecardd_ctl_as<T: serde::de::DeserializeOwned>(socket: &Path, args: &[&str]) -> Result<T> {
+    let reply = linecardd_ctl(socket, args)?;
+    serde_json::from_value(reply)
+        .with_context(|| format!("linecardd ctl {args:?}: not the reply this linecard expects"))
 }
 
 /// [`linecardd_ctl`] with a given engine binary (tests use the one cargo

@@ -92,7 +92,10 @@ pub(super) fn run_dut(
     // The engine's own view at the end, kept beside the capture to compare
     // with it; never a figure of the verdict.
     if let Some(view) = dut_daemon.engine_view() {
-        std::fs::write(dir.local.join("engine-view.json"), format!("{view:#}\n"))?;
+        std::fs::write(
+            dir.local.join("engine-view.json"),
+            serde_json::to_string_pretty(&view)? + "\n",
+        )?;
     }
     dut_daemon.stop()?;
     peer.stop()?;

@@ -8,10 +8,14 @@
 //! a receiver that does not verify keeps the dead session Up for as long
 //! as they come.
 
+use super::daemons::EngineView;
 use super::faults::{FloodCounts, FLOOD_FRAMES_PER_MS, IMPOSTOR_MS, IMPOSTOR_PORT};
 use crate::scenario::SessionAuth;
 use anyhow::{Context, Result};
+use linecard_api::control::ListReply;
 use linecard_bpf_objects::craft;
+use linecard_common::bfd::DropReason;
+use std::net::IpAddr;
 use std::time::Duration;
 
 /// What the impostor needs of the live session, from the DUT's `list
@@ -25,25 +29,20 @@ pub struct Target {
 }
 
 impl Target {
-    /// The session to `peer` in an engine's `list --json`.
-    pub fn from_list(list: &serde_json::Value, peer: &str) -> Result<Target> {
-        let session = list["sessions"]
-            .as_array()
-            .and_then(|all| all.iter().find(|s| s["peer"] == peer))
+    /// The session to `peer` in an engine's `ctl list`.
+    pub fn from_list(list: &ListReply, peer: IpAddr) -> Result<Target> {
+        let session = list
+            .session(peer)
             .with_context(|| format!("the DUT's engine lists no session with {peer}"))?;
-        let field = |value: &serde_json::Value, name: &str| {
-            value
-                .as_u64()
-                .and_then(|v| u32::try_from(v).ok())
-                .with_context(|| format!("the DUT's session with {peer} has no {name}: {session}"))
-        };
         Ok(Target {
-            our_discr: field(&session["local_discr"], "local_discr")?,
-            peer_discr: field(&session["remote"]["discr"], "remote.discr")?,
-            receive_sequence: field(
-                &session["auth"]["receive_sequence"],
-                "auth.receive_sequence (is the session authenticated?)",
-            )?,
+            our_discr: session.local_discr,
+            peer_discr: session.remote.discr,
+            receive_sequence: session
+                .auth
+                .and_then(|a| a.receive_sequence)
+                .with_context(|| {
+                    format!("the DUT's session with {peer} has no auth.receive_sequence (is it authenticated?)")
+                })?,
         })
     }
 }
@@ -107,11 +106,15 @@ const PEER_PACKETS_PER_MS: f64 = 1.0 / 8.75;
 pub fn flood(
     auth: &SessionAuth,
     total: u64,
-    read_view: &dyn Fn() -> Result<serde_json::Value>,
+    read_view: &dyn Fn() -> Result<EngineView>,
 ) -> Result<u64> {
+    let peer: IpAddr = crate::lab::spec::PEER
+        .ipv4
+        .parse()
+        .expect("the lab's peer address is an address");
     let read = || -> Result<(Target, std::time::Instant)> {
         let view = read_view()?;
-        let target = Target::from_list(&view["list"], crate::lab::spec::PEER.ipv4)?;
+        let target = Target::from_list(&view.list, peer)?;
         Ok((target, std::time::Instant::now()))
     };
     // Bounded in count and in time: twice what the pace takes, since each
@@ -167,31 +170,28 @@ pub fn flood(
 /// The authentication refusals an engine counted between two of its
 /// views (`Bfd::engine_view`): the fast path's drops by reason, if it has
 /// one, and its sessions'.
-pub fn refusals(before: &serde_json::Value, after: &serde_json::Value, sent: u64) -> FloodCounts {
-    const REASONS: [&str; 5] = [
-        "auth_mismatch",
-        "auth_failed",
-        "auth_sequence",
-        "bad_auth",
-        "verify_budget",
+pub fn refusals(before: &EngineView, after: &EngineView, sent: u64) -> FloodCounts {
+    const REASONS: [DropReason; 5] = [
+        DropReason::AuthMismatch,
+        DropReason::AuthFailed,
+        DropReason::AuthSequence,
+        DropReason::BadAuth,
+        DropReason::VerifyBudget,
     ];
-    let kernel = |view: &serde_json::Value| {
-        let by_reason = view["drops"]["fast_path"]["drops_by_reason"].as_object()?;
+    let kernel = |view: &EngineView| {
+        let counts = &view.drops.fast_path.as_ref()?.drops;
         Some(
             REASONS
                 .iter()
-                .map(|r| by_reason.get(*r).and_then(|v| v.as_u64()).unwrap_or(0))
+                .map(|&r| counts.get(r as usize).copied().unwrap_or(0))
                 .sum::<u64>(),
         )
     };
-    let userspace = |view: &serde_json::Value| -> u64 {
-        view["list"]["sessions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|s| s["drops"].as_array().into_iter().flatten())
-            .filter(|d| REASONS.iter().any(|r| d[0] == *r))
-            .filter_map(|d| d[1].as_u64())
+    let userspace = |view: &EngineView| -> u64 {
+        (view.list.sessions.iter())
+            .flat_map(|s| &s.drops)
+            .filter(|(reason, _)| REASONS.contains(reason))
+            .map(|(_, n)| n)
             .sum()
     };
     FloodCounts {
@@ -212,14 +212,11 @@ mod tests {
             key_id: 7,
             secret: "linecard-auth".into(),
         };
-        let target = Target::from_list(
-            &serde_json::json!({"sessions": [{
-                "peer": "192.0.2.2", "local_discr": 11, "remote": {"discr": 22},
-                "auth": {"receive_sequence": 100}
-            }]}),
-            "192.0.2.2",
-        )
-        .unwrap();
+        let target = Target {
+            our_discr: 11,
+            peer_discr: 22,
+            receive_sequence: 100,
+        };
         let spare = [2, 0x1c, 0, 0, 0, 3];
         let frames = frames(target, &auth, spare, 1);
         assert_eq!(frames.len(), 2);
@@ -239,6 +236,9 @@ mod tests {
                 craft::authenticated(craft::bfd(3, 0, 22, 11), 5, 7, sequence, b"linecard-auth");
             assert_eq!(bfd == again.as_slice(), genuine);
         }
-        assert!(Target::from_list(&serde_json::json!({"sessions": []}), "192.0.2.2").is_err());
+        let none = ListReply {
+            sessions: Vec::new(),
+        };
+        assert!(Target::from_list(&none, "192.0.2.2".parse().unwrap()).is_err());
     }
 }

@@ -14,7 +14,7 @@ pub(crate) mod lab;
 #[cfg(test)]
 mod mock;
 
-use super::daemons::{Bfd, Pair};
+use super::daemons::{Bfd, EngineView, Pair};
 use super::faults;
 use crate::lab::loss::{LossCounts, LossyLink};
 use crate::procs::{Capture, CaptureOutcome, Daemon};
@@ -51,7 +51,7 @@ pub(crate) trait BfdDaemon {
     fn stop_hard(&mut self) -> Result<()>;
     fn stop(&mut self) -> Result<()>;
     /// linecardd's own view (`ctl list`); `None` for other daemons.
-    fn engine_view(&self) -> Option<serde_json::Value>;
+    fn engine_view(&self) -> Option<EngineView>;
     /// Frames the fast path handled on the DUT's CPUs, of all it handled.
     fn fast_path_frames_on(&self, dut_cpus: &[usize]) -> Option<(u64, u64)>;
     /// Which fast-path program answered, when one did.
@@ -289,7 +289,7 @@ impl BfdDaemon for Bfd {
         Bfd::stop(self)
     }
 
-    fn engine_view(&self) -> Option<serde_json::Value> {
+    fn engine_view(&self) -> Option<EngineView> {
         Bfd::engine_view(self)
     }
 

@@ -8,46 +8,14 @@ const RESTART_SECONDS: u64 = 1;
 
 /// A phase's fault; the error is (key, value, why). Every action must end
 /// within its phase, one second in.
-pub(super) fn parse_fault(f: &RawFault, seconds: u64) -> Result<Fault, (String, String, String)> {
-    let err = |k: &str, v: &dyn std::fmt::Display, why: &str| {
-        Err((k.to_string(), v.to_string(), why.to_string()))
-    };
-    let only = |kind: &str, allowed: &[&str]| -> Result<(), (String, String, String)> {
-        for (key, set) in [
-            ("percent", f.percent.is_some()),
-            ("seed", f.seed.is_some()),
-            ("down_ms", f.down_ms.is_some()),
-            ("stop_ms", f.stop_ms.is_some()),
-            ("stall_ms", f.stall_ms.is_some()),
-            ("times", f.times.is_some()),
-            ("every_ms", f.every_ms.is_some()),
-            ("frames", f.frames.is_some()),
-        ] {
-            if set && !allowed.contains(&key) {
-                return Err((
-                    key.into(),
-                    "(set)".into(),
-                    format!("not a key of fault {kind}"),
-                ));
-            }
-        }
-        Ok(())
-    };
+pub(super) fn parse_fault(f: &RawFault, seconds: u64) -> Result<Fault, KeyError> {
+    let only = |kind: &str, allowed: &[&str]| only_keys(f, kind, allowed);
     // Room for the action and a recovery after it.
     let fits = |ms: i64| (ms as u64) + 1000 + 3000 <= seconds * 1000;
     match f.kind.as_str() {
         "loss" => {
             only("loss", &["percent", "seed"])?;
-            let percent = match f.percent {
-                Some(p) if (0.0..=100.0).contains(&p) => p,
-                Some(p) => return err("percent", &p, "must be 0 to 100"),
-                None => return err("percent", &"(none)", "fault loss needs percent"),
-            };
-            let seed = match f.seed.unwrap_or(1) {
-                s if s >= 0 => s as u64,
-                s => return err("seed", &s, "cannot be negative"),
-            };
-            Ok(Fault::Loss { percent, seed })
+            loss(f)
         }
         "link_flap" => {
             only("link_flap", &["down_ms"])?;
@@ -65,23 +33,7 @@ pub(super) fn parse_fault(f: &RawFault, seconds: u64) -> Result<Fault, (String, 
         }
         "peer_restart" => {
             only("peer_restart", &["times"])?;
-            let times = f.times.unwrap_or(1);
-            if !(1..=100).contains(&times) {
-                return err("times", &times, "must be 1 to 100");
-            }
-            // Each kill after the first waits for the session to come Up
-            // again (RFC 5880 6.8.3: a packet a second while not Up).
-            let needs = 6 + RESTART_SECONDS * (times as u64 - 1);
-            if seconds < needs {
-                return err(
-                    "kind",
-                    &"peer_restart",
-                    &format!("needs a phase of at least {needs} s (kill 1 s in, restart, recover; {RESTART_SECONDS} s more for each further kill)"),
-                );
-            }
-            Ok(Fault::PeerRestart {
-                times: times as u64,
-            })
+            peer_restart(f, seconds)
         }
         "engine_stop" => {
             only("engine_stop", &["stop_ms"])?;
@@ -110,35 +62,7 @@ pub(super) fn parse_fault(f: &RawFault, seconds: u64) -> Result<Fault, (String, 
         }
         "peer_stall" => {
             only("peer_stall", &["stall_ms", "times", "every_ms"])?;
-            let (Some(stall_ms), Some(times), Some(every_ms)) = (f.stall_ms, f.times, f.every_ms)
-            else {
-                return err(
-                    "kind",
-                    &"peer_stall",
-                    "needs stall_ms, times and every_ms",
-                );
-            };
-            if !(1..=1000).contains(&stall_ms) {
-                return err("stall_ms", &stall_ms, "must be 1 to 1000");
-            }
-            if !(1..=1000).contains(&times) {
-                return err("times", &times, "must be 1 to 1000");
-            }
-            if every_ms <= stall_ms || every_ms > 60_000 {
-                return err("every_ms", &every_ms, "must be longer than stall_ms, at most 60000");
-            }
-            if !fits(times * every_ms) {
-                return err(
-                    "times",
-                    &times,
-                    "times x every_ms must end 3 s before the phase does (it starts 1 s in)",
-                );
-            }
-            Ok(Fault::PeerStall {
-                stall_ms: stall_ms as u64,
-                times: times as u64,
-                every_ms: every_ms as u64,
-            })
+            peer_stall(f, &fits)
         }
         "impostor" => {
             only("impostor", &[])?;
@@ -153,27 +77,7 @@ pub(super) fn parse_fault(f: &RawFault, seconds: u64) -> Result<Fault, (String, 
         }
         "flood" => {
             only("flood", &["frames"])?;
-            let frames = f.frames.unwrap_or(100_000);
-            if !(1..=1_000_000).contains(&frames) {
-                return err("frames", &frames, "must be 1 to 1000000");
-            }
-            // Up to twice what FLOOD_FRAMES_PER_MS takes (the sender's
-            // bound): the flood must end 3 s before the phase does.
-            let takes_ms =
-                2 * (frames as u64).div_ceil(crate::run::faults::FLOOD_FRAMES_PER_MS) as i64;
-            if !fits(takes_ms) {
-                return err(
-                    "frames",
-                    &frames,
-                    &format!(
-                        "may take {takes_ms} ms (twice its pace of {} frames a millisecond): the phase must last it, 1 s before and 3 s after",
-                        crate::run::faults::FLOOD_FRAMES_PER_MS
-                    ),
-                );
-            }
-            Ok(Fault::Flood {
-                frames: frames as u64,
-            })
+            flood(f, &fits)
         }
         k => err(
             "kind",
@@ -181,4 +85,125 @@ pub(super) fn parse_fault(f: &RawFault, seconds: u64) -> Result<Fault, (String, 
             "must be loss, link_flap, peer_restart, peer_stall, engine_stop, engine_restart, impostor or flood",
         ),
     }
+}
+
+/// The error of a fault's key: (key, value, why).
+type KeyError = (String, String, String);
+
+fn err<T>(k: &str, v: &dyn std::fmt::Display, why: &str) -> Result<T, KeyError> {
+    Err((k.to_string(), v.to_string(), why.to_string()))
+}
+
+/// Refuses any key set in `f` that fault `kind` does not take.
+fn only_keys(f: &RawFault, kind: &str, allowed: &[&str]) -> Result<(), KeyError> {
+    for (key, set) in [
+        ("percent", f.percent.is_some()),
+        ("seed", f.seed.is_some()),
+        ("down_ms", f.down_ms.is_some()),
+        ("stop_ms", f.stop_ms.is_some()),
+        ("stall_ms", f.stall_ms.is_some()),
+        ("times", f.times.is_some()),
+        ("every_ms", f.every_ms.is_some()),
+        ("frames", f.frames.is_some()),
+    ] {
+        if set && !allowed.contains(&key) {
+            return Err((
+                key.into(),
+                "(set)".into(),
+                format!("not a key of fault {kind}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `loss`: a share of the peer's frames lost on its port, seeded.
+fn loss(f: &RawFault) -> Result<Fault, KeyError> {
+    let percent = match f.percent {
+        Some(p) if (0.0..=100.0).contains(&p) => p,
+        Some(p) => return err("percent", &p, "must be 0 to 100"),
+        None => return err("percent", &"(none)", "fault loss needs percent"),
+    };
+    let seed = match f.seed.unwrap_or(1) {
+        s if s >= 0 => s as u64,
+        s => return err("seed", &s, "cannot be negative"),
+    };
+    Ok(Fault::Loss { percent, seed })
+}
+
+/// `peer_restart`: the peer killed `times` times, started again each time.
+fn peer_restart(f: &RawFault, seconds: u64) -> Result<Fault, KeyError> {
+    let times = f.times.unwrap_or(1);
+    if !(1..=100).contains(&times) {
+        return err("times", &times, "must be 1 to 100");
+    }
+    // Each kill after the first waits for the session to come Up
+    // again (RFC 5880 6.8.3: a packet a second while not Up).
+    let needs = 6 + RESTART_SECONDS * (times as u64 - 1);
+    if seconds < needs {
+        return err(
+            "kind",
+            &"peer_restart",
+            &format!("needs a phase of at least {needs} s (kill 1 s in, restart, recover; {RESTART_SECONDS} s more for each further kill)"),
+        );
+    }
+    Ok(Fault::PeerRestart {
+        times: times as u64,
+    })
+}
+
+/// `peer_stall`: the peer stopped (SIGSTOP) `times` times.
+fn peer_stall(f: &RawFault, fits: &dyn Fn(i64) -> bool) -> Result<Fault, KeyError> {
+    let (Some(stall_ms), Some(times), Some(every_ms)) = (f.stall_ms, f.times, f.every_ms) else {
+        return err("kind", &"peer_stall", "needs stall_ms, times and every_ms");
+    };
+    if !(1..=1000).contains(&stall_ms) {
+        return err("stall_ms", &stall_ms, "must be 1 to 1000");
+    }
+    if !(1..=1000).contains(&times) {
+        return err("times", &times, "must be 1 to 1000");
+    }
+    if every_ms <= stall_ms || every_ms > 60_000 {
+        return err(
+            "every_ms",
+            &every_ms,
+            "must be longer than stall_ms, at most 60000",
+        );
+    }
+    if !fits(times * every_ms) {
+        return err(
+            "times",
+            &times,
+            "times x every_ms must end 3 s before the phase does (it starts 1 s in)",
+        );
+    }
+    Ok(Fault::PeerStall {
+        stall_ms: stall_ms as u64,
+        times: times as u64,
+        every_ms: every_ms as u64,
+    })
+}
+
+/// `flood`: forged and replayed packets at the DUT, paced.
+fn flood(f: &RawFault, fits: &dyn Fn(i64) -> bool) -> Result<Fault, KeyError> {
+    let frames = f.frames.unwrap_or(100_000);
+    if !(1..=1_000_000).contains(&frames) {
+        return err("frames", &frames, "must be 1 to 1000000");
+    }
+    // Up to twice what FLOOD_FRAMES_PER_MS takes (the sender's
+    // bound): the flood must end 3 s before the phase does.
+    let takes_ms = 2 * (frames as u64).div_ceil(crate::run::faults::FLOOD_FRAMES_PER_MS) as i64;
+    if !fits(takes_ms) {
+        return err(
+            "frames",
+            &frames,
+            &format!(
+                "may take {takes_ms} ms (twice its pace of {} frames a millisecond): the phase must last it, 1 s before and 3 s after",
+                crate::run::faults::FLOOD_FRAMES_PER_MS
+            ),
+        );
+    }
+    Ok(Fault::Flood {
+        frames: frames as u64,
+    })
 }

@@ -5,6 +5,7 @@
 //! stopping it.
 
 use super::*;
+use linecard_api::control::{DropsReply, ListReply, ReadinessReply, SessionReadiness, State};
 impl Bfd {
     /// FRR's bfdd on a host over SSH, its vtysh socket directory `vty`
     /// there.
@@ -98,34 +99,30 @@ impl Bfd {
                 offloads,
                 offload_only,
             } => {
-                let list = self
+                let list: ReadinessReply = self
                     .at
                     .ctl(socket, &["readiness"])
                     .map_err(|e| e.to_string())?;
-                let sessions = list["sessions"].as_array().cloned().unwrap_or_default();
+                let sessions = list.sessions;
                 // Where each session must be: on the fast path, or (the
                 // family kept out of it; authenticated: the fast path
                 // verifies but does not sign) in userspace. A session in
                 // Demand mode may be either: offloaded for the peer's Polls
                 // only while the peer demands, userspace's during our own.
-                let offloaded = |s: &serde_json::Value| {
-                    let family = s["peer"]
-                        .as_str()
-                        .and_then(|p| p.parse::<IpAddr>().ok())
-                        .map(Family::of);
+                let offloaded = |s: &SessionReadiness| {
                     *offloads
-                        && s["authenticated"] == false
-                        && s["demand_configured"] != true
-                        && s["demand_active_at_peer"] != true
-                        && offload_only.is_none_or(|f| family == Some(f))
+                        && !s.authenticated
+                        && !s.demand_configured
+                        && !s.demand_active_at_peer
+                        && offload_only.is_none_or(|f| Family::of(s.peer) == f)
                 };
                 let steady = sessions
                     .iter()
                     .filter(|s| {
-                        s["state"] == "up"
-                            && s["polling"] == false
-                            && (s["offloaded"] == true || !offloaded(s))
-                            && (s["offloaded"] == false || offload_only.is_none() || offloaded(s))
+                        s.state == State::Up
+                            && !s.polling
+                            && (s.offloaded || !offloaded(s))
+                            && (!s.offloaded || offload_only.is_none() || offloaded(s))
                     })
                     .count();
                 if sessions.len() == expected && steady == expected {
@@ -222,11 +219,11 @@ impl Bfd {
                 // buffer between sweeps.
                 std::thread::sleep(Duration::from_millis(600));
             }
-            let list = self
+            let list: ListReply = self
                 .at
                 .ctl(socket, &["list", "--json"])
                 .map_err(|e| e.to_string())?;
-            let held = list["sessions"].as_array().map_or(0, Vec::len);
+            let held = list.sessions.len();
             if held != expected {
                 return Err(format!(
                     "after {COUNTERS_SWEEPS} counters sweeps linecardd holds {held} of {expected} sessions: the dataplane connection dropped"
@@ -263,34 +260,34 @@ impl Bfd {
         let Kind::Linecardd { socket, .. } = &self.kind else {
             return None;
         };
-        let reply = self.at.ctl(socket, &["drops"]).ok()?;
-        describe_responder(&reply["fast_path"]["responder"])
+        let reply: DropsReply = self.at.ctl(socket, &["drops"]).ok()?;
+        Some(reply.fast_path?.responder?.to_string())
+    }
+
+    /// A linecardd's `ctl list` and `ctl drops` as it sees them now.
+    pub fn engine_view(&self) -> Option<EngineView> {
+        let Kind::Linecardd { socket, .. } = &self.kind else {
+            return None;
+        };
+        Some(EngineView {
+            list: self.at.ctl(socket, &["list", "--json"]).ok()?,
+            drops: self.at.ctl(socket, &["drops"]).ok()?,
+        })
     }
 
     /// The BFD frames the fast path judged (passed, replied or dropped) on
     /// `dut_cpus` and in all, if this is a linecardd with one (placement
     /// evidence: it holds whether or not the engine offloads replies).
-    /// A linecardd's `ctl list` and `ctl drops` as it sees them now.
-    pub fn engine_view(&self) -> Option<serde_json::Value> {
-        let Kind::Linecardd { socket, .. } = &self.kind else {
-            return None;
-        };
-        Some(serde_json::json!({
-            "list": self.at.ctl(socket, &["list", "--json"]).ok()?,
-            "drops": self.at.ctl(socket, &["drops"]).ok()?,
-        }))
-    }
-
     pub fn fast_path_frames_on(&self, dut_cpus: &[usize]) -> Option<(u64, u64)> {
         let Kind::Linecardd { socket, .. } = &self.kind else {
             return None;
         };
-        let reply = self.at.ctl(socket, &["drops"]).ok()?;
-        let per_cpu = reply["fast_path"]["verdicts_per_cpu"].as_array()?;
+        let reply: DropsReply = self.at.ctl(socket, &["drops"]).ok()?;
+        let per_cpu = reply.fast_path?.verdicts_per_cpu;
         use linecard_common::bfd::verdict::{
             DROPPED, ECHO_PASSED, ECHO_REFLECTED, HEARD, ORPHANED, PASSED, REPLIED,
         };
-        let judged = |v: &serde_json::Value| -> u64 {
+        let judged = |v: &[u64; linecard_common::bfd::VERDICTS as usize]| -> u64 {
             [
                 PASSED,
                 REPLIED,
@@ -301,7 +298,7 @@ impl Bfd {
                 ECHO_PASSED,
             ]
             .iter()
-            .map(|&i| v[i as usize].as_u64().unwrap_or(0))
+            .map(|&i| v[i as usize])
             .sum()
         };
         let total = per_cpu.iter().map(judged).sum();
@@ -315,22 +312,11 @@ impl Bfd {
     }
 }
 
-/// The engine's `fast_path.responder` (its `ThreadPolicy`) in words.
-fn describe_responder(policy: &serde_json::Value) -> Option<String> {
-    if let Some(d) = policy.get("deadline") {
-        return Some(format!(
-            "SCHED_DEADLINE, {} of every {} us",
-            d["runtime_us"], d["period_us"]
-        ));
-    }
-    if let Some(f) = policy.get("fifo") {
-        return Some(format!(
-            "SCHED_FIFO {} (not SCHED_DEADLINE: {})",
-            f["priority"],
-            f["why_not_deadline"].as_str().unwrap_or("?")
-        ));
-    }
-    policy
-        .get("normal")
-        .map(|n| format!("normal priority ({})", n["why"].as_str().unwrap_or("?")))
+/// A linecardd's own view at one moment (`ctl list`, `ctl drops`): kept
+/// beside the capture, read by the faults that need the session's
+/// discriminators and counters; never a figure of a verdict.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct EngineView {
+    pub list: ListReply,
+    pub drops: DropsReply,
 }

@@ -8,7 +8,7 @@
 
 use super::{BfdDaemon, CaptureRun, DutDir, Prepared, Process, Recorder, Role, Site};
 use crate::procs::CaptureOutcome;
-use crate::run::daemons::Pair;
+use crate::run::daemons::{EngineView, Pair};
 use crate::scenario::{DutSpec, Scenario};
 use crate::sys::unix_ns;
 use anyhow::Result;
@@ -220,7 +220,7 @@ impl BfdDaemon for MockDaemon {
     fn stop(&mut self) -> Result<()> {
         Ok(())
     }
-    fn engine_view(&self) -> Option<serde_json::Value> {
+    fn engine_view(&self) -> Option<EngineView> {
         None
     }
     fn fast_path_frames_on(&self, _: &[usize]) -> Option<(u64, u64)> {
