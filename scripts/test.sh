@@ -31,8 +31,14 @@ status=0
     else
         echo "lint clippy workspace ... FAILED"
     fi
-    # The privileged tests run the real binaries (linecardd among them).
-    cargo build --locked --bins &&
+    # The second build `linecard compare`'s test runs against this one:
+    # this linecardd with a deliberate regression compiled in (cargo holds
+    # its build directory while tests run, so the test cannot build it).
+    # Only the engine recompiles; the plain build after it is this one's.
+    cargo build --locked -p linecard-engine --bin linecardd --features regress-xdp-replies &&
+        mkdir -p target/regressed && cp target/debug/linecardd target/regressed/linecardd &&
+        # The privileged tests run the real binaries (linecardd among them).
+        cargo build --locked --bins &&
         # Every test binary runs even after a failure, so one run shows
         # everything. Default members; xdp/ is built by bpf-objects.
         cargo test --locked --no-fail-fast "$@"

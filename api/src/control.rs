@@ -231,6 +231,12 @@ pub struct SessionReadiness {
     pub authenticated: bool,
     pub demand_configured: bool,
     pub demand_active_at_peer: bool,
+    /// The session is where this engine's policy puts it now (held by the
+    /// kernel in the role the policy wants, or kept in userspace): steady
+    /// in its own words, whatever the build's policy. `None` from a
+    /// linecardd that predates it.
+    #[serde(default)]
+    pub placed: Option<bool>,
 }
 
 /// How one of the engine's threads is scheduled.

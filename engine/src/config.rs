@@ -306,7 +306,12 @@ impl EngineConfig {
                 .control_socket
                 .unwrap_or_else(|| DEFAULT_CONTROL_SOCKET.into()),
             txtime_depth: txtime_depth as usize,
-            xdp_replies: raw.engine.xdp_replies.unwrap_or(true),
+            // Off only in a build with the deliberate regression compiled
+            // in (Cargo.toml, `regress-xdp-replies`).
+            xdp_replies: raw
+                .engine
+                .xdp_replies
+                .unwrap_or(!cfg!(feature = "regress-xdp-replies")),
             xdp_own_clock: raw.engine.xdp_own_clock.unwrap_or(true),
             xdp_sign: raw.engine.xdp_sign.unwrap_or(true),
             xdp_sweep_fixed_period: raw.engine.xdp_sweep_fixed_period.unwrap_or(false),

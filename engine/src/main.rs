@@ -14,10 +14,35 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// `linecardd --version`: the package version, the commit and profile of
+/// this build (`build.rs`), and a deliberate regression if compiled in.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("LINECARDD_BUILD"),
+    ")",
+    regression!()
+);
+
+/// Names the deliberate regression of a build that has one.
+#[cfg(feature = "regress-xdp-replies")]
+macro_rules! regression {
+    () => {
+        " with a deliberate regression: regress-xdp-replies"
+    };
+}
+#[cfg(not(feature = "regress-xdp-replies"))]
+macro_rules! regression {
+    () => {
+        ""
+    };
+}
+use regression;
+
 #[derive(Parser)]
 #[command(
     name = "linecardd",
-    version,
+    version = VERSION,
     about = "A BFD engine (RFC 5880/5881) with pluggable transmit backends: naive, rt, deadline, txtime, xdp",
     args_conflicts_with_subcommands = true,
     after_help = "Run:     linecardd --config linecardd.toml\n\

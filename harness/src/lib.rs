@@ -6,6 +6,7 @@ pub mod backends;
 pub mod bench;
 pub mod bench_xdp;
 pub mod canary;
+pub mod compare;
 pub mod conformance;
 pub mod evidence_tables;
 pub mod export;

@@ -520,6 +520,21 @@ pub fn start_frr_bfdd_with(
     sessions: &[PeerSession],
     extra_args: &[String],
 ) -> Result<Daemon> {
+    let program = crate::scenario::programs::Programs::default().bfdd();
+    start_frr_bfdd_program(&program, name, ns, cpuset, dir, sessions, extra_args)
+}
+
+/// [`start_frr_bfdd_with`] running `program` as bfdd (a scenario's
+/// `bfdd = PATH`).
+pub fn start_frr_bfdd_program(
+    program: &Path,
+    name: &str,
+    ns: &str,
+    cpuset: Option<&Path>,
+    dir: &Path,
+    sessions: &[PeerSession],
+    extra_args: &[String],
+) -> Result<Daemon> {
     let dir = dir.join(name);
     std::fs::create_dir_all(&dir)?;
     let config = dir.join("bfdd.conf");
@@ -539,7 +554,7 @@ pub fn start_frr_bfdd_with(
         name,
         ns,
         cpuset,
-        "/usr/lib/frr/bfdd",
+        program.to_str().context("bfdd's path is not UTF-8")?,
         &args,
         &dir.join("bfdd.out"),
     )
@@ -572,7 +587,13 @@ pub(crate) fn frr_args(daemon: &str, config: &Path, dir: &Path) -> Vec<String> {
 /// started with the same `dir` finds it (`-z dir/zserv.api`). No kernel
 /// routes of its own (`-f /dev/null`): bfdd needs it only for interfaces
 /// and neighbours (frr-bfddp.md section 10).
-pub fn start_frr_zebra(name: &str, ns: &str, cpuset: Option<&Path>, dir: &Path) -> Result<Daemon> {
+pub fn start_frr_zebra(
+    program: &Path,
+    name: &str,
+    ns: &str,
+    cpuset: Option<&Path>,
+    dir: &Path,
+) -> Result<Daemon> {
     std::fs::create_dir_all(dir)?;
     sys::run(
         "chown",
@@ -583,7 +604,7 @@ pub fn start_frr_zebra(name: &str, ns: &str, cpuset: Option<&Path>, dir: &Path) 
         name,
         ns,
         cpuset,
-        "/usr/lib/frr/zebra",
+        program.to_str().context("zebra's path is not UTF-8")?,
         &args,
         &dir.join("zebra.out"),
     )?;
@@ -667,6 +688,20 @@ pub fn start_bird_config(
     dir: &Path,
     config: &str,
 ) -> Result<Daemon> {
+    let program = crate::scenario::programs::Programs::default().bird();
+    start_bird_program(&program, name, ns, cpuset, dir, config)
+}
+
+/// [`start_bird_config`] running `program` as BIRD (a scenario's `bird =
+/// PATH`).
+pub fn start_bird_program(
+    program: &Path,
+    name: &str,
+    ns: &str,
+    cpuset: Option<&Path>,
+    dir: &Path,
+    config: &str,
+) -> Result<Daemon> {
     let dir = dir.join(name);
     std::fs::create_dir_all(&dir)?;
     let file = dir.join("bird.conf");
@@ -681,5 +716,6 @@ pub fn start_bird_config(
         "-P".into(),
         s(&dir.join("bird.pid")),
     ];
-    Daemon::spawn(name, ns, cpuset, "bird", &args, &dir.join("bird.out"))
+    let program = program.to_str().context("bird's path is not UTF-8")?;
+    Daemon::spawn(name, ns, cpuset, program, &args, &dir.join("bird.out"))
 }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 mod dut;
 mod fault;
 mod parse;
+pub mod programs;
 mod raw;
 
 use fault::parse_fault;
@@ -187,6 +188,9 @@ pub struct DutSpec {
     /// alone, instead of `expect`.
     #[serde(default)]
     pub per_family: Vec<(Family, Expectation)>,
+    /// The programs this DUT runs, where the scenario names them.
+    #[serde(default)]
+    pub programs: programs::Programs,
     /// The peer's own timers facing this DUT, where they differ from the
     /// sessions' (asymmetric timers, RFC 5880 6.8.2: each direction runs
     /// at the larger of its sender's Desired Min TX and its receiver's
@@ -328,6 +332,9 @@ pub struct Scenario {
     /// DUT dead; but above the observer it can starve the capture.
     #[serde(default)]
     pub peer_rt_priority: u8,
+    /// The programs the peer runs, where the scenario names them.
+    #[serde(default)]
+    pub peer_programs: programs::Programs,
     pub sessions: Sessions,
     pub phases: Vec<PhaseSpec>,
     pub duts: Vec<DutSpec>,

@@ -77,6 +77,15 @@ impl Engine {
                 authenticated: session.auth().is_some(),
                 demand_configured: session.config().demand,
                 demand_active_at_peer: session.remote_demand_active(),
+                placed: Some(
+                    self.fast.is_none() || {
+                        let view = super::offload::SessionView::of(
+                            session,
+                            super::allowed(&self.config, &peer.spec),
+                        );
+                        super::offload::placed(&view, &peer.kernel)
+                    },
+                ),
             })
             .collect()
     }

@@ -384,12 +384,7 @@ impl Engine {
                 log_transition(&peer.spec, &t);
             }
             if let Some(fast) = self.fast.as_mut() {
-                let allowed = offload::Allowed {
-                    offload: self.config.xdp_replies && peer.spec.offload,
-                    sign: self.config.xdp_sign,
-                    own_clock: self.config.xdp_own_clock,
-                };
-                let view = SessionView::of(session, allowed);
+                let view = SessionView::of(session, allowed(&self.config, &peer.spec));
                 match offload::placement(&view, &peer.kernel) {
                     Some(Placement::Offload(role)) => {
                         let neighbours = neighbours.get_or_insert_with(fast_path::Neighbours::read);
@@ -708,5 +703,14 @@ fn reschedule(
                 due.schedule(id, which, at);
             }
         }
+    }
+}
+
+/// What the configuration lets the kernel do for a session.
+pub(super) fn allowed(config: &EngineConfig, spec: &SessionSpec) -> offload::Allowed {
+    offload::Allowed {
+        offload: config.xdp_replies && spec.offload,
+        sign: config.xdp_sign,
+        own_clock: config.xdp_own_clock,
     }
 }

@@ -129,6 +129,14 @@ pub enum Placement {
     Reregister,
 }
 
+/// Whether the session is where this engine's policy puts it now: the
+/// kernel holds the role the policy wants, or neither holds one. What
+/// `ctl readiness` calls placed: a harness waits for it instead of
+/// predicting the policy of the build it runs.
+pub fn placed(s: &SessionView, k: &KernelView) -> bool {
+    s.wanted() == k.role
+}
+
 /// The placement due now, if any (at most one per pass).
 pub fn placement(s: &SessionView, k: &KernelView) -> Option<Placement> {
     let want = s.wanted();
@@ -241,6 +249,19 @@ mod tests {
             armed_clock_ns: if role == Steady { 10 * MS } else { 0 },
             registered_detect_ns: 0,
         }
+    }
+
+    #[test]
+    fn a_session_is_placed_once_the_kernel_holds_what_the_policy_wants() {
+        let s = steady();
+        assert!(!placed(&s, &KernelView::default()));
+        assert!(placed(&s, &offloaded(FastPathRole::Steady)));
+        let kept = SessionView {
+            offload_allowed: false,
+            ..s
+        };
+        assert!(placed(&kept, &KernelView::default()));
+        assert!(!placed(&kept, &offloaded(FastPathRole::Steady)));
     }
 
     #[test]

@@ -163,7 +163,7 @@ figure{margin:1em 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}
 
 /// The CSS class of a verdict, by its first word.
 fn verdict_class(text: &str) -> &'static str {
-    if text.starts_with("FAIL") {
+    if text.starts_with("FAIL") || text == "B worse" {
         "fail"
     } else if text.starts_with("INVALID") {
         "invalid"

@@ -10,8 +10,10 @@
 //! - [`report`]: `linecard report` (Markdown, HTML; its JSON is the views
 //!   serialized, `report::write`);
 //! - [`gate`]: the gate's readable diff and its JUnit XML;
+//! - [`compare`]: two runs side by side, the verdict and its tests;
 //! - [`plan`]: `linecard run --check`.
 
+pub mod compare;
 pub mod document;
 pub mod gate;
 pub mod plan;

@@ -139,6 +139,17 @@ pub fn plan(scenario: &Scenario) -> String {
             "  {:<30} {what}{offload}; RT throttling {:?}; {expect}\n",
             d.label, d.rt_throttling
         ));
+        out.push_str(&named_programs("    runs", &d.programs));
     }
+    out.push_str(&named_programs("the peer runs", &scenario.peer_programs));
     out
+}
+
+/// `PREFIX bfdd /opt/frr/sbin/bfdd` per program named, or nothing.
+fn named_programs(prefix: &str, programs: &crate::scenario::programs::Programs) -> String {
+    programs
+        .named()
+        .iter()
+        .map(|(key, path)| format!("{prefix} {key} {}\n", path.display()))
+        .collect()
 }

@@ -96,6 +96,11 @@ fn run_blocks(v: &RunView, figures: Figures) -> Result<Vec<Block>> {
             .flat_map(super::summary::flapped_together)
             .map(Block::text),
     );
+    let programs = super::summary::programs_section(m);
+    if !programs.is_empty() {
+        out.push(Block::Heading(3, "What ran".into()));
+        out.extend(programs);
+    }
     out.push(Block::Heading(3, "Measurement quality".into()));
     if v.warnings.is_empty() {
         out.push(Block::text("No warnings."));

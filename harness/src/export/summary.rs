@@ -369,10 +369,46 @@ fn intervals_section(m: &Manifest) -> Vec<Block> {
     )
 }
 
+/// What ran: every program each DUT's run started, with its SHA-256 and
+/// the first line of its `--version`.
+pub(super) fn programs_section(m: &Manifest) -> Vec<Block> {
+    let rows = (m.duts.iter())
+        .flat_map(|d| {
+            d.programs.iter().map(|p| {
+                vec![
+                    d.label.clone().into(),
+                    p.role.clone().into(),
+                    Cell::File(p.path.display().to_string()),
+                    p.sha256.get(..16).unwrap_or(&p.sha256).into(),
+                    p.version.clone().into(),
+                    match p.seen_running {
+                        Some(true) => "yes",
+                        Some(false) => "no",
+                        None => "-",
+                    }
+                    .into(),
+                ]
+            })
+        })
+        .collect();
+    section_blocks(
+        "The programs each DUT's run started: where, which file (the first 16 hex digits of its SHA-256), what it says it is (linecardd: its commit and build profile), and whether the daemon's process was seen running that very file (/proc/PID/exe, once ready).",
+        &[
+            ("DUT", L),
+            ("role", L),
+            ("path", L),
+            ("sha256", L),
+            ("version", L),
+            ("seen running", L),
+        ],
+        rows,
+    )
+}
+
 /// The tables of `summary.md` that a published file may embed by name
 /// (`linecard tables`: `<!-- evidence: RUN_DIR NAME -->`), each with its
 /// one-paragraph legend.
-pub const SECTIONS: [&str; 7] = [
+pub const SECTIONS: [&str; 8] = [
     "faults",
     "families",
     "echo",
@@ -380,6 +416,7 @@ pub const SECTIONS: [&str; 7] = [
     "demand",
     "intervals",
     "cpu",
+    "programs",
 ];
 
 /// The blocks of section `name`.
@@ -392,6 +429,7 @@ fn section_of(name: &str, m: &Manifest) -> Option<Vec<Block>> {
         "demand" => demand_section,
         "intervals" => intervals_section,
         "cpu" => cpu_section,
+        "programs" => programs_section,
         _ => return None,
     };
     Some(render(m))

@@ -6,6 +6,7 @@
 use crate::lab::spec::{self, Host};
 use crate::procs::{self, Daemon, PeerSession};
 use crate::run::ssh::RemoteHost;
+use crate::scenario::programs::Programs;
 use crate::scenario::{DutImplementation, DutSpec, Family, PeerImplementation, Sessions};
 use crate::sys;
 use anyhow::{bail, Context, Result};
@@ -280,6 +281,7 @@ const REFLECTOR_SYSCTLS: [(&str, &str); 4] = [
 impl FrrEcho {
     /// [`FrrEcho::start`] when the sessions run the echo function.
     fn if_echo(
+        zebra: &Path,
         sessions: &Sessions,
         name: &str,
         ns: &'static str,
@@ -289,13 +291,14 @@ impl FrrEcho {
     ) -> Result<Option<Self>> {
         sessions
             .echo
-            .then(|| Self::start(name, ns, cpuset, dir, reflect))
+            .then(|| Self::start(zebra, name, ns, cpuset, dir, reflect))
             .transpose()
     }
 
     /// `dir`: the bfdd instance's directory (zebra's socket goes there);
     /// `reflect`: this host's forwarding turns echoes around.
     fn start(
+        zebra: &Path,
         name: &str,
         ns: &'static str,
         cpuset: &Path,
@@ -317,7 +320,7 @@ impl FrrEcho {
             let set = format!("{key}={value}");
             sys::run("ip", ["netns", "exec", ns, "sysctl", "-qw", set.as_str()])?;
         }
-        setup._zebra = Some(procs::start_frr_zebra(name, ns, Some(cpuset), dir)?);
+        setup._zebra = Some(procs::start_frr_zebra(zebra, name, ns, Some(cpuset), dir)?);
         Ok(setup)
     }
 }
@@ -464,12 +467,13 @@ pub fn make_realtime(pid: u32, priority: u8) -> Result<()> {
 /// Starts the peer at SCHED_FIFO `rt_priority` (0: normal priority).
 pub fn start_peer(
     implementation: PeerImplementation,
+    programs: &Programs,
     rt_priority: u8,
     sessions: &Sessions,
     pairs: &[Pair],
     dir: &Path,
 ) -> Result<Bfd> {
-    let peer = start_peer_daemon(implementation, sessions, pairs, dir)?;
+    let peer = start_peer_daemon(implementation, programs, sessions, pairs, dir)?;
     if rt_priority > 0 {
         make_realtime(peer.daemon.pid(), rt_priority)?;
     }
@@ -522,6 +526,9 @@ pub fn socket_paths(
 /// Where a linecardd runs: its files' name in the run directory, its
 /// namespace and cpuset, and what its configuration says of its host.
 struct LinecarddHost<'a> {
+    /// The linecardd that runs (this build's, or a scenario's `linecardd =
+    /// PATH`).
+    program: &'a Path,
     name: &'static str,
     namespace: &'static str,
     cpuset: &'a Path,
@@ -539,8 +546,9 @@ pub(crate) struct EngineSite<'a> {
 }
 
 impl<'a> LinecarddHost<'a> {
-    fn dut(cpuset: &'a Path, cpus: &'a [usize], sessions: &Sessions) -> Self {
+    fn dut(program: &'a Path, cpuset: &'a Path, cpus: &'a [usize], sessions: &Sessions) -> Self {
         Self {
+            program,
             name: "linecardd",
             namespace: spec::DUT.namespace,
             cpuset,
@@ -585,12 +593,13 @@ fn spawn_linecardd(
             &socket,
         ),
     )?;
-    let binary = linecardd_binary();
     let daemon = Daemon::spawn(
         host.name,
         host.namespace,
         Some(host.cpuset),
-        binary.to_str().context("linecardd's path is not UTF-8")?,
+        host.program
+            .to_str()
+            .context("linecardd's path is not UTF-8")?,
         &["--config".into(), config.display().to_string()],
         &dir.join(format!("{}.log", host.name)),
     )?;

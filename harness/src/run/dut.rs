@@ -31,6 +31,7 @@ pub(super) fn run_dut(
         sched_rt_runtime_us: None,
         spoiled_attempts: Vec::new(),
         families: Vec::new(),
+        programs: Vec::new(),
     };
     if let DutImplementation::Linecardd { backend } | DutImplementation::FrrDataplane { backend } =
         &dut.implementation
@@ -40,6 +41,8 @@ pub(super) fn run_dut(
             return Ok(outcome);
         }
     }
+    // What runs, recorded before anything starts.
+    outcome.programs = site.programs(scenario, dut)?;
     // Held (addresses, RT throttling) until this function returns, also
     // when it fails half-way.
     let prepared = site.prepare_dut(scenario, dut, &dir)?;
@@ -58,6 +61,13 @@ pub(super) fn run_dut(
         readiness::ready_within(pairs.len()),
     );
     let up_at = unix_ns();
+    // The daemons run the files the manifest names, on this site's word.
+    for (side, daemon) in [("dut", &dut_daemon), ("peer", &peer)] {
+        if let Some(exe) = site.exe(daemon.pid()) {
+            crate::scenario::programs::seen_running(&mut outcome.programs, side, &exe)
+                .map_err(|why| anyhow::anyhow!(why))?;
+        }
+    }
     // The witnesses outlive the phases by 2 s.
     let seconds = scenario.seconds_per_dut() + 2;
     let mut recorders = Vec::new();

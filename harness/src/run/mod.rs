@@ -82,6 +82,9 @@ pub struct DutOutcome {
     /// Dual-stack: each family's sessions, figured and judged alone.
     #[serde(default)]
     pub families: Vec<FamilyOutcome>,
+    /// Every program the DUT's run started: path, SHA-256, version.
+    #[serde(default)]
+    pub programs: Vec<crate::scenario::programs::ProgramRecord>,
 }
 
 /// One address family's sessions in a dual-stack run.
@@ -490,6 +493,7 @@ fn attempt(
                     .flatten(),
                 spoiled_attempts: Vec::new(),
                 families: Vec::new(),
+                programs: Vec::new(),
             };
             (outcome, full)
         }

@@ -18,6 +18,7 @@ use super::daemons::{Bfd, EngineView, Pair};
 use super::faults;
 use crate::lab::loss::{LossCounts, LossyLink};
 use crate::procs::{Capture, CaptureOutcome, Daemon};
+use crate::scenario::programs::ProgramRecord;
 use crate::scenario::{DutSpec, Scenario};
 use anyhow::{bail, Result};
 use std::path::{Path, PathBuf};
@@ -212,6 +213,16 @@ pub(crate) trait Site {
     /// A lossy link on the peer's side (a `loss` fault).
     fn lossy_link(&self, _percent: f64, _seed: u64) -> Result<Box<dyn FrameCounter>> {
         bail!("faults run only in the local lab (the scenario is refused elsewhere)")
+    }
+    /// The file a process of this run executes (`/proc/PID/exe`), where
+    /// the site can tell.
+    fn exe(&self, _pid: u32) -> Option<PathBuf> {
+        None
+    }
+    /// Every program this DUT's run starts, described for the manifest
+    /// (path, SHA-256, version); none where the site cannot say.
+    fn programs(&self, _scenario: &Scenario, _dut: &DutSpec) -> Result<Vec<ProgramRecord>> {
+        Ok(Vec::new())
     }
     /// Acts out a fault (everything but `loss`) on the daemons it may
     /// kill, stop or start again.

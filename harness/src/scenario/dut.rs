@@ -89,7 +89,15 @@ impl In<'_> {
                 )?,
             }),
         };
+        let programs = programs::Programs::read(
+            &d.programs(),
+            self.base(),
+            programs::dut_keys(&implementation),
+            &format!("implementation = {:?}", d.implementation),
+        )
+        .map_err(|(k, v, why)| self.invalid(&key(&k), &v, &why))?;
         Ok(DutSpec {
+            programs,
             peer_timers,
             label: d.label.clone(),
             implementation,

@@ -38,6 +38,13 @@ impl Scenario {
         )?;
         let provider = at.provider(&raw)?;
         let (peer, peer_rt_priority) = at.peer(&raw.peer)?;
+        let peer_programs = programs::Programs::read(
+            &raw.peer.programs(),
+            at.base(),
+            programs::peer_keys(peer),
+            &format!("peer.implementation = {:?}", raw.peer.implementation),
+        )
+        .map_err(|(k, v, why)| at.invalid(&format!("peer.{k}"), &v, &why))?;
         let sessions = at.sessions(&raw.sessions.take().unwrap_or_default(), peer)?;
         at.sessions_with_peer(&sessions, peer)?;
         let phases = at.phases(&raw.phase, profile)?;
@@ -56,6 +63,19 @@ impl Scenario {
             }
             duts.push(at.dut(i, d, &sessions, raw.ssh.is_some())?);
         }
+        if raw.ssh.is_some() {
+            let named = std::iter::once(("peer".to_string(), &peer_programs))
+                .chain((duts.iter().enumerate()).map(|(i, d)| (format!("dut[{i}]"), &d.programs)));
+            for (table, programs) in named {
+                if let Some((key, path)) = programs.named().first() {
+                    return Err(at.invalid(
+                        &format!("{table}.{key}"),
+                        &path.display(),
+                        "programs by path run in the local lab only (an ssh run stages this build's linecardd and uses its hosts' FRR and BIRD)",
+                    ));
+                }
+            }
+        }
         if let Some(spec) = raw.ssh.as_ref().filter(|s| s.target.is_none()) {
             three_hosts_can_run(spec, peer, peer_rt_priority, &sessions, &phases, &duts)
                 .map_err(|(key, value, why)| at.invalid(&key, &value, &why))?;
@@ -68,6 +88,7 @@ impl Scenario {
             ssh: raw.ssh,
             peer,
             peer_rt_priority,
+            peer_programs,
             sessions,
             phases,
             duts,
@@ -98,6 +119,11 @@ impl In<'_> {
     }
 
     /// An interval in ms (10 when absent).
+    /// The scenario's directory: relative program paths start there.
+    pub(super) fn base(&self) -> &Path {
+        Path::new(self.file).parent().unwrap_or(Path::new(""))
+    }
+
     pub(super) fn interval(&self, key: &str, v: Option<i64>) -> Result<u32, InputError> {
         match v.unwrap_or(10) {
             ms @ 1..=60_000 => Ok(ms as u32),

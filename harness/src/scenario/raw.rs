@@ -25,6 +25,10 @@ pub(super) struct RawScenario {
 pub(super) struct RawPeer {
     pub(super) implementation: String,
     pub(super) rt_priority: Option<i64>,
+    pub(super) bfdd: Option<String>,
+    pub(super) zebra: Option<String>,
+    pub(super) bird: Option<String>,
+    pub(super) linecardd: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -91,6 +95,10 @@ pub(super) struct RawDut {
     pub(super) peer_echo: Option<String>,
     pub(super) own_echo: Option<bool>,
     pub(super) peer_timers: Option<RawPeerTimers>,
+    pub(super) bfdd: Option<String>,
+    pub(super) zebra: Option<String>,
+    pub(super) bird: Option<String>,
+    pub(super) linecardd: Option<String>,
 }
 
 /// `dut.peer_timers = { tx_interval_ms = 10, rx_interval_ms = 50 }`.
@@ -110,4 +118,16 @@ pub(super) struct RawLimits {
     pub(super) max_gap_ms: Option<f64>,
     pub(super) peer_echo: Option<String>,
     pub(super) own_echo: Option<bool>,
+}
+
+impl RawPeer {
+    pub(super) fn programs(&self) -> super::programs::RawPrograms {
+        super::programs::RawPrograms::of([&self.bfdd, &self.zebra, &self.bird, &self.linecardd])
+    }
+}
+
+impl RawDut {
+    pub(super) fn programs(&self) -> super::programs::RawPrograms {
+        super::programs::RawPrograms::of([&self.bfdd, &self.zebra, &self.bird, &self.linecardd])
+    }
 }

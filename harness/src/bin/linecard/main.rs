@@ -135,6 +135,27 @@ enum Command {
     /// results/smoke/A results/smoke/B results/smoke/C --slack-ms 5 --phase-slack-ms L4=8
     /// --slack-reason "..." --provenance "three runs on ..." --out baselines/smoke.toml
     Baseline(BaselineArgs),
+    /// Two runs side by side (two builds through one scenario), and whether B is worse
+    ///
+    /// Per DUT and phase both runs measured: flaps, p50/p99/p99.9/max, gaps over budget, the
+    /// DUT's CPU, each "A -> B". Flaps (per second) and gaps over budget (per gap) are each
+    /// tested with an exact one-sided test of B's rate against A's (p-values stated;
+    /// Bonferroni over all tests at 0.01 overall); quantiles and CPU are shown, not tested.
+    /// Prints Markdown (or --json); --html FILE adds each DUT's gap CCDFs of both runs on one
+    /// plot. Exit 1 when B is worse beyond chance, 0 when not, 2 on bad input.
+    /// Example: linecard run scenarios/smoke.toml --dut-binary xdp=OLD; linecard run
+    /// scenarios/smoke.toml --dut-binary xdp=NEW; linecard compare results/smoke/A results/smoke/B
+    Compare {
+        /// The reference run (results/<scenario>/<run-id>)
+        a: std::path::PathBuf,
+        /// The run judged against it
+        b: std::path::PathBuf,
+        /// Also write the HTML page here
+        #[arg(long)]
+        html: Option<std::path::PathBuf>,
+        #[command(flatten)]
+        output: Output,
+    },
     /// The stress canary (started by `linecard run` on the DUT's CPUs): wakes every 1 ms and
     /// records as JSON lines each time it was kept from running for more than 2 ms
     #[command(hide = true)]
@@ -342,6 +363,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             })
         }
         Command::Baseline(args) => record_baseline(args),
+        Command::Compare { a, b, html, output } => compare_runs(&a, &b, html.as_deref(), &output),
         Command::StealWitness { cpus, seconds, out } => {
             linecard_harness::steal::run(&cpus, std::time::Duration::from_secs(seconds), &out)?;
             Ok(ExitCode::SUCCESS)
@@ -435,6 +457,39 @@ fn analyze_captures(
         print!("{}", analyze::render(&analysis));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `linecard compare A B`.
+fn compare_runs(
+    a: &std::path::Path,
+    b: &std::path::Path,
+    html: Option<&std::path::Path>,
+    output: &Output,
+) -> Result<ExitCode> {
+    let comparison = linecard_harness::compare::compare(a, b)?;
+    if let Some(path) = html {
+        let (va, vb) = (
+            linecard_harness::report::load(a)?,
+            linecard_harness::report::load(b)?,
+        );
+        let page = linecard_harness::export::compare::html(&comparison, [&va, &vb])?;
+        std::fs::write(path, page)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    if output.json {
+        print_json(&comparison)?;
+    } else {
+        print!(
+            "{}",
+            linecard_harness::export::compare::markdown(&comparison)
+        );
+    }
+    Ok(if comparison.b_worse {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// `linecard baseline`'s arguments.

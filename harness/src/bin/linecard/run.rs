@@ -25,8 +25,26 @@ pub(crate) struct RunArgs {
     /// Print every command the provider would run (the proxmox provider's qm plan), and stop
     #[arg(long)]
     pub(crate) dry_run: bool,
+    /// Run this program as one DUT for this run, LABEL=PATH (repeatable):
+    /// its linecardd, or FRR's bfdd for an FRR DUT; checked before anything
+    /// starts, and recorded in the manifest with its SHA-256 and version.
+    /// Example: --dut-binary xdp=./target/release/linecardd
+    #[arg(long = "dut-binary", value_name = "LABEL=PATH", value_parser = parse_dut_binary)]
+    pub(crate) dut_binary: Vec<(String, std::path::PathBuf)>,
     #[command(flatten)]
     pub(crate) output: Output,
+}
+
+/// `LABEL=PATH` for `--dut-binary`.
+fn parse_dut_binary(text: &str) -> Result<(String, std::path::PathBuf), String> {
+    match text.split_once('=') {
+        Some((label, path)) if !label.is_empty() && !path.is_empty() => {
+            Ok((label.to_string(), path.into()))
+        }
+        _ => Err(format!(
+            "{text:?}: expected LABEL=PATH, e.g. xdp=./target/release/linecardd"
+        )),
+    }
 }
 
 pub(crate) fn scenario(args: RunArgs) -> Result<ExitCode> {
@@ -37,11 +55,23 @@ pub(crate) fn scenario(args: RunArgs) -> Result<ExitCode> {
         only,
         check,
         dry_run,
+        dut_binary,
         output,
     } = args;
     let profiles =
         profiles.unwrap_or_else(|| linecard_harness::scenario::default_profiles_dir(&scenario));
-    let scenario = linecard_harness::scenario::Scenario::load(&scenario, &profiles)?;
+    let mut scenario = linecard_harness::scenario::Scenario::load(&scenario, &profiles)?;
+    for (label, path) in dut_binary {
+        let Some(dut) = scenario.duts.iter_mut().find(|d| d.label == label) else {
+            anyhow::bail!("--dut-binary {label}=...: the scenario has no DUT labelled {label:?}");
+        };
+        if scenario.ssh.is_some() {
+            anyhow::bail!("--dut-binary: programs by path run in the local lab only");
+        }
+        dut.set_binary(std::path::absolute(&path)?);
+    }
+    // Every program named, checked before anything starts.
+    linecard_harness::scenario::programs::check(&scenario)?;
     if let Some(label) = only
         .iter()
         .find(|l| !scenario.duts.iter().any(|d| &d.label == *l))

@@ -104,11 +104,15 @@ impl Bfd {
                     .ctl(socket, &["readiness"])
                     .map_err(|e| e.to_string())?;
                 let sessions = list.sessions;
-                // Where each session must be: on the fast path, or (the
+                // Where each session must be: where the engine's own policy
+                // puts it (`placed`, in its own words: a build under test
+                // may place sessions otherwise, and is then measured, not
+                // refused), and never the family a scenario keeps off the
+                // fast path on it. A linecardd that does not say is held
+                // to this harness's expectation: on the fast path, or (the
                 // family kept out of it; authenticated: the fast path
-                // verifies but does not sign) in userspace. A session in
-                // Demand mode may be either: offloaded for the peer's Polls
-                // only while the peer demands, userspace's during our own.
+                // verifies but does not sign) in userspace; a session in
+                // Demand mode may be either.
                 let offloaded = |s: &SessionReadiness| {
                     *offloads
                         && !s.authenticated
@@ -119,10 +123,18 @@ impl Bfd {
                 let steady = sessions
                     .iter()
                     .filter(|s| {
-                        s.state == State::Up
-                            && !s.polling
-                            && (s.offloaded || !offloaded(s))
-                            && (!s.offloaded || offload_only.is_none() || offloaded(s))
+                        let where_expected = match s.placed {
+                            Some(placed) => {
+                                placed
+                                    && (!s.offloaded
+                                        || offload_only.is_none_or(|f| Family::of(s.peer) == f))
+                            }
+                            None => {
+                                (s.offloaded || !offloaded(s))
+                                    && (!s.offloaded || offload_only.is_none() || offloaded(s))
+                            }
+                        };
+                        s.state == State::Up && !s.polling && where_expected
                     })
                     .count();
                 if sessions.len() == expected && steady == expected {

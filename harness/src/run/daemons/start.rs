@@ -7,6 +7,7 @@
 use super::*;
 pub(super) fn start_peer_daemon(
     implementation: PeerImplementation,
+    programs: &Programs,
     sessions: &Sessions,
     pairs: &[Pair],
     dir: &Path,
@@ -17,6 +18,7 @@ pub(super) fn start_peer_daemon(
         PeerImplementation::Frr => {
             // zebra first: bfdd finds its socket when it starts.
             let echo = FrrEcho::if_echo(
+                &programs.zebra(),
                 sessions,
                 "peer-zebra",
                 spec::PEER.namespace,
@@ -25,12 +27,14 @@ pub(super) fn start_peer_daemon(
                 true,
             )?;
             Bfd {
-                daemon: procs::start_frr_bfdd(
+                daemon: procs::start_frr_bfdd_program(
+                    &programs.bfdd(),
                     "peer-frr",
                     spec::PEER.namespace,
                     Some(&rest),
                     dir,
                     &configured,
+                    &[],
                 )?,
                 kind: Kind::Frr {
                     vty: dir.join("peer-frr"),
@@ -53,6 +57,7 @@ pub(super) fn start_peer_daemon(
                 .context("the lab's rest cpuset lists no CPUs")?;
             let (daemon, socket) = spawn_linecardd(
                 &LinecarddHost {
+                    program: &programs.linecardd(),
                     name: "peer-linecardd",
                     namespace: spec::PEER.namespace,
                     cpuset: &rest,
@@ -84,13 +89,13 @@ pub(super) fn start_peer_daemon(
         PeerImplementation::Bird => {
             let router_id: IpAddr = spec::PEER.ipv4.parse()?;
             Bfd {
-                daemon: procs::start_bird(
+                daemon: procs::start_bird_program(
+                    &programs.bird(),
                     "peer-bird",
                     spec::PEER.namespace,
                     Some(&rest),
                     dir,
-                    router_id,
-                    &configured,
+                    &procs::bird_config(router_id, &configured),
                 )?,
                 kind: Kind::Bird {
                     ctl: dir.join("peer-bird").join("bird.ctl"),
@@ -180,11 +185,13 @@ pub fn start_dut(
 ) -> Result<Bfd> {
     let cpuset = spec::cpuset_dir(spec::DUT_CPUSET);
     let engine = dut.engine.as_str();
+    let linecardd = dut.programs.linecardd();
     match &dut.implementation {
         DutImplementation::Frr => {
             let configured = peer_sessions(pairs, sessions, false);
             // FRR reflects by forwarding, and runs echo with zebra.
             let echo = FrrEcho::if_echo(
+                &dut.programs.zebra(),
                 sessions,
                 "dut-zebra",
                 spec::DUT.namespace,
@@ -193,12 +200,14 @@ pub fn start_dut(
                 true,
             )?;
             Ok(Bfd {
-                daemon: procs::start_frr_bfdd(
+                daemon: procs::start_frr_bfdd_program(
+                    &dut.programs.bfdd(),
                     "dut-frr",
                     spec::DUT.namespace,
                     Some(&cpuset),
                     dir,
                     &configured,
+                    &[],
                 )?,
                 kind: Kind::Frr {
                     vty: dir.join("dut-frr"),
@@ -228,6 +237,7 @@ pub fn start_dut(
             // bfdd needs zebra for its echo-mode (interface) peers; the
             // reflector is linecardd's fast path, not forwarding.
             let echo = FrrEcho::if_echo(
+                &dut.programs.zebra(),
                 sessions,
                 "dut-zebra",
                 spec::DUT.namespace,
@@ -235,7 +245,8 @@ pub fn start_dut(
                 &dir.join("dut-frr-control"),
                 false,
             )?;
-            let control = procs::start_frr_bfdd_with(
+            let control = procs::start_frr_bfdd_program(
+                &dut.programs.bfdd(),
                 "dut-frr-control",
                 spec::DUT.namespace,
                 Some(&cpuset),
@@ -249,7 +260,7 @@ pub fn start_dut(
             );
             // No sessions of its own: bfdd hands them over.
             let (daemon, socket) = spawn_linecardd(
-                &LinecarddHost::dut(&cpuset, dut_cpus, sessions),
+                &LinecarddHost::dut(&linecardd, &cpuset, dut_cpus, sessions),
                 backend,
                 &engine_keys,
                 sessions,
@@ -278,7 +289,7 @@ pub fn start_dut(
         }
         DutImplementation::Linecardd { backend } => {
             let (daemon, socket) = spawn_linecardd(
-                &LinecarddHost::dut(&cpuset, dut_cpus, sessions),
+                &LinecarddHost::dut(&linecardd, &cpuset, dut_cpus, sessions),
                 backend,
                 engine,
                 sessions,

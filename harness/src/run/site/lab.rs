@@ -13,7 +13,8 @@ use crate::rt_throttle;
 use crate::run::daemons::{self, Pair};
 use crate::run::provider::HostFacts;
 use crate::run::{actions, faults};
-use crate::scenario::{DutSpec, Scenario};
+use crate::scenario::programs::ProgramRecord;
+use crate::scenario::{DutImplementation, DutSpec, PeerImplementation, Scenario};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -169,6 +170,47 @@ impl Site for LabSite<'_> {
         )
     }
 
+    fn exe(&self, pid: u32) -> Option<PathBuf> {
+        std::fs::read_link(format!("/proc/{pid}/exe")).ok()
+    }
+
+    fn programs(&self, scenario: &Scenario, dut: &DutSpec) -> Result<Vec<ProgramRecord>> {
+        let (d, p) = (&dut.programs, &scenario.peer_programs);
+        let echo = scenario.sessions.echo;
+        let mut started: Vec<(&str, PathBuf)> = match &dut.implementation {
+            DutImplementation::Frr => vec![("dut bfdd", d.bfdd())],
+            DutImplementation::Linecardd { .. } => vec![("dut linecardd", d.linecardd())],
+            DutImplementation::FrrDataplane { .. } => {
+                vec![("dut bfdd", d.bfdd()), ("dut linecardd", d.linecardd())]
+            }
+        };
+        if echo && !matches!(dut.implementation, DutImplementation::Linecardd { .. }) {
+            started.push(("dut zebra", d.zebra()));
+        }
+        started.extend(match scenario.peer {
+            PeerImplementation::Frr => {
+                let mut peer = vec![("peer bfdd", p.bfdd())];
+                if echo {
+                    peer.push(("peer zebra", p.zebra()));
+                }
+                peer
+            }
+            PeerImplementation::Bird => vec![("peer bird", p.bird())],
+            PeerImplementation::Linecardd => vec![("peer linecardd", p.linecardd())],
+        });
+        started.push(("capture", "tcpdump".into()));
+        if scenario.phases.iter().any(|ph| !ph.profile.is_idle()) {
+            started.push(("stress", "stress-ng".into()));
+        }
+        started
+            .into_iter()
+            .map(|(role, program)| {
+                ProgramRecord::of(role, &program)
+                    .map_err(|why| anyhow::anyhow!("the {role} program: {why}"))
+            })
+            .collect()
+    }
+
     fn lossy_link(&self, percent: f64, seed: u64) -> Result<Box<dyn FrameCounter>> {
         Ok(Box::new(crate::lab::loss::LossyLink::attach(
             &spec::PEER,
@@ -231,6 +273,7 @@ fn start_peer_in(
 ) -> Result<Box<dyn BfdDaemon>> {
     let peer = daemons::start_peer(
         scenario.peer,
+        &scenario.peer_programs,
         scenario.peer_rt_priority,
         &dut.peer_sessions(&scenario.sessions),
         pairs,

@@ -1,0 +1,293 @@
+//! The programs a DUT and the peer run, as data: by default this
+//! machine's FRR (`/usr/lib/frr/bfdd`, `zebra`) and BIRD (`bird` on the
+//! PATH) and this build's linecardd; a scenario may name others
+//! (`bfdd = "/opt/frr/sbin/bfdd"` in `[peer]` or a `[[dut]]`, relative
+//! paths from the scenario file), and `linecard run --dut-binary
+//! LABEL=PATH` names one DUT's for a single run. Each named program is
+//! checked before anything starts (it exists, it is executable, it answers
+//! `--version`), and every program a run starts is recorded in its
+//! manifest with its path, SHA-256 and version ([`ProgramRecord`]).
+
+use super::{DutImplementation, DutSpec, PeerImplementation, Scenario};
+use linecard_api::InputError;
+use serde::{Deserialize, Serialize};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// Where FRR's daemons are on Debian.
+const FRR_BFDD: &str = "/usr/lib/frr/bfdd";
+const FRR_ZEBRA: &str = "/usr/lib/frr/zebra";
+
+/// The programs one side runs; `None` is the default.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Programs {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bfdd: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zebra: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bird: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linecardd: Option<PathBuf>,
+}
+
+impl Programs {
+    pub fn bfdd(&self) -> PathBuf {
+        self.bfdd.clone().unwrap_or_else(|| FRR_BFDD.into())
+    }
+
+    pub fn zebra(&self) -> PathBuf {
+        self.zebra.clone().unwrap_or_else(|| FRR_ZEBRA.into())
+    }
+
+    pub fn bird(&self) -> PathBuf {
+        self.bird.clone().unwrap_or_else(|| "bird".into())
+    }
+
+    pub fn linecardd(&self) -> PathBuf {
+        self.linecardd
+            .clone()
+            .unwrap_or_else(crate::run::daemons::linecardd_binary)
+    }
+
+    /// The programs named, by key.
+    pub fn named(&self) -> Vec<(&'static str, &Path)> {
+        [
+            ("bfdd", &self.bfdd),
+            ("zebra", &self.zebra),
+            ("bird", &self.bird),
+            ("linecardd", &self.linecardd),
+        ]
+        .into_iter()
+        .filter_map(|(key, path)| Some((key, path.as_deref()?)))
+        .collect()
+    }
+
+    /// Reads the keys of a `[peer]` or `[[dut]]` table, relative paths from
+    /// `base` (the scenario's directory); `allowed` are the keys its
+    /// implementation runs, and the error is (key, value, why).
+    pub(super) fn read(
+        raw: &RawPrograms,
+        base: &Path,
+        allowed: &[&str],
+        implementation: &str,
+    ) -> Result<Self, (String, String, String)> {
+        let path = |key: &str, value: &Option<String>| -> Result<Option<PathBuf>, _> {
+            let Some(text) = value else { return Ok(None) };
+            if !allowed.contains(&key) {
+                return Err((
+                    key.to_string(),
+                    text.clone(),
+                    format!(
+                        "{implementation} runs no {key} (its programs: {})",
+                        allowed.join(", ")
+                    ),
+                ));
+            }
+            if text.is_empty() {
+                return Err((key.to_string(), "\"\"".into(), "an empty path".into()));
+            }
+            // Absolute, so that the manifest names the file wherever it is
+            // read.
+            Ok(Some(
+                std::path::absolute(base.join(text)).unwrap_or_else(|_| base.join(text)),
+            ))
+        };
+        Ok(Self {
+            bfdd: path("bfdd", &raw.bfdd)?,
+            zebra: path("zebra", &raw.zebra)?,
+            bird: path("bird", &raw.bird)?,
+            linecardd: path("linecardd", &raw.linecardd)?,
+        })
+    }
+}
+
+/// The program keys of a `[peer]` or `[[dut]]` table, as written.
+#[derive(Debug, Default)]
+pub(super) struct RawPrograms {
+    bfdd: Option<String>,
+    zebra: Option<String>,
+    bird: Option<String>,
+    linecardd: Option<String>,
+}
+
+impl RawPrograms {
+    /// From the table's `bfdd`, `zebra`, `bird` and `linecardd` keys.
+    pub(super) fn of([bfdd, zebra, bird, linecardd]: [&Option<String>; 4]) -> Self {
+        Self {
+            bfdd: bfdd.clone(),
+            zebra: zebra.clone(),
+            bird: bird.clone(),
+            linecardd: linecardd.clone(),
+        }
+    }
+}
+
+/// The programs the peer's implementation runs.
+pub(super) fn peer_keys(peer: PeerImplementation) -> &'static [&'static str] {
+    match peer {
+        PeerImplementation::Frr => &["bfdd", "zebra"],
+        PeerImplementation::Bird => &["bird"],
+        PeerImplementation::Linecardd => &["linecardd"],
+    }
+}
+
+/// The programs a DUT's implementation runs.
+pub(super) fn dut_keys(dut: &DutImplementation) -> &'static [&'static str] {
+    match dut {
+        DutImplementation::Frr => &["bfdd", "zebra"],
+        DutImplementation::Linecardd { .. } => &["linecardd"],
+        DutImplementation::FrrDataplane { .. } => &["bfdd", "zebra", "linecardd"],
+    }
+}
+
+impl DutSpec {
+    /// `--dut-binary LABEL=PATH`: the program this DUT is (linecardd, or
+    /// FRR's bfdd for an FRR DUT) for one run.
+    pub fn set_binary(&mut self, path: PathBuf) {
+        match self.implementation {
+            DutImplementation::Frr => self.programs.bfdd = Some(path),
+            DutImplementation::Linecardd { .. } | DutImplementation::FrrDataplane { .. } => {
+                self.programs.linecardd = Some(path)
+            }
+        }
+    }
+}
+
+/// A program a run started: what the manifest records of it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgramRecord {
+    /// Whose it is and which (`dut bfdd`, `peer bird`, `dut linecardd`).
+    pub role: String,
+    pub path: PathBuf,
+    pub sha256: String,
+    /// The first line of its `--version` (linecardd's names its commit
+    /// and build profile).
+    pub version: String,
+    /// The daemon's process was seen running this very file
+    /// (`/proc/PID/exe`, once it was ready): the DUT's and the peer's
+    /// daemons; `None` where nobody looked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen_running: Option<bool>,
+}
+
+impl ProgramRecord {
+    /// Describes `program` (a path, or a name on the PATH).
+    pub fn of(role: &str, program: &Path) -> Result<Self, String> {
+        let path = resolve(program)?;
+        let bytes = std::fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(&bytes);
+        Ok(Self {
+            role: role.to_string(),
+            sha256: digest.iter().map(|b| format!("{b:02x}")).collect(),
+            version: version(&path)?,
+            path,
+            seen_running: None,
+        })
+    }
+}
+
+/// `program` as a file: itself when it has a directory part, else where
+/// the PATH finds it.
+fn resolve(program: &Path) -> Result<PathBuf, String> {
+    if program.components().count() > 1 {
+        return Ok(program.to_path_buf());
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+        .ok_or_else(|| format!("{} is not on the PATH", program.display()))
+}
+
+/// The first line `program --version` prints (on stdout, or stderr as
+/// BIRD does), bounded at 10 s.
+fn version(program: &Path) -> Result<String, String> {
+    let out = std::process::Command::new("timeout")
+        .arg("10")
+        .arg(program)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("running {} --version: {e}", program.display()))?;
+    let text = if out.stdout.is_empty() {
+        &out.stderr
+    } else {
+        &out.stdout
+    };
+    let first = String::from_utf8_lossy(text)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    if !out.status.success() || first.is_empty() {
+        return Err(format!(
+            "`{} --version` did not answer ({}): is it the program its key names?",
+            program.display(),
+            out.status
+        ));
+    }
+    Ok(first)
+}
+
+/// Checks every program the scenario names, before anything starts: it
+/// exists, it is an executable file, it answers `--version`. The error
+/// names the scenario file, the key and the path.
+pub fn check(scenario: &Scenario) -> Result<(), InputError> {
+    let file = scenario.file.display().to_string();
+    let sides = std::iter::once(("peer".to_string(), &scenario.peer_programs)).chain(
+        scenario
+            .duts
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (format!("dut[{i}]"), &d.programs)),
+    );
+    for (table, programs) in sides {
+        for (key, path) in programs.named() {
+            let why = match std::fs::metadata(path) {
+                Err(e) => Some(format!("cannot be read: {e}")),
+                Ok(m) if !m.is_file() => Some("is not a file".to_string()),
+                Ok(m) if m.permissions().mode() & 0o111 == 0 => {
+                    Some("is not executable (chmod +x)".to_string())
+                }
+                Ok(_) => version(path).err(),
+            };
+            if let Some(why) = why {
+                return Err(InputError::invalid(
+                    &file,
+                    &format!("{table}.{key}"),
+                    &path.display(),
+                    &why,
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Marks the record of `side`'s (`dut`, `peer`) program that the process
+/// runs (`exe`, its `/proc/PID/exe`) as seen running; `Err` names the file
+/// when it is none of them: the manifest would otherwise name a program
+/// that did not run.
+pub fn seen_running(records: &mut [ProgramRecord], side: &str, exe: &Path) -> Result<(), String> {
+    let same = |p: &Path| match (std::fs::canonicalize(p), std::fs::canonicalize(exe)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => p == exe,
+    };
+    let prefix = format!("{side} ");
+    match records
+        .iter_mut()
+        .find(|r| r.role.starts_with(&prefix) && same(&r.path))
+    {
+        Some(record) => {
+            record.seen_running = Some(true);
+            Ok(())
+        }
+        None => Err(format!(
+            "the {side}'s daemon runs {}, which is none of the programs recorded for it",
+            exe.display()
+        )),
+    }
+}
