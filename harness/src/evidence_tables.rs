@@ -16,6 +16,7 @@
 //! run's `summary.md` instead (`<!-- evidence: docs/evidence/echo/RUN echo
 //! -->`; the names are `export::summary::SECTIONS`), rendered by the same
 //! code as the summary; with
+//! `RUN compare OTHER` publishes `linecard compare RUN OTHER`. With
 //! `--check` nothing is written and a table that differs from its evidence
 //! is an error naming it. A number typed by hand between the markers does
 //! not survive the next regeneration, and fails the check until then.
@@ -91,6 +92,18 @@ pub fn regenerate(text: &str, base: &Path) -> Result<String> {
                 .with_context(|| format!("the evidence of a published table: {run}"))?;
             match section {
                 None => table(&m),
+                // `RUN compare OTHER`: `linecard compare RUN OTHER`, the run
+                // directories named as the marker names them.
+                Some(name) if name.starts_with("compare ") => {
+                    let other = name["compare ".len()..].trim();
+                    let theirs = load_manifest(&base.join(other))
+                        .with_context(|| format!("the evidence of a published table: {other}"))?;
+                    let c = crate::compare::compare_manifests(
+                        (Path::new(run), &m),
+                        (Path::new(other), &theirs),
+                    );
+                    crate::export::compare::markdown_body(&c)
+                }
                 Some(name) => section_table(&m, name)
                     .with_context(|| format!("the evidence of a published table: {run}"))?,
             }

@@ -12,6 +12,12 @@ pub fn markdown(c: &Comparison) -> String {
     document::markdown(&blocks(c))
 }
 
+/// The comparison in Markdown without its title, for a page that embeds
+/// it (`linecard tables`).
+pub fn markdown_body(c: &Comparison) -> String {
+    document::markdown(&blocks(c)[1..])
+}
+
 /// The comparison as one self-contained HTML page, each DUT's last-phase
 /// gap CCDF of A and B overlaid (from `views`, the two runs loaded).
 pub fn html(c: &Comparison, views: [&RunView; 2]) -> Result<String> {
@@ -77,6 +83,16 @@ fn p_value(t: &Test) -> String {
     }
 }
 
+/// `p = 3.04e-5`, or `p < 1e-12`.
+fn p_is(t: &Test) -> String {
+    let p = p_value(t);
+    if p.starts_with('<') {
+        format!("p {p}")
+    } else {
+        format!("p = {p}")
+    }
+}
+
 fn blocks(c: &Comparison) -> Vec<Block> {
     let mut out = vec![
         Block::Heading(1, format!("linecard compare: {}", c.a.scenario)),
@@ -89,13 +105,13 @@ fn blocks(c: &Comparison) -> Vec<Block> {
         .regressions()
         .map(|(row, t)| {
             format!(
-                "{} {}: {} {} -> {} (p = {})",
+                "{} {}: {} {} -> {} ({})",
                 row.dut,
                 row.phase,
                 t.metric,
                 t.a,
                 t.b,
-                p_value(t)
+                p_is(t)
             )
         })
         .collect();
@@ -241,7 +257,7 @@ mod tests {
         let md = markdown(&c);
         assert!(md.contains("**B is worse than A** beyond chance"), "{md}");
         assert!(
-            md.contains("xdp L4#1: gaps over budget 0 -> 40 (p = < 1e-12)"),
+            md.contains("xdp L4#1: gaps over budget 0 -> 40 (p < 1e-12)"),
             "{md}"
         );
         assert!(
