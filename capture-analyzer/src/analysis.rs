@@ -366,67 +366,9 @@ impl Analyzer {
             flow.packets += 1;
             return (f, None, false);
         } else {
-            let gap = (ts - flow.last_ts) as u64;
+            let (gap, asked) = close_gap(flow, ts, &c, rev_last_ts, rev_demand);
             gap_closed = Some(gap);
-            if let Some(t) = flow.timeline.as_mut() {
-                t.record(ts, gap);
-            }
-            let prev = flow.last.expect("a flow with packets has a last packet");
-            // Demand mode (RFC 5880 6.6, 6.8.7): a sender in Up whose
-            // receiver asked for it during the gap (asks still, or stopped
-            // after the gap began) sends nothing periodically. The silence
-            // goes into its own distribution; if the receiver stopped
-            // asking, the time from then on is an ordinary gap: periodic
-            // packets were due again.
-            let (rev_since, rev_ended) = rev_demand;
-            let asked = prev.state == State::Up
-                && (rev_since.is_some_and(|since| since <= ts)
-                    || rev_ended.is_some_and(|end| end > flow.last_ts));
-            let judged = match (asked, rev_since, rev_ended) {
-                (false, ..) => Some(gap),
-                (true, Some(_), _) => None,
-                (true, None, Some(end)) => Some((ts - end.max(flow.last_ts)) as u64),
-                (true, None, None) => unreachable!("asked implies a start or an end"),
-            };
             demand_silence = asked;
-            if asked {
-                flow.demand_silences.record(gap, ts);
-            }
-            if let Some(gap) = judged {
-                if prev.state == State::Up && c.state == State::Up {
-                    flow.up_gaps.record(gap, ts);
-                    if let (Some(legal), false) = (flow.interval_ns, asked) {
-                        flow.interval.record(gap, legal, prev.final_ || c.final_);
-                    }
-                } else {
-                    flow.other_gaps.record(gap, ts);
-                }
-                // The budget in force while this gap elapsed was set when
-                // the gap began (the receiver may advertise slow timers once
-                // it has declared us down, which must not excuse the gap
-                // that did it).
-                if let Some(budget) = flow.budget_ns {
-                    if gap > budget {
-                        flow.over_budget += 1;
-                    }
-                }
-            }
-            if prev.state == State::Up && c.state != State::Up {
-                let detection_ms = (c.diag == DIAG_DETECTION_EXPIRED)
-                    .then_some(rev_last_ts)
-                    .flatten()
-                    .map(|rev_ts| (ts - rev_ts) as f64 / 1e6);
-                if let Some(ms) = detection_ms {
-                    flow.detection.record((ms * 1e6) as u64, ts);
-                }
-                flow.flaps.push(FlapEvent {
-                    at_ns: ts,
-                    to_state: c.state,
-                    diag: c.diag,
-                    gap_before_ms: gap as f64 / 1e6,
-                    detection_latency_ms: detection_ms,
-                });
-            }
         }
 
         // Poll sequence: the first P of a sequence starts the clock.
@@ -481,7 +423,20 @@ impl Analyzer {
             }
         }
 
-        // Downtime episodes: from the first side leaving Up until both are Up.
+        self.note_downtime(s, ts, d, &c, prev_state);
+        (f, gap_closed, demand_silence)
+    }
+
+    /// Downtime episodes of session `s`: from the first side leaving Up
+    /// (`c` after `prev_state`) until both are Up again.
+    fn note_downtime(
+        &mut self,
+        s: usize,
+        ts: i64,
+        d: &Datagram<'_>,
+        c: &Control,
+        prev_state: Option<State>,
+    ) {
         let left_up = prev_state == Some(State::Up) && c.state != State::Up;
         let session = &mut self.sessions[s];
         if left_up && session.down_since.is_none() {
@@ -502,7 +457,6 @@ impl Analyzer {
                 session.down_since = None;
             }
         }
-        (f, gap_closed, demand_silence)
     }
 
     /// Echo packets are self-addressed: the same bytes pass the observer on
@@ -654,4 +608,77 @@ impl Analyzer {
             integrity: self.integrity,
         }
     }
+}
+
+/// The gap `c` closes on `flow` at `ts` (in order): recorded in the
+/// distribution it belongs to (Up to Up, other, or a silence Demand mode
+/// asked for), held against the detect budget, and a flap when `c` leaves
+/// Up. Returns the gap and whether the receiver had asked for it.
+fn close_gap(
+    flow: &mut Flow,
+    ts: i64,
+    c: &Control,
+    rev_last_ts: Option<i64>,
+    rev_demand: (Option<i64>, Option<i64>),
+) -> (u64, bool) {
+    let gap = (ts - flow.last_ts) as u64;
+    if let Some(t) = flow.timeline.as_mut() {
+        t.record(ts, gap);
+    }
+    let prev = flow.last.expect("a flow with packets has a last packet");
+    // Demand mode (RFC 5880 6.6, 6.8.7): a sender in Up whose
+    // receiver asked for it during the gap (asks still, or stopped
+    // after the gap began) sends nothing periodically. The silence
+    // goes into its own distribution; if the receiver stopped
+    // asking, the time from then on is an ordinary gap: periodic
+    // packets were due again.
+    let (rev_since, rev_ended) = rev_demand;
+    let asked = prev.state == State::Up
+        && (rev_since.is_some_and(|since| since <= ts)
+            || rev_ended.is_some_and(|end| end > flow.last_ts));
+    let judged = match (asked, rev_since, rev_ended) {
+        (false, ..) => Some(gap),
+        (true, Some(_), _) => None,
+        (true, None, Some(end)) => Some((ts - end.max(flow.last_ts)) as u64),
+        (true, None, None) => unreachable!("asked implies a start or an end"),
+    };
+    if asked {
+        flow.demand_silences.record(gap, ts);
+    }
+    if let Some(gap) = judged {
+        if prev.state == State::Up && c.state == State::Up {
+            flow.up_gaps.record(gap, ts);
+            if let (Some(legal), false) = (flow.interval_ns, asked) {
+                flow.interval.record(gap, legal, prev.final_ || c.final_);
+            }
+        } else {
+            flow.other_gaps.record(gap, ts);
+        }
+        // The budget in force while this gap elapsed was set when
+        // the gap began (the receiver may advertise slow timers once
+        // it has declared us down, which must not excuse the gap
+        // that did it).
+        if let Some(budget) = flow.budget_ns {
+            if gap > budget {
+                flow.over_budget += 1;
+            }
+        }
+    }
+    if prev.state == State::Up && c.state != State::Up {
+        let detection_ms = (c.diag == DIAG_DETECTION_EXPIRED)
+            .then_some(rev_last_ts)
+            .flatten()
+            .map(|rev_ts| (ts - rev_ts) as f64 / 1e6);
+        if let Some(ms) = detection_ms {
+            flow.detection.record((ms * 1e6) as u64, ts);
+        }
+        flow.flaps.push(FlapEvent {
+            at_ns: ts,
+            to_state: c.state,
+            diag: c.diag,
+            gap_before_ms: gap as f64 / 1e6,
+            detection_latency_ms: detection_ms,
+        });
+    }
+    (gap, asked)
 }

@@ -129,36 +129,7 @@ pub fn run(repeat: u32) -> Result<XdpBench> {
         "a genuine meticulous SHA1 packet was not passed ({})",
         accepted.action
     );
-    let mut cases: Vec<(String, Vec<u8>)> = vec![
-        (
-            "reply (Up, XDP_TX)".into(),
-            craft::frame(255, &craft::peer_up()),
-        ),
-        (
-            "reply over IPv6 (UDP checksum)".into(),
-            craft::frame6(255, 17, &craft::bfd(3, 0, craft::PEER_DISCR, v6_discr)),
-        ),
-        (
-            "Poll answered with Final".into(),
-            craft::frame(
-                255,
-                &craft::bfd(3, 0x20, craft::PEER_DISCR, craft::OUR_DISCR),
-            ),
-        ),
-        (
-            "to userspace (Init)".into(),
-            craft::frame(255, &craft::bfd(2, 0, craft::PEER_DISCR, craft::OUR_DISCR)),
-        ),
-    ];
-    cases.extend(
-        craft::drop_cases()
-            .into_iter()
-            .map(|(what, _, f)| (format!("drop: {what}"), f)),
-    );
-    let cases = cases
-        .into_iter()
-        .map(|(case, frame)| (case, frame, GuardSetup::AsLeft))
-        .chain(auth_cases);
+    let cases = plain_cases(v6_discr).into_iter().chain(auth_cases);
     let mut rows = Vec::new();
     for (case, frame, setup) in cases {
         forget_our_last_reply()?;
@@ -207,6 +178,42 @@ pub fn run(repeat: u32) -> Result<XdpBench> {
         reference_reply_ns: REFERENCE_REPLY_NS,
         goal_reply_ns: GOAL_REPLY_NS,
     })
+}
+
+/// The cases of an unauthenticated session (IPv4 and, under
+/// `v6_discr`, IPv6): the replies, a Poll, a packet for userspace, and
+/// every crafted drop; each runs with the guards as they are.
+fn plain_cases(v6_discr: u32) -> Vec<(String, Vec<u8>, GuardSetup)> {
+    let mut cases: Vec<(String, Vec<u8>)> = vec![
+        (
+            "reply (Up, XDP_TX)".into(),
+            craft::frame(255, &craft::peer_up()),
+        ),
+        (
+            "reply over IPv6 (UDP checksum)".into(),
+            craft::frame6(255, 17, &craft::bfd(3, 0, craft::PEER_DISCR, v6_discr)),
+        ),
+        (
+            "Poll answered with Final".into(),
+            craft::frame(
+                255,
+                &craft::bfd(3, 0x20, craft::PEER_DISCR, craft::OUR_DISCR),
+            ),
+        ),
+        (
+            "to userspace (Init)".into(),
+            craft::frame(255, &craft::bfd(2, 0, craft::PEER_DISCR, craft::OUR_DISCR)),
+        ),
+    ];
+    cases.extend(
+        craft::drop_cases()
+            .into_iter()
+            .map(|(what, _, f)| (format!("drop: {what}"), f)),
+    );
+    cases
+        .into_iter()
+        .map(|(case, frame)| (case, frame, GuardSetup::AsLeft))
+        .collect()
 }
 
 /// What an authenticated case's sessions' `VerifyGuard`s are before each

@@ -44,18 +44,12 @@ fn short_smoke(dir: &Path) -> PathBuf {
     file
 }
 
-/// `linecard run` of the shortened smoke ladder's xdp DUT, with `extra`
-/// arguments; the run directory, or `None` when it stayed invalid.
-fn smoke_xdp(scenario: &Path, results: &Path, tag: &str, extra: &[&str]) -> Option<PathBuf> {
-    let profiles = repo().join("stress-profiles");
-    let mut args = vec!["--only", "xdp", "--profiles", profiles.to_str().unwrap()];
-    args.extend_from_slice(extra);
-    let (_, dir) = judged_run(scenario, "smoke", results, tag, &args)?;
+/// Prints a run's summary for the test's log.
+fn show(dir: &Path) {
     eprintln!(
         "{}",
         std::fs::read_to_string(dir.join("summary.md")).unwrap_or_default()
     );
-    Some(dir)
 }
 
 fn sha256(path: &Path) -> String {
@@ -96,16 +90,23 @@ fn compare_names_a_regressed_build_and_not_a_second_run_of_the_same() {
     let _lock = lock_lab();
     let results = scratch_dir("cmp");
     let scenario = short_smoke(&results);
-    let Some(a) = smoke_xdp(&scenario, &results, "a", &[]) else {
+    let profiles = repo().join("stress-profiles");
+    let xdp_only = ["--only", "xdp", "--profiles", profiles.to_str().unwrap()];
+    let Some((_, a)) = judged_run(&scenario, "smoke", &results, "a", &xdp_only) else {
         return;
     };
-    let Some(again) = smoke_xdp(&scenario, &results, "a2", &[]) else {
+    let Some((_, again)) = judged_run(&scenario, "smoke", &results, "a2", &xdp_only) else {
         return;
     };
     let binary = format!("xdp={}", regressed.display());
-    let Some(b) = smoke_xdp(&scenario, &results, "b", &["--dut-binary", &binary]) else {
+    let mut with_regressed = xdp_only.to_vec();
+    with_regressed.extend(["--dut-binary", &binary]);
+    let Some((_, b)) = judged_run(&scenario, "smoke", &results, "b", &with_regressed) else {
         return;
     };
+    for dir in [&a, &again, &b] {
+        show(dir);
+    }
     // What ran, per the manifest and /proc.
     let this = program(&a, "xdp", "dut linecardd");
     assert_eq!(this["path"], linecardd().display().to_string(), "{this:#}");

@@ -348,7 +348,7 @@ fn the_auth_scenario_authenticates_every_packet_of_both_sides() {
     let scenario = results.join("auth.toml");
     std::fs::write(
         &scenario,
-        with_phase_seconds(&text, &[("idle", 4), ("L4", 10)]),
+        with_phase_seconds(&text, &[("idle", 3), ("L4", 6)]),
     )
     .unwrap();
     let profiles = repo().join("stress-profiles");

@@ -128,7 +128,7 @@ impl Sshd {
     /// shortened (idle 3 s, L4 9 s), which still starve the naive control.
     fn smoke(&self, remote_dir: &Path) -> PathBuf {
         let text = std::fs::read_to_string(repo().join("scenarios/smoke.toml")).unwrap();
-        let text = with_phase_seconds(&text, &[("idle", 3), ("L4", 9)])
+        let text = with_phase_seconds(&text, &[("idle", 2), ("L4", 6)])
             .replace("[peer]", &format!("{}[peer]", self.table(30, remote_dir)));
         let path = self.dir.join("smoke.toml");
         std::fs::write(&path, text).unwrap();

@@ -155,3 +155,108 @@ fn fast_path_config(
         _reserved: [0; 7],
     })
 }
+
+/// What the kernel answered for an offloaded session counts as heard: its
+/// state slot, read fresh (the packets it replied to, the peer's timers,
+/// bfd.RcvAuthSeq, the own clock's requests).
+pub(super) fn note_kernel_state(
+    fast: &FastPath,
+    id: SessionId,
+    session: &mut Session,
+    peer: &mut Peer,
+    epoch_mono_ns: Nanos,
+) {
+    let Ok(state) = fast.state(id as u32) else {
+        return;
+    };
+    peer.own_clock_requests = state.clock_tx_requests;
+    if state.clock_tx_ns != 0 {
+        peer.last_own_clock = Some(state.clock_tx_ns as i64 - epoch_mono_ns);
+    }
+    if state.last_rx_ns != 0 {
+        session.note_fast_path_packet(
+            state.last_rx_ns as i64 - epoch_mono_ns,
+            state.remote_desired_min_tx_us,
+            state.remote_required_min_rx_us,
+            state.remote_detect_mult as u8,
+        );
+    }
+    if let (Some(auth), true) = (session.auth_mut(), state.auth_known_until_ns != 0) {
+        // What the kernel accepted is bfd.RcvAuthSeq here too.
+        auth.note_kernel_sequence(
+            state.rcv_auth_seq,
+            state.auth_known_until_ns as i64 - epoch_mono_ns,
+        );
+    }
+}
+
+/// Places the session as the offload policy says (hands it to the kernel,
+/// takes it back, or rewrites its registration), then arms the kernel's
+/// sweep for it (its detection time and own clock) when that changed.
+pub(super) fn place(
+    fast: &mut FastPath,
+    at: &Placing,
+    allowed: offload::Allowed,
+    session: &Session,
+    peer: &mut Peer,
+    neighbours: &mut Option<fast_path::Neighbours>,
+) {
+    let (path, slot) = (at.path, at.id as u32);
+    let view = SessionView::of(session, allowed);
+    match offload::placement(&view, &peer.kernel) {
+        Some(Placement::Offload(role)) => {
+            let neighbours = neighbours.get_or_insert_with(fast_path::Neighbours::read);
+            offload(fast, path, session, peer, slot, role, neighbours);
+        }
+        Some(Placement::Withdraw) => {
+            fast.disarm_responder(session.config().local_discr);
+            if let Err(e) = fast.register(
+                session.config().local_discr,
+                registered_config(path, session, peer, slot),
+            ) {
+                log(&format!(
+                    "withdrawing {} -> {} failed: {e:#}",
+                    path.local, path.peer
+                ));
+            }
+            peer.kernel.role = None;
+        }
+        Some(Placement::Reregister) => match fast.register(
+            session.config().local_discr,
+            registered_config(path, session, peer, slot),
+        ) {
+            Ok(()) => peer.kernel.registered_detect_ns = view.detection_ns,
+            Err(e) => log(&format!(
+                "updating {} -> {} in the fast path failed: {e:#}",
+                path.local, path.peer
+            )),
+        },
+        None => {}
+    }
+    // After the placement, so that a session offloaded in this pass is
+    // armed in it too (offload::sweep).
+    if offload::sweep_stale(&view, &peer.kernel) {
+        let (detect_ns, clock_ns) = offload::sweep(&view, &peer.kernel);
+        let slot_config = linecard_common::bfd::SlotConfig {
+            detect_ns,
+            discr: session.config().local_discr,
+            armed: u32::from(detect_ns != 0),
+            // The clock counts from our last packet until the kernel
+            // sends one.
+            user_tx_ns: (peer.last_user_tx.unwrap_or(at.now) + at.epoch_mono_ns) as u64,
+            desired_min_tx_ns: clock_ns,
+            detect_mult: u32::from(session.config().detect_mult),
+            _reserved: 0,
+            written_ns: crate::io::clock_ns(libc::CLOCK_MONOTONIC),
+        };
+        match fast.set_slot(slot, slot_config) {
+            Ok(()) => {
+                (peer.kernel.armed_detect_ns, peer.kernel.armed_clock_ns) = (detect_ns, clock_ns)
+            }
+            Err(e) => log(&format!(
+                "arming the kernel's detection for {} failed: {e:#}",
+                path.peer
+            )),
+        }
+    }
+}

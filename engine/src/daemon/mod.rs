@@ -351,29 +351,7 @@ impl Engine {
             let before = (peer.due_next, peer.due_detection);
             peer.stale = false;
             if let (Some(fast), true) = (self.fast.as_ref(), peer.kernel.offloaded()) {
-                // What the kernel answered for us counts as heard.
-                if let Ok(state) = fast.state(id as u32) {
-                    peer.own_clock_requests = state.clock_tx_requests;
-                    if state.clock_tx_ns != 0 {
-                        peer.last_own_clock = Some(state.clock_tx_ns as i64 - self.epoch_mono_ns);
-                    }
-                    if state.last_rx_ns != 0 {
-                        session.note_fast_path_packet(
-                            state.last_rx_ns as i64 - self.epoch_mono_ns,
-                            state.remote_desired_min_tx_us,
-                            state.remote_required_min_rx_us,
-                            state.remote_detect_mult as u8,
-                        );
-                    }
-                    if let (Some(auth), true) = (session.auth_mut(), state.auth_known_until_ns != 0)
-                    {
-                        // What the kernel accepted is bfd.RcvAuthSeq here too.
-                        auth.note_kernel_sequence(
-                            state.rcv_auth_seq,
-                            state.auth_known_until_ns as i64 - self.epoch_mono_ns,
-                        );
-                    }
-                }
+                fast_path_config::note_kernel_state(fast, id, session, peer, self.epoch_mono_ns);
             }
             // While the kernel's sweep is the detector (its event carries
             // the instant), userspace is the backstop, a grace period later
@@ -384,66 +362,14 @@ impl Engine {
                 log_transition(&peer.spec, &t);
             }
             if let Some(fast) = self.fast.as_mut() {
-                let view = SessionView::of(session, allowed(&self.config, &peer.spec));
-                match offload::placement(&view, &peer.kernel) {
-                    Some(Placement::Offload(role)) => {
-                        let neighbours = neighbours.get_or_insert_with(fast_path::Neighbours::read);
-                        fast_path_config::offload(
-                            fast, &path, session, peer, id as u32, role, neighbours,
-                        );
-                    }
-                    Some(Placement::Withdraw) => {
-                        fast.disarm_responder(session.config().local_discr);
-                        if let Err(e) = fast.register(
-                            session.config().local_discr,
-                            registered_config(&path, session, peer, id as u32),
-                        ) {
-                            log(&format!(
-                                "withdrawing {} -> {} failed: {e:#}",
-                                path.local, path.peer
-                            ));
-                        }
-                        peer.kernel.role = None;
-                    }
-                    Some(Placement::Reregister) => match fast.register(
-                        session.config().local_discr,
-                        registered_config(&path, session, peer, id as u32),
-                    ) {
-                        Ok(()) => peer.kernel.registered_detect_ns = view.detection_ns,
-                        Err(e) => log(&format!(
-                            "updating {} -> {} in the fast path failed: {e:#}",
-                            path.local, path.peer
-                        )),
-                    },
-                    None => {}
-                }
-                // After the placement, so that a session offloaded in this
-                // pass is armed in it too (offload::sweep).
-                if offload::sweep_stale(&view, &peer.kernel) {
-                    let (detect_ns, clock_ns) = offload::sweep(&view, &peer.kernel);
-                    let slot = linecard_common::bfd::SlotConfig {
-                        detect_ns,
-                        discr: session.config().local_discr,
-                        armed: u32::from(detect_ns != 0),
-                        // The clock counts from our last packet until the
-                        // kernel sends one.
-                        user_tx_ns: (peer.last_user_tx.unwrap_or(now) + self.epoch_mono_ns) as u64,
-                        desired_min_tx_ns: clock_ns,
-                        detect_mult: u32::from(session.config().detect_mult),
-                        _reserved: 0,
-                        written_ns: crate::io::clock_ns(libc::CLOCK_MONOTONIC),
-                    };
-                    match fast.set_slot(id as u32, slot) {
-                        Ok(()) => {
-                            (peer.kernel.armed_detect_ns, peer.kernel.armed_clock_ns) =
-                                (detect_ns, clock_ns)
-                        }
-                        Err(e) => log(&format!(
-                            "arming the kernel's detection for {} failed: {e:#}",
-                            path.peer
-                        )),
-                    }
-                }
+                let at = Placing {
+                    path: &path,
+                    id,
+                    now,
+                    epoch_mono_ns: self.epoch_mono_ns,
+                };
+                let allowed = allowed(&self.config, &peer.spec);
+                fast_path_config::place(fast, &at, allowed, session, peer, &mut neighbours);
             }
             if offload::kernel_transmits(&peer.kernel) {
                 // The kernel transmits and detects; we only keep backstops.
@@ -704,6 +630,15 @@ fn reschedule(
             }
         }
     }
+}
+
+/// Where and when a session is placed on the fast path in a pass.
+pub(super) struct Placing<'a> {
+    pub path: &'a PathKey,
+    pub id: SessionId,
+    pub now: Nanos,
+    /// CLOCK_MONOTONIC's ns at the engine's epoch (the kernel's clock).
+    pub epoch_mono_ns: Nanos,
 }
 
 /// What the configuration lets the kernel do for a session.
