@@ -11,8 +11,10 @@ use std::path::Path;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Column {
     Dut,
-    /// The stress profile, and the phase's fault if it had one.
+    /// The stress profile.
     Phase,
+    /// The stress profile, and the phase's fault if it had one.
+    PhaseWithFault,
     Flaps,
     P50,
     P99,
@@ -30,7 +32,7 @@ impl Column {
     /// `summary.md`: the stress bit beside the figures.
     pub const SUMMARY: &'static [Column] = &[
         Column::Dut,
-        Column::Phase,
+        Column::PhaseWithFault,
         Column::Flaps,
         Column::P50,
         Column::P99,
@@ -68,7 +70,7 @@ impl Column {
     fn header(self) -> (&'static str, Align) {
         match self {
             Self::Dut => ("DUT", Align::Left),
-            Self::Phase => ("phase", Align::Left),
+            Self::Phase | Self::PhaseWithFault => ("phase", Align::Left),
             Self::Flaps => ("flaps", Align::Right),
             Self::P50 => ("p50 ms", Align::Right),
             Self::P99 => ("p99 ms", Align::Right),
@@ -101,10 +103,15 @@ pub fn bakeoff(m: &Manifest, columns: &[Column], captures_under: &Path) -> Table
                     .iter()
                     .map(|column| match column {
                         Column::Dut => d.label.clone().into(),
-                        Column::Phase => match p.fault.as_ref().and_then(|f| f.fault.as_ref()) {
-                            Some(fault) => format!("{} ({})", p.profile, fault.describe()).into(),
-                            None => p.profile.clone().into(),
-                        },
+                        Column::Phase => p.profile.clone().into(),
+                        Column::PhaseWithFault => {
+                            match p.fault.as_ref().and_then(|f| f.fault.as_ref()) {
+                                Some(fault) => {
+                                    format!("{} ({})", p.profile, fault.describe()).into()
+                                }
+                                None => p.profile.clone().into(),
+                            }
+                        }
                         Column::Flaps => p.flaps.to_string().into(),
                         Column::P50 => format!("{:.2}", p.p50_ms).into(),
                         Column::P99 => format!("{:.2}", p.p99_ms).into(),
