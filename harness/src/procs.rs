@@ -506,26 +506,14 @@ pub fn start_frr_bfdd(
     dir: &Path,
     sessions: &[PeerSession],
 ) -> Result<Daemon> {
-    start_frr_bfdd_with(name, ns, cpuset, dir, sessions, &[])
+    let program = crate::scenario::programs::Programs::default().bfdd();
+    start_frr_bfdd_program(&program, name, ns, cpuset, dir, sessions, &[])
 }
 
-/// [`start_frr_bfdd`] with more command-line options, e.g. `--dplaneaddr
+/// [`start_frr_bfdd`] running `program` as bfdd (a scenario's `bfdd =
+/// PATH`), with more command-line options, e.g. `--dplaneaddr
 /// ipv4:127.0.0.1:PORT` for a bfdd that hands its sessions to linecardd.
 /// Its vtysh socket directory is `dir/name` (see [`vtysh`]).
-pub fn start_frr_bfdd_with(
-    name: &str,
-    ns: &str,
-    cpuset: Option<&Path>,
-    dir: &Path,
-    sessions: &[PeerSession],
-    extra_args: &[String],
-) -> Result<Daemon> {
-    let program = crate::scenario::programs::Programs::default().bfdd();
-    start_frr_bfdd_program(&program, name, ns, cpuset, dir, sessions, extra_args)
-}
-
-/// [`start_frr_bfdd_with`] running `program` as bfdd (a scenario's
-/// `bfdd = PATH`).
 pub fn start_frr_bfdd_program(
     program: &Path,
     name: &str,
@@ -676,24 +664,20 @@ pub fn start_bird(
     router_id: IpAddr,
     sessions: &[PeerSession],
 ) -> Result<Daemon> {
-    start_bird_config(name, ns, cpuset, dir, &bird_config(router_id, sessions))
-}
-
-/// Starts BIRD in the foreground in `ns` with `config` as its
-/// configuration (`dir/name/bird.conf`), its socket and logs beside it.
-pub fn start_bird_config(
-    name: &str,
-    ns: &str,
-    cpuset: Option<&Path>,
-    dir: &Path,
-    config: &str,
-) -> Result<Daemon> {
     let program = crate::scenario::programs::Programs::default().bird();
-    start_bird_program(&program, name, ns, cpuset, dir, config)
+    start_bird_program(
+        &program,
+        name,
+        ns,
+        cpuset,
+        dir,
+        &bird_config(router_id, sessions),
+    )
 }
 
-/// [`start_bird_config`] running `program` as BIRD (a scenario's `bird =
-/// PATH`).
+/// Starts `program` as BIRD (a scenario's `bird = PATH`) in the
+/// foreground in `ns` with `config` as its configuration
+/// (`dir/name/bird.conf`), its socket and logs beside it.
 pub fn start_bird_program(
     program: &Path,
     name: &str,

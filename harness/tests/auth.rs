@@ -439,7 +439,8 @@ fn rollover_once() -> Result<(), String> {
         "password \"old-secret\" { id 1; };\n    password \"new-secret\" { id 2; };",
     );
     assert_ne!(both, config, "BIRD's password line moved:\n{config}");
-    let mut bird = linecard_harness::procs::start_bird_config(
+    let mut bird = linecard_harness::procs::start_bird_program(
+        &linecard_harness::scenario::programs::Programs::default().bird(),
         "bird",
         PEER.namespace,
         Some(&spec::cpuset_dir(spec::REST_CPUSET)),

@@ -12,7 +12,8 @@ use common::*;
 use linecard_capture_analyzer::model::FlowResult;
 use linecard_capture_analyzer::{analyze, Options, Phase};
 use linecard_harness::lab::spec::{self, DUT, PEER};
-use linecard_harness::procs::{start_frr_bfdd, start_frr_bfdd_with, vtysh};
+use linecard_harness::procs::{start_frr_bfdd, start_frr_bfdd_program, vtysh};
+use linecard_harness::scenario::programs::Programs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -66,7 +67,8 @@ fn wait_frr(
 /// The DUT's control plane: bfdd with the DUT -> peer session, handing it
 /// to whichever dataplane connects.
 fn start_control_plane(dir: &Path) -> linecard_harness::procs::Daemon {
-    start_frr_bfdd_with(
+    start_frr_bfdd_program(
+        &Programs::default().bfdd(),
         "control",
         DUT.namespace,
         Some(&spec::cpuset_dir(spec::REST_CPUSET)),
@@ -498,7 +500,8 @@ fn ipv6_once() -> Result<(), String> {
     )
     .unwrap();
     std::thread::sleep(Duration::from_millis(1100));
-    let mut control = start_frr_bfdd_with(
+    let mut control = start_frr_bfdd_program(
+        &Programs::default().bfdd(),
         "control",
         DUT.namespace,
         Some(&rest),

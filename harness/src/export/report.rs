@@ -82,7 +82,7 @@ fn run_blocks(v: &RunView, figures: Figures) -> Result<Vec<Block>> {
         out.push(Block::Heading(3, "Ladder (flaps / max gap ms)".into()));
         out.push(Block::Table(table));
     }
-    let families = family_table(m);
+    let families = super::table::families(m);
     if !families.rows.is_empty() {
         out.push(Block::Heading(
             3,
@@ -195,44 +195,6 @@ fn side_by_side(views: &[RunView]) -> Table {
         })
         .collect();
     Table { header, rows }
-}
-
-/// Dual-stack: one row per DUT, family and phase, each family judged alone.
-fn family_table(m: &Manifest) -> Table {
-    let mut rows = Vec::new();
-    for d in &m.duts {
-        for f in &d.families {
-            for (i, p) in f.phases.iter().enumerate() {
-                rows.push(vec![
-                    d.label.clone().into(),
-                    f.family.name().into(),
-                    if f.fast_path { "kernel" } else { "userspace" }.into(),
-                    p.profile.clone().into(),
-                    p.flaps.to_string().into(),
-                    format!("{:.2}", p.p99_ms).into(),
-                    format!("{:.2}", p.max_ms).into(),
-                    Cell::Verdict(if i == 0 {
-                        f.verdict.shown(&d.spec.expect_for(f.family), false)
-                    } else {
-                        String::new()
-                    }),
-                ]);
-            }
-        }
-    }
-    Table::new(
-        &[
-            ("DUT", Align::Left),
-            ("family", Align::Left),
-            ("path", Align::Left),
-            ("phase", Align::Left),
-            ("flaps", Align::Right),
-            ("p99 (ms)", Align::Right),
-            ("max (ms)", Align::Right),
-            ("verdict", Align::Left),
-        ],
-        rows,
-    )
 }
 
 /// The ladder view of a run with several phases: one row per DUT, one

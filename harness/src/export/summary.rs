@@ -5,7 +5,7 @@
 
 use super::document::{markdown, Align, Block, Cell, Inline, Table};
 use super::table::{bakeoff, Column};
-use crate::run::judge::{PhaseFigures, Verdict};
+use crate::run::judge::PhaseFigures;
 use crate::run::{faults, DutOutcome, Manifest};
 use std::path::Path;
 
@@ -108,46 +108,14 @@ fn faults_section(m: &Manifest) -> Vec<Block> {
 /// Dual-stack: each family's sessions alone, with the path that answered
 /// them.
 fn families_section(m: &Manifest) -> Vec<Block> {
-    let mut rows = Vec::new();
-    for d in &m.duts {
-        for f in &d.families {
-            for (i, p) in f.phases.iter().enumerate() {
-                let verdict = if i > 0 {
-                    String::new()
-                } else if matches!(f.verdict, Verdict::Pass)
-                    && d.spec.expect_for(f.family).positive_control
-                {
-                    "flapped (positive control)".into()
-                } else {
-                    f.verdict.describe()
-                };
-                rows.push(vec![
-                    d.label.clone().into(),
-                    f.family.name().into(),
-                    if f.fast_path { "kernel" } else { "userspace" }.into(),
-                    p.profile.clone().into(),
-                    p.flaps.to_string().into(),
-                    format!("{:.2}", p.p99_ms).into(),
-                    format!("{:.2}", p.max_ms).into(),
-                    Cell::Verdict(verdict),
-                ]);
-            }
-        }
+    let table = super::table::families(m);
+    if table.rows.is_empty() {
+        return Vec::new();
     }
-    section_blocks(
-        "Per address family, each judged alone: the DUT's transmit gaps in ms and the flaps of its sessions of that family, and which path answered them.",
-        &[
-            ("DUT", L),
-            ("family", L),
-            ("path", L),
-            ("phase", L),
-            ("flaps", R),
-            ("p99", R),
-            ("max", R),
-            ("verdict", L),
-        ],
-        rows,
-    )
+    vec![
+        Block::text("Per address family, each judged alone: the DUT's transmit gaps in ms and the flaps of its sessions of that family, and which path answered them."),
+        Block::Table(table),
+    ]
 }
 
 /// The echo packets on the wire (`sessions.echo`), per DUT, phase and

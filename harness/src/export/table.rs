@@ -146,3 +146,43 @@ pub fn bakeoff(m: &Manifest, columns: &[Column], captures_under: &Path) -> Table
     let header: Vec<(&str, Align)> = columns.iter().map(|c| c.header()).collect();
     Table::new(&header, rows)
 }
+
+/// Dual-stack: a row per DUT, family and phase, each family's sessions
+/// judged alone, with the path that answered them; the verdict on each
+/// family's first row, as every table shows it.
+pub fn families(m: &Manifest) -> Table {
+    let mut rows = Vec::new();
+    for d in &m.duts {
+        for f in &d.families {
+            for (i, p) in f.phases.iter().enumerate() {
+                rows.push(vec![
+                    d.label.clone().into(),
+                    f.family.name().into(),
+                    if f.fast_path { "kernel" } else { "userspace" }.into(),
+                    p.profile.clone().into(),
+                    p.flaps.to_string().into(),
+                    format!("{:.2}", p.p99_ms).into(),
+                    format!("{:.2}", p.max_ms).into(),
+                    Cell::Verdict(if i == 0 {
+                        f.verdict.shown(&d.spec.expect_for(f.family), false)
+                    } else {
+                        String::new()
+                    }),
+                ]);
+            }
+        }
+    }
+    Table::new(
+        &[
+            ("DUT", Align::Left),
+            ("family", Align::Left),
+            ("path", Align::Left),
+            ("phase", Align::Left),
+            ("flaps", Align::Right),
+            ("p99 ms", Align::Right),
+            ("max ms", Align::Right),
+            ("verdict", Align::Left),
+        ],
+        rows,
+    )
+}
