@@ -22,8 +22,8 @@ use raw::*;
 pub enum ProviderKind {
     /// Network namespaces on this machine.
     Local,
-    /// VMs on a Proxmox VE host (`[proxmox]`); this build prints its plan
-    /// (`--dry-run`) and does not execute it.
+    /// Three VMs cloned on a Proxmox VE host over SSH (`[proxmox]`), run
+    /// as three hosts with the hypervisor as the observer.
     Proxmox,
     /// The local lab on a remote Linux host, driven over SSH (`[ssh]`).
     Ssh,

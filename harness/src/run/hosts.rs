@@ -86,7 +86,21 @@ impl Provider for Hosts {
 /// Runs `scenario` on the DUT, peer and observer hosts of its `[ssh]`
 /// table; the run directory is here, under `options.results`.
 pub fn run(scenario: &Scenario, spec: &SshSpec, options: &RunOptions) -> Result<RunResult> {
-    let run_id = super::run_id(unix_ns() / 1_000_000_000);
+    run_described(scenario, spec, options, &|facts| facts)
+}
+
+/// [`run`], with the manifest's description of the hosts amended by
+/// `describe` (the proxmox provider names its VMs).
+pub fn run_described(
+    scenario: &Scenario,
+    spec: &SshSpec,
+    options: &RunOptions,
+    describe: &dyn Fn(HostFacts) -> HostFacts,
+) -> Result<RunResult> {
+    let run_id = options
+        .run_id
+        .clone()
+        .unwrap_or_else(|| super::run_id(unix_ns() / 1_000_000_000));
     let marker = format!("{run_id}-{}", std::process::id());
     let staged = format!("{}/{run_id}", spec.remote_dir);
     let mut hosts = Vec::new();
@@ -117,7 +131,7 @@ pub fn run(scenario: &Scenario, spec: &SshSpec, options: &RunOptions) -> Result<
         observer: observer.expect("three hosts"),
     };
     // From here on every exit cleans the hosts.
-    let result = hosts.prepare().and_then(|facts| {
+    let result = hosts.prepare().map(describe).and_then(|facts| {
         eprintln!(
             "three hosts over SSH: DUT {} (CPUs {:?}), peer {}, observer {} ({})",
             hosts.dut.conn.target,
@@ -174,9 +188,11 @@ fn probe(
     conn: &Connection,
 ) -> Result<Vec<usize>> {
     let iface = quote(&host.interface);
+    // `ip link`, not /sys/class/net: a host's sysfs may show another
+    // network namespace than its shell's (a hypervisor's sshd in one).
     let mut script = format!(
         "echo uid=$(id -u); echo cpus=$(cat /sys/devices/system/cpu/online); \
-         test -d /sys/class/net/{iface} || echo interface=absent; "
+         ip link show dev {iface} >/dev/null 2>&1 || echo interface=absent; "
     );
     for tool in tools(scenario, role, host) {
         script.push_str(&format!(

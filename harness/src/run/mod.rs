@@ -51,6 +51,7 @@ use std::time::{Duration, Instant};
 /// keeps what it has, marked failed.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
+#[derive(Clone, Debug, Default)]
 pub struct RunOptions {
     /// `results/` by default.
     pub results: PathBuf,
@@ -58,6 +59,10 @@ pub struct RunOptions {
     pub only: Vec<String>,
     /// The stress profiles' directory (copied to an `ssh` host).
     pub profiles: PathBuf,
+    /// The run's id when its provider chose it before the run began (the
+    /// proxmox provider records in the run directory what it makes);
+    /// otherwise the time the run starts.
+    pub run_id: Option<String>,
 }
 
 /// One DUT's outcome.
@@ -268,6 +273,9 @@ pub fn install_interrupt_handler() {
 }
 
 pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunResult> {
+    if let Some(spec) = &scenario.proxmox {
+        return proxmox::run(scenario, spec, options);
+    }
     if let Some(spec) = &scenario.ssh {
         return if spec.target.is_some() {
             ssh::run(scenario, spec, options)
@@ -366,7 +374,10 @@ fn run_prepared(
     run_one: &RunOne,
 ) -> Result<RunResult> {
     let started = unix_ns();
-    let run_id = run_id(started / 1_000_000_000);
+    let run_id = options
+        .run_id
+        .clone()
+        .unwrap_or_else(|| run_id(started / 1_000_000_000));
     let dir = options.results.join(&scenario.name).join(&run_id);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     if let Err(e) = space::lay_ballast(&dir) {

@@ -5,8 +5,9 @@
 //! `local` (the network-namespace lab on this machine) is the one the
 //! runner drives itself; `ssh` runs a scenario's local lab on a remote host
 //! (`ssh.rs`), or the DUT, the peer and the observer on three hosts
-//! (`hosts.rs`, whose `Hosts` is a provider too); `proxmox` prints its
-//! plan only (`proxmox.rs`).
+//! (`hosts.rs`, whose `Hosts` is a provider too); `proxmox` clones three
+//! VMs on a Proxmox VE host and hands them to the three-host path
+//! (`proxmox.rs`).
 
 use crate::lab::{self, check};
 use crate::scenario::{ProviderKind, Scenario};
@@ -49,9 +50,8 @@ pub fn for_scenario(scenario: &Scenario) -> Box<dyn Provider> {
         ProviderKind::Local => Box::new(Local {
             was_up: lab::status::read().map(|s| s.up).unwrap_or(false),
         }),
-        ProviderKind::Proxmox => Box::new(Proxmox),
-        ProviderKind::Ssh => {
-            unreachable!("run::run hands ssh scenarios to run::ssh or run::hosts first")
+        ProviderKind::Ssh | ProviderKind::Proxmox => {
+            unreachable!("run::run hands ssh and proxmox scenarios to their own runners first")
         }
     }
 }
@@ -130,25 +130,6 @@ impl Provider for Local {
         if !self.was_up {
             lab::down()?;
         }
-        Ok(())
-    }
-}
-
-/// The Proxmox provider of this build: its plan is printed by `linecard
-/// run --dry-run` (see `proxmox.rs`); executing it is refused before
-/// anything starts.
-pub struct Proxmox;
-
-impl Provider for Proxmox {
-    fn kind(&self) -> ProviderKind {
-        ProviderKind::Proxmox
-    }
-
-    fn prepare(&self) -> Result<HostFacts> {
-        bail!("the proxmox provider's plan is not executed by this build: review it with `linecard run SCENARIO --dry-run`")
-    }
-
-    fn teardown(&self) -> Result<()> {
         Ok(())
     }
 }

@@ -1,27 +1,49 @@
-//! The `proxmox` provider's command plan: a Proxmox VE host reached over
-//! SSH clones three VMs (DUT, peer, spare) from a template with `qm`,
-//! attaches their second NIC to an isolated bridge with no uplink, gives
-//! them the lab's addresses through the guest agent, and captures on the
-//! bridge port facing the DUT (the hypervisor is the observer: outside the
-//! device under test by construction). Teardown destroys exactly the VMs
-//! and the bridge the plan created.
+//! The `proxmox` provider: a Proxmox VE host reached over SSH clones three
+//! VMs (DUT, peer, spare) from a template with `qm`, puts their second NIC
+//! on an isolated bridge with no uplink, finds each guest's management
+//! address and lab NIC through the guest agent, gives the lab NICs the
+//! lab's addresses, and hands the guests to the three-host path
+//! (`hosts.rs`): the DUT and the peer are guests, the observer is the
+//! hypervisor, capturing on the DUT's tap (outside the device under test
+//! by construction). Teardown destroys exactly the VMs and the bridge the
+//! run created, recorded in the run directory before each is made
+//! (`proxmox/execute.rs`).
 //!
-//! Nested virtualisation does not work on the machine kind this project is
-//! built on, so this provider cannot run here: the plan is unit-tested and
-//! `linecard run --dry-run` prints it for review. (A mock, and it says so.)
+//! The plan is one list of [`Step`]s: `linecard run --dry-run` prints it
+//! and the executor runs it, so what a user reviews is what runs. A step's
+//! command may name a guest's lab NIC, known only once the guest agent has
+//! answered: it is printed as [`LAB_NIC`] and filled in when run.
 
 use crate::lab::spec;
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+mod execute;
+
+pub use execute::{run, teardown_recorded, Made, RECORD};
 
 /// `[proxmox]` in a scenario.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProxmoxSpec {
-    /// `root@pve.example.net`: where `qm` runs.
+    /// `root@pve.example.net` or an alias of ~/.ssh/config: where `qm`
+    /// runs. Root there (qm, ip, tcpdump).
     pub host: String,
-    /// A VM template with Debian 12, qemu-guest-agent and SSH keys.
+    /// The host's SSH port; unset, `ssh` decides (~/.ssh/config, else 22).
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// A private key for the host and the guests; otherwise the agent and
+    /// ~/.ssh/config decide.
+    #[serde(default)]
+    pub identity: Option<PathBuf>,
+    /// More ssh `-o` options for the host (a `ProxyCommand`, ...).
+    #[serde(default)]
+    pub options: Vec<String>,
+    /// A VM template with Debian 12, qemu-guest-agent, the SSH key, and
+    /// this build's dependencies (frr, stress-ng).
     pub template_vmid: u32,
-    /// VM IDs `first_vmid`, +1, +2 for DUT, peer, spare; they must not exist.
+    /// VM IDs `first_vmid`, +1, +2 for DUT, peer, spare; none may exist
+    /// anywhere in the cluster.
     pub first_vmid: u32,
     /// The isolated bridge, created for the run (no uplink, no address).
     #[serde(default = "default_bridge")]
@@ -29,6 +51,34 @@ pub struct ProxmoxSpec {
     /// vCPUs of the DUT VM (the peer and spare get 2).
     #[serde(default = "default_dut_cores")]
     pub dut_cores: u32,
+    /// Host CPUs the DUT VM's vCPUs run on (`qm set --affinity`, e.g.
+    /// "2-3"); unset, the host's scheduler decides.
+    #[serde(default)]
+    pub dut_affinity: Option<String>,
+    /// Host CPUs of the peer VM, away from the DUT's.
+    #[serde(default)]
+    pub peer_affinity: Option<String>,
+    /// The DUT guest's CPUs under test (its daemon, the stress, the
+    /// canary); default: its last vCPU, the first left for the rest.
+    #[serde(default)]
+    pub dut_cpus: Vec<usize>,
+    /// The peer guest's CPUs for its daemon; default: unpinned.
+    #[serde(default)]
+    pub peer_cpus: Vec<usize>,
+    /// The user the guests are logged in as (root: BFD's ports, XDP).
+    #[serde(default = "default_guest_user")]
+    pub guest_user: String,
+    /// ssh `-o` options for the guests. Without a `ProxyCommand` or
+    /// `ProxyJump` of their own, guests are reached through the host
+    /// (`ssh -W`), which sees their management network.
+    #[serde(default)]
+    pub guest_options: Vec<String>,
+    /// How long a guest's agent may take to answer after `qm start`.
+    #[serde(default = "default_agent_timeout_s")]
+    pub agent_timeout_s: u64,
+    /// Where runs are staged on the guests and the host.
+    #[serde(default = "default_remote_dir")]
+    pub remote_dir: String,
 }
 
 fn default_bridge() -> String {
@@ -39,16 +89,66 @@ fn default_dut_cores() -> u32 {
     2
 }
 
-/// One command of the plan, where it runs, and why.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+fn default_guest_user() -> String {
+    "root".into()
+}
+
+fn default_agent_timeout_s() -> u64 {
+    120
+}
+
+fn default_remote_dir() -> String {
+    "/var/tmp/linecard".into()
+}
+
+/// Stands in a command for the lab NIC the guest agent names (by its MAC).
+pub const LAB_NIC: &str = "{lab-nic}";
+
+/// One command of the plan: which VM it concerns, what the executor does
+/// with it, and why it is there.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Step {
-    /// `pve` (the Proxmox host, over SSH) or `local`.
-    pub on: &'static str,
     pub command: String,
+    pub effect: Effect,
     pub why: &'static str,
 }
 
-/// The VMs of the plan: (role, VM ID, lab host).
+/// What the executor makes of a step's command.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Effect {
+    /// Must succeed.
+    Run,
+    /// Must succeed, and its output says what `Check` names.
+    Check(Check),
+    /// Must fail: the name is free.
+    Absent,
+    /// Creates this; recorded in the run directory before it runs.
+    Creates(Made),
+    /// Repeated each second until it succeeds, for at most
+    /// `agent_timeout_s`.
+    Poll,
+    /// `qm config`: the guest's management NIC's MAC (its `net0`).
+    ReadConfig(usize),
+    /// The agent's `network-get-interfaces`: the guest's management
+    /// address and its lab NIC's name.
+    ReadInterfaces(usize),
+    /// `qm guest exec`: the guest command's own exit code must be 0.
+    GuestExec(usize),
+}
+
+/// What a step's output must show.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Check {
+    /// `pveversion`: a Proxmox VE host.
+    ProxmoxVe,
+    /// `qm config`: a template.
+    Template,
+    /// `pvesh get /cluster/resources`: none of these VM IDs in use.
+    VmidsFree(Vec<u32>),
+}
+
+/// The three VMs: (role, VM ID, the lab host whose MAC and addresses it
+/// takes).
 pub fn vms(p: &ProxmoxSpec) -> [(&'static str, u32, &'static spec::Host); 3] {
     [
         ("dut", p.first_vmid, &spec::DUT),
@@ -57,231 +157,243 @@ pub fn vms(p: &ProxmoxSpec) -> [(&'static str, u32, &'static spec::Host); 3] {
     ]
 }
 
-/// The bring-up: checks, bridge, clones, NICs, start, addresses.
-pub fn bring_up(p: &ProxmoxSpec) -> Vec<Step> {
-    let mut steps = vec![
-        Step {
-            on: "local",
-            command: format!("ssh -o BatchMode=yes {} pveversion", p.host),
-            why: "the host is reachable without a password and runs Proxmox VE",
-        },
-        Step {
-            on: "pve",
-            command: format!("qm config {}", p.template_vmid),
-            why: "the template exists",
-        },
-    ];
-    for (role, id, _) in vms(p) {
-        steps.push(Step {
-            on: "pve",
-            command: format!("! qm status {id}"),
-            why: if role == "dut" {
-                "the plan's VM IDs are free: it never touches a VM it did not create"
-            } else {
-                "VM ID free"
-            },
-        });
+impl ProxmoxSpec {
+    /// The DUT guest's CPUs under test.
+    pub fn dut_cpus(&self) -> Vec<usize> {
+        if self.dut_cpus.is_empty() {
+            vec![self.dut_cores.saturating_sub(1) as usize]
+        } else {
+            self.dut_cpus.clone()
+        }
     }
-    steps.push(Step {
-        on: "pve",
-        command: format!(
-            "! ip link show {b} && ip link add name {b} type bridge && ip link set {b} up",
+
+    fn affinity(&self, role: &str) -> Option<&str> {
+        match role {
+            "dut" => self.dut_affinity.as_deref(),
+            "peer" => self.peer_affinity.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+fn step(command: String, effect: Effect, why: &'static str) -> Step {
+    Step {
+        command,
+        effect,
+        why,
+    }
+}
+
+/// Before anything is made: a Proxmox VE host, the template, the VM IDs
+/// and the bridge name free.
+pub fn checks(p: &ProxmoxSpec) -> Vec<Step> {
+    vec![
+        step(
+            "pveversion".into(),
+            Effect::Check(Check::ProxmoxVe),
+            "the host is reachable without a password and runs Proxmox VE",
+        ),
+        step(
+            format!("qm config {}", p.template_vmid),
+            Effect::Check(Check::Template),
+            "the template exists and is a template (linked clones need one)",
+        ),
+        step(
+            "pvesh get /cluster/resources --type vm --output-format json".into(),
+            Effect::Check(Check::VmidsFree(vms(p).map(|(_, id, _)| id).to_vec())),
+            "the plan's VM IDs are free in the whole cluster: it never touches a VM it did not create",
+        ),
+        step(
+            format!("ip link show {}", p.bridge),
+            Effect::Absent,
+            "the bridge name is free: it never touches a bridge it did not create",
+        ),
+    ]
+}
+
+/// The bridge and the three VMs, booted.
+pub fn creation(p: &ProxmoxSpec) -> Vec<Step> {
+    let mut steps = vec![step(
+        format!(
+            "ip link add name {b} type bridge && ip link set {b} up",
             b = p.bridge
         ),
-        why: "an isolated bridge for test traffic: no uplink, no address, created by this run",
-    });
+        Effect::Creates(Made::Bridge(p.bridge.clone())),
+        "an isolated bridge for test traffic: no uplink, no address, created by this run",
+    )];
     for (role, id, host) in vms(p) {
         let cores = if role == "dut" { p.dut_cores } else { 2 };
-        steps.push(Step {
-            on: "pve",
-            command: format!(
+        let affinity = p
+            .affinity(role)
+            .map_or(String::new(), |cpus| format!(" --affinity {cpus}"));
+        steps.push(step(
+            format!(
                 "qm clone {} {id} --name lc-{role} --full 0",
                 p.template_vmid
             ),
-            why: "a linked clone of the template",
-        });
-        steps.push(Step {
-            on: "pve",
-            command: format!(
-                "qm set {id} --cores {cores} --cpu host --agent enabled=1 --net1 virtio={},bridge={},firewall=0",
+            Effect::Creates(Made::Vm(id)),
+            "a linked clone of the template",
+        ));
+        steps.push(step(
+            format!(
+                "qm set {id} --cores {cores} --cpu host --agent enabled=1 --net1 virtio={},bridge={},firewall=0{affinity}",
                 host.mac.to_uppercase(),
                 p.bridge
             ),
-            why: "the lab's fixed MAC on the isolated bridge (net0 stays the management network)",
-        });
-        steps.push(Step {
-            on: "pve",
-            command: format!("qm start {id}"),
-            why: "boot",
-        });
-        steps.push(Step {
-            on: "pve",
-            command: format!("timeout 120 sh -c 'until qm guest cmd {id} ping; do sleep 1; done'"),
-            why: "readiness: the guest agent answers (bounded)",
-        });
-        steps.push(Step {
-            on: "pve",
-            command: format!(
-                "qm guest exec {id} -- sh -c 'ip link set eth1 up && ip addr add {}/24 dev eth1 && ip addr add {}/64 dev eth1 nodad'",
-                host.ipv4, host.ipv6
-            ),
-            why: "the lab's addresses on the test NIC",
-        });
+            Effect::Run,
+            "the lab's fixed MAC on the isolated bridge (net0 stays the management network); the VM's vCPUs where the scenario pins them",
+        ));
+        steps.push(step(format!("qm start {id}"), Effect::Run, "boot"));
     }
     steps
 }
 
-/// The capture: on the hypervisor, on the DUT's port of the bridge.
-pub fn capture(p: &ProxmoxSpec, remote_path: &str) -> Step {
-    Step {
-        on: "pve",
-        command: format!(
-            "tcpdump -n -i tap{}i1 -s 0 -U --immediate-mode --time-stamp-precision nano -w {remote_path} 'udp port 3784 or udp port 4784 or udp port 3785'",
-            p.first_vmid
-        ),
-        why: "the observer is the hypervisor: outside the DUT, on the wire it sends to",
-    }
-}
-
-/// The teardown: exactly what `bring_up` created, in reverse.
-pub fn teardown(p: &ProxmoxSpec) -> Vec<Step> {
+/// Each guest found through its agent and given the lab's addresses.
+pub fn guests(p: &ProxmoxSpec) -> Vec<Step> {
     let mut steps = Vec::new();
-    for (_, id, _) in vms(p).into_iter().rev() {
-        steps.push(Step {
-            on: "pve",
-            command: format!("qm stop {id} --skiplock 1; qm destroy {id} --purge 1"),
-            why: "remove the VM this run cloned",
-        });
+    for (i, (_, id, host)) in vms(p).into_iter().enumerate() {
+        steps.push(step(
+            format!("qm guest cmd {id} ping"),
+            Effect::Poll,
+            "readiness: the guest agent answers (each second, bounded by agent_timeout_s)",
+        ));
+        steps.push(step(
+            format!("qm config {id}"),
+            Effect::ReadConfig(i),
+            "the MAC of the guest's management NIC (net0)",
+        ));
+        steps.push(step(
+            format!("qm guest cmd {id} network-get-interfaces"),
+            Effect::ReadInterfaces(i),
+            "the guest's management address (on net0's MAC) and its lab NIC's name (net1's MAC)",
+        ));
+        steps.push(step(
+            format!(
+                "qm guest exec {id} -- sh -c 'ip link set {n} up && ip addr add {}/{} dev {n} && ip addr add {}/{} dev {n} nodad'",
+                host.ipv4,
+                spec::IPV4_PREFIX_LEN,
+                host.ipv6,
+                spec::IPV6_PREFIX_LEN,
+                n = LAB_NIC
+            ),
+            Effect::GuestExec(i),
+            "the lab's addresses on the lab NIC, by the name the guest gave it",
+        ));
     }
-    steps.push(Step {
-        on: "pve",
-        command: format!("ip link del {}", p.bridge),
-        why: "remove the isolated bridge",
-    });
     steps
+}
+
+/// The whole bring-up, in order.
+pub fn bring_up(p: &ProxmoxSpec) -> Vec<Step> {
+    [checks(p), creation(p), guests(p)].concat()
+}
+
+/// The three-host table a proxmox run becomes, as far as it is known
+/// before the guests exist (their addresses and NICs are found later):
+/// what `Scenario::parse` holds to a three-host run's limits.
+pub fn three_hosts_shape(p: &ProxmoxSpec) -> crate::run::ssh::SshSpec {
+    let host = |target: &str, interface: &str, address: Option<&str>, cpus: Vec<usize>| {
+        Some(crate::run::ssh::HostSpec {
+            target: target.into(),
+            port: None,
+            options: Vec::new(),
+            interface: interface.into(),
+            address: address.and_then(|a| a.parse().ok()),
+            cpus,
+        })
+    };
+    crate::run::ssh::SshSpec {
+        target: None,
+        port: p.port,
+        identity: p.identity.clone(),
+        remote_dir: p.remote_dir.clone(),
+        lost_after_s: 60,
+        options: p.options.clone(),
+        dut: host("dut-guest", LAB_NIC, Some(spec::DUT.ipv4), p.dut_cpus()),
+        peer: host(
+            "peer-guest",
+            LAB_NIC,
+            Some(spec::PEER.ipv4),
+            p.peer_cpus.clone(),
+        ),
+        observer: host(&p.host, &capture_interface(p), None, Vec::new()),
+    }
+}
+
+/// The capture: on the hypervisor, on the DUT's tap (`tap<vmid>i1`: net1).
+pub fn capture_interface(p: &ProxmoxSpec) -> String {
+    format!("tap{}i1", p.first_vmid)
+}
+
+/// Removes one thing the run made (both commands are tried).
+pub fn removal(made: &Made) -> Vec<Step> {
+    match made {
+        Made::Vm(id) => vec![
+            step(
+                format!("qm stop {id} --skiplock 1"),
+                Effect::Run,
+                "stop the VM this run cloned",
+            ),
+            step(
+                format!("qm destroy {id} --purge 1"),
+                Effect::Run,
+                "remove it and its disks",
+            ),
+        ],
+        Made::Bridge(name) => vec![step(
+            format!("ip link del {name}"),
+            Effect::Run,
+            "remove the isolated bridge",
+        )],
+    }
+}
+
+/// The teardown of everything `made`, last made first.
+pub fn teardown(made: &[Made]) -> Vec<Step> {
+    made.iter().rev().flat_map(removal).collect()
+}
+
+/// What the whole plan would make, in order.
+pub fn everything(p: &ProxmoxSpec) -> Vec<Made> {
+    creation(p)
+        .into_iter()
+        .filter_map(|s| match s.effect {
+            Effect::Creates(m) => Some(m),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The whole plan as text, for `--dry-run`.
 pub fn render(p: &ProxmoxSpec, scenario: &str) -> String {
     let mut out = format!(
-        "proxmox plan for scenario {scenario} on {} (dry run: nothing is executed)\n\nbring-up:\n",
+        "proxmox plan for scenario {scenario} on {} (dry run: nothing is executed; every \
+         command runs there over SSH)\n\nbring-up:\n",
         p.host
     );
-    let line = |s: &Step| format!("  [{}] {}\n        # {}\n", s.on, s.command, s.why);
+    let line = |s: &Step| format!("  {}\n        # {}\n", s.command, s.why);
     for s in bring_up(p) {
         out.push_str(&line(&s));
     }
-    out.push_str("\nper DUT: start the peer and the DUT in their VMs over SSH, then capture:\n");
-    out.push_str(&line(&capture(
-        p,
-        &format!("/var/tmp/lc-{scenario}-DUT.pcap"),
-    )));
+    let [dut, peer, _] = vms(p);
     out.push_str(&format!(
-        "  [local] scp {}:/var/tmp/lc-{scenario}-DUT.pcap results/{scenario}/RUN_ID/DUT/capture.pcap\n        # captures come back to the run directory\n",
-        p.host
+        "\nthen the three-host run: DUT = VM {} (CPUs {:?} under test), peer = VM {}, \
+         both over SSH as {} through {}; observer = {} capturing on {}; each capture comes \
+         back to results/{scenario}/RUN_ID/\n",
+        dut.1,
+        p.dut_cpus(),
+        peer.1,
+        p.guest_user,
+        p.host,
+        p.host,
+        capture_interface(p)
     ));
-    out.push_str("\nteardown (also after a failure):\n");
-    for s in teardown(p) {
+    out.push_str("\nteardown (also after a failure or Ctrl-C; exactly what was made):\n");
+    for s in teardown(&everything(p)) {
         out.push_str(&line(&s));
     }
     out
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spec() -> ProxmoxSpec {
-        ProxmoxSpec {
-            host: "root@pve".into(),
-            template_vmid: 9000,
-            first_vmid: 7100,
-            bridge: "lcbr0".into(),
-            dut_cores: 4,
-        }
-    }
-
-    #[test]
-    fn the_plan_clones_three_vms_onto_an_isolated_bridge_with_the_lab_addresses() {
-        let steps = bring_up(&spec());
-        let commands: Vec<&str> = steps.iter().map(|s| s.command.as_str()).collect();
-        for (role, id) in [("dut", 7100), ("peer", 7101), ("spare", 7102)] {
-            assert!(commands
-                .contains(&format!("qm clone 9000 {id} --name lc-{role} --full 0").as_str()));
-            assert!(
-                commands.contains(&format!("! qm status {id}").as_str()),
-                "refuses a VM ID in use"
-            );
-        }
-        assert!(commands
-            .iter()
-            .any(|c| c.starts_with("qm set 7100 --cores 4 ")
-                && c.contains("virtio=02:1C:00:00:00:01,bridge=lcbr0")));
-        assert!(commands
-            .iter()
-            .any(|c| c.contains("ip addr add 192.0.2.1/24 dev eth1")
-                && c.starts_with("qm guest exec 7100")));
-        let bridge = commands
-            .iter()
-            .position(|c| c.contains("ip link add name lcbr0 type bridge"))
-            .unwrap();
-        let first_clone = commands
-            .iter()
-            .position(|c| c.starts_with("qm clone"))
-            .unwrap();
-        assert!(
-            bridge < first_clone,
-            "the bridge exists before any VM is attached"
-        );
-        // Checks come first, and every readiness wait is bounded.
-        assert!(commands[0].contains("BatchMode=yes"));
-        assert!(commands
-            .iter()
-            .filter(|c| c.contains("until"))
-            .all(|c| c.starts_with("timeout ")));
-    }
-
-    #[test]
-    fn the_capture_is_on_the_dut_port_of_the_bridge() {
-        let s = capture(&spec(), "/var/tmp/x.pcap");
-        assert!(
-            s.command.starts_with("tcpdump -n -i tap7100i1 "),
-            "{}",
-            s.command
-        );
-        assert!(s.command.contains("--immediate-mode") && s.command.contains("nano"));
-    }
-
-    #[test]
-    fn teardown_removes_exactly_what_bring_up_created() {
-        let p = spec();
-        let created: Vec<u32> = bring_up(&p)
-            .iter()
-            .filter_map(|s| s.command.strip_prefix("qm clone 9000 "))
-            .map(|rest| rest.split_whitespace().next().unwrap().parse().unwrap())
-            .collect();
-        let destroyed: Vec<u32> = teardown(&p)
-            .iter()
-            .filter_map(|s| s.command.split("qm destroy ").nth(1))
-            .map(|rest| rest.split_whitespace().next().unwrap().parse().unwrap())
-            .collect();
-        let mut sorted = destroyed.clone();
-        sorted.sort();
-        assert_eq!(sorted, created);
-        assert!(
-            !destroyed.contains(&9000),
-            "the template is never destroyed"
-        );
-        assert_eq!(teardown(&p).last().unwrap().command, "ip link del lcbr0");
-    }
-
-    #[test]
-    fn the_dry_run_prints_every_step_with_its_reason() {
-        let text = render(&spec(), "bakeoff");
-        assert!(text.contains("dry run: nothing is executed"));
-        assert_eq!(
-            text.matches("        # ").count(),
-            bring_up(&spec()).len() + 2 + teardown(&spec()).len()
-        );
-    }
-}
+mod tests;

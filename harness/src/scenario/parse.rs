@@ -52,6 +52,9 @@ impl Scenario {
         if raw.dut.is_empty() {
             return Err(at.invalid("dut", &"(none)", "a scenario needs at least one [[dut]]"));
         }
+        // Driven over SSH (ssh and proxmox): this build's linecardd is
+        // staged there, and programs by path are not.
+        let remote = raw.ssh.is_some() || raw.proxmox.is_some();
         let mut duts: Vec<DutSpec> = Vec::new();
         for (i, d) in raw.dut.iter().enumerate() {
             if d.label.is_empty() || duts.iter().any(|o| o.label == d.label) {
@@ -61,9 +64,9 @@ impl Scenario {
                     "each DUT needs a label of its own",
                 ));
             }
-            duts.push(at.dut(i, d, &sessions, raw.ssh.is_some())?);
+            duts.push(at.dut(i, d, &sessions, remote)?);
         }
-        if raw.ssh.is_some() {
+        if remote {
             let named = std::iter::once(("peer".to_string(), &peer_programs))
                 .chain((duts.iter().enumerate()).map(|(i, d)| (format!("dut[{i}]"), &d.programs)));
             for (table, programs) in named {
@@ -76,7 +79,13 @@ impl Scenario {
                 }
             }
         }
-        if let Some(spec) = raw.ssh.as_ref().filter(|s| s.target.is_none()) {
+        // A proxmox run is a three-host run on its VMs.
+        let three_hosts = match (&raw.ssh, &raw.proxmox) {
+            (Some(spec), _) if spec.target.is_none() => Some(spec.clone()),
+            (_, Some(p)) => Some(crate::run::proxmox::three_hosts_shape(p)),
+            _ => None,
+        };
+        if let Some(spec) = &three_hosts {
             three_hosts_can_run(spec, peer, peer_rt_priority, &sessions, &phases, &duts)
                 .map_err(|(key, value, why)| at.invalid(&key, &value, &why))?;
         }

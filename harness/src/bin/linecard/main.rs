@@ -41,6 +41,17 @@ enum Command {
     /// is invalid, 2 on bad input. Ctrl-C stops, tears down and keeps what was captured.
     /// Example: linecard run scenarios/bakeoff.toml
     Run(run::RunArgs),
+    /// Remove what a proxmox run made on its host and did not remove (its process was killed)
+    ///
+    /// A proxmox run records each VM and bridge in its run directory (proxmox-made.json)
+    /// before making it, with how to reach the host; this stops and destroys what the record
+    /// still names, exactly that, and nothing else. A run that ended by itself (also by error
+    /// or Ctrl-C) has already removed everything. Example: linecard teardown
+    /// results/bakeoff-proxmox/20261205T101010Z
+    Teardown {
+        /// The run directory (results/<scenario>/<run-id>)
+        run: std::path::PathBuf,
+    },
     /// RFC 5880/5881 conformance: a scripted peer judges each DUT on the wire
     ///
     /// A remote system in the peer's namespace runs one script against every linecardd
@@ -277,6 +288,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Lab(command) => lab::run(command),
         Command::Run(args) => run::scenario(args),
+        Command::Teardown { run } => {
+            let removed = linecard_harness::run::proxmox::teardown_recorded(&run)?;
+            if removed.is_empty() {
+                println!("nothing of this run is left on its host");
+            }
+            for made in removed {
+                println!("removed {made:?}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Conformance(args) => {
             let (report, dir) = match &args.judge {
                 Some(dir) => (linecard_harness::conformance::rejudge(dir)?, dir.clone()),

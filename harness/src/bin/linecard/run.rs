@@ -65,7 +65,7 @@ pub(crate) fn scenario(args: RunArgs) -> Result<ExitCode> {
         let Some(dut) = scenario.duts.iter_mut().find(|d| d.label == label) else {
             anyhow::bail!("--dut-binary {label}=...: the scenario has no DUT labelled {label:?}");
         };
-        if scenario.ssh.is_some() {
+        if scenario.provider != linecard_harness::scenario::ProviderKind::Local {
             anyhow::bail!("--dut-binary: programs by path run in the local lab only");
         }
         dut.set_binary(std::path::absolute(&path)?);
@@ -104,8 +104,8 @@ pub(crate) fn scenario(args: RunArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    // An ssh scenario's lab runs on its host, as root there.
-    if scenario.ssh.is_none() {
+    // An ssh or proxmox scenario runs on its hosts, as root there.
+    if scenario.provider == linecard_harness::scenario::ProviderKind::Local {
         linecard_harness::sys::require_root("linecard run")?;
     }
     linecard_harness::run::install_interrupt_handler();
@@ -115,6 +115,7 @@ pub(crate) fn scenario(args: RunArgs) -> Result<ExitCode> {
             results,
             only,
             profiles,
+            run_id: None,
         },
     )?;
     if output.json {

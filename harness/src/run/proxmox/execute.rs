@@ -1,0 +1,577 @@
+//! Runs the plan of `proxmox.rs` on the Proxmox VE host over SSH, then the
+//! scenario on the guests through the three-host path, then removes what
+//! the run made, whatever happened in between (an error, Ctrl-C).
+//!
+//! Everything the run makes on the host is written to the run directory's
+//! [`RECORD`] before it is made, with how to reach the host, so that
+//! `linecard teardown RUN_DIR` removes it after a crash of this process
+//! too; each thing leaves the record once it is removed. Every command
+//! sent to the host is logged with its outcome in `proxmox-steps.log`.
+
+use super::{
+    bring_up, capture_interface, teardown, vms, Check, Effect, ProxmoxSpec, Step, LAB_NIC,
+};
+use crate::run::provider::HostFacts;
+use crate::run::ssh::{quote, Connection, HostSpec, SshSpec};
+use crate::run::{hosts, RunOptions, RunResult, RunStatus, INTERRUPTED};
+use crate::scenario::{ProviderKind, Scenario};
+use crate::sys::unix_ns;
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// The run directory's record of what the run made on the host.
+pub const RECORD: &str = "proxmox-made.json";
+const STEP_LOG: &str = "proxmox-steps.log";
+
+/// One thing the run made on the host.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Made {
+    Vm(u32),
+    Bridge(String),
+}
+
+/// [`RECORD`]: how to reach the host, and what of the run's is there.
+#[derive(Serialize, Deserialize)]
+struct Record {
+    host: String,
+    port: Option<u16>,
+    identity: Option<PathBuf>,
+    options: Vec<String>,
+    made: Vec<Made>,
+}
+
+impl Record {
+    fn connection(&self) -> Connection {
+        Connection {
+            target: self.host.clone(),
+            port: self.port,
+            identity: self.identity.clone(),
+            options: self.options.clone(),
+        }
+    }
+
+    fn write(&self, dir: &Path) -> Result<()> {
+        let path = dir.join(RECORD);
+        let part = dir.join(format!("{RECORD}.part"));
+        std::fs::write(&part, serde_json::to_vec_pretty(self)?)
+            .and_then(|()| std::fs::File::open(&part)?.sync_all())
+            .and_then(|()| std::fs::rename(&part, &path))
+            .with_context(|| format!("recording what the run made in {}", path.display()))
+    }
+
+    fn read(dir: &Path) -> Result<Self> {
+        let path = dir.join(RECORD);
+        let text = std::fs::read_to_string(&path).with_context(|| {
+            format!(
+                "reading {} (is this a proxmox run's directory?)",
+                path.display()
+            )
+        })?;
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+    }
+}
+
+/// Each command sent to the host and how it ended.
+struct StepLog(std::fs::File);
+
+impl StepLog {
+    fn open(dir: &Path) -> Result<Self> {
+        let path = dir.join(STEP_LOG);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        Ok(Self(file))
+    }
+
+    fn note(&mut self, command: &str, outcome: &str, started: Instant) {
+        // The log is for people; a failed write must not fail the run.
+        let _ = writeln!(
+            self.0,
+            "{:>7.2} s  {command}\n           -> {outcome}",
+            started.elapsed().as_secs_f64()
+        );
+    }
+}
+
+/// A guest as its configuration and its agent describe it.
+#[derive(Clone, Debug, Default)]
+struct Guest {
+    net0_mac: Option<String>,
+    management: Option<IpAddr>,
+    lab_nic: Option<String>,
+}
+
+fn host_connection(p: &ProxmoxSpec) -> Connection {
+    Connection {
+        target: p.host.clone(),
+        port: p.port,
+        identity: p.identity.clone(),
+        options: p.options.clone(),
+    }
+}
+
+/// Runs `scenario` on three VMs of the Proxmox VE host `p` names. The run
+/// directory is made first: it records what is made on the host before
+/// it is made.
+pub fn run(scenario: &Scenario, p: &ProxmoxSpec, options: &RunOptions) -> Result<RunResult> {
+    let run_id = crate::run::run_id(unix_ns() / 1_000_000_000);
+    let dir = options.results.join(&scenario.name).join(&run_id);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let conn = host_connection(p);
+    let mut record = Record {
+        host: p.host.clone(),
+        port: p.port,
+        identity: p.identity.clone(),
+        options: p.options.clone(),
+        made: Vec::new(),
+    };
+    record.write(&dir)?;
+    let mut log = StepLog::open(&dir)?;
+    eprintln!(
+        "proxmox: three VMs from template {} on {} (each command logged in {})",
+        p.template_vmid,
+        p.host,
+        dir.join(STEP_LOG).display()
+    );
+    let result = execute(&bring_up(p), p, &conn, &dir, &mut record, &mut log).and_then(|guests| {
+        let spec = three_hosts(p, &guests)?;
+        let options = RunOptions {
+            run_id: Some(run_id.clone()),
+            ..options.clone()
+        };
+        hosts::run_described(scenario, &spec, &options, &|facts| described(facts, p))
+    });
+    if let Err(e) = &result {
+        // A bring-up that failed leaves no manifest: the status says why.
+        if !dir.join("manifest.json").exists() {
+            let status = RunStatus::Failed(format!("proxmox bring-up: {e:#}"));
+            let _ = std::fs::write(dir.join("status"), format!("{status}\n"));
+        }
+    }
+    eprintln!("proxmox: removing what the run made on {}", p.host);
+    let removed = remove(&conn, &dir, &mut record, &mut log);
+    let result = result?;
+    removed.context("removing the run's VMs and bridge")?;
+    Ok(result)
+}
+
+/// `linecard teardown RUN_DIR`: removes what a proxmox run recorded and
+/// did not remove (its process was killed). Returns what was removed.
+pub fn teardown_recorded(dir: &Path) -> Result<Vec<Made>> {
+    let mut record = Record::read(dir)?;
+    let before = record.made.clone();
+    let mut log = StepLog::open(dir)?;
+    let result = remove(&record.connection(), dir, &mut record, &mut log);
+    result.map(|()| before)
+}
+
+/// Runs each removal of what `record` holds, last made first; each thing
+/// leaves the record once it is gone. Every step is tried; the first
+/// failure is returned.
+fn remove(conn: &Connection, dir: &Path, record: &mut Record, log: &mut StepLog) -> Result<()> {
+    let mut first: Result<()> = Ok(());
+    for made in record.made.clone().into_iter().rev() {
+        let mut gone = true;
+        for s in teardown(std::slice::from_ref(&made)) {
+            let started = Instant::now();
+            let outcome = conn.exec(&s.command, None);
+            log.note(&s.command, &outcome_text(&outcome), started);
+            if let Err(e) = outcome {
+                // A VM that is already stopped may refuse `qm stop`; only a
+                // failed destroy (or bridge removal) leaves it behind.
+                if !s.command.starts_with("qm stop") {
+                    gone = false;
+                    if first.is_ok() {
+                        first = Err(e.context(format!("on {}: {}", conn.target, s.command)));
+                    }
+                }
+            }
+        }
+        if gone {
+            record.made.retain(|m| *m != made);
+            record.write(dir)?;
+        }
+    }
+    first
+}
+
+fn outcome_text(outcome: &Result<Vec<u8>>) -> String {
+    match outcome {
+        Ok(_) => "ok".into(),
+        Err(e) => format!("failed: {e:#}"),
+    }
+}
+
+/// Runs `steps` in order on the host; stops at the first failure, or at
+/// Ctrl-C between steps. Returns the guests as found.
+fn execute(
+    steps: &[Step],
+    p: &ProxmoxSpec,
+    conn: &Connection,
+    dir: &Path,
+    record: &mut Record,
+    log: &mut StepLog,
+) -> Result<Vec<Guest>> {
+    let mut guests = vec![Guest::default(); 3];
+    for s in steps {
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            bail!("interrupted before `{}`", s.command);
+        }
+        let command = match s.effect {
+            Effect::GuestExec(i) => {
+                let nic = guests[i]
+                    .lab_nic
+                    .as_deref()
+                    .context("the lab NIC was not found")?;
+                s.command.replace(LAB_NIC, &quote(nic))
+            }
+            _ => s.command.clone(),
+        };
+        let started = Instant::now();
+        let outcome = step(&command, &s.effect, p, conn, dir, record, &mut guests);
+        log.note(
+            &command,
+            &match &outcome {
+                Ok(()) => "ok".to_string(),
+                Err(e) => format!("failed: {e:#}"),
+            },
+            started,
+        );
+        outcome.with_context(|| format!("on {}: `{command}` ({})", p.host, s.why))?;
+    }
+    Ok(guests)
+}
+
+fn step(
+    command: &str,
+    effect: &Effect,
+    p: &ProxmoxSpec,
+    conn: &Connection,
+    dir: &Path,
+    record: &mut Record,
+    guests: &mut [Guest],
+) -> Result<()> {
+    let text = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).into_owned();
+    match effect {
+        Effect::Run => conn.exec(command, None).map(drop),
+        Effect::Check(check) => verify(check, &text(conn.exec(command, None)?)),
+        Effect::Absent => {
+            let out = conn.output(command)?;
+            match out.status.code() {
+                Some(255) => bail!(
+                    "ssh could not reach or log in to {}: {}",
+                    conn.target,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+                Some(0) => bail!("it exists already"),
+                _ => Ok(()),
+            }
+        }
+        Effect::Creates(made) => {
+            record.made.push(made.clone());
+            record.write(dir)?;
+            conn.exec(command, None).map(drop)
+        }
+        Effect::Poll => poll(command, p.agent_timeout_s, conn),
+        Effect::ReadConfig(i) => {
+            guests[*i].net0_mac = Some(net0_mac(&text(conn.exec(command, None)?))?);
+            Ok(())
+        }
+        Effect::ReadInterfaces(i) => {
+            let lab_mac = vms(p)[*i].2.mac;
+            let guest = &mut guests[*i];
+            let net0 = guest.net0_mac.clone().context("net0's MAC was not read")?;
+            let (management, lab_nic) =
+                interfaces(&text(conn.exec(command, None)?), &net0, lab_mac)?;
+            guest.management = Some(management);
+            guest.lab_nic = Some(lab_nic);
+            Ok(())
+        }
+        Effect::GuestExec(_) => guest_exit(&text(conn.exec(command, None)?)),
+    }
+}
+
+/// Repeats `command` each second until it succeeds, Ctrl-C, or
+/// `timeout_s`.
+fn poll(command: &str, timeout_s: u64, conn: &Connection) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(timeout_s);
+    loop {
+        let out = conn.output(command)?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        if out.status.code() == Some(255) && said.starts_with("ssh:") {
+            bail!("ssh could not reach or log in to {}: {said}", conn.target);
+        }
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            bail!("interrupted while waiting ({said})");
+        }
+        if Instant::now() >= deadline {
+            bail!("no answer within {timeout_s} s (last: {said})");
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+fn verify(check: &Check, output: &str) -> Result<()> {
+    match check {
+        Check::ProxmoxVe => {
+            if !output.starts_with("pve-manager/") {
+                bail!("not a Proxmox VE host: pveversion said {:?}", output.trim());
+            }
+        }
+        Check::Template => {
+            if !output.lines().any(|l| l.trim() == "template: 1") {
+                bail!("the VM is not a template (qm config has no `template: 1`)");
+            }
+        }
+        Check::VmidsFree(ids) => {
+            let rows: Vec<serde_json::Value> =
+                serde_json::from_str(output).context("pvesh's JSON")?;
+            let taken: Vec<u32> = ids
+                .iter()
+                .copied()
+                .filter(|id| {
+                    rows.iter()
+                        .any(|r| r.get("vmid").and_then(|v| v.as_u64()) == Some(u64::from(*id)))
+                })
+                .collect();
+            if !taken.is_empty() {
+                bail!("VM ID(s) {taken:?} exist in the cluster: choose another first_vmid");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The MAC of `net0: virtio=BC:24:11:..,bridge=vmbr0` in `qm config`.
+fn net0_mac(config: &str) -> Result<String> {
+    let line = config
+        .lines()
+        .find_map(|l| l.strip_prefix("net0:"))
+        .context("the VM has no net0 (its management NIC)")?;
+    let first = line.trim().split(',').next().unwrap_or("");
+    let (_model, mac) = first.split_once('=').context("net0 names no MAC")?;
+    Ok(mac.to_ascii_lowercase())
+}
+
+/// The QEMU guest agent's `network-get-interfaces` (as `qm guest cmd`
+/// prints it): one interface each.
+#[derive(Deserialize)]
+struct AgentInterface {
+    name: String,
+    #[serde(rename = "hardware-address", default)]
+    hardware_address: String,
+    #[serde(rename = "ip-addresses", default)]
+    ip_addresses: Vec<AgentAddress>,
+}
+
+#[derive(Deserialize)]
+struct AgentAddress {
+    #[serde(rename = "ip-address")]
+    ip_address: String,
+}
+
+/// The guest's management address (IPv4 preferred, never link-local) on
+/// the NIC with `net0_mac`, and the name of the NIC with `lab_mac`.
+fn interfaces(json: &str, net0_mac: &str, lab_mac: &str) -> Result<(IpAddr, String)> {
+    let nics: Vec<AgentInterface> =
+        serde_json::from_str(json).context("the guest agent's network-get-interfaces")?;
+    let by_mac = |mac: &str| {
+        nics.iter()
+            .find(|n| n.hardware_address.eq_ignore_ascii_case(mac))
+    };
+    let management = by_mac(net0_mac)
+        .with_context(|| format!("the guest has no interface with net0's MAC {net0_mac}"))?;
+    let mut addresses: Vec<IpAddr> = management
+        .ip_addresses
+        .iter()
+        .filter_map(|a| a.ip_address.parse().ok())
+        .filter(|a: &IpAddr| match a {
+            IpAddr::V4(v4) => !v4.is_link_local() && !v4.is_loopback(),
+            IpAddr::V6(v6) => !v6.is_unicast_link_local() && !v6.is_loopback(),
+        })
+        .collect();
+    addresses.sort_by_key(|a| a.is_ipv6());
+    let address = *addresses.first().with_context(|| {
+        format!(
+            "{} (net0) has no address yet: is the management network's DHCP up?",
+            management.name
+        )
+    })?;
+    let lab = by_mac(lab_mac)
+        .with_context(|| format!("the guest has no interface with the lab MAC {lab_mac} (net1)"))?;
+    Ok((address, lab.name.clone()))
+}
+
+/// `qm guest exec` exits 0 whatever the guest command did: its JSON says.
+fn guest_exit(json: &str) -> Result<()> {
+    let v: serde_json::Value = serde_json::from_str(json).context("qm guest exec's JSON")?;
+    match v.get("exitcode").and_then(|c| c.as_i64()) {
+        Some(0) => Ok(()),
+        Some(code) => bail!(
+            "the guest command exited {code}: {}",
+            v.get("err-data")
+                .and_then(|e| e.as_str())
+                .unwrap_or("")
+                .trim()
+        ),
+        None => bail!(
+            "the guest command did not finish (qm guest exec: {})",
+            json.trim()
+        ),
+    }
+}
+
+/// `ssh ... -W %h:%p HOST` as a ProxyCommand: a guest reached through the
+/// host, which sees the guests' management network.
+fn through(host: &Connection) -> String {
+    let mut line = String::from("ProxyCommand=ssh -o BatchMode=yes");
+    for o in &host.options {
+        line.push_str(&format!(" -o {}", quote(o)));
+    }
+    if let Some(key) = &host.identity {
+        line.push_str(&format!(" -i {}", quote(&key.display().to_string())));
+    }
+    if let Some(port) = host.port {
+        line.push_str(&format!(" -p {port}"));
+    }
+    line.push_str(&format!(" -W %h:%p {}", quote(&host.target)));
+    line
+}
+
+/// The three-host table of the guests and the host: the DUT and the peer
+/// in their VMs, the observer on the hypervisor at the DUT's tap.
+fn three_hosts(p: &ProxmoxSpec, guests: &[Guest]) -> Result<SshSpec> {
+    let own_route = p
+        .guest_options
+        .iter()
+        .any(|o| o.starts_with("ProxyCommand") || o.starts_with("ProxyJump"));
+    let mut guest_options = Vec::new();
+    if !own_route {
+        guest_options.push(through(&host_connection(p)));
+    }
+    guest_options.extend(p.guest_options.iter().cloned());
+    let guest = |i: usize, cpus: Vec<usize>| -> Result<HostSpec> {
+        let g = &guests[i];
+        let address = g
+            .management
+            .context("a guest's management address was not found")?;
+        Ok(HostSpec {
+            target: format!("{}@{address}", p.guest_user),
+            port: None,
+            options: guest_options.clone(),
+            interface: g
+                .lab_nic
+                .clone()
+                .context("a guest's lab NIC was not found")?,
+            address: Some(vms(p)[i].2.ipv4.parse()?),
+            cpus,
+        })
+    };
+    Ok(SshSpec {
+        target: None,
+        port: None,
+        identity: p.identity.clone(),
+        remote_dir: p.remote_dir.clone(),
+        lost_after_s: 60,
+        options: Vec::new(),
+        dut: Some(guest(0, p.dut_cpus())?),
+        peer: Some(guest(1, p.peer_cpus.clone())?),
+        observer: Some(HostSpec {
+            target: p.host.clone(),
+            port: p.port,
+            options: p.options.clone(),
+            interface: capture_interface(p),
+            address: None,
+            cpus: Vec::new(),
+        }),
+    })
+}
+
+/// The manifest names the provider and the VMs.
+fn described(mut facts: HostFacts, p: &ProxmoxSpec) -> HostFacts {
+    let [dut, peer, spare] = vms(p);
+    facts.provider = ProviderKind::Proxmox;
+    facts.via = Some(format!(
+        "proxmox {}: VM {} (DUT), VM {} (peer), VM {} (spare) cloned from {} on bridge {}; {}",
+        p.host,
+        dut.1,
+        peer.1,
+        spare.1,
+        p.template_vmid,
+        p.bridge,
+        facts.via.unwrap_or_default()
+    ));
+    facts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const AGENT: &str = r#"[
+   {"hardware-address": "00:00:00:00:00:00", "ip-addresses": [{"ip-address": "127.0.0.1", "ip-address-type": "ipv4", "prefix": 8}], "name": "lo"},
+   {"hardware-address": "bc:24:11:00:1b:bc", "ip-addresses": [
+      {"ip-address": "fe80::be24:11ff:fe00:1bbc", "ip-address-type": "ipv6", "prefix": 64},
+      {"ip-address": "10.0.0.7", "ip-address-type": "ipv4", "prefix": 24}], "name": "ens18"},
+   {"hardware-address": "02:1c:00:00:00:01", "ip-addresses": [], "name": "ens19"}
+]"#;
+
+    #[test]
+    fn the_guest_is_found_by_its_macs_not_by_interface_names() {
+        let config = "agent: enabled=1\nname: lc-dut\nnet0: virtio=BC:24:11:00:1B:BC,bridge=vmbr0\nnet1: virtio=02:1C:00:00:00:01,bridge=lcbr0,firewall=0\n";
+        let mac = net0_mac(config).unwrap();
+        assert_eq!(mac, "bc:24:11:00:1b:bc");
+        let (address, nic) = interfaces(AGENT, &mac, "02:1c:00:00:00:01").unwrap();
+        assert_eq!(address.to_string(), "10.0.0.7", "IPv4, never link-local");
+        assert_eq!(nic, "ens19");
+        let missing = interfaces(AGENT, &mac, "02:1c:00:00:00:09").unwrap_err();
+        assert!(format!("{missing:#}").contains("no interface with the lab MAC"));
+    }
+
+    #[test]
+    fn a_guest_command_that_failed_fails_the_step() {
+        assert!(guest_exit("{\n   \"exitcode\": 0,\n   \"exited\": 1\n}").is_ok());
+        let e = guest_exit(r#"{"exitcode": 2, "exited": 1, "err-data": "Cannot find device"}"#)
+            .unwrap_err();
+        assert!(format!("{e}").contains("exited 2: Cannot find device"));
+        assert!(
+            guest_exit(r#"{"pid": 1234}"#).is_err(),
+            "a timed-out exec is no success"
+        );
+    }
+
+    #[test]
+    fn vm_ids_in_use_anywhere_in_the_cluster_are_refused() {
+        let rows = r#"[{"id":"qemu/7101","node":"pve2","type":"qemu","vmid":7101}]"#;
+        let e = verify(&Check::VmidsFree(vec![7100, 7101, 7102]), rows).unwrap_err();
+        assert!(format!("{e}").contains("[7101]"));
+        assert!(verify(&Check::VmidsFree(vec![7100]), rows).is_ok());
+        assert!(verify(&Check::ProxmoxVe, "Linux 6.1").is_err());
+    }
+
+    #[test]
+    fn guests_are_reached_through_the_host_with_its_own_settings() {
+        let host = Connection {
+            target: "root@pve".into(),
+            port: Some(2222),
+            identity: Some("/k ey".into()),
+            options: vec!["ProxyCommand=ip netns exec lc-pve nc 127.0.0.1 22".into()],
+        };
+        assert_eq!(
+            through(&host),
+            "ProxyCommand=ssh -o BatchMode=yes -o 'ProxyCommand=ip netns exec lc-pve nc 127.0.0.1 22' \
+             -i '/k ey' -p 2222 -W %h:%p 'root@pve'"
+        );
+    }
+}
