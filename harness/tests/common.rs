@@ -777,3 +777,20 @@ pub fn engine_switched(scenario: &Path, switch: &str, duts: usize) -> String {
     );
     text
 }
+
+/// PIDs of processes whose environment carries a run's marker.
+#[allow(dead_code)]
+pub fn marked_processes() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .map(|env| {
+                    env.split(|&b| b == 0)
+                        .any(|v| v.starts_with(b"LINECARD_RUN="))
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}

@@ -185,9 +185,10 @@ fn remove(conn: &Connection, dir: &Path, record: &mut Record, log: &mut StepLog)
             let outcome = conn.exec(&s.command, None);
             log.note(&s.command, &outcome_text(&outcome), started);
             if let Err(e) = outcome {
-                // A VM that is already stopped may refuse `qm stop`; only a
-                // failed destroy (or bridge removal) leaves it behind.
-                if !s.command.starts_with("qm stop") {
+                // A VM that is already stopped may refuse `qm stop`, and
+                // one whose clone failed, or a bridge never made, is gone
+                // already; anything else leaves it behind.
+                if !s.command.starts_with("qm stop") && !already_gone(&e) {
                     gone = false;
                     if first.is_ok() {
                         first = Err(e.context(format!("on {}: {}", conn.target, s.command)));
@@ -201,6 +202,13 @@ fn remove(conn: &Connection, dir: &Path, record: &mut Record, log: &mut StepLog)
         }
     }
     first
+}
+
+/// Whether a removal failed only because there was nothing to remove:
+/// `qm` names the missing configuration file, `ip` the missing device.
+fn already_gone(e: &anyhow::Error) -> bool {
+    let said = format!("{e:#}");
+    said.contains("does not exist") || said.contains("Cannot find device")
 }
 
 fn outcome_text(outcome: &Result<Vec<u8>>) -> String {
@@ -549,6 +557,20 @@ mod tests {
             guest_exit(r#"{"pid": 1234}"#).is_err(),
             "a timed-out exec is no success"
         );
+    }
+
+    #[test]
+    fn a_removal_with_nothing_to_remove_is_not_a_leftover() {
+        let missing = anyhow::anyhow!(
+            "ssh root@pve (exit status: 2): Configuration file 'nodes/pve/qemu-server/7101.conf' does not exist"
+        );
+        assert!(already_gone(&missing), "a clone that never happened");
+        assert!(already_gone(&anyhow::anyhow!(
+            "Cannot find device \"lcbr0\""
+        )));
+        assert!(!already_gone(&anyhow::anyhow!(
+            "VM 7101 is running - destroy failed"
+        )));
     }
 
     #[test]
