@@ -148,20 +148,27 @@ impl StandIn {
         std::fs::write(self.dir.join("state/calls.log"), "").unwrap();
     }
 
-    /// The `[proxmox]` table for this stand-in.
-    fn table(&self, dut_cpu: usize) -> String {
+    /// The `[proxmox]` table for this stand-in; with `own_route`, the
+    /// guests are reached from the hypervisor's namespace directly (a
+    /// scenario's own `ProxyCommand`), not through its sshd (`ssh -W`).
+    fn table(&self, dut_cpu: usize, own_route: bool) -> String {
         let d = self.dir.display();
         let known = format!("UserKnownHostsFile={d}/known_hosts");
         format!(
             "[proxmox]\nhost = \"root@{NS}\"\nidentity = \"{d}/client_key\"\n\
              options = [\"ProxyCommand=ip netns exec {NS} nc 127.0.0.1 22\", \
              \"StrictHostKeyChecking=no\", \"{known}\"]\n\
-             guest_options = [\"StrictHostKeyChecking=no\", \"{known}\"]\n\
+             guest_options = [{route}\"StrictHostKeyChecking=no\", \"{known}\"]\n\
              template_vmid = {TEMPLATE}\nfirst_vmid = {FIRST_VMID}\nbridge = \"lcbr0\"\n\
              dut_cores = 2\ndut_affinity = \"{dut_cpu}\"\npeer_affinity = \"{rest}\"\n\
              dut_cpus = [{dut_cpu}]\npeer_cpus = [{rest}]\nagent_timeout_s = 20\n\
              remote_dir = \"{d}/r\"\n\n",
-            rest = 1 - dut_cpu.min(1)
+            rest = 1 - dut_cpu.min(1),
+            route = if own_route {
+                format!("\"ProxyCommand=ip netns exec {NS} nc %h %p\", ")
+            } else {
+                String::new()
+            }
         )
     }
 
@@ -232,8 +239,14 @@ impl Drop for StandIn {
 }
 
 /// The shipped proxmox bake-off on the stand-in, its L4 phase shortened,
-/// as `dir/name.toml`.
-fn scenario(dir: &Path, name: &str, standin: &StandIn, l4_seconds: u64) -> PathBuf {
+/// as `dir/name.toml` (`own_route`: see [`StandIn::table`]).
+fn scenario(
+    dir: &Path,
+    name: &str,
+    standin: &StandIn,
+    l4_seconds: u64,
+    own_route: bool,
+) -> PathBuf {
     let shipped = std::fs::read_to_string(repo().join("scenarios/bakeoff-proxmox.toml")).unwrap();
     let shipped = with_phase_seconds(&shipped, &[("L4", l4_seconds)]);
     let start = shipped.find("[proxmox]").unwrap();
@@ -241,7 +254,7 @@ fn scenario(dir: &Path, name: &str, standin: &StandIn, l4_seconds: u64) -> PathB
     let text = format!(
         "{}{}{}",
         &shipped[..start],
-        standin.table(dut_cpu()),
+        standin.table(dut_cpu(), own_route),
         &shipped[end..]
     )
     .replace("name = \"bakeoff-proxmox\"", &format!("name = \"{name}\""));
@@ -325,7 +338,7 @@ fn the_bakeoff_runs_on_three_vms_of_a_standin_proxmox_host_and_leaves_nothing() 
     let profiles = ["--profiles", profiles.to_str().unwrap()];
 
     // 1. The bake-off's rows on three VMs.
-    let bakeoff = scenario(&dir, "pvebake", &standin, 6);
+    let bakeoff = scenario(&dir, "pvebake", &standin, 6, false);
     if let Some((out, run)) = judged_run(&bakeoff, "pvebake", &results, "a", &profiles) {
         eprintln!("{}", String::from_utf8_lossy(&out.stderr));
         assert_exit(&out, 0, "the proxmox bake-off on the stand-in");
@@ -338,6 +351,16 @@ fn the_bakeoff_runs_on_three_vms_of_a_standin_proxmox_host_and_leaves_nothing() 
                 && via.contains("observer root@lc-pve (captures on tap7100i1)")
                 && via.contains("dut root@198.51.100."),
             "{via}"
+        );
+        // The manifest says the hypervisor was the stand-in.
+        let tools = m["host"]["tools"].as_array().unwrap();
+        assert!(
+            tools.iter().any(|t| t[0] == "pveversion (hypervisor)"
+                && t[1]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("pve-manager/8.2.4/linecard-standin")),
+            "{tools:?}"
         );
         // The stand-in saw the plan: checks, clones, the agent, teardown.
         let calls = standin.calls();
@@ -384,14 +407,15 @@ fn the_bakeoff_runs_on_three_vms_of_a_standin_proxmox_host_and_leaves_nothing() 
 
     // 2. Ctrl-C at each stage of the bring-up, then mid-phase.
     let xdp_only = ["--only", "xdp", profiles[0], profiles[1]];
-    let short = scenario(&dir, "pvestop", &standin, 20);
+    // Reached by a route of the scenario's own (one SSH hop a command).
+    let short = scenario(&dir, "pvestop", &standin, 20, true);
     for (what, call) in [
         ("clone", "qm clone 9000 7101 --name lc-peer --full 0"),
         ("start", "qm start 7100"),
         ("agent", "qm guest cmd 7100 ping"),
     ] {
         // Only the stage under test is slow (as a real host's would be).
-        standin.settings(&[(what, 1.5)]);
+        standin.settings(&[(what, 1.0)]);
         standin.forget_calls();
         let into = results.join(format!("stop-{what}"));
         // The stand-in logs a call as it begins; its delay holds it there.

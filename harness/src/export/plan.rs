@@ -27,6 +27,22 @@ pub fn plan(scenario: &Scenario) -> String {
             auth.secret.len()
         ));
     }
+    if let Some(p) = &scenario.proxmox {
+        let [dut, peer, spare] = crate::run::proxmox::vms(p);
+        out.push_str(&format!(
+            "proxmox: {} clones template {} as VM {} (DUT, CPUs {:?} under test), {} (peer), {} \
+             (spare) on bridge {}, captured on the hypervisor at {}; `--dry-run` prints every \
+             command\n",
+            p.host,
+            p.template_vmid,
+            dut.1,
+            p.dut_cpus(),
+            peer.1,
+            spare.1,
+            p.bridge,
+            crate::run::proxmox::capture_interface(p)
+        ));
+    }
     if let Some(ssh) = &scenario.ssh {
         match (&ssh.target, &ssh.dut, &ssh.peer, &ssh.observer) {
             (Some(target), ..) => out.push_str(&format!(

@@ -271,29 +271,50 @@ fn stage(hosts: &Hosts) -> Result<HostFacts> {
     let mut facts = super::ssh::host_facts(&dut.conn)?;
     facts.online_cpus = dut.online_cpus.clone();
     facts.dut_cpus = dut.spec.cpus.clone();
-    facts.tools = [
+    // Each host asked once for the first line of each of its tools.
+    let asked = [
         (
             &hosts.dut,
-            "linecardd",
-            format!("{}/linecardd --version", dut.dir),
+            vec![
+                ("linecardd", format!("{}/linecardd --version", dut.dir)),
+                ("stress-ng", "stress-ng --version".into()),
+            ],
         ),
-        (&hosts.dut, "stress-ng", "stress-ng --version".into()),
-        (&hosts.peer, "bfdd", "/usr/lib/frr/bfdd --version".into()),
-        (&hosts.peer, "bird", "bird --version".into()),
-        (&hosts.observer, "tcpdump", "tcpdump --version".into()),
-    ]
-    .into_iter()
-    .map(|(host, tool, line)| {
-        let first = host
+        (
+            &hosts.peer,
+            vec![
+                ("bfdd", "/usr/lib/frr/bfdd --version".into()),
+                ("bird", "bird --version".into()),
+            ],
+        ),
+        (
+            &hosts.observer,
+            vec![("tcpdump", "tcpdump --version".into())],
+        ),
+    ];
+    facts.tools = Vec::new();
+    for (host, tools) in asked {
+        let script: String = tools
+            .iter()
+            .map(|(_, line)| format!("printf '%s\\n' \"$({line} 2>&1 | head -1)\"; "))
+            .collect();
+        let said = host
             .conn
-            .output(&format!("{line} 2>&1 | head -1"))
-            .ok()
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-            .filter(|l| !l.is_empty())
-            .unwrap_or_else(|| "not found".into());
-        (format!("{tool} ({} host)", host.role), first)
-    })
-    .collect();
+            .output(&script)
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        let mut lines = said.lines();
+        for (tool, _) in tools {
+            let first = lines
+                .next()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .unwrap_or("not found");
+            facts
+                .tools
+                .push((format!("{tool} ({} host)", host.role), first.to_string()));
+        }
+    }
     facts.via = Some(format!(
         "dut {} (CPUs {:?}, {}), peer {} ({}), observer {} (captures on {})",
         dut.conn.target,

@@ -101,6 +101,12 @@ impl StepLog {
     }
 }
 
+/// What the bring-up found: the host's `pveversion` and the guests.
+struct Found {
+    version: String,
+    guests: Vec<Guest>,
+}
+
 /// A guest as its configuration and its agent describe it.
 #[derive(Clone, Debug, Default)]
 struct Guest {
@@ -141,13 +147,15 @@ pub fn run(scenario: &Scenario, p: &ProxmoxSpec, options: &RunOptions) -> Result
         p.host,
         dir.join(STEP_LOG).display()
     );
-    let result = execute(&bring_up(p), p, &conn, &dir, &mut record, &mut log).and_then(|guests| {
-        let spec = three_hosts(p, &guests)?;
+    let result = execute(&bring_up(p), p, &conn, &dir, &mut record, &mut log).and_then(|found| {
+        let spec = three_hosts(p, &found.guests)?;
         let options = RunOptions {
             run_id: Some(run_id.clone()),
             ..options.clone()
         };
-        hosts::run_described(scenario, &spec, &options, &|facts| described(facts, p))
+        hosts::run_described(scenario, &spec, &options, &|facts| {
+            described(facts, p, &found.version)
+        })
     });
     if let Err(e) = &result {
         // A bring-up that failed leaves no manifest: the status says why.
@@ -227,15 +235,18 @@ fn execute(
     dir: &Path,
     record: &mut Record,
     log: &mut StepLog,
-) -> Result<Vec<Guest>> {
-    let mut guests = vec![Guest::default(); 3];
+) -> Result<Found> {
+    let mut found = Found {
+        version: String::new(),
+        guests: vec![Guest::default(); 3],
+    };
     for s in steps {
         if INTERRUPTED.load(Ordering::Relaxed) {
             bail!("interrupted before `{}`", s.command);
         }
         let command = match s.effect {
             Effect::GuestExec(i) => {
-                let nic = guests[i]
+                let nic = found.guests[i]
                     .lab_nic
                     .as_deref()
                     .context("the lab NIC was not found")?;
@@ -244,7 +255,7 @@ fn execute(
             _ => s.command.clone(),
         };
         let started = Instant::now();
-        let outcome = step(&command, &s.effect, p, conn, dir, record, &mut guests);
+        let outcome = step(&command, &s.effect, p, conn, dir, record, &mut found);
         log.note(
             &command,
             &match &outcome {
@@ -255,7 +266,7 @@ fn execute(
         );
         outcome.with_context(|| format!("on {}: `{command}` ({})", p.host, s.why))?;
     }
-    Ok(guests)
+    Ok(found)
 }
 
 fn step(
@@ -265,12 +276,18 @@ fn step(
     conn: &Connection,
     dir: &Path,
     record: &mut Record,
-    guests: &mut [Guest],
+    found: &mut Found,
 ) -> Result<()> {
     let text = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).into_owned();
     match effect {
         Effect::Run => conn.exec(command, None).map(drop),
-        Effect::Check(check) => verify(check, &text(conn.exec(command, None)?)),
+        Effect::Check(check) => {
+            let said = text(conn.exec(command, None)?);
+            if *check == Check::ProxmoxVe {
+                found.version = said.lines().next().unwrap_or("").trim().to_string();
+            }
+            verify(check, &said)
+        }
         Effect::Absent => {
             let out = conn.output(command)?;
             match out.status.code() {
@@ -290,12 +307,12 @@ fn step(
         }
         Effect::Poll => poll(command, p.agent_timeout_s, conn),
         Effect::ReadConfig(i) => {
-            guests[*i].net0_mac = Some(net0_mac(&text(conn.exec(command, None)?))?);
+            found.guests[*i].net0_mac = Some(net0_mac(&text(conn.exec(command, None)?))?);
             Ok(())
         }
         Effect::ReadInterfaces(i) => {
             let lab_mac = vms(p)[*i].2.mac;
-            let guest = &mut guests[*i];
+            let guest = &mut found.guests[*i];
             let net0 = guest.net0_mac.clone().context("net0's MAC was not read")?;
             let (management, lab_nic) =
                 interfaces(&text(conn.exec(command, None)?), &net0, lab_mac)?;
@@ -507,9 +524,12 @@ fn three_hosts(p: &ProxmoxSpec, guests: &[Guest]) -> Result<SshSpec> {
 }
 
 /// The manifest names the provider and the VMs.
-fn described(mut facts: HostFacts, p: &ProxmoxSpec) -> HostFacts {
+fn described(mut facts: HostFacts, p: &ProxmoxSpec, version: &str) -> HostFacts {
     let [dut, peer, spare] = vms(p);
     facts.provider = ProviderKind::Proxmox;
+    facts
+        .tools
+        .push(("pveversion (hypervisor)".into(), version.to_string()));
     facts.via = Some(format!(
         "proxmox {}: VM {} (DUT), VM {} (peer), VM {} (spare) cloned from {} on bridge {}; {}",
         p.host,
@@ -580,6 +600,34 @@ mod tests {
         assert!(format!("{e}").contains("[7101]"));
         assert!(verify(&Check::VmidsFree(vec![7100]), rows).is_ok());
         assert!(verify(&Check::ProxmoxVe, "Linux 6.1").is_err());
+    }
+
+    #[test]
+    fn guests_go_through_the_host_unless_the_scenario_names_a_route() {
+        let mut p: ProxmoxSpec = toml::from_str(
+            "host = \"root@pve\"\ntemplate_vmid = 9000\nfirst_vmid = 7100\ndut_cpus = [1]\n",
+        )
+        .unwrap();
+        let guests: Vec<Guest> = ["ens19", "ens20", "ens21"]
+            .iter()
+            .enumerate()
+            .map(|(i, nic)| Guest {
+                net0_mac: None,
+                management: Some(format!("10.0.0.{}", i + 7).parse().unwrap()),
+                lab_nic: Some(nic.to_string()),
+            })
+            .collect();
+        let spec = three_hosts(&p, &guests).unwrap();
+        let dut = spec.dut.unwrap();
+        assert_eq!(dut.target, "root@10.0.0.7");
+        assert_eq!(dut.interface, "ens19");
+        assert_eq!(dut.cpus, vec![1]);
+        assert!(dut.options[0].ends_with("-W %h:%p 'root@pve'"));
+        assert_eq!(spec.observer.unwrap().interface, "tap7100i1");
+        p.guest_options = vec!["ProxyJump=bastion".into()];
+        let peer = three_hosts(&p, &guests).unwrap().peer.unwrap();
+        assert_eq!(peer.options, vec!["ProxyJump=bastion".to_string()]);
+        assert_eq!(peer.address, Some("192.0.2.2".parse().unwrap()));
     }
 
     #[test]
