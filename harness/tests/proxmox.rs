@@ -527,4 +527,5 @@ fn the_bakeoff_runs_on_three_vms_of_a_standin_proxmox_host_and_leaves_nothing() 
     assert_eq!(standin.leftovers(), Vec::<String>::new());
     drop(standin);
     assert_exit(&linecard(&["lab", "down"]), 0, "lab down");
+    let _ = std::fs::remove_dir_all(&dir);
 }
