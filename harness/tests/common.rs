@@ -794,3 +794,26 @@ pub fn marked_processes() -> Vec<u32> {
         })
         .collect()
 }
+
+/// `linecard run SCENARIO --results RESULTS EXTRA...` in the background,
+/// its stdout discarded and its stderr (progress, errors) into `stderr`.
+#[allow(dead_code)]
+pub fn spawn_run(
+    scenario: &Path,
+    results: &Path,
+    extra: &[&str],
+    stderr: std::process::Stdio,
+) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_linecard"))
+        .args([
+            "run",
+            scenario.to_str().unwrap(),
+            "--results",
+            results.to_str().unwrap(),
+        ])
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap()
+}

@@ -284,18 +284,12 @@ fn interrupted_when(
     ready: &dyn Fn() -> bool,
 ) -> (Option<i32>, String) {
     let err = results.with_extension(format!("{what}.err"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_linecard"))
-        .args([
-            "run",
-            scenario.to_str().unwrap(),
-            "--results",
-            results.to_str().unwrap(),
-        ])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_run(
+        scenario,
+        results,
+        extra,
+        std::fs::File::create(&err).unwrap().into(),
+    );
     let deadline = Instant::now() + Duration::from_secs(120);
     while !ready() {
         assert!(
@@ -458,18 +452,7 @@ fn the_bakeoff_runs_on_three_vms_of_a_standin_proxmox_host_and_leaves_nothing() 
     standin.settings(&[("agent", 30.0)]);
     standin.forget_calls();
     let into = results.join("killed");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_linecard"))
-        .args([
-            "run",
-            short.to_str().unwrap(),
-            "--results",
-            into.to_str().unwrap(),
-        ])
-        .args(xdp_only)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_run(&short, &into, &xdp_only, Stdio::null());
     let deadline = Instant::now() + Duration::from_secs(60);
     while !standin.calls().contains("qm guest cmd 7100 ping") {
         assert!(

@@ -158,18 +158,12 @@ fn run_into_phase(
     extra: &[&str],
 ) -> (Child, PathBuf, i32) {
     let err = scenario.with_extension("err");
-    let child = Command::new(env!("CARGO_BIN_EXE_linecard"))
-        .args([
-            "run",
-            scenario.to_str().unwrap(),
-            "--results",
-            results.to_str().unwrap(),
-        ])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
+    let child = spawn_run(
+        scenario,
+        results,
+        extra,
+        std::fs::File::create(&err).unwrap().into(),
+    );
     let deadline = Instant::now() + Duration::from_secs(90);
     let tcpdump = loop {
         let pid = std::fs::read_dir(remote).ok().and_then(|runs| {

@@ -289,35 +289,12 @@ pub fn bring_up(p: &ProxmoxSpec) -> Vec<Step> {
 }
 
 /// The three-host table a proxmox run becomes, as far as it is known
-/// before the guests exist (their addresses and NICs are found later):
-/// what `Scenario::parse` holds to a three-host run's limits.
+/// before the guests exist: what `Scenario::parse` holds to a three-host
+/// run's limits. The same builder as the run's, with placeholder guests
+/// (no address yet, the NIC as [`LAB_NIC`]).
 pub fn three_hosts_shape(p: &ProxmoxSpec) -> crate::run::ssh::SshSpec {
-    let host = |target: &str, interface: &str, address: Option<&str>, cpus: Vec<usize>| {
-        Some(crate::run::ssh::HostSpec {
-            target: target.into(),
-            port: None,
-            options: Vec::new(),
-            interface: interface.into(),
-            address: address.and_then(|a| a.parse().ok()),
-            cpus,
-        })
-    };
-    crate::run::ssh::SshSpec {
-        target: None,
-        port: p.port,
-        identity: p.identity.clone(),
-        remote_dir: p.remote_dir.clone(),
-        lost_after_s: 60,
-        options: p.options.clone(),
-        dut: host("dut-guest", LAB_NIC, Some(spec::DUT.ipv4), p.dut_cpus()),
-        peer: host(
-            "peer-guest",
-            LAB_NIC,
-            Some(spec::PEER.ipv4),
-            p.peer_cpus.clone(),
-        ),
-        observer: host(&p.host, &capture_interface(p), None, Vec::new()),
-    }
+    execute::three_hosts(p, &execute::Guest::placeholders())
+        .expect("placeholder guests name an address and a NIC")
 }
 
 /// The capture: on the hypervisor, on the DUT's tap (`tap<vmid>i1`: net1).

@@ -109,10 +109,22 @@ struct Found {
 
 /// A guest as its configuration and its agent describe it.
 #[derive(Clone, Debug, Default)]
-struct Guest {
+pub(super) struct Guest {
     net0_mac: Option<String>,
     management: Option<IpAddr>,
     lab_nic: Option<String>,
+}
+
+impl Guest {
+    /// Three guests before any exists, for checking a scenario.
+    pub(super) fn placeholders() -> Vec<Guest> {
+        let guest = Guest {
+            net0_mac: None,
+            management: Some(IpAddr::from([0, 0, 0, 0])),
+            lab_nic: Some(LAB_NIC.into()),
+        };
+        vec![guest; 3]
+    }
 }
 
 fn host_connection(p: &ProxmoxSpec) -> Connection {
@@ -476,7 +488,7 @@ fn through(host: &Connection) -> String {
 
 /// The three-host table of the guests and the host: the DUT and the peer
 /// in their VMs, the observer on the hypervisor at the DUT's tap.
-fn three_hosts(p: &ProxmoxSpec, guests: &[Guest]) -> Result<SshSpec> {
+pub(super) fn three_hosts(p: &ProxmoxSpec, guests: &[Guest]) -> Result<SshSpec> {
     let own_route = p
         .guest_options
         .iter()
