@@ -346,6 +346,8 @@ fn poll(command: &str, timeout_s: u64, conn: &Connection) -> Result<()> {
             return Ok(());
         }
         let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        // `qm guest cmd` exits 255 too while the agent is not up; only
+        // ssh's own failure starts its message with "ssh:".
         if out.status.code() == Some(255) && said.starts_with("ssh:") {
             bail!("ssh could not reach or log in to {}: {said}", conn.target);
         }
