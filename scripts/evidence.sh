@@ -4,6 +4,10 @@
 # and status, and per DUT its analysis, canary and steal records, logs,
 # configurations and its capture when it is at most 2 MB (a larger one is
 # left out and named in MISSING-CAPTURES, its figures still in analysis/).
+# A daemon's keys never leave the run directory: in the copies, every
+# `secret = "..."` (linecardd) and `password "..."` (BIRD) says
+# "(redacted)" (the manifest names each key by id only; the scenario
+# test `no_shipped_secret_is_published` fails on a published one).
 # Usage: scripts/evidence.sh RUN_DIR...
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +21,13 @@ for run in "$@"; do
     (cd "$run" && find . -type f ! -name '*.pcap' ! -name '*.sock' -print0) |
         while IFS= read -r -d '' f; do
             mkdir -p "$into/$(dirname "$f")"
-            cp "$run/$f" "$into/$f"
+            case $f in
+            *.toml | *.conf)
+                sed -E 's/(secret = ")[^"]*"/\1(redacted)"/g; s/(password ")[^"]*"/\1(redacted)"/g' \
+                    "$run/$f" >"$into/$f"
+                ;;
+            *) cp "$run/$f" "$into/$f" ;;
+            esac
         done
     (cd "$run" && find . -type f -name '*.pcap' -print0) |
         while IFS= read -r -d '' f; do

@@ -11,5 +11,6 @@ pub mod config;
 pub mod daemon;
 pub mod echo;
 pub mod io;
+pub mod log;
 pub mod session;
 pub mod wire;

@@ -403,7 +403,14 @@ impl Capture {
         // From an observer over SSH: what it wrote, also when tcpdump
         // died early (a partial capture is kept, and marked).
         if let (Some(remote), Some((host, _))) = (&self.remote, &self.daemon.remote) {
-            host.conn.download(remote, &self.path)?;
+            if let Err(e) = host.conn.download(remote, &self.path) {
+                // The host's is the only whole copy: it stays there.
+                host.keep.store(true, std::sync::atomic::Ordering::Relaxed);
+                return Err(e.context(format!(
+                    "the capture stays on {} in {}",
+                    host.conn.target, host.dir
+                )));
+            }
         }
         Ok(CaptureOutcome {
             path: self.path.clone(),
@@ -689,7 +696,7 @@ pub fn start_bird_program(
     let dir = dir.join(name);
     std::fs::create_dir_all(&dir)?;
     let file = dir.join("bird.conf");
-    std::fs::write(&file, config)?;
+    crate::sys::write_private(&file, config.as_bytes())?;
     let s = |p: &Path| p.display().to_string();
     let args = vec![
         "-f".into(),

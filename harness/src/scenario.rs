@@ -12,9 +12,42 @@ mod fault;
 mod parse;
 pub mod programs;
 mod raw;
+pub mod value;
 
 use fault::parse_fault;
 use raw::*;
+
+/// A DUT's label as the name of its directory in a run (lowercase
+/// letters, digits and single `-`); its repeated attempts add `-2`, `-3`.
+/// `Scenario::parse` refuses labels whose directories would meet.
+pub fn slug(label: &str) -> String {
+    let s: String = label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    s.split('-')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+/// Whether DUTs labelled `a` and `b` would share a directory: the same
+/// slug, or one's slug another's repeated attempt (`xdp 2` and `xdp`).
+pub(crate) fn share_a_directory(a: &str, b: &str) -> bool {
+    let (a, b) = (slug(a), slug(b));
+    let attempt_of = |x: &str, y: &str| {
+        x.strip_prefix(y)
+            .and_then(|rest| rest.strip_prefix('-'))
+            .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+    };
+    a == b || attempt_of(&a, &b) || attempt_of(&b, &a)
+}
 
 /// Where the lab runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -303,9 +336,30 @@ pub struct SessionAuth {
     #[serde(rename = "type")]
     pub kind: String,
     pub key_id: u8,
-    /// Kept out of manifests and summaries: only its length is recorded.
-    #[serde(skip_serializing, default)]
+    /// Never written out: a manifest names the key by its id and the
+    /// first 8 hex digits of the secret's SHA-256 (`secret_sha256_8`),
+    /// enough to tell two keys apart and nothing to sign with.
+    #[serde(
+        rename(serialize = "secret_sha256_8"),
+        serialize_with = "fingerprint",
+        skip_deserializing,
+        default
+    )]
     pub secret: String,
+}
+
+/// The first 8 hex digits of the SHA-256 of `secret`.
+pub fn secret_fingerprint(secret: &str) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(secret.as_bytes())
+        .iter()
+        .take(4)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn fingerprint<S: serde::Serializer>(secret: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&secret_fingerprint(secret))
 }
 
 impl SessionAuth {

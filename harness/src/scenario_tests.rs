@@ -340,3 +340,183 @@ fn errors_name_file_key_and_value() {
             .contains("ssh.peer.address")
     );
 }
+
+#[test]
+fn every_value_that_reaches_a_command_refuses_shell_text_naming_its_key() {
+    let with = |provider: &str, table: &str| {
+        GOOD.replace(
+            "name = \"t\"\n",
+            &format!("name = \"t\"\nprovider = \"{provider}\"\n"),
+        )
+        .replace("[peer]", &format!("{table}[peer]"))
+    };
+    let proxmox = "[proxmox]\nhost = \"root@pve\"\ntemplate_vmid = 9000\nfirst_vmid = 7100\n\
+                   dut_cpus = [1]\n";
+    let hosts = "[ssh]\n[ssh.dut]\ntarget = \"root@d\"\ninterface = \"eth0\"\naddress = \"192.0.2.1\"\ncpus = [1]\n\
+                 [ssh.peer]\ntarget = \"root@p\"\ninterface = \"eth0\"\naddress = \"192.0.2.2\"\n\
+                 [ssh.observer]\ntarget = \"root@o\"\ninterface = \"br0\"\n";
+    assert!(parse(&with("proxmox", proxmox)).is_ok());
+    assert!(parse(&with("ssh", hosts)).is_ok());
+    // (provider, table text with VALUE where the hostile value goes, key)
+    let cases: &[(&str, String, &str)] = &[
+        ("ssh", "[ssh]\ntarget = VALUE\n".into(), "ssh.target"),
+        (
+            "ssh",
+            "[ssh]\ntarget = \"root@h\"\nremote_dir = VALUE\n".into(),
+            "ssh.remote_dir",
+        ),
+        (
+            "ssh",
+            "[ssh]\ntarget = \"root@h\"\noptions = [VALUE]\n".into(),
+            "ssh.options",
+        ),
+        (
+            "ssh",
+            hosts.replace("\"root@d\"", "VALUE"),
+            "ssh.dut.target",
+        ),
+        (
+            "ssh",
+            hosts.replace("\"br0\"", "VALUE"),
+            "ssh.observer.interface",
+        ),
+        (
+            "ssh",
+            hosts.replace("cpus = [1]\n", "cpus = [1]\noptions = [VALUE]\n"),
+            "ssh.dut.options",
+        ),
+        (
+            "proxmox",
+            proxmox.replace("\"root@pve\"", "VALUE"),
+            "proxmox.host",
+        ),
+        (
+            "proxmox",
+            format!("{proxmox}bridge = VALUE\n"),
+            "proxmox.bridge",
+        ),
+        (
+            "proxmox",
+            format!("{proxmox}dut_affinity = VALUE\n"),
+            "proxmox.dut_affinity",
+        ),
+        (
+            "proxmox",
+            format!("{proxmox}peer_affinity = VALUE\n"),
+            "proxmox.peer_affinity",
+        ),
+        (
+            "proxmox",
+            format!("{proxmox}guest_user = VALUE\n"),
+            "proxmox.guest_user",
+        ),
+        (
+            "proxmox",
+            format!("{proxmox}remote_dir = VALUE\n"),
+            "proxmox.remote_dir",
+        ),
+        (
+            "proxmox",
+            format!("{proxmox}options = [VALUE]\n"),
+            "proxmox.options",
+        ),
+        (
+            "proxmox",
+            format!("{proxmox}guest_options = [VALUE]\n"),
+            "proxmox.guest_options",
+        ),
+    ];
+    for (provider, table, key) in cases {
+        for hostile in crate::scenario::value::HOSTILE {
+            // An option's value may be shell text (a ProxyCommand); its
+            // key may not, nor may it span lines.
+            let hostile = if key.ends_with("options") && !hostile.contains('\n') {
+                format!("Bad Key={hostile}")
+            } else if key.ends_with("remote_dir") {
+                format!("/var/tmp/{hostile}")
+            } else {
+                hostile.to_string()
+            };
+            let value = toml::Value::String(hostile.clone()).to_string();
+            let said = error(&with(provider, &table.replace("VALUE", &value)));
+            assert!(
+                said.starts_with(&format!("s.toml: {key} = ")),
+                "{key} = {hostile:?}: {said}"
+            );
+        }
+    }
+    // A program's path reaches no shell (it is one argument of a
+    // command); only a path that cannot be one line is refused.
+    let program = GOOD.replace("max_flaps = 0", "max_flaps = 0\nlinecardd = \"a\\nb\"");
+    assert!(error(&program).starts_with("s.toml: dut[0].linecardd = "));
+}
+
+#[test]
+fn labels_whose_directories_would_meet_are_refused() {
+    let two = |a: &str, b: &str| {
+        let second = GOOD[GOOD.find("[[dut]]").unwrap()..]
+            .replace("\"xdp\"\nimpl", &format!("\"{b}\"\nimpl"));
+        format!(
+            "{}{second}",
+            GOOD.replace("label = \"xdp\"", &format!("label = \"{a}\""))
+        )
+    };
+    assert!(parse(&two("xdp", "naive")).is_ok());
+    assert!(error(&two("xdp A", "xdp-a"))
+        .contains("dut[1].label = xdp-a: its directory (xdp-a) would meet"));
+    assert!(error(&two("xdp", "XDP 2")).contains("dut[1].label = XDP 2"));
+    assert!(error(&two("!!!", "xdp")).contains("dut[0].label = !!!: needs a letter or digit"));
+}
+
+#[test]
+fn no_shipped_secret_is_published() {
+    let mut secrets = Vec::new();
+    for entry in std::fs::read_dir(repo().join("scenarios")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let s = Scenario::load(&path, &repo().join("stress-profiles")).unwrap();
+            if let Some(auth) = &s.sessions.auth {
+                // Keyed authentication puts no secret on the wire, so the
+                // captures need no scan; a simple password would.
+                assert_ne!(
+                    auth.auth_type(),
+                    linecard_api::AuthType::SimplePassword,
+                    "{}: a password in clear is in every capture",
+                    path.display()
+                );
+                let json = serde_json::to_string(auth).unwrap();
+                assert!(
+                    !json.contains(&auth.secret),
+                    "a manifest would hold it: {json}"
+                );
+                assert!(json.contains(&secret_fingerprint(&auth.secret)), "{json}");
+                secrets.push(auth.secret.clone());
+            }
+        }
+    }
+    assert!(
+        !secrets.is_empty(),
+        "no shipped scenario has a key: the scan proves nothing"
+    );
+    let mut files = vec![repo().join("docs/evidence")];
+    let mut scanned = 0;
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        } else if path
+            .extension()
+            .is_none_or(|e| e != "pcap" && e != "parquet")
+        {
+            let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+            for secret in &secrets {
+                assert!(
+                    !text.contains(secret.as_str()),
+                    "{} holds a shipped secret",
+                    path.display()
+                );
+            }
+            scanned += 1;
+        }
+    }
+    assert!(scanned > 100, "only {scanned} files under docs/evidence");
+}

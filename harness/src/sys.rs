@@ -158,6 +158,25 @@ pub fn join_cpuset_on_exec(cmd: &mut Command, cpuset_dir: &Path) {
 }
 
 /// CLOCK_REALTIME in ns: the captures' clock, for phase boundaries.
+/// Writes `bytes` to `path`, readable and writable by its owner only
+/// (0600) from the moment it exists: for every file that may hold a key
+/// (a daemon's configuration, a staged scenario). An existing file is
+/// made 0600 before it is overwritten.
+pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.write_all(bytes)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
 pub fn unix_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

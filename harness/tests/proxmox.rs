@@ -17,8 +17,12 @@
 //!    the run is left.
 //! 2. A run interrupted (Ctrl-C) at each stage of the bring-up (clone,
 //!    start, the agent wait) and mid-phase leaves nothing either, and a
-//!    run killed outright is cleaned by `linecard teardown RUN_DIR`.
-//! 3. A VM ID in use is refused before anything is made.
+//!    run killed outright is cleaned by `linecard teardown RUN_DIR`, which
+//!    leaves a VM that was replaced meanwhile by someone else's.
+//! 3. Ownership: a VM someone else makes between the run's check and its
+//!    clone is never stopped or destroyed; a clone that fails mid-way is
+//!    removed (it carries the run's mark).
+//! 4. A VM ID in use is refused before anything is made.
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
 mod common;
@@ -118,6 +122,11 @@ impl StandIn {
 
     /// Writes the stand-in's settings with per-command delays (seconds).
     fn settings(&self, delays: &[(&str, f64)]) {
+        self.settings_with(delays, serde_json::Value::Null);
+    }
+
+    /// The settings with a fault of `qm clone` (standin-pve/README.md).
+    fn settings_with(&self, delays: &[(&str, f64)], clone_fault: serde_json::Value) {
         let d = self.dir.display();
         let delays: serde_json::Map<String, serde_json::Value> = delays
             .iter()
@@ -130,6 +139,7 @@ impl StandIn {
             // The DUT's XDP_TX must reach the bridge (see standin-pve/README.md).
             "xdp_tx_vms": [FIRST_VMID],
             "delays": delays,
+            "clone_fault": clone_fault,
         });
         std::fs::write(
             self.dir.join("state/standin.json"),
@@ -142,6 +152,19 @@ impl StandIn {
     /// [`StandIn::forget_calls`], a line each, as called.
     fn calls(&self) -> String {
         std::fs::read_to_string(self.dir.join("state/calls.log")).unwrap_or_default()
+    }
+
+    /// Runs the stand-in's own `qm` as an administrator on the host would
+    /// (in its network namespace only, as its sshd's sessions are).
+    fn qm(&self, args: &[&str]) {
+        let status = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{NS}"))
+            .arg(repo().join("harness/tests/standin-pve/qm"))
+            .args(args)
+            .env("LC_STANDIN_STATE", self.dir.join("state"))
+            .status()
+            .unwrap();
+        assert!(status.success(), "qm {args:?}");
     }
 
     fn forget_calls(&self) {
@@ -159,7 +182,7 @@ impl StandIn {
              options = [\"ProxyCommand=ip netns exec {NS} nc 127.0.0.1 22\", \
              \"StrictHostKeyChecking=no\", \"{known}\"]\n\
              guest_options = [{route}\"StrictHostKeyChecking=no\", \"{known}\"]\n\
-             template_vmid = {TEMPLATE}\nfirst_vmid = {FIRST_VMID}\nbridge = \"lcbr0\"\n\
+             template_vmid = {TEMPLATE}\nfirst_vmid = {FIRST_VMID}\n\
              dut_cores = 2\ndut_affinity = \"{dut_cpu}\"\npeer_affinity = \"{rest}\"\n\
              dut_cpus = [{dut_cpu}]\npeer_cpus = [{rest}]\nagent_timeout_s = 20\n\
              remote_dir = \"{d}/r\"\n\n",
@@ -188,12 +211,15 @@ impl StandIn {
                 left.push(format!("namespace {line}"));
             }
         }
-        let bridge = Command::new("ip")
-            .args(["-n", NS, "link", "show", "lcbr0"])
+        // A run's bridge is `lcbr` and its token.
+        let links = Command::new("ip")
+            .args(["-n", NS, "-o", "link", "show"])
             .output()
             .unwrap();
-        if bridge.status.success() {
-            left.push("bridge lcbr0".into());
+        for line in String::from_utf8_lossy(&links.stdout).lines() {
+            if let Some(name) = line.split(": ").nth(1).filter(|n| n.starts_with("lcbr")) {
+                left.push(format!("bridge {name}"));
+            }
         }
         if std::fs::read_dir(self.dir.join("r")).is_ok_and(|mut d| d.next().is_some()) {
             left.push("staged files".into());
@@ -267,12 +293,22 @@ fn manifest(run: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).unwrap()).unwrap()
 }
 
-/// What the run directory's record still names as made on the host.
+/// What the run directory's record still names on the host: made, then
+/// pending.
 fn recorded(run: &Path) -> serde_json::Value {
     let record: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("proxmox-made.json")).unwrap())
             .unwrap();
-    record["made"].clone()
+    let mut named = record["made"].as_array().unwrap().clone();
+    named.extend(record["pending"].as_array().unwrap().iter().cloned());
+    serde_json::Value::Array(named)
+}
+
+/// No command of `calls` stopped or destroyed VM `id`.
+fn untouched(calls: &str, id: u32) -> bool {
+    !calls.lines().any(|l| {
+        l.starts_with(&format!("qm stop {id}")) || l.starts_with(&format!("qm destroy {id}"))
+    })
 }
 
 /// `linecard run` in the background; SIGINT once `ready` says so (bounded).
@@ -361,12 +397,12 @@ fn the_bakeoff_runs_on_three_vms_of_a_standin_proxmox_host_and_leaves_nothing() 
         for call in [
             "pveversion",
             "pvesh get /cluster/resources --type vm --output-format json",
-            "qm clone 9000 7100 --name lc-dut --full 0",
+            "qm clone 9000 7100 --name lc-dut-",
             "qm guest cmd 7101 network-get-interfaces",
             "qm destroy 7102 --purge 1",
         ] {
             assert!(
-                calls.lines().any(|l| l == call),
+                calls.lines().any(|l| l.starts_with(call)),
                 "never called: {call}\n{calls}"
             );
         }
@@ -404,7 +440,7 @@ fn the_bakeoff_runs_on_three_vms_of_a_standin_proxmox_host_and_leaves_nothing() 
     // Reached by a route of the scenario's own (one SSH hop a command).
     let short = scenario(&dir, "pvestop", &standin, 20, true);
     for (what, call) in [
-        ("clone", "qm clone 9000 7101 --name lc-peer --full 0"),
+        ("clone", "qm clone 9000 7101 --name lc-peer-"),
         ("start", "qm start 7100"),
         ("agent", "qm guest cmd 7100 ping"),
     ] {
@@ -414,7 +450,11 @@ fn the_bakeoff_runs_on_three_vms_of_a_standin_proxmox_host_and_leaves_nothing() 
         let into = results.join(format!("stop-{what}"));
         // The stand-in logs a call as it begins; its delay holds it there.
         let (code, said) = interrupted_when(&short, &into, &xdp_only, what, &|| {
-            standin.calls().ends_with(&format!("{call}\n"))
+            standin
+                .calls()
+                .lines()
+                .last()
+                .is_some_and(|l| l.starts_with(call))
         });
         assert_ne!(code, Some(0), "{what}: {said}");
         assert!(said.contains("interrupted"), "{what}: {said}");
@@ -448,7 +488,8 @@ fn the_bakeoff_runs_on_three_vms_of_a_standin_proxmox_host_and_leaves_nothing() 
     assert_eq!(standin.leftovers(), Vec::<String>::new(), "mid-phase");
 
     // 3. Killed outright during the bring-up: `linecard teardown` removes
-    // exactly what the record names.
+    // exactly what the record names and the host shows to be the run's;
+    // VM 7101, replaced meanwhile by someone else's, is left alone.
     standin.settings(&[("agent", 30.0)]);
     standin.forget_calls();
     let into = results.join("killed");
@@ -470,16 +511,70 @@ fn the_bakeoff_runs_on_three_vms_of_a_standin_proxmox_host_and_leaves_nothing() 
         "bridge and three VMs"
     );
     assert!(!standin.leftovers().is_empty());
+    standin.qm(&["stop", "7101"]);
+    standin.qm(&["destroy", "7101", "--purge", "1"]);
+    std::fs::write(
+        dir.join("state/qemu-server/7101.conf"),
+        "cores: 1\ndescription: linecard-ffffffff-run-20250101T000000Z\nname: lc-peer-ffffffff\n",
+    )
+    .unwrap();
+    standin.forget_calls();
     let out = linecard(&["teardown", run.to_str().unwrap()]);
     assert_exit(&out, 0, "linecard teardown");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("left Vm(7101): VM 7101 is named \"lc-peer-ffffffff\""),
+        "{said}"
+    );
+    assert!(untouched(&standin.calls(), 7101), "{}", standin.calls());
     assert_eq!(recorded(&run), serde_json::json!([]));
     assert_eq!(
         standin.leftovers(),
-        Vec::<String>::new(),
+        vec!["VM config 7101.conf".to_string()],
         "after linecard teardown"
     );
+    std::fs::remove_file(dir.join("state/qemu-server/7101.conf")).unwrap();
 
-    // 4. A VM ID in use: refused before anything is made.
+    // 4. Someone else makes VM 7100 between the run's check and its clone:
+    // the clone fails and nothing stops or destroys that VM; and a clone
+    // that fails after writing its configuration (7101) is removed.
+    for (vmid, kind) in [(7100, "taken"), (7101, "fails_after_config")] {
+        standin.settings_with(&[], serde_json::json!({"vmid": vmid, "kind": kind}));
+        standin.forget_calls();
+        let into = results.join(kind);
+        let out = linecard(&[
+            "run",
+            short.to_str().unwrap(),
+            "--results",
+            into.to_str().unwrap(),
+            profiles[0],
+            profiles[1],
+        ]);
+        assert_ne!(out.status.code(), Some(0), "{kind}");
+        let run = run_dir(&into, "pvestop");
+        assert_eq!(recorded(&run), serde_json::json!([]), "{kind}");
+        let calls = standin.calls();
+        if kind == "taken" {
+            assert!(
+                untouched(&calls, 7100),
+                "someone else's VM touched:\n{calls}"
+            );
+            assert!(
+                calls.lines().any(|l| l == "qm config 7100"),
+                "its owner never read back:\n{calls}"
+            );
+            assert_eq!(standin.leftovers(), vec!["VM config 7100.conf".to_string()]);
+            std::fs::remove_file(dir.join("state/qemu-server/7100.conf")).unwrap();
+        } else {
+            assert!(
+                calls.lines().any(|l| l == "qm destroy 7101 --purge 1"),
+                "the half-made clone was left:\n{calls}"
+            );
+        }
+        assert_eq!(standin.leftovers(), Vec::<String>::new(), "{kind}");
+    }
+
+    // 5. A VM ID in use: refused before anything is made.
     std::fs::copy(
         dir.join(format!("state/qemu-server/{TEMPLATE}.conf")),
         dir.join("state/qemu-server/7102.conf"),

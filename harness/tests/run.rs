@@ -206,6 +206,33 @@ fn a_run_whose_capture_dies_is_failed_and_keeps_the_partial_capture() {
             .map(|e| e.path().join("xdp"))
             .filter(|d| d.join("canary.jsonl").exists());
         if let Some(dut_dir) = started {
+            // One lab at a time: a second run and a `lab down` meanwhile
+            // are refused naming this one, and touch nothing.
+            let second = results.join("second");
+            let out = linecard(&[
+                "run",
+                repo().join("scenarios/smoke.toml").to_str().unwrap(),
+                "--only",
+                "xdp",
+                "--results",
+                second.to_str().unwrap(),
+            ]);
+            assert_exit(&out, 2, "a second run while the first holds the lab");
+            let holder = format!("another linecard holds the lab: PID {}", run.id());
+            assert!(
+                String::from_utf8_lossy(&out.stderr).contains(&holder),
+                "{out:?}"
+            );
+            assert!(
+                !second.join("smoke").exists(),
+                "the refused run made a run directory"
+            );
+            let out = linecard(&["lab", "down"]);
+            assert_exit(&out, 2, "lab down while a run holds the lab");
+            assert!(
+                String::from_utf8_lossy(&out.stderr).contains(&holder),
+                "{out:?}"
+            );
             std::thread::sleep(Duration::from_secs(2));
             let pids = captures_writing_into(&dut_dir);
             assert_eq!(pids.len(), 1, "exactly one capture of ours: {pids:?}");

@@ -160,12 +160,12 @@ impl Responder {
                     let priority = want.priority;
                     match &got {
                         ThreadPolicy::Deadline { .. } => {}
-                        ThreadPolicy::Fifo { why_not_deadline, .. } => eprintln!(
-                            "linecardd: the responder runs at SCHED_FIFO {priority}, not SCHED_DEADLINE ({why_not_deadline}): RT throttling can hold the first Down and the own clock for ~50 ms a second under RT load"
-                        ),
-                        ThreadPolicy::Normal { why } => eprintln!(
-                            "linecardd: the responder runs at normal priority ({why}): the first Down and the own clock wait for the scheduler"
-                        ),
+                        ThreadPolicy::Fifo { why_not_deadline, .. } => crate::log::line(&format!(
+                            "the responder runs at SCHED_FIFO {priority}, not SCHED_DEADLINE ({why_not_deadline}): RT throttling can hold the first Down and the own clock for ~50 ms a second under RT load"
+                        )),
+                        ThreadPolicy::Normal { why } => crate::log::line(&format!(
+                            "the responder runs at normal priority ({why}): the first Down and the own clock wait for the scheduler"
+                        )),
                     }
                     *policy_slot.lock().expect("set once, never poisoned") = Some(got);
                     let shared = Shared {

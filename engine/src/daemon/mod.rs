@@ -582,14 +582,7 @@ impl Engine {
 }
 
 fn log(line: &str) {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    eprintln!(
-        "{}.{:06} linecardd: {line}",
-        now.as_secs(),
-        now.subsec_micros()
-    );
+    crate::log::line(line);
 }
 
 fn log_transition(spec: &SessionSpec, t: &Transition) {

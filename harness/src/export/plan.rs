@@ -39,7 +39,7 @@ pub fn plan(scenario: &Scenario) -> String {
             p.dut_cpus(),
             peer.1,
             spare.1,
-            p.bridge,
+            p.bridge.as_deref().unwrap_or("lcbr<the run's token>"),
             crate::run::proxmox::capture_interface(p)
         ));
     }

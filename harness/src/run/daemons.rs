@@ -581,7 +581,7 @@ fn spawn_linecardd(
 ) -> Result<(Daemon, PathBuf)> {
     let socket = dir.join(format!("{}.sock", host.name));
     let config = dir.join(format!("{}.toml", host.name));
-    std::fs::write(
+    crate::sys::write_private(
         &config,
         linecardd_config(
             &host.site,
@@ -591,7 +591,8 @@ fn spawn_linecardd(
             pairs,
             offload_only,
             &socket,
-        ),
+        )
+        .as_bytes(),
     )?;
     let daemon = Daemon::spawn(
         host.name,

@@ -25,7 +25,7 @@
 use super::daemons::{self, Bfd, EngineSite, Pair};
 use super::provider::{HostFacts, Provider};
 use super::site::{BfdDaemon, CaptureRun, DutDir, Prepared, Process, Recorder, Role, Site};
-use super::ssh::{quote, Connection, HostSpec, RemoteHost, SshSpec};
+use super::ssh::{quote, Connection, HostSpec, Mode, RemoteHost, SshSpec};
 use super::{RunOptions, RunResult};
 use crate::procs::{self, Capture, Daemon};
 use crate::scenario::{DutImplementation, DutSpec, PeerImplementation, ProviderKind, Scenario};
@@ -47,9 +47,10 @@ impl Hosts {
         [&self.dut, &self.peer, &self.observer]
     }
 
-    /// A DUT attempt's directory on every host.
-    fn remote_dir(&self, dir: &DutDir) -> String {
-        format!("{}/{}", self.dut.dir, dir.name)
+    /// A DUT attempt's directory on `host` (in the run's own directory
+    /// there).
+    fn attempt_dir(host: &RemoteHost, dir: &DutDir) -> String {
+        format!("{}/{}", host.dir, dir.name)
     }
 }
 
@@ -97,13 +98,7 @@ pub fn run_described(
     options: &RunOptions,
     describe: &dyn Fn(HostFacts) -> HostFacts,
 ) -> Result<RunResult> {
-    let run_id = options
-        .run_id
-        .clone()
-        .unwrap_or_else(|| super::run_id(unix_ns() / 1_000_000_000));
-    let marker = format!("{run_id}-{}", std::process::id());
-    let staged = format!("{}/{run_id}", spec.remote_dir);
-    let mut hosts = Vec::new();
+    let mut probed = Vec::new();
     for (role, host) in [
         ("dut", &spec.dut),
         ("peer", &spec.peer),
@@ -115,15 +110,46 @@ pub fn run_described(
         let conn = spec.connection_to(host);
         let online_cpus = probe(scenario, role, host, &conn)
             .with_context(|| format!("checking the {role} host {}", host.target))?;
+        probed.push((role, host, conn, online_cpus));
+    }
+    // A run directory only once every host answered.
+    let run_id = match &options.run_id {
+        Some(id) => id.clone(),
+        None => super::new_run_dir(&options.results, &scenario.name, unix_ns())?.0,
+    };
+    let marker = format!("{run_id}-{}", std::process::id());
+    let local_dir = options.results.join(&scenario.name).join(&run_id);
+    // Each host's own private directory for the run, noted here before
+    // anything is staged in it.
+    let mut hosts: Vec<Arc<RemoteHost>> = Vec::new();
+    let mut note = String::new();
+    for (role, host, conn, online_cpus) in probed {
+        let made = conn
+            .private_dir(&spec.remote_dir)
+            .with_context(|| format!("making the run's directory on the {role} host"));
+        let dir = match made {
+            Ok(dir) => dir,
+            Err(e) => {
+                for made in &hosts {
+                    let _ = made
+                        .conn
+                        .exec(&format!("rm -rf {}", quote(&made.dir)), None);
+                }
+                return Err(e);
+            }
+        };
+        note.push_str(&format!("{role} {} {dir}\n", conn.target));
         hosts.push(Arc::new(RemoteHost {
             role,
             conn,
             spec: host.clone(),
-            dir: staged.clone(),
+            dir,
             marker: marker.clone(),
             online_cpus,
+            keep: std::sync::atomic::AtomicBool::new(false),
         }));
     }
+    std::fs::write(local_dir.join(super::ssh::STAGING_RECORD), note)?;
     let (observer, peer, dut) = (hosts.pop(), hosts.pop(), hosts.pop());
     let hosts = Hosts {
         dut: dut.expect("three hosts"),
@@ -140,7 +166,11 @@ pub fn run_described(
             hosts.observer.conn.target,
             hosts.observer.spec.interface
         );
-        super::run_prepared(scenario, options, facts, &|dut, run_dir, _, name| {
+        let options = RunOptions {
+            run_id: Some(run_id.clone()),
+            ..options.clone()
+        };
+        super::run_prepared(scenario, &options, facts, &|dut, run_dir, _, name| {
             super::dut::run_dut(&hosts, scenario, dut, run_dir, name)
         })
     });
@@ -249,15 +279,10 @@ fn probe(
     Ok(cpus)
 }
 
-/// Makes the run's directory on every host, copies this build's
+/// Copies this build's
 /// `linecard` (the canary) and `linecardd` to the DUT's, and describes the
 /// DUT's host for the manifest.
 fn stage(hosts: &Hosts) -> Result<HostFacts> {
-    for host in hosts.all() {
-        host.conn
-            .exec(&format!("mkdir -p {}", quote(&host.dir)), None)
-            .with_context(|| format!("making {} on the {} host", host.dir, host.role))?;
-    }
     let dut = &hosts.dut;
     for (binary, name) in [
         (std::env::current_exe()?, "linecard"),
@@ -266,7 +291,7 @@ fn stage(hosts: &Hosts) -> Result<HostFacts> {
         let bytes =
             std::fs::read(&binary).with_context(|| format!("reading {}", binary.display()))?;
         dut.conn
-            .upload(&bytes, &format!("{}/{name}", dut.dir), true)?;
+            .upload(&bytes, &format!("{}/{name}", dut.dir), Mode::Program)?;
     }
     let mut facts = super::ssh::host_facts(&dut.conn)?;
     facts.online_cpus = dut.online_cpus.clone();
@@ -387,8 +412,11 @@ fn start_frr(
     let vty = format!("{run_dir}/{name}");
     let config = format!("{vty}/bfdd.conf");
     host.conn.exec(&format!("mkdir -p {}", quote(&vty)), None)?;
-    host.conn
-        .upload(procs::frr_config(configured).as_bytes(), &config, false)?;
+    host.conn.upload(
+        procs::frr_config(configured).as_bytes(),
+        &config,
+        Mode::Readable,
+    )?;
     // bfdd drops privileges to frr:frr, which must be able to write there.
     host.conn
         .exec(&format!("chown -R frr:frr {}", quote(&vty)), None)?;
@@ -426,7 +454,7 @@ fn start_peer(scenario: &Scenario, hosts: &Hosts, run_dir: &str, dir: &Path) -> 
             host.conn.upload(
                 procs::bird_config(router_id, &configured).as_bytes(),
                 &config,
-                false,
+                Mode::Private,
             )?;
             let args = [
                 "-f",
@@ -484,8 +512,8 @@ fn start_dut(
                 None,
                 Path::new(&socket),
             );
-            host.conn.upload(text.as_bytes(), &config, false)?;
-            std::fs::write(dir.join("linecardd.toml"), &text)?;
+            host.conn.upload(text.as_bytes(), &config, Mode::Private)?;
+            crate::sys::write_private(&dir.join("linecardd.toml"), text.as_bytes())?;
             let daemon = Daemon::spawn_remote(
                 "linecardd",
                 host,
@@ -543,10 +571,11 @@ impl Site for Hosts {
     }
 
     fn prepare_dut(&self, _scenario: &Scenario, _dut: &DutSpec, dir: &DutDir) -> Result<Prepared> {
-        let remote_dir = self.remote_dir(dir);
         for host in self.all() {
-            host.conn
-                .exec(&format!("mkdir -p {}", quote(&remote_dir)), None)?;
+            host.conn.exec(
+                &format!("mkdir -p {}", quote(&Self::attempt_dir(host, dir))),
+                None,
+            )?;
         }
         Ok(Prepared {
             pairs: vec![pair(self)],
@@ -562,7 +591,7 @@ impl Site for Hosts {
     fn start_capture(&self, dir: &DutDir) -> Result<Box<dyn CaptureRun>> {
         Ok(Box::new(Capture::start_remote(
             &self.observer,
-            &self.remote_dir(dir),
+            &Self::attempt_dir(&self.observer, dir),
             &self.observer.spec.interface,
             &dir.local.join("capture.pcap"),
         )?))
@@ -578,7 +607,7 @@ impl Site for Hosts {
         Ok(Box::new(start_peer(
             scenario,
             self,
-            &self.remote_dir(dir),
+            &Self::attempt_dir(&self.peer, dir),
             &dir.local,
         )?))
     }
@@ -594,7 +623,7 @@ impl Site for Hosts {
             scenario,
             dut,
             self,
-            &self.remote_dir(dir),
+            &Self::attempt_dir(&self.dut, dir),
             &dir.local,
         )?))
     }
@@ -607,7 +636,7 @@ impl Site for Hosts {
         seconds: u64,
         dir: &DutDir,
     ) -> Result<Box<dyn Process>> {
-        let remote_dir = self.remote_dir(dir);
+        let remote_dir = Self::attempt_dir(&self.dut, dir);
         let out = format!("{remote_dir}/{}", recorder.record());
         let args = recorder.args(&self.dut.spec.cpus, seconds, &out);
         let program = format!("{}/linecard", self.dut.dir);
@@ -629,8 +658,17 @@ impl Site for Hosts {
 
     fn fetch_record(&self, recorder: Recorder, dir: &DutDir) -> Result<PathBuf> {
         let here = dir.local.join(recorder.record());
-        let there = format!("{}/{}", self.remote_dir(dir), recorder.record());
-        self.dut.conn.download(&there, &here)?;
+        let there = format!(
+            "{}/{}",
+            Self::attempt_dir(&self.dut, dir),
+            recorder.record()
+        );
+        if let Err(e) = self.dut.conn.download(&there, &here) {
+            self.dut
+                .keep
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            return Err(e.context(format!("it stays on {} in {there}", self.dut.conn.target)));
+        }
         Ok(here)
     }
 
@@ -644,7 +682,7 @@ impl Site for Hosts {
         Ok(Box::new(Daemon::spawn_remote(
             name,
             &self.dut,
-            &self.remote_dir(dir),
+            &Self::attempt_dir(&self.dut, dir),
             "stress-ng",
             args,
             log,

@@ -36,8 +36,10 @@ mod verdict;
 pub use status::RunStatus;
 
 use crate::rt_throttle;
-use crate::scenario::{DutImplementation, DutSpec, Family, PhaseSpec, ProviderKind, Scenario};
-use anyhow::{Context, Result};
+use crate::scenario::{
+    slug, DutImplementation, DutSpec, Family, PhaseSpec, ProviderKind, Scenario,
+};
+use anyhow::{bail, Context, Result};
 use judge::{Evidence, PhaseFigures, Verdict};
 use linecard_capture_analyzer::{Options, Phase};
 use serde::{Deserialize, Serialize};
@@ -196,22 +198,31 @@ pub fn run_id(unix_s: i64) -> String {
     )
 }
 
-/// A label as a directory name.
-fn slug(label: &str) -> String {
-    let s: String = label
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    s.split('-')
-        .filter(|p| !p.is_empty())
-        .collect::<Vec<_>>()
-        .join("-")
+/// Makes a new run's directory under `results/<scenario>/` and returns its
+/// id: `run_id` of `now_ns`, with `-2`, `-3`, ... when another run took
+/// that second. The directory is created exclusively (`mkdir`, never
+/// `mkdir -p` on the run's own level), so two runs never share one.
+pub fn new_run_dir(results: &Path, scenario: &str, now_ns: i64) -> Result<(String, PathBuf)> {
+    let parent = results.join(scenario);
+    std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
+    let base = run_id(now_ns / 1_000_000_000);
+    for n in 1..=1000 {
+        let id = if n == 1 {
+            base.clone()
+        } else {
+            format!("{base}-{n}")
+        };
+        let dir = parent.join(&id);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok((id, dir)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
+        }
+    }
+    bail!(
+        "{}: a thousand runs in one second already",
+        parent.display()
+    )
 }
 
 /// Progress on stderr: a bar on a terminal (indicatif), a plain line
@@ -374,11 +385,11 @@ fn run_prepared(
     run_one: &RunOne,
 ) -> Result<RunResult> {
     let started = unix_ns();
-    let run_id = options
-        .run_id
-        .clone()
-        .unwrap_or_else(|| run_id(started / 1_000_000_000));
-    let dir = options.results.join(&scenario.name).join(&run_id);
+    // A run id given is the caller's, whose directory it made already.
+    let (run_id, dir) = match &options.run_id {
+        Some(id) => (id.clone(), options.results.join(&scenario.name).join(id)),
+        None => new_run_dir(&options.results, &scenario.name, started)?,
+    };
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     if let Err(e) = space::lay_ballast(&dir) {
         // Nothing ran: leave nothing behind.

@@ -6,8 +6,9 @@
 //! (`hosts.rs`): the DUT and the peer are guests, the observer is the
 //! hypervisor, capturing on the DUT's tap (outside the device under test
 //! by construction). Teardown destroys exactly the VMs and the bridge the
-//! run created, recorded in the run directory before each is made
-//! (`proxmox/execute.rs`).
+//! run created (`proxmox/execute.rs`): each carries the run's [`Owner`]
+//! mark (a VM's name and description, the bridge's alias), and nothing is
+//! stopped or removed before the host shows that mark on it again.
 //!
 //! The plan is one list of [`Step`]s: `linecard run --dry-run` prints it
 //! and the executor runs it, so what a user reviews is what runs. A step's
@@ -15,12 +16,13 @@
 //! answered: it is printed as [`LAB_NIC`] and filled in when run.
 
 use crate::lab::spec;
+use crate::scenario::value::{self, quote};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 mod execute;
 
-pub use execute::{run, teardown_recorded, Made, RECORD};
+pub use execute::{run, teardown_recorded, Made, Teardown, RECORD};
 
 /// `[proxmox]` in a scenario.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -45,9 +47,10 @@ pub struct ProxmoxSpec {
     /// VM IDs `first_vmid`, +1, +2 for DUT, peer, spare; none may exist
     /// anywhere in the cluster.
     pub first_vmid: u32,
-    /// The isolated bridge, created for the run (no uplink, no address).
-    #[serde(default = "default_bridge")]
-    pub bridge: String,
+    /// The isolated bridge, created for the run (no uplink, no address);
+    /// unset, `lcbr` and the run's token, a name no other run takes.
+    #[serde(default)]
+    pub bridge: Option<String>,
     /// vCPUs of the DUT VM (the peer and spare get 2).
     #[serde(default = "default_dut_cores")]
     pub dut_cores: u32,
@@ -81,10 +84,6 @@ pub struct ProxmoxSpec {
     pub remote_dir: String,
 }
 
-fn default_bridge() -> String {
-    "lcbr0".into()
-}
-
 fn default_dut_cores() -> u32 {
     2
 }
@@ -99,6 +98,49 @@ fn default_agent_timeout_s() -> u64 {
 
 fn default_remote_dir() -> String {
     "/var/tmp/linecard".into()
+}
+
+/// Who a thing on the hypervisor belongs to: the run's id and a token
+/// drawn when the run starts. Every VM carries it in its name
+/// (`lc-dut-TOKEN`) and description, the bridge in its name (unless the
+/// scenario names one) and its alias; removal reads it back first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Owner {
+    pub run_id: String,
+    /// 8 hex digits from the kernel's random pool: two runs started in
+    /// the same second still differ.
+    pub token: String,
+}
+
+impl Owner {
+    /// A fresh owner for the run `run_id`.
+    pub fn draw(run_id: &str) -> std::io::Result<Self> {
+        use std::io::Read;
+        let mut bytes = [0u8; 4];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+        Ok(Self {
+            run_id: run_id.to_string(),
+            token: bytes.iter().map(|b| format!("{b:02x}")).collect(),
+        })
+    }
+
+    /// The VM name of `role`.
+    pub fn vm_name(&self, role: &str) -> String {
+        format!("lc-{role}-{}", self.token)
+    }
+
+    /// What a VM's description and the bridge's alias say: one word, so
+    /// that neither `qm` nor `ip` needs it quoted.
+    pub fn mark(&self) -> String {
+        format!("linecard-{}-run-{}", self.token, self.run_id)
+    }
+
+    /// The bridge's name: the scenario's, else `lcbr` and the token.
+    pub fn bridge(&self, p: &ProxmoxSpec) -> String {
+        p.bridge
+            .clone()
+            .unwrap_or_else(|| format!("lcbr{}", self.token))
+    }
 }
 
 /// Stands in a command for the lab NIC the guest agent names (by its MAC).
@@ -122,8 +164,11 @@ pub enum Effect {
     Check(Check),
     /// Must fail: the name is free.
     Absent,
-    /// Creates this; recorded in the run directory before it runs.
+    /// Creates this, marked as the run's; recorded as pending before it
+    /// runs and as made once it succeeded.
     Creates(Made),
+    /// Reads back whose this is: the output must carry the run's mark.
+    Owned(Made),
     /// Repeated each second until it succeeds, for at most
     /// `agent_timeout_s`.
     Poll,
@@ -167,6 +212,107 @@ impl ProxmoxSpec {
         }
     }
 
+    /// Problems with the table, as (key, value, why): every value that
+    /// reaches a command on the hypervisor or a guest has its shape
+    /// (`scenario::value`), checked when the scenario is read.
+    pub fn check(&self) -> Result<(), (String, String, &'static str)> {
+        let err = |key: &str, value: &dyn std::fmt::Display, why| {
+            Err((key.to_string(), value.to_string(), why))
+        };
+        if let Err(why) = value::ssh_target(&self.host) {
+            return err("host", &self.host, why);
+        }
+        if self.port == Some(0) {
+            return err("port", &0, "must be 1 to 65535");
+        }
+        if let Some(key) = &self.identity {
+            if let Err(why) = value::program_path(&key.display().to_string()) {
+                return err("identity", &key.display(), why);
+            }
+        }
+        for (key, options) in [
+            ("options", &self.options),
+            ("guest_options", &self.guest_options),
+        ] {
+            for o in options {
+                if let Err(why) = value::ssh_option(o) {
+                    return err(key, o, why);
+                }
+            }
+        }
+        // Proxmox's VM IDs: 100 to 999999999; the plan takes three.
+        const VMIDS: std::ops::RangeInclusive<u32> = 100..=999_999_997;
+        if !VMIDS.contains(&self.template_vmid) {
+            return err(
+                "template_vmid",
+                &self.template_vmid,
+                "Proxmox VM IDs are 100 to 999999999",
+            );
+        }
+        if !VMIDS.contains(&self.first_vmid) {
+            return err(
+                "first_vmid",
+                &self.first_vmid,
+                "must be 100 to 999999997 (the run takes it and the next two)",
+            );
+        }
+        if (self.first_vmid..=self.first_vmid + 2).contains(&self.template_vmid) {
+            return err(
+                "first_vmid",
+                &self.first_vmid,
+                "the run's three VM IDs must not include the template's",
+            );
+        }
+        if let Some(bridge) = &self.bridge {
+            if let Err(why) = value::interface_name(bridge) {
+                return err("bridge", bridge, why);
+            }
+        }
+        if !(1..=512).contains(&self.dut_cores) {
+            return err("dut_cores", &self.dut_cores, "must be 1 to 512 vCPUs");
+        }
+        for (key, cpus) in [
+            ("dut_affinity", &self.dut_affinity),
+            ("peer_affinity", &self.peer_affinity),
+        ] {
+            if let Some(cpus) = cpus {
+                if let Err(why) = value::cpu_list(cpus) {
+                    return err(key, cpus, why);
+                }
+            }
+        }
+        for (key, cpus) in [("dut_cpus", &self.dut_cpus), ("peer_cpus", &self.peer_cpus)] {
+            if cpus.iter().any(|&c| c > value::MAX_CPU) {
+                return err(key, &format!("{cpus:?}"), "CPU numbers up to 8191");
+            }
+        }
+        if let Some(&cpu) = self
+            .dut_cpus
+            .iter()
+            .find(|&&c| c >= self.dut_cores as usize)
+        {
+            return err(
+                "dut_cpus",
+                &cpu,
+                "must be vCPUs of the DUT VM (0 to dut_cores - 1)",
+            );
+        }
+        if let Err(why) = value::user_name(&self.guest_user) {
+            return err("guest_user", &self.guest_user, why);
+        }
+        if !(1..=3600).contains(&self.agent_timeout_s) {
+            return err(
+                "agent_timeout_s",
+                &self.agent_timeout_s,
+                "must be 1 to 3600 seconds",
+            );
+        }
+        if let Err(why) = value::absolute_path(&self.remote_dir) {
+            return err("remote_dir", &self.remote_dir, why);
+        }
+        Ok(())
+    }
+
     fn affinity(&self, role: &str) -> Option<&str> {
         match role {
             "dut" => self.dut_affinity.as_deref(),
@@ -186,7 +332,7 @@ fn step(command: String, effect: Effect, why: &'static str) -> Step {
 
 /// Before anything is made: a Proxmox VE host, the template, the VM IDs
 /// and the bridge name free.
-pub fn checks(p: &ProxmoxSpec) -> Vec<Step> {
+pub fn checks(p: &ProxmoxSpec, owner: &Owner) -> Vec<Step> {
     vec![
         step(
             "pveversion".into(),
@@ -204,41 +350,46 @@ pub fn checks(p: &ProxmoxSpec) -> Vec<Step> {
             "the plan's VM IDs are free in the whole cluster: it never touches a VM it did not create",
         ),
         step(
-            format!("ip link show {}", p.bridge),
+            format!("ip link show {}", quote(&owner.bridge(p))),
             Effect::Absent,
             "the bridge name is free: it never touches a bridge it did not create",
         ),
     ]
 }
 
-/// The bridge and the three VMs, booted.
-pub fn creation(p: &ProxmoxSpec) -> Vec<Step> {
+/// The bridge and the three VMs, booted. Each creation marks what it
+/// makes as the run's ([`Owner::mark`]) in the same command.
+pub fn creation(p: &ProxmoxSpec, owner: &Owner) -> Vec<Step> {
+    let bridge = owner.bridge(p);
     let mut steps = vec![step(
         format!(
-            "ip link add name {b} type bridge && ip link set {b} up",
-            b = p.bridge
+            "ip link add name {b} type bridge && ip link set {b} alias {mark} && ip link set {b} up",
+            b = quote(&bridge),
+            mark = quote(&owner.mark())
         ),
-        Effect::Creates(Made::Bridge(p.bridge.clone())),
-        "an isolated bridge for test traffic: no uplink, no address, created by this run",
+        Effect::Creates(Made::Bridge(bridge.clone())),
+        "an isolated bridge for test traffic: no uplink, no address, marked as this run's by its alias",
     )];
     for (role, id, host) in vms(p) {
         let cores = if role == "dut" { p.dut_cores } else { 2 };
         let affinity = p
             .affinity(role)
-            .map_or(String::new(), |cpus| format!(" --affinity {cpus}"));
+            .map_or(String::new(), |cpus| format!(" --affinity {}", quote(cpus)));
         steps.push(step(
             format!(
-                "qm clone {} {id} --name lc-{role} --full 0",
-                p.template_vmid
+                "qm clone {} {id} --name {} --description {} --full 0",
+                p.template_vmid,
+                quote(&owner.vm_name(role)),
+                quote(&owner.mark())
             ),
             Effect::Creates(Made::Vm(id)),
-            "a linked clone of the template",
+            "a linked clone of the template, named and described as this run's",
         ));
         steps.push(step(
             format!(
                 "qm set {id} --cores {cores} --cpu host --agent enabled=1 --net1 virtio={},bridge={},firewall=0{affinity}",
                 host.mac.to_uppercase(),
-                p.bridge
+                quote(&bridge)
             ),
             Effect::Run,
             "the lab's fixed MAC on the isolated bridge (net0 stays the management network); the VM's vCPUs where the scenario pins them",
@@ -284,8 +435,8 @@ pub fn guests(p: &ProxmoxSpec) -> Vec<Step> {
 }
 
 /// The whole bring-up, in order.
-pub fn bring_up(p: &ProxmoxSpec) -> Vec<Step> {
-    [checks(p), creation(p), guests(p)].concat()
+pub fn bring_up(p: &ProxmoxSpec, owner: &Owner) -> Vec<Step> {
+    [checks(p, owner), creation(p, owner), guests(p)].concat()
 }
 
 /// The three-host table a proxmox run becomes, as far as it is known
@@ -302,12 +453,31 @@ pub fn capture_interface(p: &ProxmoxSpec) -> String {
     format!("tap{}i1", p.first_vmid)
 }
 
-/// Removes one thing the run made (both commands are tried).
+/// Reads back whose `made` is: its output must show `owner`'s mark
+/// ([`Effect::Owned`]) before any removal of it runs.
+pub fn ownership(made: &Made) -> Step {
+    match made {
+        Made::Vm(id) => step(
+            format!("qm config {id}"),
+            Effect::Owned(made.clone()),
+            "the VM is still this run's: its description carries the run's mark",
+        ),
+        Made::Bridge(name) => step(
+            format!("ip -d -o link show {}", quote(name)),
+            Effect::Owned(made.clone()),
+            "the bridge is still this run's: its alias carries the run's mark",
+        ),
+    }
+}
+
+/// Removes one thing the run made, once [`ownership`] showed it is the
+/// run's (both commands are tried). No `--skiplock`: a lock is someone
+/// else's operation (a backup, a migration), never overridden.
 pub fn removal(made: &Made) -> Vec<Step> {
     match made {
         Made::Vm(id) => vec![
             step(
-                format!("qm stop {id} --skiplock 1"),
+                format!("qm stop {id}"),
                 Effect::Run,
                 "stop the VM this run cloned",
             ),
@@ -318,21 +488,25 @@ pub fn removal(made: &Made) -> Vec<Step> {
             ),
         ],
         Made::Bridge(name) => vec![step(
-            format!("ip link del {name}"),
+            format!("ip link del {}", quote(name)),
             Effect::Run,
             "remove the isolated bridge",
         )],
     }
 }
 
-/// The teardown of everything `made`, last made first.
+/// The teardown of everything `made`, last made first: each thing's
+/// ownership read back, then its removal.
 pub fn teardown(made: &[Made]) -> Vec<Step> {
-    made.iter().rev().flat_map(removal).collect()
+    made.iter()
+        .rev()
+        .flat_map(|m| std::iter::once(ownership(m)).chain(removal(m)))
+        .collect()
 }
 
 /// What the whole plan would make, in order.
-pub fn everything(p: &ProxmoxSpec) -> Vec<Made> {
-    creation(p)
+pub fn everything(p: &ProxmoxSpec, owner: &Owner) -> Vec<Made> {
+    creation(p, owner)
         .into_iter()
         .filter_map(|s| match s.effect {
             Effect::Creates(m) => Some(m),
@@ -341,15 +515,16 @@ pub fn everything(p: &ProxmoxSpec) -> Vec<Made> {
         .collect()
 }
 
-/// The whole plan as text, for `--dry-run`.
-pub fn render(p: &ProxmoxSpec, scenario: &str) -> String {
+/// The whole plan as text, for `--dry-run`, with an example owner (a run
+/// draws its own token).
+pub fn render(p: &ProxmoxSpec, scenario: &str, owner: &Owner) -> String {
     let mut out = format!(
         "proxmox plan for scenario {scenario} on {} (dry run: nothing is executed; every \
-         command runs there over SSH)\n\nbring-up:\n",
-        p.host
+         command runs there over SSH; this plan's token is {}, a run draws its own)\n\nbring-up:\n",
+        p.host, owner.token
     );
     let line = |s: &Step| format!("  {}\n        # {}\n", s.command, s.why);
-    for s in bring_up(p) {
+    for s in bring_up(p, owner) {
         out.push_str(&line(&s));
     }
     let [dut, peer, _] = vms(p);
@@ -365,8 +540,16 @@ pub fn render(p: &ProxmoxSpec, scenario: &str) -> String {
         p.host,
         capture_interface(p)
     ));
-    out.push_str("\nteardown (also after a failure or Ctrl-C; exactly what was made):\n");
-    for s in teardown(&everything(p)) {
+    out.push_str(&format!(
+        "\nstaging on each guest and the host: a fresh private directory (mktemp -d {}/linecard.XXXXXXXX, 0711: root's, others may only pass through) \
+         for this build's linecard and linecardd, the run's files and its captures\n",
+        quote(&p.remote_dir)
+    ));
+    out.push_str(
+        "\nteardown (also after a failure or Ctrl-C; exactly what was made, each thing only \
+         once the host shows the run's mark on it):\n",
+    );
+    for s in teardown(&everything(p, owner)) {
         out.push_str(&line(&s));
     }
     out

@@ -14,7 +14,7 @@
 //! the remote run, which tears its lab down and is fetched as usual.
 
 use super::{provider::HostFacts, Manifest, RunOptions, RunResult, RunStatus, INTERRUPTED};
-use crate::scenario::{ProviderKind, Scenario};
+use crate::scenario::{value, ProviderKind, Scenario};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 mod connection;
 mod remote_host;
 
-pub(crate) use connection::quote;
+pub(crate) use crate::scenario::value::quote;
+pub(crate) use connection::Mode;
 pub(crate) use remote_host::cpu_list;
 pub use remote_host::RemoteHost;
 
@@ -109,6 +110,9 @@ pub struct Connection {
     pub options: Vec<String>,
 }
 
+/// The run directory's note of where the run is staged on its host.
+pub const STAGING_RECORD: &str = "remote-staging";
+
 fn default_remote_dir() -> String {
     "/var/tmp/linecard".into()
 }
@@ -117,16 +121,12 @@ fn default_lost_after_s() -> u64 {
     60
 }
 
-/// Letters, digits and `@._-:[]`: nothing a shell would interpret.
-fn plain_target(s: &str) -> bool {
-    !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "@._-:[]".contains(c))
-}
-
-fn check_options(options: &[String]) -> Result<(), String> {
-    match options.iter().find(|o| !o.contains('=')) {
-        Some(o) => Err(o.clone()),
+fn check_options(options: &[String]) -> Result<(), (String, &'static str)> {
+    match options
+        .iter()
+        .find_map(|o| value::ssh_option(o).err().map(|why| (o, why)))
+    {
+        Some((o, why)) => Err((o.clone(), why)),
         None => Ok(()),
     }
 }
@@ -160,26 +160,13 @@ impl SshSpec {
                 );
             }
         }
-        if let Some(target) = self.target.as_ref().filter(|t| !plain_target(t)) {
-            return err(
-                "target",
-                target.clone(),
-                "must be user@host or an ssh alias (letters, digits and @._-:[] only)",
-            );
+        if let Some(target) = &self.target {
+            if let Err(why) = value::ssh_target(target) {
+                return err("target", target.clone(), why);
+            }
         }
-        let safe_path = self.remote_dir.starts_with('/')
-            && self.remote_dir.len() > 1
-            && self
-                .remote_dir
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "/._-".contains(c))
-            && !self.remote_dir.contains("..");
-        if !safe_path {
-            return err(
-                "remote_dir",
-                self.remote_dir.clone(),
-                "must be an absolute path of letters, digits and /._- (no ..)",
-            );
+        if let Err(why) = value::absolute_path(&self.remote_dir) {
+            return err("remote_dir", self.remote_dir.clone(), why);
         }
         if !(1..=3600).contains(&self.lost_after_s) {
             return err(
@@ -191,8 +178,8 @@ impl SshSpec {
         if self.port == Some(0) {
             return err("port", "0".into(), "must be 1 to 65535");
         }
-        if let Err(o) = check_options(&self.options) {
-            return err("options", o, "each is an ssh -o option, Key=value");
+        if let Err((o, why)) = check_options(&self.options) {
+            return err("options", o, why);
         }
         for (role, host) in hosts {
             if let Some(host) = host {
@@ -228,31 +215,17 @@ impl SshSpec {
 
 impl HostSpec {
     fn check(&self, role: &str) -> Result<(), (&'static str, String, &'static str)> {
-        if !plain_target(&self.target) {
-            return Err((
-                "target",
-                self.target.clone(),
-                "must be user@host or an ssh alias (letters, digits and @._-:[] only)",
-            ));
+        if let Err(why) = value::ssh_target(&self.target) {
+            return Err(("target", self.target.clone(), why));
         }
         if self.port == Some(0) {
             return Err(("port", "0".into(), "must be 1 to 65535"));
         }
-        if let Err(o) = check_options(&self.options) {
-            return Err(("options", o, "each is an ssh -o option, Key=value"));
+        if let Err((o, why)) = check_options(&self.options) {
+            return Err(("options", o, why));
         }
-        let interface_ok = !self.interface.is_empty()
-            && self.interface.len() < 16
-            && self
-                .interface
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "._-@".contains(c));
-        if !interface_ok {
-            return Err((
-                "interface",
-                self.interface.clone(),
-                "must be an interface name (at most 15 letters, digits and ._-@)",
-            ));
+        if let Err(why) = value::interface_name(&self.interface) {
+            return Err(("interface", self.interface.clone(), why));
         }
         match (role, &self.address) {
             ("dut" | "peer", None) => {
@@ -281,7 +254,7 @@ impl HostSpec {
         let mut sorted = self.cpus.clone();
         sorted.sort_unstable();
         sorted.dedup();
-        if sorted.len() != self.cpus.len() || self.cpus.iter().any(|&c| c > 4095) {
+        if sorted.len() != self.cpus.len() || self.cpus.iter().any(|&c| c > value::MAX_CPU) {
             return Err(("cpus", format!("{:?}", self.cpus), "distinct CPU numbers"));
         }
         Ok(())
@@ -342,10 +315,14 @@ pub fn run(scenario: &Scenario, spec: &SshSpec, options: &RunOptions) -> Result<
         .connection()
         .context("a single-host [ssh] table has a target")?;
     let facts = host_facts(&conn).context("asking the host about itself")?;
-    let run_id = super::run_id(crate::sys::unix_ns() / 1_000_000_000);
-    let dir = options.results.join(&scenario.name).join(&run_id);
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let staged = format!("{}/{run_id}", spec.remote_dir);
+    let (run_id, dir) =
+        super::new_run_dir(&options.results, &scenario.name, crate::sys::unix_ns())?;
+    let staged = conn.private_dir(&spec.remote_dir)?;
+    // Where the run is on the host, for whoever must find it later.
+    std::fs::write(
+        dir.join(STAGING_RECORD),
+        format!("{} {staged}\n", conn.target),
+    )?;
     eprintln!(
         "staging the run on {} ({} CPUs, kernel {}) in {staged}",
         conn.target,
@@ -366,11 +343,18 @@ pub fn run(scenario: &Scenario, spec: &SshSpec, options: &RunOptions) -> Result<
          wait $!\n\
          echo $? > run.exit\n"
     );
-    conn.upload(script.as_bytes(), &format!("{staged}/run.sh"), false)?;
+    conn.upload(
+        script.as_bytes(),
+        &format!("{staged}/run.sh"),
+        Mode::Private,
+    )?;
     conn.exec(
         // In a subshell of its own: `cd && cmd &` would background the
         // whole list, holding this session's output open to the end.
-        &format!("cd {staged} && (setsid sh run.sh < /dev/null > /dev/null 2>&1 &)"),
+        &format!(
+            "cd {} && (setsid sh run.sh < /dev/null > /dev/null 2>&1 &)",
+            quote(&staged)
+        ),
         None,
     )
     .context("starting the run on the host")?;
@@ -381,20 +365,24 @@ pub fn run(scenario: &Scenario, spec: &SshSpec, options: &RunOptions) -> Result<
             let result = match fetch(&conn, &staged, scenario, &dir, facts.clone()) {
                 Ok(result) => result,
                 // It never got as far as a run directory (bad input there,
-                // a missing tool): its own words say why.
+                // a missing tool), or it did not come back whole: its own
+                // words say why, and the host keeps its copy.
                 Err(e) => {
                     let said = std::fs::read_to_string(&log).unwrap_or_default();
                     let last = said.lines().rev().find(|l| !l.trim().is_empty());
                     let status = RunStatus::Failed(format!(
-                        "the run on {} ended with exit {code} and no run directory came back ({e:#}); it said: {}",
+                        "the run on {} ended with exit {code} and no run directory came back whole ({e:#}); \
+                         it said: {}; everything it left is kept on the host in {}:{staged}",
                         conn.target,
-                        last.unwrap_or("nothing").trim()
+                        last.unwrap_or("nothing").trim(),
+                        conn.target
                     ));
-                    unfinished(scenario, &dir, &run_id, facts, status)?
+                    return unfinished(scenario, &dir, &run_id, facts, status);
                 }
             };
-            // The host keeps nothing of the run.
-            if let Err(e) = conn.exec(&format!("rm -rf {staged}"), None) {
+            // Every file came back whole (fetch verified it): the host
+            // keeps nothing of the run.
+            if let Err(e) = conn.exec(&format!("rm -rf {}", quote(&staged)), None) {
                 eprintln!(
                     "warning: could not remove {staged} on {}: {e:#}",
                     conn.target
@@ -414,18 +402,18 @@ pub fn run(scenario: &Scenario, spec: &SshSpec, options: &RunOptions) -> Result<
 
 /// Copies the binaries, the scenario and its profiles to `staged`.
 fn stage(scenario: &Scenario, conn: &Connection, options: &RunOptions, staged: &str) -> Result<()> {
-    conn.exec(&format!("mkdir -p {staged}/profiles"), None)?;
+    conn.exec(&format!("mkdir {}/profiles", quote(staged)), None)?;
     let linecard = std::env::current_exe()?;
     let linecardd = super::daemons::linecardd_binary();
     for (binary, name) in [(&linecard, "linecard"), (&linecardd, "linecardd")] {
         let bytes =
             std::fs::read(binary).with_context(|| format!("reading {}", binary.display()))?;
-        conn.upload(&bytes, &format!("{staged}/{name}"), true)?;
+        conn.upload(&bytes, &format!("{staged}/{name}"), Mode::Program)?;
     }
     conn.upload(
         remote_scenario(scenario)?.as_bytes(),
         &format!("{staged}/scenario.toml"),
-        false,
+        Mode::Private,
     )?;
     for entry in std::fs::read_dir(&options.profiles)
         .with_context(|| format!("reading {}", options.profiles.display()))?
@@ -440,7 +428,7 @@ fn stage(scenario: &Scenario, conn: &Connection, options: &RunOptions, staged: &
             conn.upload(
                 &std::fs::read(&path)?,
                 &format!("{staged}/profiles/{name}"),
-                false,
+                Mode::Private,
             )?;
         }
     }
@@ -472,13 +460,14 @@ fn follow(spec: &SshSpec, conn: &Connection, staged: &str, log: &Path) -> Result
             interrupted = true;
             eprintln!("interrupting the remote run (it tears its lab down)");
             let _ = conn.exec(
-                &format!("kill -INT $(cat {staged}/run.pid) 2>/dev/null"),
+                &format!("kill -INT $(cat {}/run.pid) 2>/dev/null", quote(staged)),
                 None,
             );
         }
         let script = format!(
-            "cat {staged}/run.exit 2>/dev/null || echo running; tail -c +{} {staged}/run.log 2>/dev/null",
-            offset + 1
+            "cat {s}/run.exit 2>/dev/null || echo running; tail -c +{} {s}/run.log 2>/dev/null",
+            offset + 1,
+            s = quote(staged)
         );
         match conn.exec(&script, None) {
             Ok(out) => {
@@ -528,28 +517,38 @@ fn fetch(
     dir: &Path,
     facts: HostFacts,
 ) -> Result<RunResult> {
-    let tar = conn
-        .exec(
-            &format!("cd {staged}/r/{} && tar -cf - .", scenario.name),
-            None,
-        )
-        .context("fetching the run directory")?;
-    // One run directory under results/<scenario>/ on the host.
+    let remote = format!("{staged}/r/{}", scenario.name);
+    // One run directory under results/<scenario>/ on the host, streamed
+    // from the host's tar into ours (a soak's captures need not fit in
+    // memory).
     let unpack = dir.join(".fetched");
     std::fs::create_dir_all(&unpack)?;
-    let mut child = Command::new("tar")
+    let mut sender = conn
+        .command()
+        .arg(format!("cd {} && tar -cf - .", quote(&remote)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("running ssh (is openssh-client installed?)")?;
+    let stream = sender.stdout.take().expect("piped");
+    let unpacked = Command::new("tar")
         .args(["-x", "-C"])
         .arg(&unpack)
-        .stdin(Stdio::piped())
-        .spawn()?;
-    child.stdin.take().expect("piped").write_all(&tar)?;
-    if !child.wait()?.success() {
-        bail!("unpacking the fetched run directory failed");
+        .stdin(stream)
+        .status()?;
+    let sent = sender.wait_with_output()?;
+    if !sent.status.success() || !unpacked.success() {
+        bail!(
+            "fetching the run directory: {}",
+            String::from_utf8_lossy(&sent.stderr).trim()
+        );
     }
     let remote_run = std::fs::read_dir(&unpack)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.is_dir())
         .context("the host's results hold no run directory")?;
+    verify_fetched(conn, &remote, &unpack)?;
     for entry in std::fs::read_dir(&remote_run)? {
         let entry = entry?;
         std::fs::rename(entry.path(), dir.join(entry.file_name()))?;
@@ -564,6 +563,44 @@ fn fetch(
     manifest.host.via = facts.via;
     manifest.scenario = scenario.clone();
     super::finish(dir.to_path_buf(), manifest)
+}
+
+/// Proves the copy of the host's `remote` directory in `local` whole:
+/// the same files, each of the same size and SHA-256.
+fn verify_fetched(conn: &Connection, remote: &str, local: &Path) -> Result<()> {
+    let listed = conn.exec(
+        &format!(
+            "cd {} && find . -type f -exec sha256sum {{}} +",
+            quote(remote)
+        ),
+        None,
+    )?;
+    let listed = String::from_utf8_lossy(&listed);
+    let mut count = 0;
+    for line in listed.lines() {
+        let Some((digest, name)) = line.split_once("  ") else {
+            continue;
+        };
+        let path = local.join(name);
+        let bytes = std::fs::read(&path)
+            .with_context(|| format!("{name} did not come back from {}", conn.target))?;
+        use sha2::Digest as _;
+        let here: String = sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        if here != digest {
+            bail!(
+                "{name} came back from {} different (sha256 {here}, the host's {digest})",
+                conn.target
+            );
+        }
+        count += 1;
+    }
+    if count == 0 {
+        bail!("the host listed no file of its run directory");
+    }
+    Ok(())
 }
 
 /// A run whose results never came back: the manifest says why and what
@@ -621,7 +658,6 @@ mod tests {
         assert_eq!(bad(|s| s.remote_dir = "/tmp/$(id)".into()), "remote_dir");
         assert_eq!(bad(|s| s.lost_after_s = 0), "lost_after_s");
         assert_eq!(bad(|s| s.options = vec!["-v".into()]), "options");
-        assert_eq!(quote("a'b"), r"'a'\''b'");
     }
 
     fn host(address: Option<&str>, cpus: Vec<usize>) -> HostSpec {
@@ -707,6 +743,7 @@ mod tests {
             dir: "/var/tmp/linecard/r1".into(),
             marker: "r1-42".into(),
             online_cpus: vec![0, 1],
+            keep: Default::default(),
         };
         assert_eq!(
             host.launch_line(
@@ -714,8 +751,8 @@ mod tests {
                 "/var/tmp/linecard/r1/linecardd",
                 &["--config".into(), "a b'c".into()]
             ),
-            "echo $$ > '/var/tmp/linecard/r1/x/linecardd.pid' && exec env LINECARD_RUN=r1-42 \
-             taskset -c 1 '/var/tmp/linecard/r1/linecardd' '--config' 'a b'\\''c'"
+            "echo $$ > /var/tmp/linecard/r1/x/linecardd.pid && exec env LINECARD_RUN=r1-42 \
+             taskset -c 1 /var/tmp/linecard/r1/linecardd --config \"a b'c\""
         );
         // The harness's own queries stay off the DUT's CPUs.
         assert_eq!(host.query_cpus(), vec![0]);

@@ -64,6 +64,26 @@ impl Scenario {
                     "each DUT needs a label of its own",
                 ));
             }
+            if slug(&d.label).is_empty() {
+                return Err(at.invalid(
+                    &format!("dut[{i}].label"),
+                    &d.label,
+                    "needs a letter or digit (it names the DUT's directory)",
+                ));
+            }
+            if let Some(other) = duts.iter().find(|o| share_a_directory(&o.label, &d.label)) {
+                return Err(at.invalid(
+                    &format!("dut[{i}].label"),
+                    &d.label,
+                    &format!(
+                        "its directory ({}) would meet that of the DUT labelled {:?} ({}): \
+                         labels differ in more than case and punctuation",
+                        slug(&d.label),
+                        other.label,
+                        slug(&other.label)
+                    ),
+                ));
+            }
             duts.push(at.dut(i, d, &sessions, remote)?);
         }
         if remote {
@@ -178,11 +198,12 @@ impl In<'_> {
                 &"(table)",
                 "only read with provider = \"proxmox\"",
             )),
-            (_, Some(p)) if p.first_vmid < 100 || p.template_vmid < 100 => Err(self.invalid(
-                "proxmox.first_vmid",
-                &p.first_vmid,
-                "Proxmox VM IDs start at 100",
-            )),
+            (_, Some(p)) => {
+                p.check().map_err(|(key, value, why)| {
+                    self.invalid(&format!("proxmox.{key}"), &value, why)
+                })?;
+                Ok(provider)
+            }
             _ => Ok(provider),
         }
     }

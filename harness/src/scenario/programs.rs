@@ -4,9 +4,11 @@
 //! (`bfdd = "/opt/frr/sbin/bfdd"` in `[peer]` or a `[[dut]]`, relative
 //! paths from the scenario file), and `linecard run --dut-binary
 //! LABEL=PATH` names one DUT's for a single run. Each named program is
-//! checked before anything starts (it exists, it is executable, it answers
-//! `--version`), and every program a run starts is recorded in its
-//! manifest with its path, SHA-256 and version ([`ProgramRecord`]).
+//! checked before anything starts (it exists, it is an executable file);
+//! it is asked its `--version` only by a run that will start it, never
+//! by `--dry-run` or `--check` (reviewing a scenario must not run what it
+//! names), and every program a run starts is recorded in its manifest
+//! with its path, SHA-256 and version ([`ProgramRecord`]).
 
 use super::{DutImplementation, DutSpec, PeerImplementation, Scenario};
 use linecard_api::InputError;
@@ -84,8 +86,8 @@ impl Programs {
                     ),
                 ));
             }
-            if text.is_empty() {
-                return Err((key.to_string(), "\"\"".into(), "an empty path".into()));
+            if let Err(why) = super::value::program_path(text) {
+                return Err((key.to_string(), format!("{text:?}"), why.into()));
             }
             // Absolute, so that the manifest names the file wherever it is
             // read.
@@ -232,10 +234,34 @@ fn version(program: &Path) -> Result<String, String> {
     Ok(first)
 }
 
-/// Checks every program the scenario names, before anything starts: it
-/// exists, it is an executable file, it answers `--version`. The error
-/// names the scenario file, the key and the path.
+/// Checks every program the scenario names without running any: it
+/// exists and is an executable file. The error names the scenario file,
+/// the key and the path.
 pub fn check(scenario: &Scenario) -> Result<(), InputError> {
+    each_named(scenario, |path| match std::fs::metadata(path) {
+        Err(e) => Some(format!("cannot be read: {e}")),
+        Ok(m) if !m.is_file() => Some("is not a file".to_string()),
+        Ok(m) if m.permissions().mode() & 0o111 == 0 => {
+            Some("is not executable (chmod +x)".to_string())
+        }
+        Ok(_) => None,
+    })
+}
+
+/// Runs each program the scenario names once with `--version`, as a run
+/// that is about to start them does: a program that does not answer is
+/// refused before anything starts.
+pub fn check_answers(scenario: &Scenario) -> Result<(), InputError> {
+    check(scenario)?;
+    each_named(scenario, |path| version(path).err())
+}
+
+/// `why(path)` of every program the scenario names; the first `Some` is
+/// the error, naming file, table, key and path.
+fn each_named(
+    scenario: &Scenario,
+    why: impl Fn(&Path) -> Option<String>,
+) -> Result<(), InputError> {
     let file = scenario.file.display().to_string();
     let sides = std::iter::once(("peer".to_string(), &scenario.peer_programs)).chain(
         scenario
@@ -246,15 +272,7 @@ pub fn check(scenario: &Scenario) -> Result<(), InputError> {
     );
     for (table, programs) in sides {
         for (key, path) in programs.named() {
-            let why = match std::fs::metadata(path) {
-                Err(e) => Some(format!("cannot be read: {e}")),
-                Ok(m) if !m.is_file() => Some("is not a file".to_string()),
-                Ok(m) if m.permissions().mode() & 0o111 == 0 => {
-                    Some("is not executable (chmod +x)".to_string())
-                }
-                Ok(_) => version(path).err(),
-            };
-            if let Some(why) = why {
+            if let Some(why) = why(path) {
                 return Err(InputError::invalid(
                     &file,
                     &format!("{table}.{key}"),

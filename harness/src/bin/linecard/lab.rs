@@ -7,6 +7,7 @@ use anyhow::Result;
 use clap::Subcommand;
 use linecard_harness::lab;
 use std::process::ExitCode;
+use std::time::Duration;
 
 #[derive(Subcommand)]
 pub(crate) enum LabCommand {
@@ -16,11 +17,17 @@ pub(crate) enum LabCommand {
         /// CPUs for the DUT (kernel list format, e.g. "1" or "2-3"); default: the last CPU
         #[arg(long)]
         dut_cpus: Option<String>,
+        /// When another linecard holds the lab (a run), wait up to this long
+        #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+        wait: u64,
         #[command(flatten)]
         output: Output,
     },
     /// Remove everything the lab created (anything named lc-*), also after a crash
     Down {
+        /// When another linecard holds the lab (a run), wait up to this long
+        #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+        wait: u64,
         #[command(flatten)]
         output: Output,
     },
@@ -65,13 +72,18 @@ pub(crate) enum LabCommand {
 
 pub(crate) fn run(command: LabCommand) -> Result<ExitCode> {
     match command {
-        LabCommand::Up { dut_cpus, output } => {
+        LabCommand::Up {
+            dut_cpus,
+            wait,
+            output,
+        } => {
             let mut options = lab::LabOptions::detect()?;
             if let Some(list) = dut_cpus {
                 options.dut_cpus = lab::spec::parse_cpu_list(&list).ok_or_else(|| {
                     anyhow::anyhow!("--dut-cpus {list:?} is not a CPU list like \"1\" or \"2-3\"")
                 })?;
             }
+            let _lab = linecard_harness::lock::take(Duration::from_secs(wait))?;
             let status = lab::up(&options)?;
             if output.json {
                 print_json(&status)?;
@@ -80,7 +92,8 @@ pub(crate) fn run(command: LabCommand) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        LabCommand::Down { output } => {
+        LabCommand::Down { wait, output } => {
+            let _lab = linecard_harness::lock::take(Duration::from_secs(wait))?;
             let removed = lab::down()?;
             if output.json {
                 print_json(&removed)?;

@@ -43,10 +43,12 @@ enum Command {
     Run(run::RunArgs),
     /// Remove what a proxmox run made on its host and did not remove (its process was killed)
     ///
-    /// A proxmox run records each VM and bridge in its run directory (proxmox-made.json)
-    /// before making it, with how to reach the host; this stops and destroys what the record
-    /// still names, exactly that, and nothing else. A run that ended by itself (also by error
-    /// or Ctrl-C) has already removed everything. Example: linecard teardown
+    /// A proxmox run records each VM and bridge in its run directory (proxmox-made.json),
+    /// with how to reach the host, and marks each with its run id and token (a VM's name
+    /// and description, the bridge's alias). This reads each recorded thing back and stops
+    /// and destroys it only when it still carries that mark; anything else (an ID reused by
+    /// someone since) is left and named. A run that ended by itself (also by error or
+    /// Ctrl-C) has already removed everything. Example: linecard teardown
     /// results/bakeoff-proxmox/20261205T101010Z
     Teardown {
         /// The run directory (results/<scenario>/<run-id>)
@@ -289,12 +291,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Lab(command) => lab::run(command),
         Command::Run(args) => run::scenario(args),
         Command::Teardown { run } => {
-            let removed = linecard_harness::run::proxmox::teardown_recorded(&run)?;
-            if removed.is_empty() {
+            let done = linecard_harness::run::proxmox::teardown_recorded(&run)?;
+            if done.removed.is_empty() && done.left.is_empty() {
                 println!("nothing of this run is left on its host");
             }
-            for made in removed {
+            for made in &done.removed {
                 println!("removed {made:?}");
+            }
+            for (made, why) in &done.left {
+                println!("left {made:?}: {why}");
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -31,6 +31,10 @@ pub(crate) struct RunArgs {
     /// Example: --dut-binary xdp=./target/release/linecardd
     #[arg(long = "dut-binary", value_name = "LABEL=PATH", value_parser = parse_dut_binary)]
     pub(crate) dut_binary: Vec<(String, std::path::PathBuf)>,
+    /// When another linecard holds the local lab, wait up to this long for
+    /// it (default: refuse at once, naming it)
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    pub(crate) wait: u64,
     #[command(flatten)]
     pub(crate) output: Output,
 }
@@ -56,6 +60,7 @@ pub(crate) fn scenario(args: RunArgs) -> Result<ExitCode> {
         check,
         dry_run,
         dut_binary,
+        wait,
         output,
     } = args;
     let profiles =
@@ -70,7 +75,8 @@ pub(crate) fn scenario(args: RunArgs) -> Result<ExitCode> {
         }
         dut.set_binary(std::path::absolute(&path)?);
     }
-    // Every program named, checked before anything starts.
+    // Every program named, checked before anything starts; only a run
+    // asks them their --version (below): reviewing runs nothing.
     linecard_harness::scenario::programs::check(&scenario)?;
     if let Some(label) = only
         .iter()
@@ -90,7 +96,11 @@ pub(crate) fn scenario(args: RunArgs) -> Result<ExitCode> {
         match &scenario.proxmox {
             Some(p) => print!(
                 "{}",
-                linecard_harness::run::proxmox::render(p, &scenario.name)
+                linecard_harness::run::proxmox::render(
+                    p,
+                    &scenario.name,
+                    &linecard_harness::run::proxmox::Owner::draw("RUN_ID")?
+                )
             ),
             None => print!("{}", linecard_harness::export::plan::plan(&scenario)),
         }
@@ -104,10 +114,17 @@ pub(crate) fn scenario(args: RunArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    // An ssh or proxmox scenario runs on its hosts, as root there.
-    if scenario.provider == linecard_harness::scenario::ProviderKind::Local {
+    linecard_harness::scenario::programs::check_answers(&scenario)?;
+    // An ssh or proxmox scenario runs on its hosts, as root there; a
+    // local one holds the lab for its whole run.
+    let _lab = if scenario.provider == linecard_harness::scenario::ProviderKind::Local {
         linecard_harness::sys::require_root("linecard run")?;
-    }
+        Some(linecard_harness::lock::take(
+            std::time::Duration::from_secs(wait),
+        )?)
+    } else {
+        None
+    };
     linecard_harness::run::install_interrupt_handler();
     let result = linecard_harness::run::run(
         &scenario,

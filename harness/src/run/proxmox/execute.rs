@@ -3,13 +3,19 @@
 //! the run made, whatever happened in between (an error, Ctrl-C).
 //!
 //! Everything the run makes on the host is written to the run directory's
-//! [`RECORD`] before it is made, with how to reach the host, so that
-//! `linecard teardown RUN_DIR` removes it after a crash of this process
-//! too; each thing leaves the record once it is removed. Every command
-//! sent to the host is logged with its outcome in `proxmox-steps.log`.
+//! [`RECORD`] with how to reach the host: as pending before its command
+//! runs, as made once it succeeded, so that `linecard teardown RUN_DIR`
+//! finds it after a crash of this process too. Nothing, pending or made,
+//! is stopped or removed until the host shows the run's mark on it
+//! (`ownership`): a clone that failed because someone else took the VM ID
+//! in the meantime leaves that VM alone. Each thing leaves the record once
+//! it is removed, or once it is found gone or someone else's. Every
+//! command sent to the host is logged with its outcome in
+//! `proxmox-steps.log`.
 
 use super::{
-    bring_up, capture_interface, teardown, vms, Check, Effect, ProxmoxSpec, Step, LAB_NIC,
+    bring_up, capture_interface, ownership, removal, vms, Check, Effect, Owner, ProxmoxSpec, Step,
+    LAB_NIC,
 };
 use crate::run::provider::HostFacts;
 use crate::run::ssh::{quote, Connection, HostSpec, SshSpec};
@@ -36,14 +42,34 @@ pub enum Made {
     Bridge(String),
 }
 
-/// [`RECORD`]: how to reach the host, and what of the run's is there.
+/// [`RECORD`]: how to reach the host, whose marks the run's things carry,
+/// and what of the run's may be there.
 #[derive(Serialize, Deserialize)]
 struct Record {
     host: String,
     port: Option<u16>,
     identity: Option<PathBuf>,
     options: Vec<String>,
+    /// Absent in a record written before things carried a mark: such a
+    /// record proves nothing is the run's, and teardown refuses it.
+    #[serde(default)]
+    owner: Option<Owner>,
+    /// Made: its creation succeeded.
     made: Vec<Made>,
+    /// Its creation was under way (or failed): the host decides by the
+    /// mark whether it is the run's.
+    #[serde(default)]
+    pending: Vec<Made>,
+}
+
+/// What `linecard teardown` did with a record.
+#[derive(Debug, Default)]
+pub struct Teardown {
+    /// Removed: the host showed the run's mark on each.
+    pub removed: Vec<Made>,
+    /// Left where it was, and why (someone else's, or no mark to prove it
+    /// the run's).
+    pub left: Vec<(Made, String)>,
 }
 
 impl Record {
@@ -140,16 +166,17 @@ fn host_connection(p: &ProxmoxSpec) -> Connection {
 /// directory is made first: it records what is made on the host before
 /// it is made.
 pub fn run(scenario: &Scenario, p: &ProxmoxSpec, options: &RunOptions) -> Result<RunResult> {
-    let run_id = crate::run::run_id(unix_ns() / 1_000_000_000);
-    let dir = options.results.join(&scenario.name).join(&run_id);
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let (run_id, dir) = crate::run::new_run_dir(&options.results, &scenario.name, unix_ns())?;
+    let owner = Owner::draw(&run_id).context("drawing the run's token")?;
     let conn = host_connection(p);
     let mut record = Record {
         host: p.host.clone(),
         port: p.port,
         identity: p.identity.clone(),
         options: p.options.clone(),
+        owner: Some(owner.clone()),
         made: Vec::new(),
+        pending: Vec::new(),
     };
     record.write(&dir)?;
     let mut log = StepLog::open(&dir)?;
@@ -159,16 +186,17 @@ pub fn run(scenario: &Scenario, p: &ProxmoxSpec, options: &RunOptions) -> Result
         p.host,
         dir.join(STEP_LOG).display()
     );
-    let result = execute(&bring_up(p), p, &conn, &dir, &mut record, &mut log).and_then(|found| {
-        let spec = three_hosts(p, &found.guests)?;
-        let options = RunOptions {
-            run_id: Some(run_id.clone()),
-            ..options.clone()
-        };
-        hosts::run_described(scenario, &spec, &options, &|facts| {
-            described(facts, p, &found.version)
-        })
-    });
+    let result =
+        execute(&bring_up(p, &owner), p, &conn, &dir, &mut record, &mut log).and_then(|found| {
+            let spec = three_hosts(p, &found.guests)?;
+            let options = RunOptions {
+                run_id: Some(run_id.clone()),
+                ..options.clone()
+            };
+            hosts::run_described(scenario, &spec, &options, &|facts| {
+                described(facts, p, &owner, &found.version)
+            })
+        });
     if let Err(e) = &result {
         // A bring-up that failed leaves no manifest: the status says why.
         if !dir.join("manifest.json").exists() {
@@ -178,50 +206,170 @@ pub fn run(scenario: &Scenario, p: &ProxmoxSpec, options: &RunOptions) -> Result
     }
     eprintln!("proxmox: removing what the run made on {}", p.host);
     let removed = remove(&conn, &dir, &mut record, &mut log);
+    if let Ok(t) = &removed {
+        for (made, why) in &t.left {
+            eprintln!("proxmox: left {made:?} on {}: {why}", p.host);
+        }
+    }
     let result = result?;
     removed.context("removing the run's VMs and bridge")?;
     Ok(result)
 }
 
 /// `linecard teardown RUN_DIR`: removes what a proxmox run recorded and
-/// did not remove (its process was killed). Returns what was removed.
-pub fn teardown_recorded(dir: &Path) -> Result<Vec<Made>> {
+/// did not remove (its process was killed), each thing only once the host
+/// shows the run's mark on it.
+pub fn teardown_recorded(dir: &Path) -> Result<Teardown> {
     let mut record = Record::read(dir)?;
-    let before = record.made.clone();
     let mut log = StepLog::open(dir)?;
-    let result = remove(&record.connection(), dir, &mut record, &mut log);
-    result.map(|()| before)
+    remove(&record.connection(), dir, &mut record, &mut log)
 }
 
-/// Runs each removal of what `record` holds, last made first; each thing
-/// leaves the record once it is gone. Every step is tried; the first
-/// failure is returned.
-fn remove(conn: &Connection, dir: &Path, record: &mut Record, log: &mut StepLog) -> Result<()> {
+/// Whose a recorded thing turned out to be.
+pub(super) enum Whose {
+    /// The host shows the run's mark on it.
+    Ours,
+    /// It is not there.
+    Gone,
+    /// It is there without the run's mark: someone else's.
+    Theirs(String),
+}
+
+/// Removes what `record` holds that the host shows to be the run's, last
+/// made first (a pending creation before everything made); each thing
+/// leaves the record once it is gone or found to be someone else's.
+/// Every step is tried; the first failure is returned.
+fn remove(
+    conn: &Connection,
+    dir: &Path,
+    record: &mut Record,
+    log: &mut StepLog,
+) -> Result<Teardown> {
+    let Some(owner) = record.owner.clone() else {
+        bail!(
+            "{} names no owner mark (written by a linecard before runs marked what they make): \
+             nothing removed; check its VMs ({:?}) and bridge by hand",
+            RECORD,
+            record.made
+        );
+    };
+    let mut done = Teardown::default();
     let mut first: Result<()> = Ok(());
-    for made in record.made.clone().into_iter().rev() {
-        let mut gone = true;
-        for s in teardown(std::slice::from_ref(&made)) {
-            let started = Instant::now();
-            let outcome = conn.exec(&s.command, None);
-            log.note(&s.command, &outcome_text(&outcome), started);
-            if let Err(e) = outcome {
-                // A VM that is already stopped may refuse `qm stop`, and
-                // one whose clone failed, or a bridge never made, is gone
-                // already; anything else leaves it behind.
-                if !s.command.starts_with("qm stop") && !already_gone(&e) {
-                    gone = false;
-                    if first.is_ok() {
-                        first = Err(e.context(format!("on {}: {}", conn.target, s.command)));
+    let recorded: Vec<Made> = record.made.iter().chain(&record.pending).cloned().collect();
+    for made in recorded.into_iter().rev() {
+        let whose = match whose(conn, &made, &owner, log) {
+            Ok(whose) => whose,
+            Err(e) => {
+                // Unknown (the host did not answer): kept for a later
+                // teardown, never removed blind.
+                if first.is_ok() {
+                    first = Err(e);
+                }
+                continue;
+            }
+        };
+        let gone = match whose {
+            Whose::Gone => true,
+            Whose::Theirs(why) => {
+                done.left.push((made.clone(), why));
+                true
+            }
+            Whose::Ours => {
+                let mut removed = true;
+                for s in removal(&made) {
+                    let started = Instant::now();
+                    let outcome = conn.exec(&s.command, None);
+                    log.note(&s.command, &outcome_text(&outcome), started);
+                    // A VM that is already stopped may refuse `qm stop`.
+                    if let Err(e) = outcome.map(drop) {
+                        if !s.command.starts_with("qm stop") && !already_gone(&e) {
+                            removed = false;
+                            if first.is_ok() {
+                                first =
+                                    Err(e.context(format!("on {}: {}", conn.target, s.command)));
+                            }
+                        }
                     }
                 }
+                if removed {
+                    done.removed.push(made.clone());
+                }
+                removed
             }
-        }
+        };
         if gone {
             record.made.retain(|m| *m != made);
+            record.pending.retain(|m| *m != made);
             record.write(dir)?;
         }
     }
-    first
+    first.map(|()| done)
+}
+
+/// Reads back whose `made` is ([`ownership`]).
+fn whose(conn: &Connection, made: &Made, owner: &Owner, log: &mut StepLog) -> Result<Whose> {
+    let s = ownership(made);
+    let started = Instant::now();
+    let out = conn.output(&s.command)?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    let whose = if out.status.code() == Some(255) && stderr.starts_with("ssh:") {
+        log.note(&s.command, &format!("failed: {stderr}"), started);
+        bail!("ssh could not reach or log in to {}: {stderr}", conn.target);
+    } else if !out.status.success() {
+        if !already_gone(&anyhow::anyhow!("{stderr}")) {
+            log.note(&s.command, &format!("failed: {stderr}"), started);
+            bail!("on {}: `{}`: {stderr}", conn.target, s.command);
+        }
+        Whose::Gone
+    } else {
+        carries_mark(made, &stdout, owner)
+    };
+    let said = match &whose {
+        Whose::Ours => "ours".to_string(),
+        Whose::Gone => "gone".to_string(),
+        Whose::Theirs(why) => format!("not this run's, left alone: {why}"),
+    };
+    log.note(&s.command, &said, started);
+    Ok(whose)
+}
+
+/// Whether `qm config` (a VM) or `ip -d -o link show` (the bridge) shows
+/// `owner`'s mark.
+pub(super) fn carries_mark(made: &Made, output: &str, owner: &Owner) -> Whose {
+    let mark = owner.mark();
+    match made {
+        Made::Vm(id) => {
+            let description = output
+                .lines()
+                .find_map(|l| l.strip_prefix("description:"))
+                .map(str::trim);
+            if description == Some(mark.as_str()) {
+                Whose::Ours
+            } else {
+                let name = output
+                    .lines()
+                    .find_map(|l| l.strip_prefix("name:"))
+                    .map_or("", str::trim);
+                Whose::Theirs(format!(
+                    "VM {id} is named {name:?} and its description is {:?}, not this run's mark {mark}",
+                    description.unwrap_or("(none)")
+                ))
+            }
+        }
+        Made::Bridge(name) => {
+            let words: Vec<&str> = output.split_whitespace().collect();
+            let alias = words.windows(2).find(|w| w[0] == "alias").map(|w| w[1]);
+            if alias == Some(mark.as_str()) {
+                Whose::Ours
+            } else {
+                Whose::Theirs(format!(
+                    "bridge {name} has alias {:?}, not this run's mark {mark}",
+                    alias.unwrap_or("(none)")
+                ))
+            }
+        }
+    }
 }
 
 /// Whether a removal failed only because there was nothing to remove:
@@ -313,10 +461,14 @@ fn step(
             }
         }
         Effect::Creates(made) => {
-            record.made.push(made.clone());
+            record.pending.push(made.clone());
             record.write(dir)?;
-            conn.exec(command, None).map(drop)
+            conn.exec(command, None)?;
+            record.pending.retain(|m| m != made);
+            record.made.push(made.clone());
+            record.write(dir)
         }
+        Effect::Owned(_) => bail!("ownership is read by removal, never planned as bring-up"),
         Effect::Poll => poll(command, p.agent_timeout_s, conn),
         Effect::ReadConfig(i) => {
             found.guests[*i].net0_mac = Some(net0_mac(&text(conn.exec(command, None)?))?);
@@ -538,20 +690,21 @@ pub(super) fn three_hosts(p: &ProxmoxSpec, guests: &[Guest]) -> Result<SshSpec> 
 }
 
 /// The manifest names the provider and the VMs.
-fn described(mut facts: HostFacts, p: &ProxmoxSpec, version: &str) -> HostFacts {
+fn described(mut facts: HostFacts, p: &ProxmoxSpec, owner: &Owner, version: &str) -> HostFacts {
     let [dut, peer, spare] = vms(p);
     facts.provider = ProviderKind::Proxmox;
     facts
         .tools
         .push(("pveversion (hypervisor)".into(), version.to_string()));
     facts.via = Some(format!(
-        "proxmox {}: VM {} (DUT), VM {} (peer), VM {} (spare) cloned from {} on bridge {}; {}",
+        "proxmox {}: VM {} (DUT), VM {} (peer), VM {} (spare) cloned from {} on bridge {}, each marked {}; {}",
         p.host,
         dut.1,
         peer.1,
         spare.1,
         p.template_vmid,
-        p.bridge,
+        owner.bridge(p),
+        owner.mark(),
         facts.via.unwrap_or_default()
     ));
     facts
@@ -636,7 +789,7 @@ mod tests {
         assert_eq!(dut.target, "root@10.0.0.7");
         assert_eq!(dut.interface, "ens19");
         assert_eq!(dut.cpus, vec![1]);
-        assert!(dut.options[0].ends_with("-W %h:%p 'root@pve'"));
+        assert!(dut.options[0].ends_with("-W %h:%p root@pve"));
         assert_eq!(spec.observer.unwrap().interface, "tap7100i1");
         p.guest_options = vec!["ProxyJump=bastion".into()];
         let peer = three_hosts(&p, &guests).unwrap().peer.unwrap();
@@ -655,7 +808,7 @@ mod tests {
         assert_eq!(
             through(&host),
             "ProxyCommand=ssh -o BatchMode=yes -o 'ProxyCommand=ip netns exec lc-pve nc 127.0.0.1 22' \
-             -i '/k ey' -p 2222 -W %h:%p 'root@pve'"
+             -i '/k ey' -p 2222 -W %h:%p root@pve"
         );
     }
 }

@@ -5,6 +5,19 @@
 
 use super::*;
 
+/// The mode of a file copied to a host.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Mode {
+    /// A program root runs: root's only.
+    Program = 0o700,
+    /// Anything that may hold a secret (a scenario, a daemon's keys): root's
+    /// only.
+    Private = 0o600,
+    /// A configuration a daemon that drops its privileges reads (FRR's
+    /// daemons run as `frr`); it holds no secret.
+    Readable = 0o644,
+}
+
 impl Connection {
     /// `ssh` to the host, in batch mode (never a password prompt) and
     /// failing fast on a dead connection.
@@ -28,7 +41,9 @@ impl Connection {
         if let Some(port) = self.port {
             c.arg("-p").arg(port.to_string());
         }
-        c.arg(&self.target);
+        // `--`: the target is never read as an option (it is validated
+        // not to start with `-` too).
+        c.arg("--").arg(&self.target);
         c
     }
 
@@ -83,8 +98,34 @@ impl Connection {
     }
 
     /// Copies `remote` on the host to `local` here, streamed (a capture may
-    /// be large).
+    /// be large), and proves the copy whole: its size and SHA-256 are the
+    /// host's. Only then may the host's copy go.
     pub(crate) fn download(&self, remote: &str, local: &Path) -> Result<()> {
+        self.download_unverified(remote, local)?;
+        let said = self.exec(
+            &format!("wc -c < {r} && sha256sum < {r}", r = quote(remote)),
+            None,
+        )?;
+        let said = String::from_utf8_lossy(&said);
+        let mut words = said.split_whitespace();
+        let (size, digest) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+        let bytes = std::fs::read(local).with_context(|| format!("reading {}", local.display()))?;
+        use sha2::Digest as _;
+        let here: String = sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        if size != bytes.len().to_string() || digest != here {
+            bail!(
+                "the copy of {}:{remote} differs from the host's ({} bytes, sha256 {here}; the host's: {size} bytes, sha256 {digest})",
+                self.target,
+                bytes.len()
+            );
+        }
+        Ok(())
+    }
+
+    fn download_unverified(&self, remote: &str, local: &Path) -> Result<()> {
         let file = std::fs::File::create(local)
             .with_context(|| format!("creating {}", local.display()))?;
         let out = self
@@ -105,19 +146,78 @@ impl Connection {
         Ok(())
     }
 
-    /// Writes `bytes` to `path` on the host (mode 0755 when `executable`).
-    pub(crate) fn upload(&self, bytes: &[u8], path: &str, executable: bool) -> Result<()> {
-        let mode = if executable { 755 } else { 644 };
+    /// Makes this run's own directory on the host under `parent`, and
+    /// returns it: `mktemp -d` (a name nobody can guess), mode 0711 (root's;
+    /// others may only pass through, as FRR's daemons, which drop to user
+    /// frr, must to reach their sockets in it). `parent` and each directory
+    /// above it must be root's or the SSH user's and writable by nobody
+    /// else unless sticky (as `/var/tmp`): whoever can rename the run's
+    /// directory could swap the binaries root is about to run.
+    pub(crate) fn private_dir(&self, parent: &str) -> Result<String> {
+        let p = quote(parent);
+        let said = self.exec(
+            &format!(
+                "if [ ! -e {p} ]; then (umask 077 && mkdir -p {p} && chmod 0711 {p}) || exit 1; fi; \
+                 [ -d {p} ] && [ ! -L {p} ] || {{ echo '{parent} is not a directory' >&2; exit 1; }}; \
+                 id -u; d={p}; while :; do stat -c '%u %a %n' \"$d\" || exit 1; \
+                 [ \"$d\" = / ] && break; d=$(dirname \"$d\"); done"
+            ),
+            None,
+        )
+        .with_context(|| format!("checking {parent} on {}", self.target))?;
+        let said = String::from_utf8_lossy(&said);
+        let mut lines = said.lines();
+        let uid = lines.next().unwrap_or("").trim().to_string();
+        for line in lines {
+            let mut words = line.splitn(3, ' ');
+            let (owner, mode, name) = (
+                words.next().unwrap_or(""),
+                u32::from_str_radix(words.next().unwrap_or(""), 8).unwrap_or(0o777),
+                words.next().unwrap_or(""),
+            );
+            if owner != "0" && owner != uid {
+                bail!(
+                    "{}:{name} belongs to uid {owner}, neither root nor the SSH user: \
+                     whoever owns it could swap what the run stages; choose another remote_dir",
+                    self.target
+                );
+            }
+            let writable_by_others = mode & 0o022 != 0;
+            let sticky = mode & 0o1000 != 0;
+            if writable_by_others && !sticky {
+                bail!(
+                    "{}:{name} is writable by others (mode {mode:o}): whoever can write it could \
+                     swap what the run stages; choose another remote_dir",
+                    self.target
+                );
+            }
+        }
+        let made = self.exec(
+            &format!("d=$(mktemp -d {p}/linecard.XXXXXXXX) && chmod 0711 \"$d\" && echo \"$d\""),
+            None,
+        )?;
+        let made = String::from_utf8_lossy(&made).trim().to_string();
+        let name = made.strip_prefix(&format!("{}/", parent.trim_end_matches('/')));
+        if !name.is_some_and(|n| n.starts_with("linecard.") && !n.contains('/')) {
+            bail!(
+                "{}: mktemp made {made:?}, not a directory in {parent}",
+                self.target
+            );
+        }
+        Ok(made)
+    }
+
+    /// Writes `bytes` to `path` on the host with `mode`: the file is
+    /// created with it (umask 077, then `chmod`), so a secret it holds is
+    /// never readable by others, not even for an instant.
+    pub(crate) fn upload(&self, bytes: &[u8], path: &str, mode: Mode) -> Result<()> {
+        let (part, path_q) = (quote(&format!("{path}.part")), quote(path));
+        let mode = mode as u32;
         self.exec(
-            &format!("cat > {path}.part && chmod {mode} {path}.part && mv {path}.part {path}"),
+            &format!("umask 077 && cat > {part} && chmod {mode:o} {part} && mv {part} {path_q}"),
             Some(bytes),
         )
         .with_context(|| format!("copying to {}:{path}", self.target))?;
         Ok(())
     }
-}
-
-/// Quotes `s` for a POSIX shell.
-pub(crate) fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
 }

@@ -16,6 +16,9 @@ pub struct RemoteHost {
     pub dir: String,
     pub marker: String,
     pub online_cpus: Vec<usize>,
+    /// Set when a file of the run did not come back whole from this host:
+    /// its directory is then kept (the only copy), never removed.
+    pub keep: std::sync::atomic::AtomicBool,
 }
 
 /// A CPU list for `taskset -c` and `linecard steal-witness --cpus`.
@@ -124,20 +127,36 @@ impl RemoteHost {
 
     /// Stops what is left of this run on the host (by the PIDs it
     /// recorded, only those still carrying its marker) and removes its
-    /// directory.
+    /// directory, unless a file of it did not come back whole ([`keep`]):
+    /// then the directory stays and the error says where.
+    ///
+    /// [`keep`]: RemoteHost::keep
     pub fn clean(&self) -> Result<()> {
         let marker = &self.marker;
         let dir = quote(&self.dir);
+        let keep = self.keep.load(std::sync::atomic::Ordering::Relaxed);
+        let remove = if keep {
+            String::new()
+        } else {
+            format!("rm -rf {dir}")
+        };
         self.conn.exec(
             &format!(
                 "for f in $(find {dir} -name '*.pid' 2>/dev/null); do \
                    p=$(cat \"$f\" 2>/dev/null); \
                    case \"$p\" in ''|*[!0-9]*) continue;; esac; \
                    grep -qz '^LINECARD_RUN={marker}$' /proc/$p/environ 2>/dev/null && kill -KILL \"$p\"; \
-                 done; rm -rf {dir}"
+                 done; {remove}"
             ),
             None,
         )?;
+        if keep {
+            bail!(
+                "kept {}:{} (a file of the run did not come back whole; it is the only copy)",
+                self.conn.target,
+                self.dir
+            );
+        }
         Ok(())
     }
 }
