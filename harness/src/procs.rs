@@ -14,6 +14,11 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod remote;
+use crate::run::ssh::quote;
+use remote::Remote;
+pub use remote::LOST_AFTER;
+
 /// `log`, opened to append a process's stdout and stderr.
 fn append_to(log: &Path) -> Result<std::fs::File> {
     std::fs::OpenOptions::new()
@@ -26,12 +31,13 @@ fn append_to(log: &Path) -> Result<std::fs::File> {
 /// A process started by the harness.
 pub struct Daemon {
     pub name: String,
-    /// The process itself, or (on a host over SSH) the `ssh` that carries
-    /// its output here and ends when it does.
+    /// The process itself, or (on a host over SSH) the `ssh` that follows
+    /// its log there and ends when it does (`procs/remote.rs`).
     child: Child,
     pub log: PathBuf,
-    /// On a host over SSH: the host and the process's PID there.
-    remote: Option<(Arc<RemoteHost>, u32)>,
+    /// On a host over SSH: the host, the process's PID there, and the
+    /// state of the connection that follows it.
+    remote: Option<Remote>,
 }
 
 impl Daemon {
@@ -97,61 +103,15 @@ impl Daemon {
         Self::spawn_remote_line(name, host, &pid_file, line, log)
     }
 
-    fn spawn_remote_line(
-        name: &str,
-        host: &Arc<RemoteHost>,
-        pid_file: &str,
-        line: String,
-        log: &Path,
-    ) -> Result<Self> {
-        let out = append_to(log)?;
-        let child = host
-            .conn
-            .command()
-            .arg(line)
-            // Its own process group: a terminal's Ctrl-C reaches the
-            // harness, which stops the remote process by its PID, not the
-            // ssh, whose end would leave the process running there.
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .spawn()
-            .with_context(|| format!("starting {name} on {}", host.conn.target))?;
-        let mut daemon = Self {
-            name: name.to_string(),
-            child,
-            log: log.to_path_buf(),
-            remote: None,
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let pid = host.read(pid_file).ok().and_then(|t| t.trim().parse().ok());
-            if let Some(pid) = pid {
-                daemon.remote = Some((host.clone(), pid));
-                return Ok(daemon);
-            }
-            if !daemon.running() || Instant::now() > deadline {
-                let _ = daemon.child.kill();
-                let _ = daemon.child.wait();
-                bail!(
-                    "{name} did not start on {}: {}",
-                    host.conn.target,
-                    daemon.log_tail()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
     /// Its PID (on its host, for a process over SSH).
     pub fn pid(&self) -> u32 {
-        self.remote
-            .as_ref()
-            .map_or(self.child.id(), |(_, pid)| *pid)
+        self.remote.as_ref().map_or(self.child.id(), |r| r.pid)
     }
 
     pub fn running(&mut self) -> bool {
+        if self.remote.is_some() {
+            return self.remote_running();
+        }
         matches!(self.child.try_wait(), Ok(None))
     }
 
@@ -161,28 +121,25 @@ impl Daemon {
             None => unsafe {
                 libc::kill(self.child.id() as i32, signal);
             },
-            // A host that cannot be reached: the ssh ends by its own
-            // keepalive, and the run's clean-up tries again.
-            Some((host, pid)) => {
-                let _ = host.signal(*pid, signal);
+            // A host that cannot be reached: the run's clean-up (and the
+            // host's reaper) tries again.
+            Some(r) => {
+                let _ = r.host.signal(r.pid, signal);
             }
         }
     }
 
     /// SIGKILL: the process dies without a farewell packet.
     pub fn kill(&mut self) -> Result<ExitStatus> {
-        self.signal(libc::SIGKILL);
         if self.remote.is_some() {
-            // Bounded: the ssh ends with the process, unless the
+            // Bounded: the follower ends with the process, unless the
             // connection hangs.
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline {
-                if let Some(status) = self.child.try_wait()? {
-                    return Ok(status);
-                }
-                std::thread::sleep(Duration::from_millis(10));
+            if let Some(status) = self.remote_end(libc::SIGKILL, Duration::from_secs(5))? {
+                return Ok(status);
             }
             let _ = self.child.kill();
+        } else {
+            self.signal(libc::SIGKILL);
         }
         Ok(self.child.wait()?)
     }
@@ -212,6 +169,9 @@ impl Daemon {
 
     /// SIGTERM, then SIGKILL after 3 s.
     pub fn stop(&mut self) -> Result<ExitStatus> {
+        if self.remote.is_some() {
+            return self.remote_stop();
+        }
         if let Some(status) = self.child.try_wait()? {
             return Ok(status);
         }
@@ -402,7 +362,7 @@ impl Capture {
         }
         // From an observer over SSH: what it wrote, also when tcpdump
         // died early (a partial capture is kept, and marked).
-        if let (Some(remote), Some((host, _))) = (&self.remote, &self.daemon.remote) {
+        if let (Some(remote), Some(Remote { host, .. })) = (&self.remote, &self.daemon.remote) {
             if let Err(e) = host.conn.download(remote, &self.path) {
                 // The host's is the only whole copy: it stays there.
                 host.keep.store(true, std::sync::atomic::Ordering::Relaxed);

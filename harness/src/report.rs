@@ -77,6 +77,13 @@ pub fn load(run_dir: &Path) -> Result<RunView> {
                 ms: e.steal_ms,
             });
         }
+        for outage in &e.connection_outages {
+            warnings.push(Warning::ConnectionLost {
+                dut: d.label.clone(),
+                host: outage.host.clone(),
+                seconds: (outage.end_ns - outage.start_ns) as f64 / 1e9,
+            });
+        }
         if e.capture_dropped.unwrap_or(1) > 0 {
             warnings.push(Warning::CaptureDrops {
                 dut: d.label.clone(),

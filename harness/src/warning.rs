@@ -30,6 +30,12 @@ pub enum Warning {
         capture: String,
         error: String,
     },
+    /// The harness could not reach a host over SSH for a while.
+    ConnectionLost {
+        dut: String,
+        host: String,
+        seconds: f64,
+    },
     /// What the analyzer said of a capture.
     Capture {
         dut: String,
@@ -78,6 +84,10 @@ impl std::fmt::Display for Warning {
                 capture,
                 error,
             } => write!(f, "{dut}: capture {capture} unreadable: {error}"),
+            Self::ConnectionLost { dut, host, seconds } => write!(
+                f,
+                "{dut}: the harness could not reach the {host} host for {seconds:.1} s; the run's processes ran on there and the verdict is the capture's (a steadier management network avoids it)"
+            ),
             Self::Capture { dut, code, message } => write!(f, "{dut}: capture: [{code}] {message}"),
         }
     }

@@ -214,6 +214,35 @@ fn a_scenario_runs_on_an_ssh_host_and_a_lost_connection_is_ridden_out_or_marked(
     let results = dir.join("results");
     let mut sshd = Sshd::start(&dir);
 
+    // 0. A staging parent someone else owns (a local user who made it
+    // first) is refused before anything is copied there, naming it.
+    let foreign = dir.join("foreign");
+    std::fs::create_dir(&foreign).unwrap();
+    std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
+    let refused = sshd.scenario("sshforeign", 1, 30, &foreign);
+    let out = linecard(
+        &run_args(&refused, &results)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains(&format!("{} belongs to uid 65534", foreign.display())),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&foreign).unwrap().count(),
+        0,
+        "something was staged there"
+    );
+    assert_eq!(
+        std::fs::read_dir(results.join("sshforeign")).map_or(0, |d| d.count()),
+        0,
+        "a refused run left a run directory"
+    );
+
     // 1. CI's smoke scenario over SSH, its directory brought back.
     let scenario = sshd.smoke(&remote);
     let args = run_args(&scenario, &results);

@@ -11,12 +11,19 @@
 //! 1. CI's `smoke` on the three hosts, its xdp row: under L4 (the canary
 //!    on the DUT's CPU stalled) xdp held with its fast path on the DUT's CPU; every host was
 //!    reached through its own sshd; nothing of the run is left on them.
+//!    8 s into L4 every host's SSH path is cut for 8 s (each sshd and
+//!    what it serves stopped, so the connections die of their keepalive
+//!    and new ones time out): the run completes all the same, its verdict
+//!    from the capture, each outage in its evidence and its report's
+//!    warnings.
 //! 2. The observer's tcpdump killed mid-run: the run is failed, the
 //!    partial capture kept.
 //! 3. A backend the DUT host cannot run: unavailable, in the engine's
 //!    words there.
 //! 4. A host that cannot be reached: a clear error naming it, before
 //!    anything starts.
+//! 5. The harness killed outright (SIGKILL) mid-phase: `linecard teardown
+//!    RUN_DIR` leaves no process and no file of the run on any host.
 //!
 //! Ctrl-C in the middle of a three-host run (failed as interrupted, the
 //! capture kept, the hosts cleaned) is `--test proxmox`'s, whose guests
@@ -81,6 +88,23 @@ impl NamespaceSshd {
 
     fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Sends `signal` to this sshd and every process it serves (its
+    /// descendants): the run's detached processes are not among them.
+    fn signal_tree(&self, signal: i32) {
+        let mut pending = vec![self.child.id()];
+        while let Some(pid) = pending.pop() {
+            // SAFETY: kill(2) on this sshd (our child) and its descendants.
+            unsafe { libc::kill(pid as i32, signal) };
+            let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                .unwrap_or_default();
+            pending.extend(
+                children
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
+        }
     }
 }
 
@@ -239,10 +263,38 @@ fn smoke_runs_on_three_ssh_hosts_and_a_dead_capture_or_lost_host_is_reported() {
     // the three-host path is `--test proxmox`'s FRR row, which flaps
     // under L4 there; here the canary proves L4 bit.)
     let smoke = scenario(&dir, "hsmoke", &ssh, None);
+    // L4 long enough for an 8 s cut 8 s in (the keepalive ends the
+    // connections 6 s into it).
+    let text = with_phase_seconds(&std::fs::read_to_string(&smoke).unwrap(), &[("L4", 24)]);
+    std::fs::write(&smoke, text).unwrap();
     let profiles = repo().join("stress-profiles");
     let profiles = ["--profiles", profiles.to_str().unwrap()];
     let xdp_only = ["--only", "xdp", profiles[0], profiles[1]];
-    if let Some((out, run)) = judged_run(&smoke, "hsmoke", &results, "a", &xdp_only) {
+    let cut = std::sync::atomic::AtomicBool::new(false);
+    let judged = std::thread::scope(|s| {
+        s.spawn(|| {
+            // L4 is the second phase: its stress's pidfile on the DUT host.
+            let deadline = Instant::now() + Duration::from_secs(120);
+            while Instant::now() < deadline && !stress_of_phase(&remote, 1) {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            std::thread::sleep(Duration::from_secs(8));
+            for sshd in &sshds {
+                sshd.signal_tree(libc::SIGSTOP);
+            }
+            cut.store(true, std::sync::atomic::Ordering::Relaxed);
+            std::thread::sleep(Duration::from_secs(8));
+            for sshd in &sshds {
+                sshd.signal_tree(libc::SIGCONT);
+            }
+        });
+        judged_run(&smoke, "hsmoke", &results, "a", &xdp_only)
+    });
+    assert!(
+        cut.load(std::sync::atomic::Ordering::Relaxed),
+        "the SSH paths were never cut: the run ended before L4"
+    );
+    if let Some((out, run)) = judged {
         assert_exit(&out, 0, "smoke on three ssh hosts");
         for sshd in &sshds {
             assert!(
@@ -297,6 +349,35 @@ fn smoke_runs_on_three_ssh_hosts_and_a_dead_capture_or_lost_host_is_reported() {
             let capture = run.join(d["capture"].as_str().unwrap());
             assert!(std::fs::metadata(&capture).unwrap().len() > 10_000, "{d:#}");
         }
+        // The cut is in the evidence, for the DUT's host among others,
+        // and in the report's warnings.
+        let outages = xdp["evidence"]["connection_outages"].as_array().unwrap();
+        assert!(
+            outages
+                .iter()
+                .any(|o| o["host"].as_str().unwrap().starts_with("dut root@lc-dut")),
+            "no outage of the DUT's host recorded: {outages:?}"
+        );
+        for o in outages {
+            let seconds =
+                (o["end_ns"].as_i64().unwrap() - o["start_ns"].as_i64().unwrap()) as f64 / 1e9;
+            assert!(seconds > 0.0 && seconds < 20.0, "{o}");
+        }
+        let reports = dir.join("reports");
+        let out = linecard(&[
+            "report",
+            run.to_str().unwrap(),
+            "--format",
+            "md",
+            "--out",
+            reports.to_str().unwrap(),
+        ]);
+        assert_exit(&out, 0, "linecard report");
+        let report = std::fs::read_to_string(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+        assert!(
+            report.contains("xdp: the harness could not reach the dut root@lc-dut host for"),
+            "{report}"
+        );
     }
     // Nothing of the run is left on the hosts.
     assert_eq!(std::fs::read_dir(&remote).map_or(0, |d| d.count()), 0);
@@ -395,10 +476,47 @@ fn smoke_runs_on_three_ssh_hosts_and_a_dead_capture_or_lost_host_is_reported() {
     assert!(!results.join("hgone").exists(), "a run directory was left");
     assert_eq!(marked_processes(), Vec::<u32>::new());
 
+    // 5. The harness killed outright mid-phase: its processes and files
+    // stay on the hosts until `linecard teardown RUN_DIR`, which leaves
+    // none.
+    let (mut child, _err, _tcpdump) =
+        run_into_phase(&idle("hkilled"), &results, &remote, &profiles);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        !marked_processes().is_empty(),
+        "the killed run's processes did not outlive it"
+    );
+    let run = run_dir(&results, "hkilled");
+    let out = linecard(&["teardown", run.to_str().unwrap()]);
+    assert_exit(&out, 0, "linecard teardown of a killed three-host run");
+    let said = String::from_utf8_lossy(&out.stdout);
+    for (role, ns) in HOSTS {
+        assert!(
+            said.contains(&format!("{role} root@{ns}: stopped the run's processes")),
+            "{said}"
+        );
+    }
+    assert_eq!(marked_processes(), Vec::<u32>::new(), "{said}");
+    assert_eq!(
+        std::fs::read_dir(&remote).map_or(0, |d| d.count()),
+        0,
+        "{said}"
+    );
+
     drop(sshds);
     if made_run_dir {
         let _ = std::fs::remove_dir("/run/sshd");
     }
     assert_exit(&linecard(&["lab", "down"]), 0, "lab down");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Whether phase `i`'s stress has started on the DUT host (its pidfile
+/// in the run's directory there: the namespaces share this file system).
+fn stress_of_phase(remote: &Path, i: usize) -> bool {
+    std::fs::read_dir(remote).is_ok_and(|runs| {
+        runs.filter_map(Result::ok)
+            .any(|run| run.path().join(format!("xdp/stress-{i}-0.pid")).exists())
+    })
 }

@@ -150,6 +150,16 @@ fn read_cpuset(name: &str) -> CpusetStatus {
     }
 }
 
+/// A bridge port set down (`ip link set ... down`; a link flap fault
+/// interrupted mid-way leaves one): every later run would see its
+/// sessions never come Up. `ip -j link show`'s `flags` say.
+fn port_down(name: &str, link: &serde_json::Value) -> Option<String> {
+    let up = link["flags"]
+        .as_array()
+        .is_some_and(|flags| flags.iter().any(|f| f == "UP"));
+    (!up).then(|| format!("bridge port {name} is down (a link flap interrupted mid-way?): `linecard lab up` restores it"))
+}
+
 fn read_port(host: &Host, problems: &mut Vec<String>, observer_present: bool) -> PortStatus {
     let link = observer_present
         .then(|| link_json(OBSERVER_NS, host.bridge_port))
@@ -169,6 +179,8 @@ fn read_port(host: &Host, problems: &mut Vec<String>, observer_present: bool) ->
         problems.push(format!("bridge port {} missing", host.bridge_port));
     } else if link.as_ref().and_then(|l| l["master"].as_str()) != Some(BRIDGE) {
         problems.push(format!("{} is not a port of {BRIDGE}", host.bridge_port));
+    } else if let Some(down) = link.as_ref().and_then(|l| port_down(host.bridge_port, l)) {
+        problems.push(down);
     }
     PortStatus {
         name: host.bridge_port.to_string(),
@@ -326,4 +338,20 @@ pub fn render(status: &LabStatus) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_port_left_down_is_a_problem() {
+        let up = serde_json::json!({"ifname": "lc-peer-port", "flags": ["BROADCAST", "MULTICAST", "UP", "LOWER_UP"]});
+        let down =
+            serde_json::json!({"ifname": "lc-peer-port", "flags": ["BROADCAST", "MULTICAST"]});
+        assert_eq!(port_down("lc-peer-port", &up), None);
+        assert!(port_down("lc-peer-port", &down)
+            .unwrap()
+            .contains("lc-peer-port is down"));
+    }
 }

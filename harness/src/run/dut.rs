@@ -134,6 +134,7 @@ pub(super) fn run_dut(
         fast_path_on_dut_cpus,
         responder,
         control_plane_uninterrupted,
+        connection_outages: site.connection_outages(),
     };
     drop(prepared);
     judge_dut(scenario, dut, &mut outcome, measured)?;

@@ -25,7 +25,7 @@
 use super::daemons::{self, Bfd, EngineSite, Pair};
 use super::provider::{HostFacts, Provider};
 use super::site::{BfdDaemon, CaptureRun, DutDir, Prepared, Process, Recorder, Role, Site};
-use super::ssh::{quote, Connection, HostSpec, Mode, RemoteHost, SshSpec};
+use super::ssh::{quote, Connection, HostSpec, Mode, RemoteHost, SshSpec, Staged, Staging};
 use super::{RunOptions, RunResult};
 use crate::procs::{self, Capture, Daemon};
 use crate::scenario::{DutImplementation, DutSpec, PeerImplementation, ProviderKind, Scenario};
@@ -121,24 +121,61 @@ pub fn run_described(
     let local_dir = options.results.join(&scenario.name).join(&run_id);
     // Each host's own private directory for the run, noted here before
     // anything is staged in it.
+    let planned_s = scenario.seconds_per_dut() * scenario.duts.len() as u64;
+    let lifetime = std::time::Duration::from_secs(planned_s * super::MAX_ATTEMPTS as u64 + 600);
     let mut hosts: Vec<Arc<RemoteHost>> = Vec::new();
-    let mut note = String::new();
+    let mut staging = Staging {
+        marker: Some(marker.clone()),
+        hosts: Vec::new(),
+    };
     for (role, host, conn, online_cpus) in probed {
+        // In the same connection: the host's reaper, and on the observer,
+        // which writes the captures, its free space.
+        let then = if role == "observer" {
+            format!(
+                "{}; {}",
+                super::ssh::reaper(&marker, lifetime),
+                super::space::DF
+            )
+        } else {
+            super::ssh::reaper(&marker, lifetime)
+        };
         let made = conn
-            .private_dir(&spec.remote_dir)
+            .private_dir(&spec.remote_dir, &then)
             .with_context(|| format!("making the run's directory on the {role} host"));
-        let dir = match made {
-            Ok(dir) => dir,
+        let (dir, df) = match made {
+            Ok(made) => made,
             Err(e) => {
                 for made in &hosts {
-                    let _ = made
-                        .conn
-                        .exec(&format!("rm -rf {}", quote(&made.dir)), None);
+                    let _ = made.clean();
                 }
                 return Err(e);
             }
         };
-        note.push_str(&format!("{role} {} {dir}\n", conn.target));
+        staging.hosts.push(Staged::new(role, &conn, &dir));
+        staging.write(&local_dir)?;
+        if role == "observer" {
+            // The captures are written there, and come here.
+            let need = super::space::estimate_bytes(scenario, &options.only);
+            let room = super::space::check_df(&conn.target, &dir, &df, need, "the run's captures")
+                .and_then(|()| super::space::check(scenario, options));
+            if let Err(e) = room {
+                for made in &hosts {
+                    let _ = made.clean();
+                }
+                let _ = conn.exec(
+                    &format!(
+                        "{}; rm -rf {}",
+                        super::ssh::kill_marked(&quote(&dir), &marker),
+                        quote(&dir)
+                    ),
+                    None,
+                );
+                staging.hosts.clear();
+                staging.write(&local_dir)?;
+                return Err(e);
+            }
+        }
         hosts.push(Arc::new(RemoteHost {
             role,
             conn,
@@ -147,9 +184,10 @@ pub fn run_described(
             marker: marker.clone(),
             online_cpus,
             keep: std::sync::atomic::AtomicBool::new(false),
+            outages: Default::default(),
         }));
     }
-    std::fs::write(local_dir.join(super::ssh::STAGING_RECORD), note)?;
+
     let (observer, peer, dut) = (hosts.pop(), hosts.pop(), hosts.pop());
     let hosts = Hosts {
         dut: dut.expect("three hosts"),
@@ -175,6 +213,11 @@ pub fn run_described(
         })
     });
     let cleaned = hosts.teardown();
+    if cleaned.is_ok() {
+        // Nothing of the run is left on its hosts.
+        staging.hosts.clear();
+        staging.write(&local_dir)?;
+    }
     let result = result?;
     cleaned.context("cleaning the hosts")?;
     Ok(result)
@@ -687,6 +730,20 @@ impl Site for Hosts {
             args,
             log,
         )?))
+    }
+
+    fn connection_outages(&self) -> Vec<super::judge::ConnectionOutage> {
+        let mut all = Vec::new();
+        for host in self.all() {
+            for (start_ns, end_ns) in host.take_outages() {
+                all.push(super::judge::ConnectionOutage {
+                    host: format!("{} {}", host.role, host.conn.target),
+                    start_ns,
+                    end_ns,
+                });
+            }
+        }
+        all
     }
 
     fn proc_stat(&self, role: Role, pid: Option<u32>) -> (String, Option<String>) {

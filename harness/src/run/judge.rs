@@ -217,7 +217,21 @@ pub struct Evidence {
     /// marked when it only mirrored the peer's own silence.
     #[serde(default)]
     pub long_gaps: Vec<super::mirror::LongGap>,
+    /// When the harness could not reach a host of the run over SSH while
+    /// the DUT's processes ran on there: the verdict is the capture's
+    /// all the same, and the report warns of each.
+    #[serde(default)]
+    pub connection_outages: Vec<ConnectionOutage>,
     pub phases: Vec<PhaseFigures>,
+}
+
+/// A time the harness could not reach a host over SSH.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionOutage {
+    /// `dut`, `peer` or `observer`, and its SSH target.
+    pub host: String,
+    pub start_ns: i64,
+    pub end_ns: i64,
 }
 
 impl Evidence {

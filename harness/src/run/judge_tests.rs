@@ -43,6 +43,7 @@ fn evidence(phases: Vec<PhaseFigures>) -> Evidence {
         interval_ms: Some(10.0),
         control_plane_uninterrupted: None,
         long_gaps: Vec::new(),
+        connection_outages: Vec::new(),
         phases,
     }
 }

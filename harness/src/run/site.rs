@@ -210,6 +210,12 @@ pub(crate) trait Site {
     /// `/proc/stat` of the role's host, and `/proc/PID/stat` if `pid`
     /// still runs.
     fn proc_stat(&self, role: Role, pid: Option<u32>) -> (String, Option<String>);
+
+    /// The times the harness could not reach a host of the site since the
+    /// last call (a site over SSH); a local site has none.
+    fn connection_outages(&self) -> Vec<super::judge::ConnectionOutage> {
+        Vec::new()
+    }
     /// A lossy link on the peer's side (a `loss` fault).
     fn lossy_link(&self, _percent: f64, _seed: u64) -> Result<Box<dyn FrameCounter>> {
         bail!("faults run only in the local lab (the scenario is refused elsewhere)")

@@ -71,6 +71,36 @@ pub fn check(scenario: &Scenario, options: &RunOptions) -> Result<()> {
     Ok(())
 }
 
+/// The shell line that says how much room the directory `$d` has on a
+/// host, for [`check_df`].
+pub const DF: &str = "df -Pk \"$d\" | tail -n 1";
+
+/// Refuses a run whose files the directory `dir` on `target` cannot hold
+/// (about `need` bytes: the remote run's directory, or the observer's
+/// captures), before anything starts there; `said` is what [`DF`]
+/// printed there, `what` names the files.
+pub fn check_df(target: &str, dir: &str, said: &str, need: u64, what: &str) -> Result<()> {
+    // POSIX df -P: filesystem, 1024-blocks, used, available, capacity, mount.
+    let free = said
+        .lines()
+        .last()
+        .unwrap_or("")
+        .split_whitespace()
+        .nth(3)
+        .and_then(|kib| kib.parse::<u64>().ok())
+        .with_context(|| format!("{target}: df -Pk {dir} said {:?}", said.trim()))?
+        * 1024;
+    if free < need {
+        bail!(
+            "{target}:{dir} has {} free, and {what} take about {}: free some space there or \
+             choose another remote_dir. Nothing was started.",
+            human(free),
+            human(need)
+        );
+    }
+    Ok(())
+}
+
 /// Reserves room in the run directory for the run's own records.
 pub fn lay_ballast(dir: &Path) -> Result<()> {
     std::fs::write(dir.join(BALLAST), vec![0u8; BALLAST_BYTES]).with_context(|| {
@@ -122,6 +152,20 @@ mod tests {
             estimate_bytes(&smoke, &[]),
             2 * (one - BALLAST_BYTES as u64) + BALLAST_BYTES as u64
         );
+    }
+
+    #[test]
+    fn a_host_without_room_is_refused_naming_it() {
+        let df =
+            "Filesystem 1024-blocks Used Available Capacity Mounted on\n/dev/vda 100 50 50 50% /\n";
+        let e = check_df("root@h", "/var/tmp/x", df, 1 << 20, "the captures").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("root@h:/var/tmp/x has 0.0 MiB free"),
+            "{e}"
+        );
+        assert!(check_df("root@h", "/d", df, 50 * 1024, "x").is_ok());
+        assert!(check_df("root@h", "/d", "df: no such file", 1, "x").is_err());
     }
 
     #[test]

@@ -26,11 +26,14 @@ use std::time::{Duration, Instant};
 
 mod connection;
 mod remote_host;
+pub mod staging;
 
 pub(crate) use crate::scenario::value::quote;
 pub(crate) use connection::Mode;
 pub(crate) use remote_host::cpu_list;
 pub use remote_host::RemoteHost;
+pub(crate) use remote_host::{kill_marked, reaper};
+pub use staging::{Staged, Staging, STAGING_RECORD};
 
 /// `[ssh]`: where a `provider = "ssh"` scenario runs. Either one host
 /// (`target`) that runs the scenario's whole lab, or three (`[ssh.dut]`,
@@ -109,9 +112,6 @@ pub struct Connection {
     pub identity: Option<PathBuf>,
     pub options: Vec<String>,
 }
-
-/// The run directory's note of where the run is staged on its host.
-pub const STAGING_RECORD: &str = "remote-staging";
 
 fn default_remote_dir() -> String {
     "/var/tmp/linecard".into()
@@ -315,14 +315,36 @@ pub fn run(scenario: &Scenario, spec: &SshSpec, options: &RunOptions) -> Result<
         .connection()
         .context("a single-host [ssh] table has a target")?;
     let facts = host_facts(&conn).context("asking the host about itself")?;
+    // The run directory comes back here whole.
+    super::space::check(scenario, options)?;
     let (run_id, dir) =
         super::new_run_dir(&options.results, &scenario.name, crate::sys::unix_ns())?;
-    let staged = conn.private_dir(&spec.remote_dir)?;
+    let need = super::space::estimate_bytes(scenario, &options.only);
+    let (staged, df) = match conn.private_dir(&spec.remote_dir, super::space::DF) {
+        Ok(made) => made,
+        Err(e) => {
+            // Nothing ran: leave nothing behind.
+            let _ = std::fs::remove_dir(&dir);
+            return Err(e);
+        }
+    };
+    if let Err(e) = super::space::check_df(
+        &conn.target,
+        &staged,
+        &df,
+        need,
+        "the run's captures and analyses",
+    ) {
+        let _ = conn.exec(&format!("rm -rf {}", quote(&staged)), None);
+        let _ = std::fs::remove_dir(&dir);
+        return Err(e);
+    }
     // Where the run is on the host, for whoever must find it later.
-    std::fs::write(
-        dir.join(STAGING_RECORD),
-        format!("{} {staged}\n", conn.target),
-    )?;
+    Staging {
+        marker: None,
+        hosts: vec![Staged::new("host", &conn, &staged)],
+    }
+    .write(&dir)?;
     eprintln!(
         "staging the run on {} ({} CPUs, kernel {}) in {staged}",
         conn.target,
@@ -382,11 +404,13 @@ pub fn run(scenario: &Scenario, spec: &SshSpec, options: &RunOptions) -> Result<
             };
             // Every file came back whole (fetch verified it): the host
             // keeps nothing of the run.
-            if let Err(e) = conn.exec(&format!("rm -rf {}", quote(&staged)), None) {
-                eprintln!(
-                    "warning: could not remove {staged} on {}: {e:#}",
-                    conn.target
-                );
+            match conn.exec(&format!("rm -rf {}", quote(&staged)), None) {
+                Ok(_) => Staging::default().write(&dir)?,
+                Err(e) => eprintln!(
+                    "warning: could not remove {staged} on {} (linecard teardown {} tries again): {e:#}",
+                    conn.target,
+                    dir.display()
+                ),
             }
             Ok(result)
         }
@@ -464,8 +488,15 @@ fn follow(spec: &SshSpec, conn: &Connection, staged: &str, log: &Path) -> Result
                 None,
             );
         }
+        // Its exit code; else whether it still runs (not yet its PID:
+        // starting; a run that died without an exit code, its host
+        // rebooted or it was killed, is no longer waited for); then its
+        // log since the last poll.
         let script = format!(
-            "cat {s}/run.exit 2>/dev/null || echo running; tail -c +{} {s}/run.log 2>/dev/null",
+            "if [ -e {s}/run.exit ]; then cat {s}/run.exit; \
+             elif [ ! -s {s}/run.pid ] || kill -0 $(cat {s}/run.pid) 2>/dev/null; then echo running; \
+             elif [ -e {s}/run.exit ]; then cat {s}/run.exit; else echo gone; fi; \
+             tail -c +{} {s}/run.log 2>/dev/null",
             offset + 1,
             s = quote(staged)
         );
@@ -487,6 +518,12 @@ fn follow(spec: &SshSpec, conn: &Connection, staged: &str, log: &Path) -> Result
                 let state = String::from_utf8_lossy(state);
                 if let Ok(code) = state.trim().parse::<i32>() {
                     return Ok(Followed::Finished(code));
+                }
+                if state.trim() == "gone" {
+                    eprintln!(
+                        "the remote run ended without an exit code (killed, or its host restarted)"
+                    );
+                    return Ok(Followed::Finished(-1));
                 }
             }
             Err(e) => {
@@ -518,37 +555,14 @@ fn fetch(
     facts: HostFacts,
 ) -> Result<RunResult> {
     let remote = format!("{staged}/r/{}", scenario.name);
-    // One run directory under results/<scenario>/ on the host, streamed
-    // from the host's tar into ours (a soak's captures need not fit in
-    // memory).
+    // One run directory under results/<scenario>/ on the host.
     let unpack = dir.join(".fetched");
     std::fs::create_dir_all(&unpack)?;
-    let mut sender = conn
-        .command()
-        .arg(format!("cd {} && tar -cf - .", quote(&remote)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("running ssh (is openssh-client installed?)")?;
-    let stream = sender.stdout.take().expect("piped");
-    let unpacked = Command::new("tar")
-        .args(["-x", "-C"])
-        .arg(&unpack)
-        .stdin(stream)
-        .status()?;
-    let sent = sender.wait_with_output()?;
-    if !sent.status.success() || !unpacked.success() {
-        bail!(
-            "fetching the run directory: {}",
-            String::from_utf8_lossy(&sent.stderr).trim()
-        );
-    }
+    fetch_tree(conn, &remote, &unpack)?;
     let remote_run = std::fs::read_dir(&unpack)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.is_dir())
         .context("the host's results hold no run directory")?;
-    verify_fetched(conn, &remote, &unpack)?;
     for entry in std::fs::read_dir(&remote_run)? {
         let entry = entry?;
         std::fs::rename(entry.path(), dir.join(entry.file_name()))?;
@@ -563,6 +577,36 @@ fn fetch(
     manifest.host.via = facts.via;
     manifest.scenario = scenario.clone();
     super::finish(dir.to_path_buf(), manifest)
+}
+
+/// Copies the host's directory `remote` into `local` here, streamed from
+/// the host's tar into ours (a soak's captures need not fit in memory),
+/// then proves the copy whole: every file the host lists, of the same
+/// SHA-256.
+pub(crate) fn fetch_tree(conn: &Connection, remote: &str, local: &Path) -> Result<()> {
+    let mut sender = conn
+        .command()
+        .arg(format!("cd {} && tar -cf - .", quote(remote)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("running ssh (is openssh-client installed?)")?;
+    let stream = sender.stdout.take().expect("piped");
+    let unpacked = Command::new("tar")
+        .args(["-x", "-C"])
+        .arg(local)
+        .stdin(stream)
+        .status()?;
+    let sent = sender.wait_with_output()?;
+    if !sent.status.success() || !unpacked.success() {
+        bail!(
+            "fetching {}:{remote}: {}",
+            conn.target,
+            String::from_utf8_lossy(&sent.stderr).trim()
+        );
+    }
+    verify_fetched(conn, remote, local)
 }
 
 /// Proves the copy of the host's `remote` directory in `local` whole:
@@ -744,6 +788,7 @@ mod tests {
             marker: "r1-42".into(),
             online_cpus: vec![0, 1],
             keep: Default::default(),
+            outages: Default::default(),
         };
         assert_eq!(
             host.launch_line(

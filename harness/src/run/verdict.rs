@@ -28,6 +28,7 @@ pub(crate) struct Measured {
     pub fast_path_on_dut_cpus: Option<(u64, u64)>,
     pub responder: Option<String>,
     pub control_plane_uninterrupted: Option<Result<String, String>>,
+    pub connection_outages: Vec<super::judge::ConnectionOutage>,
 }
 
 /// The sessions' timing and who is who on the capture.
@@ -162,6 +163,7 @@ pub(crate) fn judge_dut(
         interval_ms: Some(sides.interval_ms),
         control_plane_uninterrupted: m.control_plane_uninterrupted,
         long_gaps: walked.long_gaps,
+        connection_outages: m.connection_outages,
         phases: figures,
     };
     give_verdict(scenario, dut, outcome, family_figures, evidence);

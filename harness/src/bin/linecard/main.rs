@@ -41,9 +41,13 @@ enum Command {
     /// is invalid, 2 on bad input. Ctrl-C stops, tears down and keeps what was captured.
     /// Example: linecard run scenarios/bakeoff.toml
     Run(run::RunArgs),
-    /// Remove what a proxmox run made on its host and did not remove (its process was killed)
+    /// Remove what a run on hosts or VMs left there when its harness was killed
     ///
-    /// A proxmox run records each VM and bridge in its run directory (proxmox-made.json),
+    /// A run over SSH records each host's private directory (remote-staging.json): this stops
+    /// the run's processes there (a three-host run's by their marker; a single-host run is
+    /// interrupted like Ctrl-C, and its results are brought back first, checked file by
+    /// file) and removes the directory. A proxmox run records each VM and bridge in its run
+    /// directory (proxmox-made.json),
     /// with how to reach the host, and marks each with its run id and token (a VM's name
     /// and description, the bridge's alias). This reads each recorded thing back and stops
     /// and destroys it only when it still carries that mark; anything else (an ID reused by
@@ -291,17 +295,59 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Lab(command) => lab::run(command),
         Command::Run(args) => run::scenario(args),
         Command::Teardown { run } => {
-            let done = linecard_harness::run::proxmox::teardown_recorded(&run)?;
-            if done.removed.is_empty() && done.left.is_empty() {
-                println!("nothing of this run is left on its host");
+            let staging = linecard_harness::run::ssh::Staging::read(&run)?;
+            let proxmox = run.join(linecard_harness::run::proxmox::RECORD).exists();
+            if staging.is_none() && !proxmox {
+                anyhow::bail!(
+                    "{} holds no record of hosts or VMs ({} or {}): a local run's lab is removed by `linecard lab down`",
+                    run.display(),
+                    linecard_harness::run::ssh::STAGING_RECORD,
+                    linecard_harness::run::proxmox::RECORD
+                );
             }
-            for made in &done.removed {
-                println!("removed {made:?}");
+            let mut failed = false;
+            if let Some(mut staging) = staging {
+                // First the processes and files on the hosts (a proxmox
+                // run's observer is the hypervisor), then the VMs.
+                let hosts = linecard_harness::run::ssh::staging::teardown(&run, &mut staging)?;
+                for h in hosts {
+                    match h.result {
+                        Ok(()) => println!(
+                            "{} {}: stopped the run's processes, removed {}{}",
+                            h.role,
+                            h.target,
+                            h.dir,
+                            h.fetched
+                                .map(|f| format!(" (its results first brought to {})", f.display()))
+                                .unwrap_or_default()
+                        ),
+                        Err(e) => {
+                            failed = true;
+                            println!(
+                                "{} {}: {e} (recorded; run teardown again)",
+                                h.role, h.target
+                            )
+                        }
+                    }
+                }
             }
-            for (made, why) in &done.left {
-                println!("left {made:?}: {why}");
+            if proxmox {
+                let done = linecard_harness::run::proxmox::teardown_recorded(&run)?;
+                if done.removed.is_empty() && done.left.is_empty() {
+                    println!("no VM or bridge of this run is left on its host");
+                }
+                for made in &done.removed {
+                    println!("removed {made:?}");
+                }
+                for (made, why) in &done.left {
+                    println!("left {made:?}: {why}");
+                }
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(if failed {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
         }
         Command::Conformance(args) => {
             let (report, dir) = match &args.judge {

@@ -146,57 +146,37 @@ impl Connection {
         Ok(())
     }
 
-    /// Makes this run's own directory on the host under `parent`, and
-    /// returns it: `mktemp -d` (a name nobody can guess), mode 0711 (root's;
-    /// others may only pass through, as FRR's daemons, which drop to user
-    /// frr, must to reach their sockets in it). `parent` and each directory
-    /// above it must be root's or the SSH user's and writable by nobody
-    /// else unless sticky (as `/var/tmp`): whoever can rename the run's
-    /// directory could swap the binaries root is about to run.
-    pub(crate) fn private_dir(&self, parent: &str) -> Result<String> {
+    /// Makes this run's own directory on the host under `parent` and
+    /// returns it, with what `then` (a shell snippet run in the same
+    /// connection, the directory in `$d`) printed: `mktemp -d` (a name
+    /// nobody can guess), mode 0711 (root's; others may only pass
+    /// through, as FRR's daemons, which drop to user frr, must to reach
+    /// their sockets in it). `parent` and each directory above it must be
+    /// root's or the SSH user's and writable by nobody else unless sticky
+    /// (as `/var/tmp`): whoever can rename the run's directory could swap
+    /// the binaries root is about to run.
+    pub(crate) fn private_dir(&self, parent: &str, then: &str) -> Result<(String, String)> {
         let p = quote(parent);
-        let said = self.exec(
-            &format!(
-                "if [ ! -e {p} ]; then (umask 077 && mkdir -p {p} && chmod 0711 {p}) || exit 1; fi; \
-                 [ -d {p} ] && [ ! -L {p} ] || {{ echo '{parent} is not a directory' >&2; exit 1; }}; \
-                 id -u; d={p}; while :; do stat -c '%u %a %n' \"$d\" || exit 1; \
-                 [ \"$d\" = / ] && break; d=$(dirname \"$d\"); done"
-            ),
-            None,
-        )
-        .with_context(|| format!("checking {parent} on {}", self.target))?;
+        let said = self
+            .exec(
+                &format!(
+                    "set -e; u=$(id -u); \
+                     if [ ! -e {p} ]; then (umask 077 && mkdir -p {p} && chmod 0711 {p}); fi; \
+                     if [ ! -d {p} ] || [ -L {p} ]; then echo \"{parent} is not a directory\" >&2; exit 3; fi; \
+                     a={p}; while :; do set -- $(stat -c '%u %a' \"$a\"); \
+                       if [ \"$1\" != 0 ] && [ \"$1\" != \"$u\" ]; then \
+                         echo \"$a belongs to uid $1, neither root nor the SSH user: whoever owns it could swap what the run stages; choose another remote_dir\" >&2; exit 3; fi; \
+                       if [ $(( 0$2 & 022 )) -ne 0 ] && [ $(( 0$2 & 01000 )) -eq 0 ]; then \
+                         echo \"$a is writable by others (mode $2): whoever can write it could swap what the run stages; choose another remote_dir\" >&2; exit 3; fi; \
+                       [ \"$a\" = / ] && break; a=$(dirname \"$a\"); done; \
+                     d=$(mktemp -d {p}/linecard.XXXXXXXX); chmod 0711 \"$d\"; echo \"$d\"; {then}"
+                ),
+                None,
+            )
+            .with_context(|| format!("making the run's directory in {parent} on {}", self.target))?;
         let said = String::from_utf8_lossy(&said);
-        let mut lines = said.lines();
-        let uid = lines.next().unwrap_or("").trim().to_string();
-        for line in lines {
-            let mut words = line.splitn(3, ' ');
-            let (owner, mode, name) = (
-                words.next().unwrap_or(""),
-                u32::from_str_radix(words.next().unwrap_or(""), 8).unwrap_or(0o777),
-                words.next().unwrap_or(""),
-            );
-            if owner != "0" && owner != uid {
-                bail!(
-                    "{}:{name} belongs to uid {owner}, neither root nor the SSH user: \
-                     whoever owns it could swap what the run stages; choose another remote_dir",
-                    self.target
-                );
-            }
-            let writable_by_others = mode & 0o022 != 0;
-            let sticky = mode & 0o1000 != 0;
-            if writable_by_others && !sticky {
-                bail!(
-                    "{}:{name} is writable by others (mode {mode:o}): whoever can write it could \
-                     swap what the run stages; choose another remote_dir",
-                    self.target
-                );
-            }
-        }
-        let made = self.exec(
-            &format!("d=$(mktemp -d {p}/linecard.XXXXXXXX) && chmod 0711 \"$d\" && echo \"$d\""),
-            None,
-        )?;
-        let made = String::from_utf8_lossy(&made).trim().to_string();
+        let (made, rest) = said.split_once('\n').unwrap_or((&said, ""));
+        let made = made.trim().to_string();
         let name = made.strip_prefix(&format!("{}/", parent.trim_end_matches('/')));
         if !name.is_some_and(|n| n.starts_with("linecard.") && !n.contains('/')) {
             bail!(
@@ -204,7 +184,7 @@ impl Connection {
                 self.target
             );
         }
-        Ok(made)
+        Ok((made, rest.to_string()))
     }
 
     /// Writes `bytes` to `path` on the host with `mode`: the file is

@@ -19,6 +19,10 @@ pub struct RemoteHost {
     /// Set when a file of the run did not come back whole from this host:
     /// its directory is then kept (the only copy), never removed.
     pub keep: std::sync::atomic::AtomicBool,
+    /// When the harness could not reach the host while its processes ran
+    /// (`procs/remote.rs`), as (start, end) ns, not yet handed to a DUT's
+    /// evidence.
+    pub outages: std::sync::Mutex<Vec<(i64, i64)>>,
 }
 
 /// A CPU list for `taskset -c` and `linecard steal-witness --cpus`.
@@ -30,6 +34,37 @@ pub(crate) fn cpu_list(cpus: &[usize]) -> String {
 }
 
 impl RemoteHost {
+    /// The harness lost the host from `start_ns` to `end_ns` (as one of
+    /// the run's processes there saw it: the views of several processes
+    /// of one outage become one).
+    pub fn note_outage(&self, start_ns: i64, end_ns: i64) {
+        let Ok(mut outages) = self.outages.lock() else {
+            return;
+        };
+        if let Some(o) = outages
+            .iter_mut()
+            .find(|(s, e)| start_ns <= *e && *s <= end_ns)
+        {
+            *o = (o.0.min(start_ns), o.1.max(end_ns));
+            return;
+        }
+        eprintln!(
+            "the connection to the {} host {} was lost for {:.1} s; its processes ran on (the verdict is the capture's)",
+            self.role,
+            self.conn.target,
+            (end_ns - start_ns) as f64 / 1e9
+        );
+        outages.push((start_ns, end_ns));
+    }
+
+    /// The outages noted since the last call.
+    pub fn take_outages(&self) -> Vec<(i64, i64)> {
+        self.outages
+            .lock()
+            .map(|mut o| std::mem::take(&mut *o))
+            .unwrap_or_default()
+    }
+
     /// `taskset -c CPUS ` for the run's processes on this host (the DUT's:
     /// the CPUs under test), or nothing when it names none.
     fn pinned(cpus: &[usize]) -> String {
@@ -102,6 +137,18 @@ impl RemoteHost {
         Ok(())
     }
 
+    /// The line that follows `log` on the host from byte `from` (1-based)
+    /// until process `pid` ends, off the DUT's CPUs: `tail` looks for new
+    /// lines and for the process's end every 0.2 s, so that a stop is
+    /// seen at once, not after tail's default second.
+    pub fn follow_line(&self, pid: u32, log: &str, from: u64) -> String {
+        format!(
+            "exec {}tail -s 0.2 -c +{from} -F --pid={pid} {} 2>/dev/null",
+            Self::pinned(&self.query_cpus()),
+            quote(log)
+        )
+    }
+
     /// Runs `program args` on the host, off the DUT's CPUs, bounded to 10
     /// s; its output whatever its exit status.
     pub fn query(&self, program: &str, args: &[String]) -> Result<std::process::Output> {
@@ -132,22 +179,14 @@ impl RemoteHost {
     ///
     /// [`keep`]: RemoteHost::keep
     pub fn clean(&self) -> Result<()> {
-        let marker = &self.marker;
-        let dir = quote(&self.dir);
         let keep = self.keep.load(std::sync::atomic::Ordering::Relaxed);
         let remove = if keep {
             String::new()
         } else {
-            format!("rm -rf {dir}")
+            format!("rm -rf {}", quote(&self.dir))
         };
         self.conn.exec(
-            &format!(
-                "for f in $(find {dir} -name '*.pid' 2>/dev/null); do \
-                   p=$(cat \"$f\" 2>/dev/null); \
-                   case \"$p\" in ''|*[!0-9]*) continue;; esac; \
-                   grep -qz '^LINECARD_RUN={marker}$' /proc/$p/environ 2>/dev/null && kill -KILL \"$p\"; \
-                 done; {remove}"
-            ),
+            &format!("{}; {remove}", kill_marked(&quote(&self.dir), &self.marker)),
             None,
         )?;
         if keep {
@@ -159,4 +198,41 @@ impl RemoteHost {
         }
         Ok(())
     }
+}
+
+/// The shell line, run where `$d` is the run's new directory on a host
+/// ([`Connection::private_dir`]), that starts the host's reaper: after
+/// `lifetime` it kills every process of the run still there (by its
+/// pidfiles, only while the PID carries the run's marker), so that a
+/// harness that vanished (`kill -9`, a lost controller) never leaves a
+/// daemon, a stress or a capture running until the disk fills. The run's
+/// own end kills the reaper with the rest; the files stay for `linecard
+/// teardown RUN_DIR`.
+pub(crate) fn reaper(marker: &str, lifetime: Duration) -> String {
+    let script = format!(
+        "echo $$ > \"$1/reaper.pid\"; sleep {}; {}",
+        lifetime.as_secs(),
+        kill_marked("\"$1\"", marker)
+    );
+    format!(
+        "(setsid env LINECARD_RUN={marker} sh -c {} reaper \"$d\" < /dev/null > /dev/null 2>&1 &)",
+        quote(&script)
+    )
+}
+
+/// A shell loop that SIGKILLs every process whose PID a pidfile under
+/// the directory `dir` (a shell word: quoted, or a variable) names, while that PID still carries `LINECARD_RUN=marker` (a
+/// reused PID is someone else's), itself excepted; with its process
+/// group, which each started with `setsid` leads (stress-ng's workers,
+/// the reaper's `sleep`).
+pub(crate) fn kill_marked(dir: &str, marker: &str) -> String {
+    format!(
+        "for f in $(find {dir} -name '*.pid' 2>/dev/null); do \
+           p=$(cat \"$f\" 2>/dev/null); \
+           case \"$p\" in ''|*[!0-9]*) continue;; esac; \
+           [ \"$p\" = \"$$\" ] && continue; \
+           grep -qz '^LINECARD_RUN={marker}$' /proc/$p/environ 2>/dev/null \
+             && {{ kill -KILL -\"$p\" 2>/dev/null || kill -KILL \"$p\"; }}; \
+         done"
+    )
 }
