@@ -322,8 +322,31 @@ fn an_impostor_never_keeps_a_dead_peers_session_up() {
         std::fs::read_to_string(dir.join("summary.md")).unwrap()
     );
     assert_exit(&out, 0, "the impostor scenario");
+    // The scenario's secret is only in the files the daemons read, and
+    // those are their owner's alone; the manifest names the key by its
+    // fingerprint.
+    let holders = files_holding(&dir, "linecard-auth");
+    assert!(
+        !holders.is_empty(),
+        "the daemons' configurations hold the key: the scan proves something"
+    );
+    for path in &holders {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        let name = path.file_name().unwrap().to_string_lossy();
+        assert!(
+            mode == 0o600 && (name.ends_with(".toml") || name == "bird.conf"),
+            "{} (mode {mode:o}) holds the secret",
+            path.display()
+        );
+    }
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    assert!(
+        manifest["scenario"]["sessions"]["auth"]["secret_sha256_8"].is_string(),
+        "{:#}",
+        manifest["scenario"]["sessions"]
+    );
     for label in ["xdp", "rt"] {
         // Precondition: the impostor was on the wire (the judge holds
         // 100 of its packets at least; it sends 2 every 2 ms for 300 ms).
@@ -696,4 +719,21 @@ fn a_flood_of_forgeries_is_refused_in_the_kernel_and_the_session_holds() {
     let (gated, _) = gate(&dir, "flood");
     assert_exit(&gated, 0, "the gate on the flood scenario");
     let _ = std::fs::remove_dir_all(&results);
+}
+
+/// Every file under `dir` (captures aside: keyed authentication puts no
+/// secret on the wire) whose bytes hold `secret`.
+fn files_holding(dir: &Path, secret: &str) -> Vec<std::path::PathBuf> {
+    let mut pending = vec![dir.to_path_buf()];
+    let mut found = Vec::new();
+    while let Some(path) = pending.pop() {
+        if path.is_dir() {
+            pending.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        } else if path.extension().is_none_or(|e| e != "pcap")
+            && String::from_utf8_lossy(&std::fs::read(&path).unwrap_or_default()).contains(secret)
+        {
+            found.push(path);
+        }
+    }
+    found
 }

@@ -11,7 +11,7 @@
 //! 1. CI's `smoke` on the three hosts, its xdp row: under L4 (the canary
 //!    on the DUT's CPU stalled) xdp held with its fast path on the DUT's CPU; every host was
 //!    reached through its own sshd; nothing of the run is left on them.
-//!    8 s into L4 every host's SSH path is cut for 8 s (each sshd and
+//!    3 s into L4 every host's SSH path is cut for 8 s (each sshd and
 //!    what it serves stopped, so the connections die of their keepalive
 //!    and new ones time out): the run completes all the same, its verdict
 //!    from the capture, each outage in its evidence and its report's
@@ -263,9 +263,9 @@ fn smoke_runs_on_three_ssh_hosts_and_a_dead_capture_or_lost_host_is_reported() {
     // the three-host path is `--test proxmox`'s FRR row, which flaps
     // under L4 there; here the canary proves L4 bit.)
     let smoke = scenario(&dir, "hsmoke", &ssh, None);
-    // L4 long enough for an 8 s cut 8 s in (the keepalive ends the
-    // connections 6 s into it).
-    let text = with_phase_seconds(&std::fs::read_to_string(&smoke).unwrap(), &[("L4", 24)]);
+    // L4 long enough for an 8 s cut 3 s in (the keepalive ends the
+    // connections 6 s into it) and the reconnection after it.
+    let text = with_phase_seconds(&std::fs::read_to_string(&smoke).unwrap(), &[("L4", 18)]);
     std::fs::write(&smoke, text).unwrap();
     let profiles = repo().join("stress-profiles");
     let profiles = ["--profiles", profiles.to_str().unwrap()];
@@ -278,7 +278,7 @@ fn smoke_runs_on_three_ssh_hosts_and_a_dead_capture_or_lost_host_is_reported() {
             while Instant::now() < deadline && !stress_of_phase(&remote, 1) {
                 std::thread::sleep(Duration::from_millis(100));
             }
-            std::thread::sleep(Duration::from_secs(8));
+            std::thread::sleep(Duration::from_secs(3));
             for sshd in &sshds {
                 sshd.signal_tree(libc::SIGSTOP);
             }

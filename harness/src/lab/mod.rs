@@ -2,8 +2,13 @@
 //! namespace, cpusets for the DUT and for everything else (`linecard lab`).
 //!
 //! `up` is idempotent: a healthy lab is left alone, a half-created one (a
-//! crash mid-`up`) is removed and rebuilt. `down` removes everything whose
-//! name carries [`spec::PREFIX`], whether or not this process created it.
+//! crash mid-`up`) is removed and rebuilt. `down` removes every namespace
+//! and cpuset whose name carries [`spec::PREFIX`] (the project's names,
+//! also after a crash: a crashed test's stand-ins included), the processes
+//! in them (each by PID only while that PID still names the process
+//! listed), and in the root namespace only the links the lab itself names.
+//! Both hold the lab's lock (`lock.rs`): no other run's lab is torn down
+//! under it.
 
 pub mod check;
 pub mod loss;
@@ -12,7 +17,7 @@ pub mod status;
 
 use crate::sys::{self, IP};
 use anyhow::{bail, Context, Result};
-use spec::{Host, BPF_PIN_DIR, BRIDGE, HOSTS, HOST_IFACE, OBSERVER_NS, PREFIX};
+use spec::{Host, BPF_PIN_DIR, BRIDGE, HOSTS, HOST_IFACE, OBSERVER_NS};
 pub use status::LabStatus;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -528,23 +533,57 @@ pub fn down() -> Result<Removed> {
     }
     removed.restored_rt_runtime_us = crate::rt_throttle::restore_if_saved()?;
     removed.restored_load_balance = restore_load_balance()?;
-    // Links a crashed older build may have left in the root namespace.
+    // Links a crashed bring-up may have left in the root namespace: only
+    // the lab's own names (a bridge port before its move into the
+    // observer), never anything else that merely starts with the prefix.
+    let ours: Vec<&str> = spec::HOSTS
+        .iter()
+        .map(|h| h.bridge_port)
+        .chain([BRIDGE])
+        .collect();
     let links = sys::run("ip", ["-o", "link", "show"])?;
     for name in links
         .lines()
         .filter_map(|l| l.split(": ").nth(1))
         .map(|n| n.split('@').next().unwrap_or(n))
     {
-        if name.starts_with(PREFIX) {
+        if ours.contains(&name) {
             ip(&["link", "delete", name])?;
         }
     }
     Ok(removed)
 }
 
-/// SIGTERM, then SIGKILL whatever is still alive after 2 s.
+/// When process `pid` started (`/proc/PID/stat` field 22, clock ticks
+/// since boot): with its PID, its identity, which a reused PID does not
+/// share.
+fn started_at(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces: count after its ')'.
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// SIGTERM, then SIGKILL whatever is still alive after 2 s, each only
+/// while its PID still names the process that was listed (a PID reused
+/// meanwhile is someone else's).
 fn terminate(pids: &[u32]) {
-    let alive = |pid: u32| Path::new(&format!("/proc/{pid}")).exists();
+    let listed: Vec<(u32, Option<u64>)> = pids.iter().map(|&p| (p, started_at(p))).collect();
+    let alive = |pid: u32| {
+        listed
+            .iter()
+            .any(|&(p, at)| p == pid && at.is_some() && started_at(pid) == at)
+    };
+    let pids: Vec<u32> = listed
+        .iter()
+        .filter(|(_, at)| at.is_some())
+        .map(|(p, _)| *p)
+        .collect();
+    let pids = pids.as_slice();
     for &pid in pids {
         // SAFETY: kill has no memory-safety preconditions.
         unsafe { libc::kill(pid as i32, libc::SIGTERM) };
@@ -556,5 +595,19 @@ fn terminate(pids: &[u32]) {
     for &pid in pids.iter().filter(|&&p| alive(p)) {
         // SAFETY: as above.
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_is_known_by_its_start_not_its_pid_alone() {
+        let me = std::process::id();
+        let at = started_at(me);
+        assert!(at.is_some());
+        assert_eq!(started_at(me), at, "the same process, the same start");
+        assert_eq!(started_at(u32::MAX), None, "no such process");
     }
 }

@@ -65,6 +65,9 @@ pub struct RunOptions {
     /// proxmox provider records in the run directory what it makes);
     /// otherwise the time the run starts.
     pub run_id: Option<String>,
+    /// How long a local run waits for another command that holds the
+    /// lab (`lock.rs`) before it refuses, naming it.
+    pub lab_wait: std::time::Duration,
 }
 
 /// One DUT's outcome.
@@ -296,6 +299,8 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunResult> {
     }
     space::check(scenario, options)?;
     check_socket_paths(scenario, options)?;
+    // The input is checked: now the lab, held to the end of the run.
+    let _lab = crate::lock::take(options.lab_wait)?;
     let provider = provider::for_scenario(scenario);
     let host = provider.prepare().context("preparing the lab")?;
     let result = run_prepared(scenario, options, host, &|dut, run_dir, host, name| {

@@ -111,6 +111,10 @@ pub struct Connection {
     pub port: Option<u16>,
     pub identity: Option<PathBuf>,
     pub options: Vec<String>,
+    /// Commands share one connection to the host (OpenSSH's
+    /// `ControlMaster`): a run over three hosts sends hundreds, each a
+    /// handshake otherwise (two through a jump host).
+    pub multiplex: bool,
 }
 
 fn default_remote_dir() -> String {
@@ -197,6 +201,9 @@ impl SshSpec {
             port: self.port,
             identity: self.identity.clone(),
             options: self.options.clone(),
+            // A single host is polled once a second: each poll its own
+            // connection, so that a lost host is seen as lost.
+            multiplex: false,
         })
     }
 
@@ -209,6 +216,7 @@ impl SshSpec {
             port: host.port.or(self.port),
             identity: self.identity.clone(),
             options,
+            multiplex: true,
         }
     }
 }

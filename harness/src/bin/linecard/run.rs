@@ -116,15 +116,11 @@ pub(crate) fn scenario(args: RunArgs) -> Result<ExitCode> {
     }
     linecard_harness::scenario::programs::check_answers(&scenario)?;
     // An ssh or proxmox scenario runs on its hosts, as root there; a
-    // local one holds the lab for its whole run.
-    let _lab = if scenario.provider == linecard_harness::scenario::ProviderKind::Local {
+    // local one holds the lab for its whole run (`run::run`, once its
+    // input is checked).
+    if scenario.provider == linecard_harness::scenario::ProviderKind::Local {
         linecard_harness::sys::require_root("linecard run")?;
-        Some(linecard_harness::lock::take(
-            std::time::Duration::from_secs(wait),
-        )?)
-    } else {
-        None
-    };
+    }
     linecard_harness::run::install_interrupt_handler();
     let result = linecard_harness::run::run(
         &scenario,
@@ -133,6 +129,7 @@ pub(crate) fn scenario(args: RunArgs) -> Result<ExitCode> {
             only,
             profiles,
             run_id: None,
+            lab_wait: std::time::Duration::from_secs(wait),
         },
     )?;
     if output.json {

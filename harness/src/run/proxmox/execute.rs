@@ -79,6 +79,7 @@ impl Record {
             port: self.port,
             identity: self.identity.clone(),
             options: self.options.clone(),
+            multiplex: false,
         }
     }
 
@@ -159,6 +160,7 @@ fn host_connection(p: &ProxmoxSpec) -> Connection {
         port: p.port,
         identity: p.identity.clone(),
         options: p.options.clone(),
+        multiplex: true,
     }
 }
 
@@ -627,6 +629,10 @@ fn guest_exit(json: &str) -> Result<()> {
 /// host, which sees the guests' management network.
 fn through(host: &Connection) -> String {
     let mut line = String::from("ProxyCommand=ssh -o BatchMode=yes");
+    // Through the host's shared connection, when it has one.
+    for o in host.sharing() {
+        line.push_str(&format!(" -o {}", quote(&o)));
+    }
     for o in &host.options {
         line.push_str(&format!(" -o {}", quote(o)));
     }

@@ -91,6 +91,7 @@ fn guests_are_reached_through_the_host_with_its_own_settings() {
         port: Some(2222),
         identity: Some("/k ey".into()),
         options: vec!["ProxyCommand=ip netns exec lc-pve nc 127.0.0.1 22".into()],
+        multiplex: false,
     };
     assert_eq!(
         through(&host),

@@ -5,6 +5,32 @@
 
 use super::*;
 
+/// Where this user's shared connections' sockets live: `~/.ssh/linecard`
+/// (0700; a socket path holds at most 107 bytes, a name takes 20), made
+/// once; `None` (no sharing) when it cannot be.
+fn control_dir() -> Option<PathBuf> {
+    static DIR: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+        let dir = PathBuf::from(std::env::var_os("HOME")?).join(".ssh/linecard");
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .ok()?;
+        let meta = std::fs::symlink_metadata(&dir).ok()?;
+        // Ours and private, or no sharing: a socket there is a way in.
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        (meta.is_dir()
+            && meta.uid() == me
+            && meta.permissions().mode() & 0o077 == 0
+            && dir.as_os_str().len() < 60)
+            .then_some(dir)
+    })
+    .clone()
+}
+
 /// The mode of a file copied to a host.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Mode {
@@ -31,6 +57,9 @@ impl Connection {
         ] {
             c.arg("-o").arg(o);
         }
+        for o in self.sharing() {
+            c.arg("-o").arg(o);
+        }
         for o in &self.options {
             c.arg("-o").arg(o);
         }
@@ -45,6 +74,43 @@ impl Connection {
         // not to start with `-` too).
         c.arg("--").arg(&self.target);
         c
+    }
+
+    /// The `-o` options that make commands share one connection, when
+    /// this one does ([`Connection::multiplex`]). The socket is named by
+    /// everything that makes the connection (target, port, key, options:
+    /// ssh's own `%C` leaves out a `ProxyCommand`, and two routes to one
+    /// name are two hosts). Each master ends 10 s after its last command;
+    /// one that lost its connection ends with it, and the next command
+    /// makes a new one.
+    pub(crate) fn sharing(&self) -> Vec<String> {
+        let Some(dir) = self.multiplex.then(control_dir).flatten() else {
+            return Vec::new();
+        };
+        use sha2::Digest as _;
+        let mut identity = sha2::Sha256::new();
+        for part in [
+            self.target.clone(),
+            format!("{:?}", self.port),
+            format!("{:?}", self.identity),
+        ]
+        .iter()
+        .chain(&self.options)
+        {
+            identity.update(part.as_bytes());
+            identity.update([0]);
+        }
+        let name: String = identity
+            .finalize()
+            .iter()
+            .take(10)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        vec![
+            "ControlMaster=auto".into(),
+            format!("ControlPath={}/{name}", dir.display()),
+            "ControlPersist=10".into(),
+        ]
     }
 
     /// Runs `script` with the host's shell, `input` on its stdin; its

@@ -48,6 +48,7 @@ impl Staged {
             port: self.port,
             identity: self.identity.clone(),
             options: self.options.clone(),
+            multiplex: false,
         }
     }
 }
