@@ -350,12 +350,7 @@ pub struct SessionAuth {
 
 /// The first 8 hex digits of the SHA-256 of `secret`.
 pub fn secret_fingerprint(secret: &str) -> String {
-    use sha2::Digest as _;
-    sha2::Sha256::digest(secret.as_bytes())
-        .iter()
-        .take(4)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::sys::sha256_hex(secret.as_bytes())[..8].to_string()
 }
 
 fn fingerprint<S: serde::Serializer>(secret: &str, s: S) -> Result<S::Ok, S::Error> {

@@ -177,6 +177,28 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
         .with_context(|| format!("writing {}", path.display()))
 }
 
+/// The SHA-256 of `bytes`, as lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Writes `value` as pretty JSON to `path` through `path.part`, synced
+/// and renamed: a reader (or a killed writer) sees the old file or the
+/// new one, never half of one.
+pub fn write_json_atomically(path: &Path, value: &impl serde::Serialize) -> Result<()> {
+    let mut part = path.as_os_str().to_owned();
+    part.push(".part");
+    let part = std::path::PathBuf::from(part);
+    std::fs::write(&part, serde_json::to_vec_pretty(value)?)
+        .and_then(|()| File::open(&part)?.sync_all())
+        .and_then(|()| std::fs::rename(&part, path))
+        .with_context(|| format!("writing {}", path.display()))
+}
+
 pub fn unix_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -304,6 +304,18 @@ fn recorded(run: &Path) -> serde_json::Value {
     serde_json::Value::Array(named)
 }
 
+/// `linecard run SCENARIO --results INTO EXTRA...`, to its end.
+fn run_to_end(scenario: &Path, into: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "run",
+        scenario.to_str().unwrap(),
+        "--results",
+        into.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    linecard(&args)
+}
+
 /// No command of `calls` stopped or destroyed VM `id`.
 fn untouched(calls: &str, id: u32) -> bool {
     !calls.lines().any(|l| {
@@ -542,14 +554,7 @@ fn the_bakeoff_runs_on_three_vms_of_a_standin_proxmox_host_and_leaves_nothing() 
         standin.settings_with(&[], serde_json::json!({"vmid": vmid, "kind": kind}));
         standin.forget_calls();
         let into = results.join(kind);
-        let out = linecard(&[
-            "run",
-            short.to_str().unwrap(),
-            "--results",
-            into.to_str().unwrap(),
-            profiles[0],
-            profiles[1],
-        ]);
+        let out = run_to_end(&short, &into, &profiles);
         assert_ne!(out.status.code(), Some(0), "{kind}");
         let run = run_dir(&into, "pvestop");
         assert_eq!(recorded(&run), serde_json::json!([]), "{kind}");
@@ -583,14 +588,7 @@ fn the_bakeoff_runs_on_three_vms_of_a_standin_proxmox_host_and_leaves_nothing() 
     standin.settings(&[]);
     standin.forget_calls();
     let into = results.join("taken");
-    let out = linecard(&[
-        "run",
-        short.to_str().unwrap(),
-        "--results",
-        into.to_str().unwrap(),
-        profiles[0],
-        profiles[1],
-    ]);
+    let out = run_to_end(&short, &into, &profiles);
     assert_ne!(out.status.code(), Some(0));
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -178,11 +178,9 @@ impl ProgramRecord {
     pub fn of(role: &str, program: &Path) -> Result<Self, String> {
         let path = resolve(program)?;
         let bytes = std::fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-        use sha2::Digest as _;
-        let digest = sha2::Sha256::digest(&bytes);
         Ok(Self {
             role: role.to_string(),
-            sha256: digest.iter().map(|b| format!("{b:02x}")).collect(),
+            sha256: crate::sys::sha256_hex(&bytes),
             version: version(&path)?,
             path,
             seen_running: None,

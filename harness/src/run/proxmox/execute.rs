@@ -84,12 +84,7 @@ impl Record {
     }
 
     fn write(&self, dir: &Path) -> Result<()> {
-        let path = dir.join(RECORD);
-        let part = dir.join(format!("{RECORD}.part"));
-        std::fs::write(&part, serde_json::to_vec_pretty(self)?)
-            .and_then(|()| std::fs::File::open(&part)?.sync_all())
-            .and_then(|()| std::fs::rename(&part, &path))
-            .with_context(|| format!("recording what the run made in {}", path.display()))
+        crate::sys::write_json_atomically(&dir.join(RECORD), self)
     }
 
     fn read(dir: &Path) -> Result<Self> {

@@ -176,11 +176,7 @@ impl Connection {
         let mut words = said.split_whitespace();
         let (size, digest) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
         let bytes = std::fs::read(local).with_context(|| format!("reading {}", local.display()))?;
-        use sha2::Digest as _;
-        let here: String = sha2::Sha256::digest(&bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let here = crate::sys::sha256_hex(&bytes);
         if size != bytes.len().to_string() || digest != here {
             bail!(
                 "the copy of {}:{remote} differs from the host's ({} bytes, sha256 {here}; the host's: {size} bytes, sha256 {digest})",

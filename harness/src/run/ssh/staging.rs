@@ -57,11 +57,7 @@ impl Staging {
     /// Writes the record into `run_dir` (through a temporary file and a
     /// rename: a killed harness leaves the old record or the new one).
     pub fn write(&self, run_dir: &Path) -> Result<()> {
-        let path = run_dir.join(STAGING_RECORD);
-        let part = run_dir.join(format!("{STAGING_RECORD}.part"));
-        std::fs::write(&part, serde_json::to_vec_pretty(self)?)
-            .and_then(|()| std::fs::rename(&part, &path))
-            .with_context(|| format!("recording the run's staging in {}", path.display()))
+        crate::sys::write_json_atomically(&run_dir.join(STAGING_RECORD), self)
     }
 
     /// The record in `run_dir`, if the run was staged on hosts.
