@@ -14,6 +14,7 @@ mod auth;
 mod backend;
 pub mod control;
 mod input;
+pub mod timers;
 
 pub use auth::{auth_type_named, AuthType, AUTH_TYPES};
 pub use backend::{Availability, BackendKind};

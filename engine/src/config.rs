@@ -35,6 +35,7 @@ struct RawEngine {
     xdp_own_clock: Option<bool>,
     xdp_sign: Option<bool>,
     xdp_sweep_fixed_period: Option<bool>,
+    never_leave_init: Option<bool>,
     verify_authentication: Option<bool>,
     sched_deadline: Option<bool>,
     dead_man_ms: Option<i64>,
@@ -116,6 +117,10 @@ pub struct EngineConfig {
     /// control: the Down then leaves up to 0.5 ms after the detection time
     /// expires (the detection test fails with it).
     pub xdp_sweep_fixed_period: bool,
+    /// `true` is the negative control only: every session stops at Init
+    /// (RFC 5880 6.8.6's handshake never completes), so that a build that
+    /// never brings a session Up is shown to fail the suite.
+    pub never_leave_init: bool,
     /// Authenticated sessions' packets verified (RFC 5880 6.7), in the
     /// kernel and in userspace. `false` is the negative control only: any
     /// section of the configured type is taken as genuine (the forgery
@@ -315,6 +320,7 @@ impl EngineConfig {
             xdp_own_clock: raw.engine.xdp_own_clock.unwrap_or(true),
             xdp_sign: raw.engine.xdp_sign.unwrap_or(true),
             xdp_sweep_fixed_period: raw.engine.xdp_sweep_fixed_period.unwrap_or(false),
+            never_leave_init: raw.engine.never_leave_init.unwrap_or(false),
             verify_authentication: raw.engine.verify_authentication.unwrap_or(true),
             sched_deadline: raw.engine.sched_deadline.unwrap_or(true),
             dead_man_ms,
@@ -353,19 +359,12 @@ pub fn validate_session(
             "must be the same address family as peer",
         ));
     }
-    let interval = |key: &str, value: Option<i64>| -> Result<u32, (String, String, String)> {
-        let ms = value.unwrap_or(1000);
-        if !(1..=60_000).contains(&ms) {
-            return Err(err(key, &ms, "must be 1 to 60000 milliseconds"));
-        }
-        Ok(ms as u32 * 1000)
-    };
-    let tx_interval_us = interval("tx_interval_ms", s.tx_interval_ms)?;
-    let rx_interval_us = interval("rx_interval_ms", s.rx_interval_ms)?;
-    let multiplier = s.multiplier.unwrap_or(3);
-    if !(1..=255).contains(&multiplier) {
-        return Err(err("multiplier", &multiplier, "must be 1 to 255"));
-    }
+    let timers = linecard_api::timers::Timers::from_ms(
+        s.tx_interval_ms.unwrap_or(1000),
+        s.rx_interval_ms.unwrap_or(1000),
+        s.multiplier.unwrap_or(3),
+    )
+    .map_err(|e| err(e.key, &e.value, &e.why))?;
     let backend_name = s.backend.as_deref().unwrap_or("naive");
     let backend: BackendKind = backend_name.parse().map_err(|_| {
         err(
@@ -426,8 +425,10 @@ pub fn validate_session(
     let echo_interval_us = match s.echo_interval_ms {
         _ if !echo => None,
         None => Some(DEFAULT_ECHO_INTERVAL_MS as u32 * 1000),
-        Some(ms @ 1..=60_000) => Some(ms as u32 * 1000),
-        Some(ms) => return Err(err("echo_interval_ms", &ms, "must be 1 to 60000")),
+        Some(ms) => Some(
+            linecard_api::timers::interval_ms("echo_interval_ms", ms)
+                .map_err(|e| err(e.key, &e.value, &e.why))?,
+        ),
     };
     let demand = s.demand.unwrap_or(false);
     let demand_verify_us = match s.demand_verify_ms {
@@ -451,9 +452,9 @@ pub fn validate_session(
     Ok(SessionSpec {
         peer,
         local,
-        tx_interval_us,
-        rx_interval_us,
-        multiplier: multiplier as u8,
+        tx_interval_us: timers.tx_interval_us,
+        rx_interval_us: timers.rx_interval_us,
+        multiplier: timers.multiplier,
         backend,
         interface: s.interface.clone(),
         passive: s.passive.unwrap_or(false),

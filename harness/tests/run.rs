@@ -656,3 +656,60 @@ fn a_degraded_engine_fails_the_gate() {
     );
     let _ = std::fs::remove_dir_all(&results);
 }
+
+/// The suite's negative control for a handshake regression: the CI
+/// bake-off's xdp row with `engine = { never_leave_init = true }` (every
+/// session stops at Init, RFC 5880 6.8.6) must end `failed`, never
+/// `invalid` (which the tests would turn into an inconclusive), and the
+/// gate must fail it, naming the DUT. No retry, no inconclusive: nothing
+/// measured in the bring-up may excuse a build that never comes Up.
+#[test]
+fn a_build_that_never_comes_up_fails_the_run_and_the_gate() {
+    if !privileged("a_build_that_never_comes_up_fails") {
+        return;
+    }
+    let _lock = lock_lab();
+    let results = scratch_dir("run-never-up");
+    let scenarios = results.join("scenarios");
+    std::fs::create_dir_all(&scenarios).unwrap();
+    let text = std::fs::read_to_string(repo().join("scenarios/ci.toml"))
+        .unwrap()
+        .replace(
+            "backend = \"xdp\"\n",
+            "backend = \"xdp\"\nengine = { never_leave_init = true }\n",
+        );
+    assert!(text.contains("never_leave_init = true"));
+    std::fs::write(scenarios.join("ci.toml"), text).unwrap();
+    let out = linecard(&[
+        "run",
+        scenarios.join("ci.toml").to_str().unwrap(),
+        "--profiles",
+        repo().join("stress-profiles").to_str().unwrap(),
+        "--only",
+        "xdp",
+        "--results",
+        results.join("bad").to_str().unwrap(),
+    ]);
+    let bad = run_dir(&results.join("bad"), "ci");
+    assert_exit(&out, 1, "a run whose sessions never come Up");
+    let status = std::fs::read_to_string(bad.join("status")).unwrap();
+    assert!(
+        status.starts_with("failed: xdp: FAIL: sessions never came Up"),
+        "{status}"
+    );
+    // The precondition: the switch reached the engine, which said so.
+    let log = std::fs::read_to_string(bad.join("xdp").join("linecardd.log")).unwrap_or_default();
+    assert!(
+        log.contains("NEGATIVE CONTROL: never_leave_init"),
+        "the engine's log: {log}"
+    );
+    let (gated, diff) = gate(&bad, "ci");
+    assert_exit(&gated, 1, "the gate on a build that never comes Up");
+    assert!(
+        diff.lines()
+            .any(|l| l.contains("REGRESSED") && l.split_whitespace().nth(1) == Some("xdp")),
+        "the gate did not name the DUT: {diff}"
+    );
+    assert!(diff.contains("gate: FAILED"), "{diff}");
+    let _ = std::fs::remove_dir_all(&results);
+}

@@ -13,6 +13,7 @@ use super::Engine;
 use crate::config::{validate_session, RawSession};
 
 use crate::wire::DropReason;
+use linecard_api::timers::Timers;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::IpAddr;
@@ -32,6 +33,7 @@ pub enum Request {
         local: IpAddr,
         peer: IpAddr,
     },
+    /// New timers (bounded as in the config file: `linecard_api::timers`).
     Set {
         local: IpAddr,
         peer: IpAddr,
@@ -204,22 +206,30 @@ impl Engine {
                 rx_interval_ms,
                 multiplier,
             } => {
-                if tx_interval_ms == 0 || rx_interval_ms == 0 || multiplier == 0 {
-                    return serde_json::json!({ "error": "intervals and multiplier must be positive" });
-                }
+                // The config file's bounds, checked before any arithmetic:
+                // a refused request changes nothing.
+                let timers = match Timers::from_ms(
+                    i64::from(tx_interval_ms),
+                    i64::from(rx_interval_ms),
+                    i64::from(multiplier),
+                ) {
+                    Ok(timers) => timers,
+                    Err(e) => return serde_json::json!({ "error": e.to_string() }),
+                };
                 match self.find(local, peer) {
                     None => missing(local, peer),
                     Some(id) => {
                         let (_, session, p) = self.table.get_mut(id).expect("found just above");
+                        // RFC 5880 6.8.3: through a Poll Sequence.
                         session.set_timers(
                             now,
-                            tx_interval_ms * 1000,
-                            rx_interval_ms * 1000,
-                            multiplier,
+                            timers.tx_interval_us,
+                            timers.rx_interval_us,
+                            timers.multiplier,
                         );
-                        p.spec.tx_interval_us = tx_interval_ms * 1000;
-                        p.spec.rx_interval_us = rx_interval_ms * 1000;
-                        p.spec.multiplier = multiplier;
+                        p.spec.tx_interval_us = timers.tx_interval_us;
+                        p.spec.rx_interval_us = timers.rx_interval_us;
+                        p.spec.multiplier = timers.multiplier;
                         serde_json::json!({ "ok": true })
                     }
                 }

@@ -25,6 +25,7 @@ use crate::bfddp::{flags, Framer, Message, SessionCounters, SessionMsg, StateCha
 use crate::config::SessionSpec;
 use crate::session::table::SessionId;
 use crate::session::{Nanos, Session};
+use linecard_api::timers::Timers;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
@@ -386,9 +387,8 @@ impl Engine {
         if s.dst.is_unspecified() {
             anyhow::bail!("no peer address");
         }
-        if s.min_tx_us == 0 || s.min_rx_us == 0 || s.detect_mult == 0 {
-            anyhow::bail!("zero interval or multiplier");
-        }
+        let timers = Timers::from_us(s.min_tx_us, s.min_rx_us, s.detect_mult)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         let local = match s.src {
             Some(src) => src,
             None => route_source(s.dst)
@@ -401,9 +401,9 @@ impl Engine {
         let spec = SessionSpec {
             peer: s.dst,
             local,
-            tx_interval_us: s.min_tx_us,
-            rx_interval_us: s.min_rx_us,
-            multiplier: s.detect_mult,
+            tx_interval_us: timers.tx_interval_us,
+            rx_interval_us: timers.rx_interval_us,
+            multiplier: timers.multiplier,
             backend: self.loop_kind(),
             interface,
             passive: s.has(flags::PASSIVE),
@@ -445,20 +445,26 @@ impl Engine {
             return;
         };
         let config = session.config();
-        if (
-            config.desired_min_tx_us,
-            config.required_min_rx_us,
-            config.detect_mult,
-        ) != (s.min_tx_us, s.min_rx_us, s.detect_mult)
-            && s.min_tx_us != 0
-            && s.min_rx_us != 0
-            && s.detect_mult != 0
-        {
-            // RFC 5880 6.8.3: new timers through a Poll Sequence.
-            session.set_timers(now, s.min_tx_us, s.min_rx_us, s.detect_mult);
-            peer.spec.tx_interval_us = s.min_tx_us;
-            peer.spec.rx_interval_us = s.min_rx_us;
-            peer.spec.multiplier = s.detect_mult;
+        match Timers::from_us(s.min_tx_us, s.min_rx_us, s.detect_mult) {
+            Err(e) => log(&format!(
+                "bfdd's update of {} -> {} refused, its timers kept: {e}",
+                peer.spec.local, peer.spec.peer
+            )),
+            Ok(t)
+                if (t.tx_interval_us, t.rx_interval_us, t.multiplier)
+                    != (
+                        config.desired_min_tx_us,
+                        config.required_min_rx_us,
+                        config.detect_mult,
+                    ) =>
+            {
+                // RFC 5880 6.8.3: new timers through a Poll Sequence.
+                session.set_timers(now, t.tx_interval_us, t.rx_interval_us, t.multiplier);
+                peer.spec.tx_interval_us = t.tx_interval_us;
+                peer.spec.rx_interval_us = t.rx_interval_us;
+                peer.spec.multiplier = t.multiplier;
+            }
+            Ok(_) => {}
         }
         let admin_down = s.has(flags::SHUTDOWN);
         if admin_down != (session.state() == crate::wire::State::AdminDown) {

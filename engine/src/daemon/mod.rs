@@ -161,6 +161,9 @@ impl Engine {
         if !config.verify_authentication {
             log("NEGATIVE CONTROL: verify_authentication = false: authenticated sessions accept forged and replayed packets");
         }
+        if config.never_leave_init {
+            log("NEGATIVE CONTROL: never_leave_init = true: no session ever comes Up");
+        }
         if config.xdp_sweep_fixed_period {
             log("NEGATIVE CONTROL: xdp_sweep_fixed_period = true: the kernel detects up to 0.5 ms late");
         }

@@ -92,6 +92,9 @@ impl Engine {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         let mut session = Session::new(config, self.now(), self.seed);
+        if self.config.never_leave_init {
+            session = session.with_broken_handshake();
+        }
         if let Some(auth) = &spec.auth {
             // bfd.XmitAuthSeq starts at a random value (6.8.1).
             let mut state = Auth::new(auth.clone(), random_u64() as u32);

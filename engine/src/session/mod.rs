@@ -96,6 +96,9 @@ pub struct Session {
     auth: Option<Auth>,
     rng: u64,
     counters: Counters,
+    /// The negative control `engine.never_leave_init`: the three-way
+    /// handshake never completes (6.8.6's Init -> Up is skipped).
+    handshake_broken: bool,
 }
 
 impl Session {
@@ -133,7 +136,16 @@ impl Session {
             auth: None,
             rng: seed | 1,
             counters: Counters::default(),
+            handshake_broken: false,
         }
+    }
+
+    /// The negative control `engine.never_leave_init`: the session goes
+    /// from Down to Init but never to Up, so that a build whose handshake
+    /// broke can be shown to fail the suite, never to pass it.
+    pub fn with_broken_handshake(mut self) -> Self {
+        self.handshake_broken = true;
+        self
     }
 
     /// The session authenticates what it sends and requires it of what
@@ -410,6 +422,10 @@ impl Session {
             (State::Down, State::Down) => {
                 Some(self.set_state(now, State::Init, Diagnostic::NoDiagnostic))
             }
+            (State::Init, State::Down) if self.handshake_broken => {
+                Some(self.set_state(now, State::Init, Diagnostic::NoDiagnostic))
+            }
+            (State::Init | State::Up, State::Init) if self.handshake_broken => None,
             (State::Init, State::Down) => {
                 Some(self.set_state(now, State::Up, Diagnostic::NoDiagnostic))
             }

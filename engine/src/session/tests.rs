@@ -500,3 +500,20 @@ fn only_a_steady_up_session_is_offloaded() {
         (State::Up, false, false, 0x2222)
     );
 }
+
+#[test]
+fn the_broken_handshake_negative_control_stops_at_init() {
+    // 6.8.6: Down hears Down -> Init, Init hears Init or Up -> Up; with
+    // the control on, the second step never happens, whatever is heard.
+    let mut s = Session::new(config(), 0, 7).with_broken_handshake();
+    s.receive_repr(MS, &remote(State::Down, 0)).unwrap();
+    assert_eq!(s.state(), State::Init);
+    for (i, heard) in [State::Up, State::Init, State::Up].into_iter().enumerate() {
+        s.receive_repr((2 + i as Nanos) * MS, &remote(heard, 0x1111))
+            .unwrap();
+        assert_eq!(s.state(), State::Init, "after {heard:?}");
+    }
+    let mut fresh = Session::new(config(), 0, 7).with_broken_handshake();
+    fresh.receive_repr(MS, &remote(State::Init, 0)).unwrap();
+    assert_eq!(fresh.state(), State::Init);
+}

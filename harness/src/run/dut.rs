@@ -50,6 +50,9 @@ pub(super) fn run_dut(
     let pairs = prepared.pairs.clone();
     // The capture starts first: bring-up is on it too.
     let mut capture = site.start_capture(&dir)?;
+    // Steal is the one disturbance measured across bring-up: a readiness
+    // failure it cannot explain is the DUT's (`judge::BringUp`).
+    let (steal_at_start, started_at) = (steal_ms(site), unix_ns());
     outcome.capture = Some(PathBuf::from(name).join("capture.pcap"));
     let mut peer = site.start_peer(scenario, dut, &pairs, &dir)?;
     let mut dut_daemon = site.start_dut(scenario, dut, &pairs, &dir)?;
@@ -61,6 +64,12 @@ pub(super) fn run_dut(
         readiness::ready_within(pairs.len()),
     );
     let up_at = unix_ns();
+    let steal_before = steal_ms(site);
+    let bring_up = judge::BringUp {
+        window_ms: (up_at - started_at) as f64 / 1e6,
+        dut_steal_ms: steal_before.0 - steal_at_start.0,
+        peer_steal_ms: steal_before.1 - steal_at_start.1,
+    };
     // The daemons run the files the manifest names, on this site's word.
     for (side, daemon) in [("dut", &dut_daemon), ("peer", &peer)] {
         if let Some(exe) = site.exe(daemon.pid()) {
@@ -74,7 +83,6 @@ pub(super) fn run_dut(
     for recorder in Recorder::ALL {
         recorders.push(site.start_recorder(recorder, seconds, &dir)?);
     }
-    let steal_before = steal_ms(site);
     let mut running = Running {
         site,
         scenario,
@@ -129,6 +137,7 @@ pub(super) fn run_dut(
         capture_alive,
         up,
         up_at,
+        bring_up,
         steal_ms: steal_after.0 - steal_before.0,
         peer_steal_ms: steal_after.1 - steal_before.1,
         fast_path_on_dut_cpus,

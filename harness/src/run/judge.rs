@@ -160,6 +160,35 @@ fn default_detection_ms() -> f64 {
     30.0
 }
 
+/// The bring-up window: from the daemons' start to readiness (or its
+/// deadline), and the hypervisor's steal inside it, the only disturbance
+/// measured there (the witnesses start with the phases).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BringUp {
+    pub window_ms: f64,
+    pub dut_steal_ms: f64,
+    pub peer_steal_ms: f64,
+}
+
+/// Steal of this share of the bring-up window, on the DUT's CPUs or the
+/// peer's, can keep sessions from coming Up (each lost handshake costs a
+/// second of slow-rate packets, RFC 5880 6.8.3); less cannot.
+const BRING_UP_STEAL_PERCENT: f64 = 10.0;
+
+impl BringUp {
+    /// The disturbance that explains sessions that never came Up, if one
+    /// was measured inside the window.
+    pub fn explains_no_up(&self) -> Option<String> {
+        let most = self.dut_steal_ms.max(self.peer_steal_ms);
+        (most * 100.0 >= BRING_UP_STEAL_PERCENT * self.window_ms).then(|| {
+            format!(
+                "the hypervisor stole {:.0} ms of the DUT's CPUs and {:.0} ms of the peer's in the {:.0} ms bring-up",
+                self.dut_steal_ms, self.peer_steal_ms, self.window_ms
+            )
+        })
+    }
+}
+
 /// Everything the verdict is drawn from.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Evidence {
@@ -175,6 +204,10 @@ pub struct Evidence {
     /// How the fast path's responder thread was scheduled, in words.
     #[serde(default)]
     pub responder: Option<String>,
+    /// What was measured while the daemons brought their sessions Up
+    /// (absent in manifests written before it was).
+    #[serde(default)]
+    pub bring_up: Option<BringUp>,
     /// Hypervisor steal on the DUT's CPUs during the run, ms.
     pub steal_ms: f64,
     /// Hypervisor steal on the other CPUs (peer, observer), ms.
@@ -438,6 +471,10 @@ impl super::DutOutcome {
 /// sessions came Up: the DUT failed (a crash is never a spoiled run).
 pub const DUT_EXITED: &str = "the DUT exited before its sessions came Up: ";
 
+/// How readiness says that the peer's process ended: the peer's failure,
+/// never the DUT's.
+pub const PEER_EXITED: &str = "the peer exited before the sessions came Up: ";
+
 /// How readiness failed when the wire says the DUT fell silent.
 pub const DUT_SILENT: &str = "the peer timed out on the DUT while it came Up: ";
 
@@ -484,13 +521,34 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
         _ => {}
     }
     if let Err(why) = &e.up_before_phases {
-        if why.starts_with(DUT_EXITED) || why.starts_with(DUT_SILENT) {
-            return Verdict::Fail(format!("sessions never came Up: {why}"));
-        }
-        return Verdict::Invalid(format!("sessions never came Up: {why}"));
+        // Unexplained is failed: only the peer's own exit or a disturbance
+        // measured inside the bring-up window makes it the run's.
+        let excuse = if why.starts_with(DUT_EXITED) || why.starts_with(DUT_SILENT) {
+            None
+        } else if why.starts_with(PEER_EXITED) {
+            Some(String::new())
+        } else {
+            e.bring_up.as_ref().and_then(BringUp::explains_no_up)
+        };
+        return match excuse {
+            None => Verdict::Fail(format!("sessions never came Up: {why}")),
+            Some(excuse) if excuse.is_empty() => {
+                Verdict::Invalid(format!("sessions never came Up: {why}"))
+            }
+            Some(excuse) => {
+                Verdict::Invalid(format!("sessions never came Up: {why}, while {excuse}"))
+            }
+        };
     }
     if let Some((on_dut, total)) = e.fast_path_on_dut_cpus {
-        if total == 0 || on_dut * 100 < total * PLACEMENT_SHARE_PERCENT {
+        // Sessions Up on the wire and no frame through the program: the
+        // fast path never engaged, the DUT's doing.
+        if total == 0 {
+            return Verdict::Fail(
+                "the fast path judged no BFD frame while the sessions were Up".into(),
+            );
+        }
+        if on_dut * 100 < total * PLACEMENT_SHARE_PERCENT {
             return Verdict::Invalid(format!(
                 "the fast path did not run on the DUT's CPUs ({on_dut} of {total} BFD frames)"
             ));
@@ -593,6 +651,11 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
 pub fn spoiled(expect: &Expectation, e: &Evidence) -> bool {
     if e.capture_died_early {
         return false;
+    }
+    // Sessions that never came Up: worth a second run only when the judge
+    // found them excused (the peer died, or steal inside the bring-up).
+    if e.up_before_phases.is_err() {
+        return matches!(judge(expect, e), Verdict::Invalid(_));
     }
     if e.spoiling_peer_detection(expect).is_some()
         || e.fault_peer_host_stall().is_some()

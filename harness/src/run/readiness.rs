@@ -32,6 +32,13 @@ pub(super) fn wait_up(
                 dut.sessions_up(sessions).err().unwrap_or_default()
             ));
         }
+        if peer.exited() {
+            return Err(format!(
+                "{}{}",
+                judge::PEER_EXITED,
+                peer.sessions_up(sessions).err().unwrap_or_default()
+            ));
+        }
         let state = dut
             .sessions_up(sessions)
             .and_then(|()| peer.sessions_up(sessions));

@@ -23,6 +23,7 @@ pub(crate) struct Measured {
     /// Every session Up in both daemons' own words before the phases.
     pub up: Result<(), String>,
     pub up_at: i64,
+    pub bring_up: judge::BringUp,
     pub steal_ms: f64,
     pub peer_steal_ms: f64,
     pub fast_path_on_dut_cpus: Option<(u64, u64)>,
@@ -152,6 +153,7 @@ pub(crate) fn judge_dut(
         capture_died_early: m.captured.died_early || !m.capture_alive,
         capture_dropped: m.captured.dropped_by_kernel,
         up_before_phases,
+        bring_up: Some(m.bring_up),
         fast_path_on_dut_cpus: m.fast_path_on_dut_cpus,
         responder: m.responder,
         steal_ms: m.steal_ms,
