@@ -348,9 +348,11 @@ pub const fn auth_seq_known_lapse_ns(
 /// the Length of a packet that carries one and nothing more.
 pub const MD5_AUTH_LEN: usize = 24;
 pub const SHA1_AUTH_LEN: usize = 28;
-/// Largest number of keys the kernel holds, over every session: two per
-/// session, the one in use and the next (key rollover, 6.7.1).
-pub const MAX_AUTH_KEYS: u32 = 2 * MAX_SESSIONS;
+/// Keys a session may have: the one in use and the next (key rollover,
+/// 6.7.1). The config refuses more, so that the kernel's map never does.
+pub const KEYS_PER_SESSION: u32 = 2;
+/// Largest number of keys the kernel holds, over every session.
+pub const MAX_AUTH_KEYS: u32 = KEYS_PER_SESSION * MAX_SESSIONS;
 
 /// Value of the `LC_SLOTS` array: what the kernel's detection sweep needs
 /// per slot, and what the fast path needs to know of userspace's own

@@ -208,6 +208,31 @@ fn authentication_takes_a_type_and_keys_and_never_echoes_a_secret() {
         r#"auth = { type = "keyed_sha1", keys = [{ id = 256, secret = "x" }] }"#,
     ));
     assert!(e.contains("session[0].auth.keys[0].id = 256"), "{e}");
+    // No more keys than the kernel's map holds per session.
+    let e = error_of(&with(
+        r#"auth = { type = "keyed_sha1", keys = [{ id = 1, secret = "a" }, { id = 2, secret = "b" }, { id = 3, secret = "c" }] }"#,
+    ));
+    assert!(
+        e.contains("session[0].auth.keys = (3 keys): 3 keys; a session holds at most 2"),
+        "{e}"
+    );
+}
+
+#[test]
+fn timers_are_bounded_before_any_arithmetic() {
+    for (key, good, value) in [
+        ("tx_interval_ms", 10, "4294968"),
+        ("tx_interval_ms", 10, "0"),
+        ("rx_interval_ms", 10, "60001"),
+        ("multiplier", 3, "256"),
+    ] {
+        let e =
+            error_of(&GOOD.replace(&format!("{key} = {good}\n"), &format!("{key} = {value}\n")));
+        assert!(
+            e.contains(&format!("session[0].{key} = {value}: must be")),
+            "{e}"
+        );
+    }
 }
 
 #[test]

@@ -316,6 +316,167 @@ fn crafted_packets_are_counted_and_change_nothing() {
         ctl(&socket, &["list", "--json"])["sessions"][0]["state"],
         "up"
     );
+
+    // Timers out of bounds on `ctl set`: an error reply naming the key and
+    // its bound, checked before any arithmetic (4294968 ms once wrapped to
+    // 704 us, or panicked a debug build); the session keeps its timers in
+    // its own words and on the wire, and the daemon keeps running.
+    let capture = capture_dut_port(&dir);
+    let window_start = epoch_ns();
+    for (tx, rx, mult, said) in [
+        (
+            "4294968",
+            "100",
+            "3",
+            "tx_interval_ms = 4294968: must be 1 to 60000 milliseconds",
+        ),
+        (
+            "0",
+            "100",
+            "3",
+            "tx_interval_ms = 0: must be 1 to 60000 milliseconds",
+        ),
+        (
+            "100",
+            "60001",
+            "3",
+            "rx_interval_ms = 60001: must be 1 to 60000 milliseconds",
+        ),
+        ("100", "100", "0", "multiplier = 0: must be 1 to 255"),
+    ] {
+        let refused = linecard_harness::run::daemons::ctl_with(
+            &linecardd(),
+            &socket,
+            &[
+                "set",
+                "--local",
+                DUT.ipv4,
+                "--peer",
+                PEER.ipv4,
+                "--tx-ms",
+                tx,
+                "--rx-ms",
+                rx,
+                "--multiplier",
+                mult,
+            ],
+        )
+        .expect_err("an out-of-range set must be refused");
+        assert!(format!("{refused:#}").contains(said), "{refused:#}");
+    }
+    // A second of the wire after the refusals: ten of our packets at 100 ms.
+    std::thread::sleep(Duration::from_secs(1));
+    let window_end = epoch_ns();
+    let pcap = capture.finish().unwrap();
+    assert!(dut.running(), "{}", dut.log_tail());
+    let now = ctl(&socket, &["list", "--json"])["sessions"][0].clone();
+    assert_eq!(
+        (
+            &now["state"],
+            &now["desired_min_tx_us"],
+            &now["detect_mult"],
+            &now["polling"]
+        ),
+        (
+            &serde_json::json!("up"),
+            &serde_json::json!(100_000),
+            &serde_json::json!(3),
+            &serde_json::json!(false)
+        ),
+        "{now}"
+    );
+    let wire = analyze_window(pcap, "after the refused sets", window_start, window_end);
+    let ours = wire.phases[0]
+        .result
+        .flows
+        .iter()
+        .find(|f| f.src == DUT.ipv4 && f.dst == PEER.ipv4)
+        .expect("our packets on the wire");
+    assert!(ours.packets >= 5, "{} packets", ours.packets);
+    assert_eq!(
+        (ours.polls, ours.desired_min_tx_ms, ours.detect_mult),
+        (0, Some(100.0), Some(3)),
+        "the wire after the refused sets"
+    );
+    dut.stop().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A full `LC_SESSIONS` refuses the next session whole: `ctl add` gets an
+/// error naming the map and its capacity, `ctl list` shows no half-added
+/// session (once, the table kept it and the kernel dropped its packets: it
+/// never came Up and a retry said "already exists"), and after a removal
+/// the same add succeeds. 4096 passive sessions (they send nothing until
+/// they hear a peer) towards addresses nobody holds fill the map.
+#[test]
+fn a_full_session_map_refuses_the_next_session_whole() {
+    if !privileged("a_full_session_map_refuses_the_next_session_whole") {
+        return;
+    }
+    let _lock = lock_lab();
+    assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
+    let dir = scratch_dir("full-map");
+    let socket = dir.join("dut.sock");
+    let capacity = linecard_common::bfd::MAX_SESSIONS as usize;
+    let peer = |i: usize| format!("2001:db8::1:{i:x}");
+    let mut config = format!("[engine]\ncontrol_socket = \"{}\"\n", socket.display());
+    for i in 0..capacity {
+        config.push_str(&format!(
+            "\n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\nbackend = \"xdp\"\ninterface = \"eth0\"\npassive = true\n",
+            peer(i),
+            DUT.ipv6
+        ));
+    }
+    let mut dut = start_linecardd_toml(&dir, &config);
+    let listed = |dut: &mut linecard_harness::procs::Daemon| {
+        wait_sessions(
+            &socket,
+            dut,
+            Duration::from_secs(60),
+            "the sessions listed",
+            |s| !s.is_empty(),
+        )
+    };
+    assert_eq!(
+        listed(&mut dut).len(),
+        capacity,
+        "the map's worth of sessions"
+    );
+    let add = |i: usize| {
+        linecard_harness::run::daemons::ctl_with(
+            &linecardd(),
+            &socket,
+            &[
+                "add",
+                "--local",
+                DUT.ipv6,
+                "--peer",
+                &peer(i),
+                "--backend",
+                "xdp",
+                "--interface",
+                "eth0",
+            ],
+        )
+    };
+    let refused = add(capacity).expect_err("one session more than LC_SESSIONS holds");
+    assert!(
+        format!("{refused:#}").contains("LC_SESSIONS (it holds 4096 sessions)"),
+        "{refused:#}"
+    );
+    let sessions = listed(&mut dut);
+    assert_eq!(sessions.len(), capacity, "a half-added session is listed");
+    assert!(!sessions.iter().any(|s| s["peer"] == peer(capacity)));
+    // Room again: the same add succeeds, whole.
+    ctl(
+        &socket,
+        &["remove", "--local", DUT.ipv6, "--peer", &peer(0)],
+    );
+    add(capacity).unwrap_or_else(|e| panic!("the add after a removal: {e:#}"));
+    let sessions = listed(&mut dut);
+    assert_eq!(sessions.len(), capacity);
+    assert!(sessions.iter().any(|s| s["peer"] == peer(capacity)));
+    assert!(dut.running(), "{}", dut.log_tail());
     dut.stop().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }

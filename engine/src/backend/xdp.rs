@@ -12,7 +12,7 @@ use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::{Xdp, XdpMode};
 use linecard_common::bfd::{
     AuthKeyRef, AuthSecret, EchoPeer, SessionConfig, SessionState, SlotConfig, DROP_REASONS,
-    FLAG_REPLY, SWEEP_SLOTS, VERDICTS,
+    FLAG_REPLY, KEYS_PER_SESSION, MAX_AUTH_KEYS, MAX_SESSIONS, SWEEP_SLOTS, VERDICTS,
 };
 use linecard_common::names;
 use std::net::IpAddr;
@@ -169,9 +169,9 @@ impl FastPath {
         if config.flags & FLAG_REPLY != 0 {
             bail!("registering with FLAG_REPLY: use offload");
         }
-        self.sessions()?
-            .insert(discr, config, 0)
-            .context("writing the session to LC_SESSIONS")?;
+        self.sessions()?.insert(discr, config, 0).with_context(|| {
+            format!("writing the session to LC_SESSIONS (it holds {MAX_SESSIONS} sessions)")
+        })?;
         Ok(())
     }
 
@@ -208,7 +208,11 @@ impl FastPath {
         for &(id, secret) in keys {
             let value = AuthSecret::new(secret).context("a key longer than 20 bytes")?;
             map.insert(AuthKeyRef::new(discr, id), value, 0)
-                .context("writing a key to LC_AUTH_KEYS (it holds two per session)")?;
+                .with_context(|| {
+                    format!(
+                        "writing a key to LC_AUTH_KEYS (it holds {MAX_AUTH_KEYS}, {KEYS_PER_SESSION} per session)"
+                    )
+                })?;
             self.keys.entry(discr).or_default().push(id);
         }
         Ok(())

@@ -104,6 +104,15 @@ impl AuthConfig {
         if self.keys.is_empty() {
             return Err("no key: authentication needs at least one".into());
         }
+        // Every session's keys fit the kernel's map (LC_AUTH_KEYS), on any
+        // backend: one rule wherever the session runs.
+        let most = linecard_common::bfd::KEYS_PER_SESSION as usize;
+        if self.keys.len() > most {
+            return Err(format!(
+                "{} keys; a session holds at most {most}, the one in use and the next (RFC 5880 6.7.1)",
+                self.keys.len()
+            ));
+        }
         for key in &self.keys {
             self.auth_type
                 .check_secret_len(key.secret.len())
