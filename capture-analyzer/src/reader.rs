@@ -48,6 +48,15 @@ pub enum CaptureError {
     NotACapture,
     #[error("reading failed: {0}")]
     Io(String),
+    /// A block whose fields cannot be taken as they are (a timestamp that
+    /// does not fit, a resolution no clock has): named with its byte
+    /// offset, so that it can be found in the file.
+    #[error("{block} at byte {offset}: {why}")]
+    BadBlock {
+        block: &'static str,
+        offset: u64,
+        why: String,
+    },
 }
 
 /// Facts the capture itself records about its quality.
@@ -264,6 +273,8 @@ pub struct CaptureReader<R: Read> {
     pub notes: ReaderNotes,
     done: bool,
     frame: Vec<u8>,
+    /// Bytes of the file before the next block.
+    offset: u64,
     _read: std::marker::PhantomData<R>,
 }
 
@@ -308,6 +319,7 @@ impl<R: Read + 'static> CaptureReader<R> {
             notes: ReaderNotes::default(),
             done: false,
             frame: Vec::with_capacity(256),
+            offset: 0,
             _read: std::marker::PhantomData,
         })
     }
@@ -317,7 +329,7 @@ impl<R: Read + 'static> CaptureReader<R> {
     fn next_into(&mut self, buf: &mut Vec<u8>) -> Result<Option<FrameMeta>, CaptureError> {
         while !self.done {
             let (consumed, frame) = match self.inner.next() {
-                Ok((offset, block)) => (offset, self.state.take(block, buf, &mut self.notes)),
+                Ok((length, block)) => (length, self.state.take(block, buf, &mut self.notes)),
                 Err(PcapError::Eof) => {
                     self.done = true;
                     return Ok(None);
@@ -342,6 +354,16 @@ impl<R: Read + 'static> CaptureReader<R> {
                 }
             };
             self.inner.consume(consumed);
+            let at = self.offset;
+            self.offset += consumed as u64;
+            let frame = frame.map_err(|(block, why)| {
+                self.done = true;
+                CaptureError::BadBlock {
+                    block,
+                    offset: at,
+                    why,
+                }
+            })?;
             if let Some(frame) = frame {
                 return Ok(Some(frame));
             }
@@ -356,8 +378,8 @@ impl BlockState {
         block: PcapBlockOwned,
         buf: &mut Vec<u8>,
         notes: &mut ReaderNotes,
-    ) -> Option<FrameMeta> {
-        match block {
+    ) -> Result<Option<FrameMeta>, (&'static str, String)> {
+        Ok(match block {
             PcapBlockOwned::LegacyHeader(header) => {
                 self.legacy_nanos = header.is_nanosecond_precision();
                 self.legacy_link = LinkType::from_pcap(header.network);
@@ -379,31 +401,44 @@ impl BlockState {
                 None
             }
             PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
+                // if_tsresol (pcapng 4.2): 10^-n or 2^-n s per unit; past
+                // 10^-19 or 2^-63 no u64 counts it.
+                let resolution = units_per_second(idb.if_tsresol).ok_or((
+                    "interface description block",
+                    format!("if_tsresol {:#04x}: no such clock", idb.if_tsresol),
+                ))?;
                 self.interfaces.push(Interface {
                     link: LinkType::from_pcap(idb.linktype),
-                    resolution: pcap_parser::pcapng::build_ts_resolution(idb.if_tsresol)
-                        .unwrap_or(1_000_000),
+                    resolution,
                     offset_s: idb.if_tsoffset,
                 });
                 None
             }
             PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
-                let interface = self.interfaces.get(epb.if_id as usize)?;
+                let Some(interface) = self.interfaces.get(epb.if_id as usize) else {
+                    return Ok(None);
+                };
                 let units = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
-                let res = interface.resolution.max(1);
-                let secs = (units / res) as i64 + interface.offset_s;
-                let frac_ns = ((units % res) as u128 * 1_000_000_000 / u128::from(res)) as i64;
+                let ts_ns = unix_ns(units, interface.resolution, interface.offset_s).ok_or((
+                    "enhanced packet block",
+                    format!(
+                        "timestamp {units} at {} units/s plus if_tsoffset {} s is not a time in i64 nanoseconds",
+                        interface.resolution, interface.offset_s
+                    ),
+                ))?;
                 buf.clear();
                 buf.extend_from_slice(&epb.data[..(epb.caplen as usize).min(epb.data.len())]);
                 Some(FrameMeta {
-                    ts_ns: secs * 1_000_000_000 + frac_ns,
+                    ts_ns,
                     link: interface.link,
                     orig_len: epb.origlen,
                 })
             }
             PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
                 // No timestamp: useless for gaps, counted as unusable by the caller.
-                let interface = self.interfaces.first()?;
+                let Some(interface) = self.interfaces.first() else {
+                    return Ok(None);
+                };
                 buf.clear();
                 buf.extend_from_slice(spb.data);
                 Some(FrameMeta {
@@ -425,6 +460,30 @@ impl BlockState {
                 None
             }
             PcapBlockOwned::NG(_) => None,
-        }
+        })
     }
+}
+
+/// if_tsresol's units per second (pcapng 4.2): 10^n, or 2^n with the top
+/// bit set; `None` past what a u64 counts. (pcap-parser 0.16's
+/// `build_ts_resolution` refuses every power of two.)
+fn units_per_second(tsresol: u8) -> Option<u64> {
+    let exponent = u32::from(tsresol & 0x7f);
+    if tsresol & 0x80 == 0 {
+        10u64.checked_pow(exponent)
+    } else {
+        1u64.checked_shl(exponent)
+    }
+}
+
+/// A pcapng timestamp (`units` at `resolution` per second, plus the
+/// interface's whole-second offset) in ns since the epoch; `None` where
+/// any step leaves i64, never a wrapped time.
+fn unix_ns(units: u64, resolution: u64, offset_s: i64) -> Option<i64> {
+    let secs = i64::try_from(units / resolution)
+        .ok()?
+        .checked_add(offset_s)?;
+    // Below 10^9 after the division: fits.
+    let frac_ns = (u128::from(units % resolution) * 1_000_000_000 / u128::from(resolution)) as i64;
+    secs.checked_mul(1_000_000_000)?.checked_add(frac_ns)
 }
