@@ -56,6 +56,7 @@ pub fn verification_cost(repeat: u32) -> Result<Vec<UserspaceVerifyCost>, String
                     wire,
                     60_000_000,
                     SequenceJudge::Here,
+                    10_000,
                 )
                 .map_err(|e| format!("{name}: the engine refused it ({e:?})"))?;
             }

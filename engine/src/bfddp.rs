@@ -447,12 +447,33 @@ fn check_header(bytes: &[u8]) -> Result<u16, FrameError> {
 #[derive(Debug, Default)]
 pub struct Framer {
     buffer: Vec<u8>,
+    /// Where the next message starts in `buffer`: a message taken moves
+    /// it on (O(1)); the bytes before it go at the next `push`.
+    start: usize,
     failed: Option<FrameError>,
 }
 
+/// Most bytes a [`Framer`] holds unread: 64 of the largest message. Past
+/// it the reader leaves bytes in the socket (TCP holds the sender back)
+/// until the engine has taken messages out.
+pub const MAX_BUFFERED: usize = 64 * MAX_MESSAGE_LEN;
+
 impl Framer {
-    pub fn push(&mut self, bytes: &[u8]) {
-        self.buffer.extend_from_slice(bytes);
+    /// Appends `bytes`; at most [`Self::room`] of them are taken, and how
+    /// many is returned.
+    pub fn push(&mut self, bytes: &[u8]) -> usize {
+        if self.start > 0 {
+            self.buffer.drain(..self.start);
+            self.start = 0;
+        }
+        let taken = bytes.len().min(self.room());
+        self.buffer.extend_from_slice(&bytes[..taken]);
+        taken
+    }
+
+    /// How many more bytes [`Self::push`] takes now.
+    pub fn room(&self) -> usize {
+        MAX_BUFFERED.saturating_sub(self.pending())
     }
 
     /// The next complete message, `Ok(None)` when more bytes are needed.
@@ -462,21 +483,22 @@ impl Framer {
             return Err(e);
         }
         loop {
-            if self.buffer.len() < HEADER_LEN {
+            let unread = &self.buffer[self.start..];
+            if unread.len() < HEADER_LEN {
                 return Ok(None);
             }
-            let length = match check_header(&self.buffer) {
+            let length = match check_header(unread) {
                 Ok(length) => usize::from(length),
                 Err(e) => {
                     self.failed = Some(e);
                     return Err(e);
                 }
             };
-            if self.buffer.len() < length {
+            if unread.len() < length {
                 return Ok(None);
             }
-            let parsed = Message::parse(&self.buffer[..length]);
-            self.buffer.drain(..length);
+            let parsed = Message::parse(&unread[..length]);
+            self.start += length;
             match parsed {
                 Ok(Some(message)) => return Ok(Some(message)),
                 Ok(None) => continue,
@@ -490,7 +512,7 @@ impl Framer {
 
     /// Bytes received but not yet a whole message.
     pub fn pending(&self) -> usize {
-        self.buffer.len()
+        self.buffer.len() - self.start
     }
 }
 
@@ -695,6 +717,44 @@ mod tests {
             framer.push(&Message::RequestCounters { id: 1, lid: 1 }.to_bytes());
             assert_eq!(framer.next_message(), Err(error));
         }
+    }
+
+    #[test]
+    fn the_framer_holds_a_bounded_backlog_and_takes_messages_in_place() {
+        let message = Message::RequestCounters { id: 7, lid: 9 }.to_bytes();
+        let stream: Vec<u8> = message
+            .iter()
+            .copied()
+            .cycle()
+            .take(3 * MAX_BUFFERED)
+            .collect();
+        let mut framer = Framer::default();
+        let taken = framer.push(&stream);
+        assert_eq!(
+            (taken, framer.pending(), framer.room()),
+            (MAX_BUFFERED, MAX_BUFFERED, 0)
+        );
+        assert_eq!(
+            framer.push(&stream[taken..]),
+            0,
+            "a full framer takes nothing"
+        );
+        // Messages are taken without moving the rest; room comes back.
+        let mut offset = taken;
+        let mut read = 0;
+        while let Some(m) = framer.next_message().unwrap() {
+            assert_eq!(m, Message::RequestCounters { id: 7, lid: 9 });
+            read += 1;
+            if framer.room() >= 1000 {
+                offset += framer.push(&stream[offset..]);
+            }
+        }
+        assert_eq!(
+            read * message.len(),
+            3 * MAX_BUFFERED,
+            "every byte once, in order"
+        );
+        assert_eq!(framer.pending(), 0);
     }
 
     #[test]

@@ -35,7 +35,9 @@ fn expect(stream: &mut TcpStream, framer: &mut Framer, want: impl Fn(&Message) -
         );
         match stream.read(&mut buf) {
             Ok(0) => panic!("linecardd closed the connection"),
-            Ok(n) => framer.push(&buf[..n]),
+            Ok(n) => {
+                framer.push(&buf[..n]);
+            }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
             Err(e) => panic!("reading from linecardd: {e}"),

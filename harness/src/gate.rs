@@ -140,10 +140,16 @@ impl Baseline {
     pub fn load(path: &Path) -> Result<Self, InputError> {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| InputError::read(&file, e))?;
-        let b: Baseline = toml::from_str(&text).map_err(|e| InputError::syntax(&file, e))?;
+        Self::parse(&file, &text)
+    }
+
+    /// A baseline's text (`file` names it in errors), checked: its schema,
+    /// its seal, every metric and value.
+    pub fn parse(file: &str, text: &str) -> Result<Self, InputError> {
+        let b: Baseline = toml::from_str(text).map_err(|e| InputError::syntax(file, e))?;
         if b.schema_version != SCHEMA_VERSION {
             return Err(InputError::invalid(
-                &file,
+                file,
                 "schema_version",
                 &b.schema_version,
                 &format!("this linecard reads version {SCHEMA_VERSION}: record it again with `linecard baseline`"),
@@ -151,7 +157,7 @@ impl Baseline {
         }
         if b.seal != b.compute_seal() {
             return Err(InputError::invalid(
-                &file,
+                file,
                 "seal",
                 &b.seal,
                 "does not match the file's values: edited by hand? Record it again with `linecard baseline RUN_DIR... --slack-ms N --slack-reason ...`",
@@ -160,7 +166,7 @@ impl Baseline {
         for (i, c) in b.checks.iter().enumerate() {
             if !METRICS.contains(&c.metric.as_str()) {
                 return Err(InputError::invalid(
-                    &file,
+                    file,
                     &format!("check[{i}].metric"),
                     &c.metric,
                     &format!("must be {}", metric_names()),
@@ -168,7 +174,7 @@ impl Baseline {
             }
             if c.observed.is_empty() || c.observed.iter().any(|v| !v.is_finite() || *v < 0.0) {
                 return Err(InputError::invalid(
-                    &file,
+                    file,
                     &format!("check[{i}].observed"),
                     &format!("{:?}", c.observed),
                     "needs at least one value, none negative",
@@ -176,7 +182,7 @@ impl Baseline {
             }
             if !(c.slack.is_finite() && c.slack >= 0.0) {
                 return Err(InputError::invalid(
-                    &file,
+                    file,
                     &format!("check[{i}].slack"),
                     &c.slack,
                     "must be 0 or more",
@@ -250,8 +256,13 @@ pub fn load_manifest(run_dir: &Path) -> Result<Manifest> {
             run_dir.display()
         )
     })?;
-    serde_json::from_str(&text)
-        .with_context(|| format!("{}: not a linecard run manifest", path.display()))
+    parse_manifest(&path.display().to_string(), &text)
+}
+
+/// A run manifest's text (`file` names it in errors): what `report`,
+/// `compare`, `tables` and the gate read of a run directory.
+pub fn parse_manifest(file: &str, text: &str) -> Result<Manifest> {
+    serde_json::from_str(text).with_context(|| format!("{file}: not a linecard run manifest"))
 }
 
 pub fn gate(run_dir: &Path, baseline_path: &Path) -> Result<GateResult> {
@@ -266,11 +277,22 @@ pub fn gate(run_dir: &Path, baseline_path: &Path) -> Result<GateResult> {
             manifest.scenario.name
         );
     }
+    Ok(gate_manifest(&baseline, &manifest, baseline_path, run_dir))
+}
+
+/// The gate's comparisons of one manifest against one baseline (of the
+/// same scenario).
+pub fn gate_manifest(
+    baseline: &Baseline,
+    manifest: &Manifest,
+    baseline_path: &Path,
+    run_dir: &Path,
+) -> GateResult {
     let comparisons: Vec<Comparison> = baseline
         .checks
         .iter()
         .map(|c| {
-            let v = value(&manifest, &c.dut, &c.phase, &c.metric);
+            let v = value(manifest, &c.dut, &c.phase, &c.metric);
             let limit = c.limit();
             Comparison {
                 dut: c.dut.clone(),
@@ -285,13 +307,13 @@ pub fn gate(run_dir: &Path, baseline_path: &Path) -> Result<GateResult> {
         })
         .collect();
     let passed = manifest.status.is_complete() && comparisons.iter().all(|c| c.passed);
-    Ok(GateResult {
+    GateResult {
         run: run_dir.display().to_string(),
         baseline: baseline_path.display().to_string(),
         run_status: manifest.status.to_string(),
         passed,
         comparisons,
-    })
+    }
 }
 
 /// How much slack a recording gives the gap metrics and the detection

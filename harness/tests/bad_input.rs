@@ -480,3 +480,88 @@ fn a_full_session_map_refuses_the_next_session_whole() {
     dut.stop().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The control socket is root's door into the engine. linecardd never
+/// deletes what is not a stale socket of its own (a regular file at
+/// `control_socket` stops it, untouched), creates the socket mode 0600,
+/// and answers only root and its own user: another user is refused by the
+/// mode, and still by its credentials (SO_PEERCRED) once the mode is
+/// widened by hand.
+#[test]
+fn the_control_socket_is_private_and_never_replaces_a_file() {
+    if !privileged("the_control_socket_is_private") {
+        return;
+    }
+    let _lock = lock_lab();
+    assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
+    let dir = scratch_dir("control-socket");
+    let socket = dir.join("dut.sock");
+    let session = || DutSession {
+        peer: PEER.ipv4.to_string(),
+        local: DUT.ipv4.to_string(),
+        backend: "naive",
+        interface: None,
+    };
+    std::fs::write(&socket, "precious\n").unwrap();
+    let mut refused = start_linecardd(&dir, &socket, "", &[session()]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while refused.running() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!refused.running(), "linecardd ran over a regular file");
+    assert!(
+        refused.log_tail().contains("exists and is not a socket"),
+        "{}",
+        refused.log_tail()
+    );
+    assert_eq!(std::fs::read_to_string(&socket).unwrap(), "precious\n");
+    std::fs::remove_file(&socket).unwrap();
+
+    let mut dut = start_linecardd(&dir, &socket, "", &[session()]);
+    wait_sessions(
+        &socket,
+        &mut dut,
+        Duration::from_secs(5),
+        "the socket",
+        |s| !s.is_empty(),
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the socket's mode: {mode:o}");
+    // Another user, with a copy of the client it can run wherever the
+    // checkout lives.
+    let client = dir.join("linecardd");
+    std::fs::copy(linecardd(), &client).unwrap();
+    let as_nobody = || {
+        std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&client)
+            .args(["ctl", "--socket", socket.to_str().unwrap(), "list"])
+            .output()
+            .unwrap()
+    };
+    let out = as_nobody();
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !out.status.success() && said.contains("Permission denied"),
+        "{said}"
+    );
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = as_nobody();
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !out.status.success() && said.contains("not allowed"),
+        "{said}"
+    );
+    // Root still is.
+    assert_eq!(
+        ctl(&socket, &["list", "--json"])["sessions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(dut.running());
+    dut.stop().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

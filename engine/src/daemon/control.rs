@@ -17,6 +17,7 @@ use linecard_api::timers::Timers;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::IpAddr;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -53,6 +54,34 @@ pub enum Request {
         peer: IpAddr,
         key_id: u8,
     },
+}
+
+/// One request line, parsed and its values checked (a session's keys as
+/// the config file's, timers within `linecard_api::timers`) before the
+/// engine acts on any of it: the error is the reply.
+pub fn read_request(line: &[u8]) -> Result<Request, String> {
+    let request: Request = serde_json::from_slice(line).map_err(|e| format!("bad request: {e}"))?;
+    match &request {
+        Request::Add { session } => {
+            validate_session(session, "session")
+                .map_err(|(k, v, why)| format!("{k} = {v}: {why}"))?;
+        }
+        Request::Set {
+            tx_interval_ms,
+            rx_interval_ms,
+            multiplier,
+            ..
+        } => {
+            Timers::from_ms(
+                i64::from(*tx_interval_ms),
+                i64::from(*rx_interval_ms),
+                i64::from(*multiplier),
+            )
+            .map_err(|e| e.to_string())?;
+        }
+        _ => {}
+    }
+    Ok(request)
 }
 
 pub use linecard_api::control::{DemandStatus, KernelDigests, SessionReadiness, SessionStatus};
@@ -279,7 +308,13 @@ impl Engine {
     /// in `pending` (the sessions' timers matter more), and one that has not
     /// finished within a second gets an error.
     pub(super) fn serve_control(&mut self) {
-        while let Ok((stream, _)) = self.control.accept() {
+        while let Ok((mut stream, _)) = self.control.accept() {
+            if !peer_allowed(&stream) {
+                let _ = stream.write_all(
+                    b"{\"error\":\"not allowed: linecardd answers root and its own user\"}\n",
+                );
+                continue;
+            }
             if stream.set_nonblocking(true).is_ok() {
                 self.pending.push(PendingClient {
                     stream,
@@ -331,9 +366,9 @@ impl Engine {
             }
             let mut client = self.pending.swap_remove(i);
             let reply = match line_end {
-                Some(end) => match serde_json::from_slice::<Request>(&client.request[..end]) {
+                Some(end) => match read_request(&client.request[..end]) {
                     Ok(request) => self.respond(request),
-                    Err(e) => serde_json::json!({ "error": format!("bad request: {e}") }),
+                    Err(e) => serde_json::json!({ "error": e }),
                 },
                 None if client.request.is_empty() => {
                     serde_json::json!({ "error": "empty request" })
@@ -371,13 +406,80 @@ impl Engine {
     }
 }
 
+/// Opens the control socket at `path`, which is root's door into the
+/// engine. Only a stale socket is ever removed there: a regular file, a
+/// directory or a link is refused, never deleted. The socket is created
+/// mode 0600 (the umask held around `bind`, so that it never exists with a
+/// wider mode), and [`peer_allowed`] checks each client's credentials.
+pub(super) fn open_socket(path: &std::path::Path) -> anyhow::Result<UnixListener> {
+    use anyhow::{bail, Context};
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            if UnixStream::connect(path).is_ok() {
+                bail!(
+                    "another linecardd answers on {}; set engine.control_socket to run a second one",
+                    path.display()
+                );
+            }
+            std::fs::remove_file(path)
+                .with_context(|| format!("removing stale control socket {}", path.display()))?;
+        }
+        Ok(meta) => bail!(
+            "{} exists and is not a socket ({:?}): linecardd removes only a stale socket there; move it or set engine.control_socket",
+            path.display(),
+            meta.file_type()
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(e).with_context(|| format!("looking at {}", path.display()));
+        }
+    }
+    // SAFETY: umask only swaps the process's file mode mask; restored
+    // right after the bind, before any other thread starts.
+    let previous = unsafe { libc::umask(0o177) };
+    let bound = UnixListener::bind(path);
+    // SAFETY: as above.
+    unsafe { libc::umask(previous) };
+    let listener = bound.with_context(|| format!("binding control socket {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("making {} mode 0600", path.display()))?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// A client may talk to the engine only as root or as the engine's own
+/// user (SO_PEERCRED): the socket's mode says so too, this holds should
+/// the mode be widened by hand.
+fn peer_allowed(stream: &UnixStream) -> bool {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: u32::MAX,
+        gid: u32::MAX,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `cred`, a live
+    // ucred of that size.
+    let rc = unsafe {
+        libc::getsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(stream),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    // SAFETY: geteuid has no preconditions.
+    rc == 0 && (cred.uid == 0 || cred.uid == unsafe { libc::geteuid() })
+}
+
 /// How long a client may take to read its reply before it is dropped.
 const REPLY_READ_LIMIT: Duration = Duration::from_secs(10);
 
 /// A control connection whose request line is not complete yet, or whose
 /// reply is not all written.
 pub(super) struct PendingClient {
-    stream: std::os::unix::net::UnixStream,
+    stream: UnixStream,
     request: Vec<u8>,
     /// Since the connection came, then since its reply was ready.
     since: Instant,
@@ -413,7 +515,7 @@ const MAX_REQUEST_BYTES: usize = 64 * 1024;
 /// Client side: sends one request, returns the reply.
 pub fn call(socket: &std::path::Path, request: &Request) -> anyhow::Result<serde_json::Value> {
     use anyhow::Context;
-    let mut stream = std::os::unix::net::UnixStream::connect(socket)
+    let mut stream = UnixStream::connect(socket)
         .with_context(|| format!("connecting to {} (is linecardd running?)", socket.display()))?;
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     writeln!(stream, "{}", serde_json::to_string(request)?)?;

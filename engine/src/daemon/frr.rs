@@ -29,7 +29,6 @@ use linecard_api::timers::Timers;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::time::Duration;
 
 /// How often we say hello to bfdd (see the module comment).
 const KEEPALIVE_NS: Nanos = 500_000_000;
@@ -39,9 +38,10 @@ const RECONNECT_NS: Nanos = 1_000_000_000;
 /// software until a dataplane connects, and their Down packets (your
 /// discriminator 0, matched by address) would take the peer down.
 const HOLD_RECONNECT_NS: Nanos = 50_000_000;
-/// A connect to a local listener either succeeds or fails at once; this
-/// bounds a remote one so that the BFD loop is never held long.
-const CONNECT_TIMEOUT: Duration = Duration::from_millis(20);
+/// How long a connect may stay in progress before it is given up. It
+/// never blocks the loop: the socket connects in the background, and each
+/// pass looks at it.
+const CONNECT_LIMIT_NS: Nanos = 1_000_000_000;
 /// BFD control packets carry no authentication here: 24 bytes each.
 const CONTROL_PACKET_BYTES: u64 = 24;
 /// After bfdd reconnects, held sessions it has not re-added within this
@@ -58,6 +58,8 @@ const MESSAGES_PER_PASS: usize = 8;
 pub struct FrrLink {
     addr: SocketAddr,
     conn: Option<Connection>,
+    /// A connect in progress, and when it is given up.
+    connecting: Option<(socket2::Socket, Nanos)>,
     next_connect: Nanos,
     next_keepalive: Nanos,
     /// bfdd's lid -> our session.
@@ -88,6 +90,7 @@ impl FrrLink {
             sweep_at: None,
             addr,
             conn: None,
+            connecting: None,
             next_connect: 0,
             next_keepalive: 0,
             sessions: HashMap::new(),
@@ -97,14 +100,18 @@ impl FrrLink {
     }
 
     pub fn fd(&self) -> Option<i32> {
-        self.conn
-            .as_ref()
-            .map(|c| std::os::fd::AsRawFd::as_raw_fd(&c.stream))
+        use std::os::fd::AsRawFd;
+        match (&self.conn, &self.connecting) {
+            (Some(c), _) => Some(c.stream.as_raw_fd()),
+            (None, Some((socket, _))) => Some(socket.as_raw_fd()),
+            (None, None) => None,
+        }
     }
 
-    /// Whether we have output bfdd has not taken yet (poll for POLLOUT).
+    /// Whether we have output bfdd has not taken yet, or a connect in
+    /// progress (poll for POLLOUT).
     pub fn wants_write(&self) -> bool {
-        self.conn.as_ref().is_some_and(|c| !c.output.is_empty())
+        self.connecting.is_some() || self.conn.as_ref().is_some_and(|c| !c.output.is_empty())
     }
 
     /// The next instant this link has something to do by itself.
@@ -112,10 +119,10 @@ impl FrrLink {
         if self.backlog {
             return 0;
         }
-        let own = if self.conn.is_some() {
-            self.next_keepalive
-        } else {
-            self.next_connect
+        let own = match (&self.conn, &self.connecting) {
+            (Some(_), _) => self.next_keepalive,
+            (None, Some((_, give_up))) => *give_up,
+            (None, None) => self.next_connect,
         };
         self.sweep_at.map_or(own, |at| own.min(at))
     }
@@ -199,6 +206,79 @@ fn interface_of(local: IpAddr) -> Option<String> {
     found
 }
 
+/// Starts, follows or completes the connect to bfdd without blocking
+/// (a remote bfdd once held the loop up to 20 ms a try).
+fn connect_frr(link: &mut FrrLink, now: Nanos) {
+    use socket2::{Domain, Socket, Type};
+    let socket = match link.connecting.take() {
+        Some((socket, give_up)) => match socket.take_error() {
+            Ok(None) if socket.peer_addr().is_ok() => socket,
+            Ok(None) if now < give_up => {
+                link.connecting = Some((socket, give_up));
+                return;
+            }
+            Ok(None) => {
+                log(&format!(
+                    "connecting to bfdd at {}: no answer within 1 s",
+                    link.addr
+                ));
+                return;
+            }
+            Ok(Some(e)) | Err(e) => {
+                if e.kind() != std::io::ErrorKind::ConnectionRefused {
+                    log(&format!("connecting to bfdd at {}: {e}", link.addr));
+                }
+                return;
+            }
+        },
+        None if now >= link.next_connect => {
+            link.next_connect = now
+                + if link.orphans.is_empty() {
+                    RECONNECT_NS
+                } else {
+                    HOLD_RECONNECT_NS
+                };
+            let started = Socket::new(Domain::for_address(link.addr), Type::STREAM, None)
+                .and_then(|socket| socket.set_nonblocking(true).map(|()| socket));
+            let socket = match started {
+                Ok(socket) => socket,
+                Err(e) => {
+                    log(&format!("a socket for bfdd at {}: {e}", link.addr));
+                    return;
+                }
+            };
+            match socket.connect(&link.addr.into()) {
+                Ok(()) => socket,
+                Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {
+                    link.connecting = Some((socket, now + CONNECT_LIMIT_NS));
+                    return;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return,
+                Err(e) => {
+                    log(&format!("connecting to bfdd at {}: {e}", link.addr));
+                    return;
+                }
+            }
+        }
+        None => return,
+    };
+    let stream: TcpStream = socket.into();
+    let _ = stream.set_nodelay(true);
+    log(&format!(
+        "connected to FRR bfdd's dataplane socket {}",
+        link.addr
+    ));
+    link.conn = Some(Connection {
+        stream,
+        framer: Framer::default(),
+        output: Vec::new(),
+    });
+    link.next_keepalive = now;
+    if !link.orphans.is_empty() {
+        link.sweep_at = Some(now + ADOPT_GRACE_NS);
+    }
+}
+
 impl Engine {
     /// Connects if needed, then reads and applies bfdd's messages. Never
     /// blocks.
@@ -206,35 +286,8 @@ impl Engine {
         let Some(mut link) = self.frr.take() else {
             return;
         };
-        if link.conn.is_none() && now >= link.next_connect {
-            link.next_connect = now
-                + if link.orphans.is_empty() {
-                    RECONNECT_NS
-                } else {
-                    HOLD_RECONNECT_NS
-                };
-            match TcpStream::connect_timeout(&link.addr, CONNECT_TIMEOUT) {
-                Ok(stream) => {
-                    let _ = stream.set_nodelay(true);
-                    if stream.set_nonblocking(true).is_ok() {
-                        log(&format!(
-                            "connected to FRR bfdd's dataplane socket {}",
-                            link.addr
-                        ));
-                        link.conn = Some(Connection {
-                            stream,
-                            framer: Framer::default(),
-                            output: Vec::new(),
-                        });
-                        link.next_keepalive = now;
-                        if !link.orphans.is_empty() {
-                            link.sweep_at = Some(now + ADOPT_GRACE_NS);
-                        }
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {}
-                Err(e) => log(&format!("connecting to bfdd at {}: {e}", link.addr)),
-            }
+        if link.conn.is_none() {
+            connect_frr(&mut link, now);
         }
         if let Err(why) = self.read_frr(&mut link, now) {
             self.drop_frr_connection(&mut link, now, &why);
@@ -285,9 +338,17 @@ impl Engine {
             let Some(conn) = link.conn.as_mut() else {
                 return Ok(());
             };
-            match conn.stream.read(&mut buf) {
+            // No more than the framer holds: the rest waits in the socket
+            // (TCP holds bfdd back) until messages have been taken out.
+            let room = conn.framer.room().min(buf.len());
+            if room == 0 {
+                break;
+            }
+            match conn.stream.read(&mut buf[..room]) {
                 Ok(0) => return Err("bfdd closed the connection".into()),
-                Ok(n) => conn.framer.push(&buf[..n]),
+                Ok(n) => {
+                    conn.framer.push(&buf[..n]);
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(format!("reading from bfdd: {e}")),

@@ -151,6 +151,11 @@ fn loop_kind(config: &EngineConfig) -> Result<BackendKind> {
     }
 }
 
+/// Packets taken from one receive socket before the loop looks at its
+/// timers again: 4096 sessions' worth of one round at the peer's rate
+/// would be more than a transmit interval of work.
+const RECEIVES_PER_WAKE: usize = 256;
+
 impl Engine {
     pub fn new(config: EngineConfig) -> Result<Self> {
         Self::with_port(config, PORT_SINGLE_HOP)
@@ -171,17 +176,7 @@ impl Engine {
         if let Availability::Unavailable { reason } = crate::backend::availability(loop_kind) {
             bail!("the {loop_kind} backend cannot run here: {reason}");
         }
-        let path = &config.control_socket;
-        if path.exists() {
-            if std::os::unix::net::UnixStream::connect(path).is_ok() {
-                bail!("another linecardd answers on {}; set engine.control_socket to run a second one", path.display());
-            }
-            std::fs::remove_file(path)
-                .with_context(|| format!("removing stale control socket {}", path.display()))?;
-        }
-        let control = UnixListener::bind(path)
-            .with_context(|| format!("binding control socket {}", path.display()))?;
-        control.set_nonblocking(true)?;
+        let control = control::open_socket(&config.control_socket)?;
         let sessions = config.sessions.clone();
         let transmitter = backend::transmitter(loop_kind, &config);
         let fast = if loop_kind == BackendKind::Xdp {
@@ -462,7 +457,13 @@ impl Engine {
     /// Reads and handles every packet waiting on the receive sockets.
     fn drain_receive(&mut self, buf: &mut [u8]) {
         for (ipv6, multihop) in [(false, false), (true, false), (false, true), (true, true)] {
-            while let Some(socket) = &self.rx[rx_index(ipv6, multihop)] {
+            // At most RECEIVES_PER_WAKE a socket, then back to the timers:
+            // a flood must not hold our own transmissions (the socket is
+            // still readable, so the next wait returns at once).
+            for _ in 0..RECEIVES_PER_WAKE {
+                let Some(socket) = &self.rx[rx_index(ipv6, multihop)] else {
+                    break;
+                };
                 match socket.recv(buf) {
                     Ok(Some(received)) => {
                         let now = self.now();

@@ -9,6 +9,7 @@ use super::Nanos;
 use crate::wire::{
     digest_of, AuthSection, AuthType, Construction, DropReason, Packet, Repr, KEYED_DIGEST_AT,
 };
+use linecard_common::verify::{digest_cost_ns, Budget, EXPECTED_SLOTS, HEADER_LEN, LOOKAHEAD};
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -176,6 +177,87 @@ pub struct Auth {
     /// `false` only for the negative control (`engine.verify_authentication
     /// = false`): every section of the configured type is taken as genuine.
     verify: bool,
+    /// The kernel's digest budget, kept in userspace too.
+    digest_budget: DigestBudget,
+    /// The kernel's expected digests, kept in userspace too: the header of
+    /// the last accepted packet and, per Sequence Number past it, the
+    /// digest once computed, so that copies of the peer's next packet cost
+    /// a comparison, not a digest (nor the budget).
+    expected: Expected,
+}
+
+/// The digests of the peer's next packets: its last accepted header with
+/// the Sequence Number moved on by up to `LOOKAHEAD`, each computed once.
+#[derive(Clone, Debug, Default)]
+struct Expected {
+    header: Option<[u8; HEADER_LEN]>,
+    /// (Sequence Number, digest), by the number modulo the slots.
+    digests: [Option<(u32, [u8; 20])>; EXPECTED_SLOTS],
+}
+
+impl Expected {
+    /// Whether `wire` is the accepted header with `sequence` moved on from
+    /// `last` by 0 to `LOOKAHEAD`.
+    fn covers(&self, wire: &[u8], last: Option<u32>, sequence: u32) -> bool {
+        let ahead = last.map(|l| sequence.wrapping_sub(l));
+        self.header
+            .is_some_and(|h| wire.get(..HEADER_LEN) == Some(&h[..]))
+            && ahead.is_some_and(|a| a <= LOOKAHEAD)
+    }
+
+    fn digest(&self, sequence: u32) -> Option<&[u8; 20]> {
+        match &self.digests[sequence as usize % EXPECTED_SLOTS] {
+            Some((s, d)) if *s == sequence => Some(d),
+            _ => None,
+        }
+    }
+
+    fn remember(&mut self, sequence: u32, digest: [u8; 20]) {
+        self.digests[sequence as usize % EXPECTED_SLOTS] = Some((sequence, digest));
+    }
+
+    /// A packet was accepted: its header is the one expected from now on.
+    fn accepted(&mut self, wire: &[u8]) {
+        let header = wire.get(..HEADER_LEN).and_then(|h| h.try_into().ok());
+        if header != self.header {
+            self.header = header;
+            self.digests = Default::default();
+        }
+    }
+}
+
+/// The kernel's digest budget (`linecard_common::verify::Budget`) on the
+/// session thread: each forged in-window packet would otherwise cost a
+/// digest there, at any rate a sender likes; the peer's own packets are
+/// refunded.
+#[derive(Clone, Debug)]
+struct DigestBudget {
+    credit_ns: u64,
+    /// When `credit_ns` was last brought up to date.
+    credited_at_ns: u64,
+}
+
+impl DigestBudget {
+    /// Full from the start (capped at the burst by `credit_at`).
+    const FULL: Self = Self {
+        credit_ns: u64::MAX,
+        credited_at_ns: 0,
+    };
+
+    /// Takes one digest's cost at `now`: `false` refuses the packet
+    /// uncomputed.
+    fn take(&mut self, now: Nanos, cost_ns: u64) -> bool {
+        let now = now.max(0) as u64;
+        let credit = Budget::credit_at(self.credit_ns, self.credited_at_ns, now, cost_ns);
+        self.credited_at_ns = self.credited_at_ns.max(now);
+        self.credit_ns = credit.saturating_sub(cost_ns);
+        credit >= cost_ns
+    }
+
+    fn refund(&mut self, cost_ns: u64) {
+        let cap = linecard_common::verify::BUDGET_BURST * cost_ns;
+        self.credit_ns = self.credit_ns.saturating_add(cost_ns).min(cap);
+    }
 }
 
 impl Auth {
@@ -186,6 +268,8 @@ impl Auth {
             rcv_seq: None,
             known_until: 0,
             verify: true,
+            digest_budget: DigestBudget::FULL,
+            expected: Expected::default(),
         }
     }
 
@@ -300,7 +384,9 @@ impl Auth {
     /// received (its Length field says how much of it is the packet);
     /// `lapse_ns` how long bfd.AuthSeqKnown outlives it if accepted
     /// ([`linecard_common::bfd::auth_seq_known_lapse_ns`]); `judge` who
-    /// applies the sequence window. A packet that fails changes nothing.
+    /// applies the sequence window; `required_min_rx_us` ours, which with
+    /// the packet's Desired Min TX sets the digest budget's rate. A packet
+    /// that fails changes nothing but the budget.
     pub fn verify(
         &mut self,
         now: Nanos,
@@ -308,6 +394,7 @@ impl Auth {
         wire: &[u8],
         lapse_ns: Nanos,
         judge: SequenceJudge,
+        required_min_rx_us: u32,
     ) -> Result<(), DropReason> {
         // 6.7.1: A bit and Auth Type must match what is configured.
         let Some(section) = packet.auth else {
@@ -351,16 +438,38 @@ impl Auth {
         if length < KEYED_DIGEST_AT + digest_len {
             return Err(DropReason::BadAuth);
         }
-        let mut copy = [0u8; u8::MAX as usize];
-        copy[..length].copy_from_slice(&wire[..length]);
-        let field = &mut copy[KEYED_DIGEST_AT..KEYED_DIGEST_AT + digest_len];
-        field.fill(0);
-        field[..key.secret.len()].copy_from_slice(&key.secret);
-        let expected = digest_of(section.auth_type, self.config.construction, &copy[..length]);
+        // As the kernel bounds its digest work (linecard_common::verify):
+        // the peer's next packets are compared with a digest computed once
+        // per Sequence Number; anything else spends the budget.
+        let expected_next = self.expected.covers(wire, self.rcv_seq, sequence);
+        let cost_ns = digest_cost_ns(packet.desired_min_tx_us, required_min_rx_us);
+        let expected = match self.expected.digest(sequence) {
+            Some(digest) if expected_next => *digest,
+            _ => {
+                if !expected_next && !self.digest_budget.take(now, cost_ns) {
+                    return Err(DropReason::VerifyBudget);
+                }
+                let mut copy = [0u8; u8::MAX as usize];
+                copy[..length].copy_from_slice(&wire[..length]);
+                let field = &mut copy[KEYED_DIGEST_AT..KEYED_DIGEST_AT + digest_len];
+                field.fill(0);
+                field[..key.secret.len()].copy_from_slice(&key.secret);
+                let digest =
+                    digest_of(section.auth_type, self.config.construction, &copy[..length]);
+                if expected_next {
+                    self.expected.remember(sequence, digest);
+                }
+                digest
+            }
+        };
         if !constant_time_eq(&expected[..digest_len], &section.bytes[..digest_len]) {
             return Err(DropReason::AuthFailed);
         }
         // Accepted: bfd.AuthSeqKnown = 1, bfd.RcvAuthSeq = the received one.
+        if !expected_next {
+            self.digest_budget.refund(cost_ns);
+        }
+        self.expected.accepted(wire);
         self.rcv_seq = Some(sequence);
         self.known_until = now + lapse_ns;
         Ok(())

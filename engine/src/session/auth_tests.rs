@@ -576,3 +576,64 @@ fn frrs_construction_is_keyed_sha1_only() {
         assert_eq!(frr_config(auth_type, "frr-secret").check(), Ok(()));
     }
 }
+
+/// The kernel's bounds on digest work, kept by the session too
+/// (`linecard_common::verify`): in-window forgeries under another header
+/// spend a budget of `BUDGET_BURST` digests and are then refused
+/// uncomputed, while copies of the peer's next packet are compared with a
+/// digest computed once, spend nothing, and the peer's own packet is
+/// accepted throughout.
+#[test]
+fn forgeries_spend_a_digest_budget_the_peers_own_packets_never_need() {
+    use linecard_common::verify::BUDGET_BURST;
+    for auth_type in [AuthType::KeyedSha1, AuthType::MeticulousKeyedMd5] {
+        let (mut a, mut b, mut now) = up_pair(auth_type);
+        let genuine = loop {
+            now += MS;
+            b.on_timer(now);
+            if let Some(p) = b.poll_transmit(now) {
+                break p;
+            }
+        };
+        let mut other_header = genuine;
+        other_header.diag = crate::wire::Diagnostic::PathDown;
+        // Signed as the Repr emits them, then the digest's last byte
+        // flipped: forgeries the digest alone refuses.
+        let forge = |packet: &Repr| {
+            let mut wire = packet.to_bytes().to_vec();
+            *wire.last_mut().unwrap() ^= 1;
+            wire
+        };
+        let other_header = forge(&other_header);
+        let wrong_digest = forge(&genuine);
+        let hear_bytes = |a: &mut Session, wire: &[u8]| {
+            a.receive(now, &Repr::parse_bytes(wire).unwrap(), wire)
+                .map(|_| ())
+        };
+        for i in 0..BUDGET_BURST {
+            assert_eq!(
+                hear_bytes(&mut a, &other_header),
+                Err(DropReason::AuthFailed),
+                "{auth_type:?}: forgery {i} within the budget"
+            );
+        }
+        assert_eq!(
+            hear_bytes(&mut a, &other_header),
+            Err(DropReason::VerifyBudget),
+            "{auth_type:?}: past the budget, refused uncomputed"
+        );
+        for _ in 0..100 {
+            assert_eq!(
+                hear_bytes(&mut a, &wrong_digest),
+                Err(DropReason::AuthFailed),
+                "{auth_type:?}: a copy of the next packet is compared, not budgeted"
+            );
+        }
+        assert_eq!(
+            hear_bytes(&mut a, &genuine.to_bytes()),
+            Ok(()),
+            "{auth_type:?}: the peer's own packet"
+        );
+        assert_eq!(a.state(), State::Up);
+    }
+}

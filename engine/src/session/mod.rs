@@ -380,7 +380,14 @@ impl Session {
                     packet.detect_mult,
                     packet.desired_min_tx_us,
                 );
-                auth.verify(now, packet, wire, lapse as Nanos, judge)?;
+                auth.verify(
+                    now,
+                    packet,
+                    wire,
+                    lapse as Nanos,
+                    judge,
+                    self.required_min_rx_us,
+                )?;
             }
         }
         if self.state == State::AdminDown {
