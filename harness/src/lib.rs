@@ -25,3 +25,6 @@ pub mod scenario;
 pub mod steal;
 pub mod sys;
 pub mod warning;
+
+#[cfg(test)]
+mod bad_input_doc;
