@@ -59,7 +59,10 @@ fn every_row_of_the_bad_input_table_names_a_test_that_exists_and_a_message_still
         );
         // Messages with a placeholder (FILE, N, ...) are patterns, not text.
         for message in quoted(row[2]) {
-            if ["FILE", " N", "...", "ctl "].iter().any(|p| message.contains(p)) {
+            if ["FILE", " N", "...", "ctl "]
+                .iter()
+                .any(|p| message.contains(p))
+            {
                 continue;
             }
             assert!(

@@ -636,10 +636,8 @@ fn a_degraded_engine_fails_the_gate() {
     let diff = String::from_utf8_lossy(&gate.stdout);
     eprintln!("{diff}");
     assert_exit(&gate, 1, "the gate on the degraded engine");
-    assert!(
-        !diff.contains("missing"),
-        "every gated figure was measured: {diff}"
-    );
+    // What the control exists to show, and nothing about the other
+    // figures a degraded build may or may not leave.
     let regressed = |metric: &str| {
         diff.lines().any(|l| {
             l.contains("REGRESSED")

@@ -11,6 +11,8 @@
 
 use super::Engine;
 use crate::config::{validate_session, RawSession};
+use crate::session::table::SessionId;
+use crate::session::Nanos;
 
 use crate::wire::DropReason;
 use linecard_api::timers::Timers;
@@ -125,80 +127,119 @@ impl Engine {
         let now = self.now();
         self.table
             .ids()
-            .filter_map(|id| Some((id, self.table.get(id)?)))
-            .map(|(id, (path, session, peer))| {
-                let (desired, required) = session.advertised();
-                // The kernel's own view, fresh: the loop may not have
-                // passed since.
-                let (own_clock_requests, last_own_clock) =
-                    match (&self.fast, peer.kernel.offloaded()) {
-                        (Some(fast), true) => fast.state(id as u32).map_or(
-                            (peer.own_clock_requests, peer.last_own_clock),
-                            |state| {
-                                (
-                                    state.clock_tx_requests,
-                                    (state.clock_tx_ns != 0)
-                                        .then(|| state.clock_tx_ns as i64 - self.epoch_mono_ns),
-                                )
-                            },
-                        ),
-                        _ => (peer.own_clock_requests, peer.last_own_clock),
-                    };
-                // Recent: within the last three intervals.
-                let own_clock_recent =
-                    last_own_clock.is_some_and(|t| now - t < 3 * session.tx_interval_ns());
-                let clock = match (peer.kernel.offloaded(), own_clock_recent) {
-                    (false, _) => "own",
-                    (true, false) => "peer",
-                    (true, true) => "own: the peer stalled or is RX-clocked too",
-                };
-                SessionStatus {
-                    local: path.local,
-                    peer: path.peer,
-                    backend: peer.spec.backend.to_string(),
-                    source_port: peer.tx.source_port,
-                    state: session.state(),
-                    diag: session.local_diag(),
-                    local_discr: session.config().local_discr,
-                    detect_mult: session.config().detect_mult,
-                    desired_min_tx_us: desired,
-                    required_min_rx_us: required,
-                    polling: session.polling(),
-                    demand: DemandStatus {
-                        configured: session.config().demand,
-                        verify_interval_us: session.config().demand_verify_us,
-                        active_here: session.local_demand_active(),
-                        active_at_peer: session.remote_demand_active(),
-                    },
-                    detection_time_us: session.detection_time_ns().map(|n| n / 1000),
-                    remote: *session.remote(),
-                    counters: session.counters(),
-                    drops: nonzero(&peer.drops),
-                    last_transition: peer.last_transition,
-                    offloaded: peer.kernel.offloaded(),
-                    last_transition_unix_ns: peer.last_transition.map(|t| self.unix_ns(t.at_ns)),
-                    kernel_detection_unix_ns: peer.kernel_detection_unix_ns,
-                    clock: clock.to_string(),
-                    own_clock_requests,
-                    required_min_echo_rx_us: session.config().required_min_echo_rx_us,
-                    echo: peer.spec.echo_interval_us.and_then(|_| {
-                        self.echo
-                            .as_ref()
-                            .and_then(|e| e.status(session.config().local_discr))
-                    }),
-                    auth: session.auth().map(|a| a.status()),
-                    kernel_digests: match (&self.fast, session.auth()) {
-                        (Some(fast), Some(_)) => {
-                            fast.verify_guard(id as u32).ok().map(|g| KernelDigests {
-                                computed: g.computed,
-                                expected_hits: g.expected_hits,
-                            })
-                        }
-                        _ => None,
-                    },
-                }
-            })
+            .filter_map(|id| self.status(id, now))
             .collect()
+    }
+
+    /// Session `id` as `ctl list` shows it, at `now`.
+    fn status(&self, id: SessionId, now: Nanos) -> Option<SessionStatus> {
+        let (path, session, peer) = self.table.get(id)?;
+        Some({
+            let (desired, required) = session.advertised();
+            // The kernel's own view, fresh: the loop may not have
+            // passed since.
+            let (own_clock_requests, last_own_clock) = match (&self.fast, peer.kernel.offloaded()) {
+                (Some(fast), true) => fast.state(id as u32).map_or(
+                    (peer.own_clock_requests, peer.last_own_clock),
+                    |state| {
+                        (
+                            state.clock_tx_requests,
+                            (state.clock_tx_ns != 0)
+                                .then(|| state.clock_tx_ns as i64 - self.epoch_mono_ns),
+                        )
+                    },
+                ),
+                _ => (peer.own_clock_requests, peer.last_own_clock),
+            };
+            // Recent: within the last three intervals.
+            let own_clock_recent =
+                last_own_clock.is_some_and(|t| now - t < 3 * session.tx_interval_ns());
+            let clock = match (peer.kernel.offloaded(), own_clock_recent) {
+                (false, _) => "own",
+                (true, false) => "peer",
+                (true, true) => "own: the peer stalled or is RX-clocked too",
+            };
+            SessionStatus {
+                local: path.local,
+                peer: path.peer,
+                backend: peer.spec.backend.to_string(),
+                source_port: peer.tx.source_port,
+                state: session.state(),
+                diag: session.local_diag(),
+                local_discr: session.config().local_discr,
+                detect_mult: session.config().detect_mult,
+                desired_min_tx_us: desired,
+                required_min_rx_us: required,
+                polling: session.polling(),
+                demand: DemandStatus {
+                    configured: session.config().demand,
+                    verify_interval_us: session.config().demand_verify_us,
+                    active_here: session.local_demand_active(),
+                    active_at_peer: session.remote_demand_active(),
+                },
+                detection_time_us: session.detection_time_ns().map(|n| n / 1000),
+                remote: *session.remote(),
+                counters: session.counters(),
+                drops: nonzero(&peer.drops),
+                last_transition: peer.last_transition,
+                offloaded: peer.kernel.offloaded(),
+                last_transition_unix_ns: peer.last_transition.map(|t| self.unix_ns(t.at_ns)),
+                kernel_detection_unix_ns: peer.kernel_detection_unix_ns,
+                clock: clock.to_string(),
+                own_clock_requests,
+                required_min_echo_rx_us: session.config().required_min_echo_rx_us,
+                echo: peer.spec.echo_interval_us.and_then(|_| {
+                    self.echo
+                        .as_ref()
+                        .and_then(|e| e.status(session.config().local_discr))
+                }),
+                auth: session.auth().map(|a| a.status()),
+                kernel_digests: match (&self.fast, session.auth()) {
+                    (Some(fast), Some(_)) => {
+                        fast.verify_guard(id as u32).ok().map(|g| KernelDigests {
+                            computed: g.computed,
+                            expected_hits: g.expected_hits,
+                        })
+                    }
+                    _ => None,
+                },
+            }
+        })
+    }
+
+    /// Builds up to [`LIST_SESSIONS_PER_PASS`] more sessions of a `list`
+    /// reply in progress: at 4096 sessions the whole reply (a kernel read
+    /// per offloaded session, megabytes of JSON) would hold the loop for
+    /// milliseconds in one go. Sessions added behind the cursor meanwhile
+    /// are in the next `list`.
+    fn continue_list(&self, list: &mut ListInProgress) -> bool {
+        let now = self.now();
+        let ids: Vec<SessionId> = self
+            .table
+            .ids()
+            .filter(|&id| id >= list.next_id)
+            .take(LIST_SESSIONS_PER_PASS)
+            .collect();
+        for &id in &ids {
+            if let Some(status) = self.status(id, now) {
+                if list.listed > 0 {
+                    list.bytes.push(b',');
+                }
+                // A SessionStatus always serializes.
+                let _ = serde_json::to_writer(&mut list.bytes, &status);
+                list.listed += 1;
+            }
+        }
+        match ids.last() {
+            Some(&last) if ids.len() == LIST_SESSIONS_PER_PASS => {
+                list.next_id = last + 1;
+                false
+            }
+            _ => {
+                list.bytes.extend_from_slice(b"]}\n");
+                true
+            }
+        }
     }
 
     fn respond(&mut self, request: Request) -> serde_json::Value {
@@ -321,12 +362,29 @@ impl Engine {
                     request: Vec::new(),
                     since: Instant::now(),
                     reply: None,
+                    list: None,
                 });
+            }
+        }
+        // Lists in progress: a slice each per pass.
+        for i in 0..self.pending.len() {
+            let Some(mut list) = self.pending[i].list.take() else {
+                continue;
+            };
+            if self.continue_list(&mut list) {
+                self.pending[i].reply = Some((list.bytes, 0));
+                self.pending[i].since = Instant::now();
+            } else {
+                self.pending[i].list = Some(list);
             }
         }
         let mut i = 0;
         while i < self.pending.len() {
             let client = &mut self.pending[i];
+            if client.list.is_some() {
+                i += 1;
+                continue;
+            }
             if client.reply.is_some() {
                 if client.flush() {
                     self.pending.swap_remove(i);
@@ -367,6 +425,16 @@ impl Engine {
             let mut client = self.pending.swap_remove(i);
             let reply = match line_end {
                 Some(end) => match read_request(&client.request[..end]) {
+                    Ok(Request::List) => {
+                        // Built a slice per pass (`continue_list`).
+                        client.list = Some(ListInProgress {
+                            bytes: b"{\"sessions\":[".to_vec(),
+                            next_id: 0,
+                            listed: 0,
+                        });
+                        self.pending.push(client);
+                        continue;
+                    }
                     Ok(request) => self.respond(request),
                     Err(e) => serde_json::json!({ "error": e }),
                 },
@@ -396,6 +464,11 @@ impl Engine {
 
     /// Control clients still writing their request (false) or reading
     /// their reply (true), by descriptor.
+    /// A `list` reply is being built a slice per pass.
+    pub(super) fn building_a_list(&self) -> bool {
+        self.pending.iter().any(|c| c.list.is_some())
+    }
+
     pub(super) fn pending_fds(&self) -> impl Iterator<Item = (std::os::fd::RawFd, bool)> + '_ {
         self.pending.iter().map(|c| {
             (
@@ -485,7 +558,23 @@ pub(super) struct PendingClient {
     since: Instant,
     /// The reply and how much of it the client has taken.
     reply: Option<(Vec<u8>, usize)>,
+    /// A `list` reply still being built.
+    list: Option<ListInProgress>,
 }
+
+/// A `list` reply built a slice per pass of the loop.
+pub(super) struct ListInProgress {
+    /// The JSON so far.
+    bytes: Vec<u8>,
+    /// The table index the next slice starts at.
+    next_id: SessionId,
+    listed: usize,
+}
+
+/// Sessions a `list` reply takes per pass of the loop: about 25 us each
+/// in a debug build (4096 sessions in 0.1 s, measured here), so a slice
+/// holds the loop some 1.6 ms there and far less in release.
+const LIST_SESSIONS_PER_PASS: usize = 64;
 
 impl PendingClient {
     /// Writes what the socket takes now; true when the client is done with
@@ -518,11 +607,15 @@ pub fn call(socket: &std::path::Path, request: &Request) -> anyhow::Result<serde
     let mut stream = UnixStream::connect(socket)
         .with_context(|| format!("connecting to {} (is linecardd running?)", socket.display()))?;
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    writeln!(stream, "{}", serde_json::to_string(request)?)?;
+    // A refusal may come before the request is written (a client the
+    // engine does not answer): its reply is read all the same.
+    let sent = writeln!(stream, "{}", serde_json::to_string(request)?);
     let mut line = String::new();
-    BufReader::new(&stream)
-        .read_line(&mut line)
-        .context("reading the reply")?;
+    let read = BufReader::new(&stream).read_line(&mut line);
+    if line.is_empty() {
+        sent.context("sending the request")?;
+        read.context("reading the reply")?;
+    }
     let reply: serde_json::Value = serde_json::from_str(&line).context("the reply is not JSON")?;
     if let Some(error) = reply.get("error").and_then(|e| e.as_str()) {
         anyhow::bail!("linecardd refused: {error}");

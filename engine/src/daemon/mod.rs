@@ -447,6 +447,10 @@ impl Engine {
             if let Some(frr) = self.frr.as_ref() {
                 wait_ns = wait_ns.min(until(frr.next_deadline()));
             }
+            if self.building_a_list() {
+                // The next slice of a `list` reply, after this pass.
+                wait_ns = 0;
+            }
             self.wait(wait_ns)?;
             self.serve_control();
         }
