@@ -6,8 +6,8 @@ use linecard_capture_analyzer::decode::State;
 use linecard_capture_analyzer::{analyze_files, Phase};
 use std::path::{Path, PathBuf};
 
-const MS: i64 = 1_000_000;
-const T0: i64 = 1_764_480_000 * 1_000_000_000;
+mod frames;
+use frames::*;
 
 #[derive(Clone, Copy)]
 struct Bfd {
@@ -54,39 +54,6 @@ fn bfd_bytes(b: &Bfd) -> Vec<u8> {
     p
 }
 
-/// Ethernet + IPv4 or IPv6 + UDP around a payload.
-fn frame(src: &str, dst: &str, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
-    let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1];
-    let mut udp = Vec::new();
-    udp.extend_from_slice(&sport.to_be_bytes());
-    udp.extend_from_slice(&dport.to_be_bytes());
-    udp.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    udp.extend_from_slice(&[0, 0]);
-    udp.extend_from_slice(payload);
-    match (
-        src.parse::<std::net::IpAddr>().unwrap(),
-        dst.parse::<std::net::IpAddr>().unwrap(),
-    ) {
-        (std::net::IpAddr::V4(s), std::net::IpAddr::V4(d)) => {
-            f.extend_from_slice(&[0x08, 0x00, 0x45, 0xc0]);
-            f.extend_from_slice(&((20 + udp.len()) as u16).to_be_bytes());
-            f.extend_from_slice(&[0, 0, 0x40, 0, 255, 17, 0, 0]);
-            f.extend_from_slice(&s.octets());
-            f.extend_from_slice(&d.octets());
-        }
-        (std::net::IpAddr::V6(s), std::net::IpAddr::V6(d)) => {
-            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
-            f.extend_from_slice(&(udp.len() as u16).to_be_bytes());
-            f.extend_from_slice(&[17, 255]);
-            f.extend_from_slice(&s.octets());
-            f.extend_from_slice(&d.octets());
-        }
-        _ => panic!("mixed families"),
-    }
-    f.extend_from_slice(&udp);
-    f
-}
-
 #[derive(Clone, Copy)]
 #[allow(clippy::enum_variant_names)] // named after the file formats
 enum Format {
@@ -124,36 +91,12 @@ fn write_capture(name: &str, format: Format, frames: &[(i64, Vec<u8>)]) -> PathB
             }
         }
         Format::PcapNg => {
-            let block = |out: &mut Vec<u8>, kind: u32, body: &[u8]| {
-                let len = (12 + body.len().div_ceil(4) * 4) as u32;
-                out.extend_from_slice(&kind.to_le_bytes());
-                out.extend_from_slice(&len.to_le_bytes());
-                out.extend_from_slice(body);
-                out.resize(out.len() + (4 - body.len() % 4) % 4, 0);
-                out.extend_from_slice(&len.to_le_bytes());
-            };
-            let mut shb = Vec::new();
-            shb.extend_from_slice(&0x1a2b_3c4du32.to_le_bytes());
-            shb.extend_from_slice(&1u16.to_le_bytes());
-            shb.extend_from_slice(&0u16.to_le_bytes());
-            shb.extend_from_slice(&(-1i64).to_le_bytes());
-            block(&mut out, 0x0a0d_0d0a, &shb);
-            // IDB: Ethernet, if_tsresol = 9 (nanoseconds).
-            let mut idb = vec![1, 0, 0, 0];
-            idb.extend_from_slice(&0u32.to_le_bytes());
-            idb.extend_from_slice(&[9, 0, 1, 0, 9, 0, 0, 0, 0, 0, 0, 0]);
-            block(&mut out, 1, &idb);
-            for (ts, data) in frames {
-                let mut epb = Vec::new();
-                epb.extend_from_slice(&0u32.to_le_bytes());
-                epb.extend_from_slice(&((*ts as u64 >> 32) as u32).to_le_bytes());
-                epb.extend_from_slice(&(*ts as u64 as u32).to_le_bytes());
-                epb.extend_from_slice(&(data.len() as u32).to_le_bytes());
-                epb.extend_from_slice(&(data.len() as u32).to_le_bytes());
-                epb.extend_from_slice(data);
-                epb.resize(20 + data.len().div_ceil(4) * 4, 0);
-                block(&mut out, 6, &epb);
-            }
+            // One interface in nanoseconds (if_tsresol 9).
+            let packets: Vec<(u32, u64, Vec<u8>)> = frames
+                .iter()
+                .map(|(ts, data)| (0, *ts as u64, data.clone()))
+                .collect();
+            out = pcapng(&[(9, None)], &packets);
         }
     }
     // Cargo's scratch directory for integration tests, inside target/:
@@ -185,10 +128,6 @@ fn session_frames(a: &str, b: &str, port: u16) -> Vec<(i64, Vec<u8>)> {
         t += 10 * MS;
     }
     frames
-}
-
-fn close(a: f64, b: f64) -> bool {
-    (a - b).abs() <= b.abs() * 0.002 + 1e-6
 }
 
 #[test]
@@ -724,194 +663,4 @@ fn each_direction_is_judged_against_its_own_legal_interval() {
     assert_eq!(fb.interval.shortest_ms, Some(20.0));
     assert_eq!(fb.interval.longest_ms, Some(60.0));
     assert_eq!(fb.interval.longest_share, Some(1.2));
-}
-
-/// A pcapng file: one interface per `(if_tsresol, if_tsoffset)`, then
-/// each packet as `(interface, timestamp units, frame)`.
-pub fn pcapng(interfaces: &[(u8, Option<i64>)], packets: &[(u32, u64, Vec<u8>)]) -> Vec<u8> {
-    let mut out = Vec::new();
-    let block = |out: &mut Vec<u8>, kind: u32, body: &[u8]| {
-        let len = (12 + body.len().div_ceil(4) * 4) as u32;
-        out.extend_from_slice(&kind.to_le_bytes());
-        out.extend_from_slice(&len.to_le_bytes());
-        out.extend_from_slice(body);
-        out.resize(out.len() + (4 - body.len() % 4) % 4, 0);
-        out.extend_from_slice(&len.to_le_bytes());
-    };
-    let mut shb = Vec::new();
-    shb.extend_from_slice(&0x1a2b_3c4du32.to_le_bytes());
-    shb.extend_from_slice(&1u16.to_le_bytes());
-    shb.extend_from_slice(&0u16.to_le_bytes());
-    shb.extend_from_slice(&(-1i64).to_le_bytes());
-    block(&mut out, 0x0a0d_0d0a, &shb);
-    for &(tsresol, tsoffset) in interfaces {
-        // Ethernet, no snap length; options if_tsresol (9), if_tsoffset
-        // (14), end of options.
-        let mut idb = vec![1, 0, 0, 0, 0, 0, 0, 0];
-        idb.extend_from_slice(&[9, 0, 1, 0, tsresol, 0, 0, 0]);
-        if let Some(offset) = tsoffset {
-            idb.extend_from_slice(&[14, 0, 8, 0]);
-            idb.extend_from_slice(&offset.to_le_bytes());
-        }
-        idb.extend_from_slice(&[0, 0, 0, 0]);
-        block(&mut out, 1, &idb);
-    }
-    for (interface, units, data) in packets {
-        let mut epb = Vec::new();
-        epb.extend_from_slice(&interface.to_le_bytes());
-        epb.extend_from_slice(&((units >> 32) as u32).to_le_bytes());
-        epb.extend_from_slice(&(*units as u32).to_le_bytes());
-        epb.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        epb.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        epb.extend_from_slice(data);
-        epb.resize(20 + data.len().div_ceil(4) * 4, 0);
-        block(&mut out, 6, &epb);
-    }
-    out
-}
-
-fn analyze_bytes(bytes: Vec<u8>) -> Result<linecard_capture_analyzer::model::Analysis, String> {
-    linecard_capture_analyzer::analyze_reader(
-        "crafted.pcapng",
-        Box::new(std::io::Cursor::new(bytes)),
-        &linecard_capture_analyzer::Options {
-            phases: Vec::new(),
-            timeline: false,
-        },
-    )
-    .map_err(|e| e.to_string())
-}
-
-/// Every pcapng clock: microseconds (the default), nanoseconds, seconds
-/// (if_tsresol 0), a power of two, and a whole-second offset; each packet
-/// 10 ms after the last, on two interfaces. Also the fuzz corpus's seeds.
-pub fn pcapng_clocks() -> Vec<(&'static str, Vec<u8>)> {
-    let bfd = |my: u32| {
-        let mut p = vec![0x20, 0xc0, 3, 24];
-        p.extend_from_slice(&my.to_be_bytes());
-        p.extend_from_slice(&1u32.to_be_bytes());
-        p.extend_from_slice(&[0, 0, 0x27, 0x10, 0, 0, 0x27, 0x10, 0, 0, 0, 0]);
-        frame("192.0.2.1", "192.0.2.2", 50001, 3784, &p)
-    };
-    let t0_s = (T0 / 1_000_000_000) as u64;
-    let run = |units_per_s: u64, offset_s: u64| -> Vec<(u32, u64, Vec<u8>)> {
-        (0..4u64)
-            .map(|i| {
-                let units = (t0_s - offset_s) * units_per_s + i * units_per_s / 100;
-                ((i % 2) as u32, units, bfd(7))
-            })
-            .collect()
-    };
-    vec![
-        ("micro", pcapng(&[(6, None), (6, None)], &run(1_000_000, 0))),
-        (
-            "nano",
-            pcapng(&[(9, None), (9, None)], &run(1_000_000_000, 0)),
-        ),
-        (
-            "seconds",
-            pcapng(
-                &[(0, None), (0, None)],
-                &[(0, t0_s, bfd(7)), (1, t0_s + 1, bfd(7))],
-            ),
-        ),
-        (
-            "binary",
-            pcapng(&[(0x80 | 20, None), (0x80 | 20, None)], &run(1 << 20, 0)),
-        ),
-        (
-            "offset",
-            pcapng(
-                &[(6, Some(1_000_000)), (6, Some(1_000_000))],
-                &run(1_000_000, 1_000_000),
-            ),
-        ),
-    ]
-}
-
-#[test]
-fn every_pcapng_clock_gives_the_same_times() {
-    for (name, bytes) in pcapng_clocks() {
-        let a = analyze_bytes(bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let flow = &a.all.flows[0];
-        assert_eq!(flow.first_ts_ns, T0, "{name}");
-        if name != "seconds" {
-            assert_eq!(flow.packets, 4, "{name}");
-            assert!(close(flow.gap_ms.max, 10.0), "{name}: {}", flow.gap_ms.max);
-        }
-    }
-}
-
-/// Timestamps that leave i64 nanoseconds (if_tsresol 0 with a time near
-/// 2^63 units, an if_tsoffset of 2^62 s, a resolution no u64 counts) are
-/// an input error naming the block and its byte offset, in every build,
-/// never a wrapped time or an overflow panic.
-#[test]
-fn a_pcapng_time_that_does_not_fit_is_an_error_naming_its_block() {
-    let frame = || frame("192.0.2.1", "192.0.2.2", 50001, 3784, &[0x20; 24]);
-    // The section header is 28 bytes, one interface without an offset 32.
-    let cases = [
-        (
-            pcapng(&[(0, None)], &[(0, (1 << 63) - 1, frame())]),
-            "enhanced packet block at byte 60",
-        ),
-        (
-            pcapng(&[(0, Some(1 << 62))], &[(0, 1 << 62, frame())]),
-            "enhanced packet block at byte 72",
-        ),
-        (
-            pcapng(&[(6, Some(1 << 62))], &[(0, 1_000, frame())]),
-            "enhanced packet block at byte 72",
-        ),
-        (
-            pcapng(&[(6, Some(i64::MIN))], &[(0, 1_000, frame())]),
-            "enhanced packet block at byte 72",
-        ),
-        (
-            pcapng(&[(0x80 | 64, None)], &[(0, 1, frame())]),
-            "interface description block at byte 28: if_tsresol 0xc0",
-        ),
-        (
-            pcapng(&[(20, None)], &[(0, 1, frame())]),
-            "interface description block at byte 28: if_tsresol 0x14",
-        ),
-    ];
-    for (bytes, said) in cases {
-        let e = analyze_bytes(bytes).expect_err(said);
-        assert!(e.contains(said), "{e}");
-    }
-}
-
-/// The capture fuzz target starts from every pcapng clock and every time
-/// that does not fit: committed seeds, checked here so that they cannot
-/// drift from the cases above (`LINECARD_WRITE_SEEDS=1` writes them).
-#[test]
-fn the_capture_fuzz_corpus_holds_the_pcapng_cases() {
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/capture");
-    let frame = || frame("192.0.2.1", "192.0.2.2", 50001, 3784, &[0x20; 24]);
-    let mut seeds = pcapng_clocks();
-    seeds.push((
-        "seconds-near-2-63",
-        pcapng(&[(0, None)], &[(0, (1 << 63) - 1, frame())]),
-    ));
-    seeds.push((
-        "offset-2-62",
-        pcapng(&[(6, Some(1 << 62))], &[(0, 1_000, frame())]),
-    ));
-    seeds.push((
-        "binary-2-64",
-        pcapng(&[(0x80 | 64, None)], &[(0, 1, frame())]),
-    ));
-    for (name, bytes) in seeds {
-        let path = corpus.join(format!("pcapng-{name}"));
-        if std::env::var_os("LINECARD_WRITE_SEEDS").is_some() {
-            std::fs::write(&path, &bytes).unwrap();
-        }
-        assert_eq!(
-            std::fs::read(&path).ok().as_ref(),
-            Some(&bytes),
-            "{}: run this test with LINECARD_WRITE_SEEDS=1",
-            path.display()
-        );
-    }
 }

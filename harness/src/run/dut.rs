@@ -51,7 +51,7 @@ pub(super) fn run_dut(
     // The capture starts first: bring-up is on it too.
     let mut capture = site.start_capture(&dir)?;
     // Steal is the one disturbance measured across bring-up: a readiness
-    // failure it cannot explain is the DUT's (`judge::BringUp`).
+    // failure it cannot explain is the DUT's (`readiness::BringUp`).
     let (steal_at_start, started_at) = (steal_ms(site), unix_ns());
     outcome.capture = Some(PathBuf::from(name).join("capture.pcap"));
     let mut peer = site.start_peer(scenario, dut, &pairs, &dir)?;
@@ -65,7 +65,7 @@ pub(super) fn run_dut(
     );
     let up_at = unix_ns();
     let steal_before = steal_ms(site);
-    let bring_up = judge::BringUp {
+    let bring_up = readiness::BringUp {
         window_ms: (up_at - started_at) as f64 / 1e6,
         dut_steal_ms: steal_before.0 - steal_at_start.0,
         peer_steal_ms: steal_before.1 - steal_at_start.1,

@@ -1,5 +1,6 @@
 //! The judge's rules, one test each, on hand-built evidence.
 use super::*;
+use crate::run::readiness::silent_dut;
 
 fn phase(flaps: u64, max_ms: f64, stall: f64) -> PhaseFigures {
     PhaseFigures {

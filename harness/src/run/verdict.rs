@@ -23,7 +23,7 @@ pub(crate) struct Measured {
     /// Every session Up in both daemons' own words before the phases.
     pub up: Result<(), String>,
     pub up_at: i64,
-    pub bring_up: judge::BringUp,
+    pub bring_up: readiness::BringUp,
     pub steal_ms: f64,
     pub peer_steal_ms: f64,
     pub fast_path_on_dut_cpus: Option<(u64, u64)>,
