@@ -44,7 +44,7 @@ status=0
         cargo test --locked --no-fail-fast "$@"
 } 2>&1 | tee "$log" || status=$?
 if (($# == 0)); then
-    bash scripts/fuzz.sh "${LINECARD_FUZZ_SECONDS:-3}" --dev 2>&1 | tee -a "$log" || status=$((status ? status : $?))
+    bash scripts/fuzz.sh "${LINECARD_FUZZ_SECONDS:-2}" --dev 2>&1 | tee -a "$log" || status=$((status ? status : $?))
 fi
 target/debug/linecard lab down >/dev/null 2>&1 || echo "linecard lab down failed" >&2
 trap - EXIT
