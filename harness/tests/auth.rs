@@ -102,6 +102,20 @@ fn flow<'a>(analysis: &'a Analysis, src: &str, dst: &str) -> &'a FlowResult {
         .unwrap_or_else(|| panic!("no flow {src} -> {dst} on the wire: {:?}", window.flows))
 }
 
+/// A genuine session's authentication refused nothing of its peer's,
+/// and spent no digest budget on it.
+fn assert_refused_nothing(session: &serde_json::Value, what: &str) {
+    for reason in [
+        "auth_mismatch",
+        "auth_failed",
+        "auth_sequence",
+        "bad_auth",
+        "verify_budget",
+    ] {
+        assert_eq!(drops_of(session, reason), 0, "{what}{reason}: {session:#}");
+    }
+}
+
 fn drops_of(session: &serde_json::Value, reason: &str) -> u64 {
     session["drops"]
         .as_array()
@@ -230,15 +244,7 @@ fn every_type_once(kind: &str, auth_type: AuthType) -> Result<(), String> {
     );
     // And the engine's own account: nothing it refused.
     for s in view["sessions"].as_array().unwrap() {
-        for reason in [
-            "auth_mismatch",
-            "auth_failed",
-            "auth_sequence",
-            "bad_auth",
-            "verify_budget",
-        ] {
-            assert_eq!(drops_of(s, reason), 0, "{kind}: {reason}: {s:#}");
-        }
+        assert_refused_nothing(s, &format!("{kind}: "));
         assert_eq!(s["auth"]["auth_type"], kind, "{s:#}");
     }
     eprintln!(
@@ -621,15 +627,7 @@ fn frrs_hmac_sha1_comes_up_verified_in_userspace_on_xdp() {
         assert!(moved(PASSED) >= 50, "passed {}: {after:#}", moved(PASSED));
         assert_eq!(moved(REPLIED), 0, "{after:#}");
         let session = &view["sessions"][0];
-        for reason in [
-            "auth_mismatch",
-            "auth_failed",
-            "auth_sequence",
-            "bad_auth",
-            "verify_budget",
-        ] {
-            assert_eq!(drops_of(session, reason), 0, "{reason}: {session:#}");
-        }
+        assert_refused_nothing(session, "");
         for (src, dst) in [(DUT.ipv4, PEER.ipv4), (PEER.ipv4, DUT.ipv4)] {
             let f = flow(&analysis, src, dst);
             assert!(f.packets >= 50, "{src} -> {dst}: {}", f.packets);

@@ -578,6 +578,33 @@ fn a_bad_scenario_is_refused_before_anything_starts() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `linecard run` of the CI bake-off's xdp row alone with the engine
+/// switch `switch` on (a negative control), into `results/bad`: its
+/// output and run directory.
+fn ci_xdp_row_with(results: &Path, switch: &str) -> (std::process::Output, PathBuf) {
+    let scenarios = results.join("scenarios");
+    std::fs::create_dir_all(&scenarios).unwrap();
+    let text = std::fs::read_to_string(repo().join("scenarios/ci.toml"))
+        .unwrap()
+        .replace(
+            "backend = \"xdp\"\n",
+            &format!("backend = \"xdp\"\nengine = {{ {switch} }}\n"),
+        );
+    assert!(text.contains(switch), "{switch}");
+    std::fs::write(scenarios.join("ci.toml"), text).unwrap();
+    let out = linecard(&[
+        "run",
+        scenarios.join("ci.toml").to_str().unwrap(),
+        "--profiles",
+        repo().join("stress-profiles").to_str().unwrap(),
+        "--only",
+        "xdp",
+        "--results",
+        results.join("bad").to_str().unwrap(),
+    ]);
+    (out, run_dir(&results.join("bad"), "ci"))
+}
+
 /// The gate's negative control: the CI bake-off's xdp row with its fast
 /// path's replies switched off (`engine = { xdp_replies = false }`: the
 /// kernel validates, userspace transmits at normal priority) must fail its
@@ -595,27 +622,7 @@ fn a_degraded_engine_fails_the_gate() {
     let results = scratch_dir("run-gate");
     let baseline = repo().join("baselines/ci.toml");
     let meter = StealMeter::start();
-    let scenarios = results.join("degraded/scenarios");
-    std::fs::create_dir_all(&scenarios).unwrap();
-    let text = std::fs::read_to_string(repo().join("scenarios/ci.toml"))
-        .unwrap()
-        .replace(
-            "backend = \"xdp\"\n",
-            "backend = \"xdp\"\nengine = { xdp_replies = false }\n",
-        );
-    assert!(text.contains("xdp_replies = false"));
-    std::fs::write(scenarios.join("ci.toml"), text).unwrap();
-    let out = linecard(&[
-        "run",
-        scenarios.join("ci.toml").to_str().unwrap(),
-        "--profiles",
-        repo().join("stress-profiles").to_str().unwrap(),
-        "--only",
-        "xdp",
-        "--results",
-        results.join("bad").to_str().unwrap(),
-    ]);
-    let bad = run_dir(&results.join("bad"), "ci");
+    let (out, bad) = ci_xdp_row_with(&results, "xdp_replies = false");
     if inconclusive_run("ci, the degraded engine", &bad, &meter) {
         return;
     }
@@ -668,27 +675,7 @@ fn a_build_that_never_comes_up_fails_the_run_and_the_gate() {
     }
     let _lock = lock_lab();
     let results = scratch_dir("run-never-up");
-    let scenarios = results.join("scenarios");
-    std::fs::create_dir_all(&scenarios).unwrap();
-    let text = std::fs::read_to_string(repo().join("scenarios/ci.toml"))
-        .unwrap()
-        .replace(
-            "backend = \"xdp\"\n",
-            "backend = \"xdp\"\nengine = { never_leave_init = true }\n",
-        );
-    assert!(text.contains("never_leave_init = true"));
-    std::fs::write(scenarios.join("ci.toml"), text).unwrap();
-    let out = linecard(&[
-        "run",
-        scenarios.join("ci.toml").to_str().unwrap(),
-        "--profiles",
-        repo().join("stress-profiles").to_str().unwrap(),
-        "--only",
-        "xdp",
-        "--results",
-        results.join("bad").to_str().unwrap(),
-    ]);
-    let bad = run_dir(&results.join("bad"), "ci");
+    let (out, bad) = ci_xdp_row_with(&results, "never_leave_init = true");
     assert_exit(&out, 1, "a run whose sessions never come Up");
     let status = std::fs::read_to_string(bad.join("status")).unwrap();
     assert!(

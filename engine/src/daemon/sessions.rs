@@ -192,9 +192,13 @@ impl Engine {
     /// Takes out what `add_session_with_discr` put in for a session the
     /// kernel refused, saying nothing on the wire (it never sent).
     fn undo_add(&mut self, id: SessionId) {
-        let Some((path, session, peer)) = self.table.remove(id) else {
-            return;
-        };
+        let _ = self.detach(id);
+    }
+
+    /// Takes a session out of the table, the transmitter, the kernel's
+    /// maps and the echo list; what it says on the wire is the caller's.
+    fn detach(&mut self, id: SessionId) -> Option<(PathKey, Session, Peer)> {
+        let (path, session, peer) = self.table.remove(id)?;
         self.transmitter.forget(id);
         if let Some(fast) = self.fast.as_mut() {
             let _ = fast.forget(session.config().local_discr);
@@ -203,22 +207,15 @@ impl Engine {
             }
         }
         self.echo_sessions.retain(|&e| e != id);
+        Some((path, session, peer))
     }
 
     /// Takes a session out of the engine and says goodbye on the wire with
     /// AdminDown (RFC 5880 6.8.16).
     pub fn remove_session(&mut self, id: SessionId, now: Nanos) {
-        let Some((path, mut session, peer)) = self.table.remove(id) else {
+        let Some((path, mut session, peer)) = self.detach(id) else {
             return;
         };
-        self.transmitter.forget(id);
-        if let Some(fast) = self.fast.as_mut() {
-            let _ = fast.forget(session.config().local_discr);
-            if peer.spec.echo_rx_us > 0 {
-                let _ = fast.stop_reflecting(path.peer);
-            }
-        }
-        self.echo_sessions.retain(|&e| e != id);
         if let Some(echo) = self.echo.as_ref() {
             echo.forget(session.config().local_discr);
         }
