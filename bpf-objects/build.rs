@@ -108,8 +108,22 @@ fn missing_toolchain() -> Option<String> {
     None
 }
 
+/// Where the BPF build keeps its artifacts: `bpf/` in the outermost cargo
+/// target directory (the one marked by cargo's `CACHEDIR.TAG`) that holds
+/// this build, so that clippy, the host build and the fuzz builds (whose
+/// target directory sits inside it) share one BPF build instead of each
+/// compiling `core` for BPF again (half a minute apiece). The inner cargo
+/// locks that directory and rebuilds only what changed.
+fn bpf_target_dir(out_dir: &Path) -> PathBuf {
+    out_dir
+        .ancestors()
+        .filter(|dir| dir.join("CACHEDIR.TAG").is_file())
+        .last()
+        .map_or_else(|| out_dir.join("bpf-target"), |root| root.join("bpf"))
+}
+
 fn build_object(workspace: &Path, out_dir: &Path, object_path: &Path) {
-    let target_dir = out_dir.join("bpf-target");
+    let target_dir = bpf_target_dir(out_dir);
     let mut cmd = Command::new("rustup");
     cmd.args([
         "run",

@@ -4,7 +4,9 @@
 # corpus (CI: 10 s each; longer on demand); new inputs land in
 # target/fuzz/found/, never in the committed corpus. Installs cargo-fuzz for the
 # nightly when missing. The three fuzz crates share one target directory,
-# so the engine and the analyzer are built once for all of them.
+# so the engine and the analyzer are built once for all of them, and the
+# XDP object comes from the workspace's BPF build (target/bpf, see
+# bpf-objects/build.rs) instead of a build of its own.
 # --dev builds without optimisation: for the test command's 10 s a target,
 # where the release build took three of its four minutes (measured here:
 # the engine's targets build in 65 s instead of 116 s, and the session

@@ -197,12 +197,18 @@ impl ClassicPcap {
         self.buf.copy_within(self.start..self.end, 0);
         self.end -= self.start;
         self.start = 0;
-        if self.buf.len() < need {
-            self.buf.resize(need.next_power_of_two(), 0);
-        } else if self.buf.len() < READ_CHUNK_MAX {
+        if self.buf.len() < READ_CHUNK_MAX {
+            // A capture that keeps coming proves large: bigger reads.
             self.buf.resize(self.buf.len() * 2, 0);
         }
         while self.end < need && !self.eof {
+            if self.end == self.buf.len() {
+                // A record larger than the buffer grows it as its bytes
+                // arrive: a header claiming 16 MiB in a 1 KiB file costs
+                // a few KiB, not 16 MiB zeroed (a crafted capture's price).
+                let grown = (self.buf.len() * 2).min(need.next_power_of_two());
+                self.buf.resize(grown, 0);
+            }
             match self.read.read(&mut self.buf[self.end..]) {
                 Ok(0) => self.eof = true,
                 Ok(n) => self.end += n,

@@ -436,6 +436,30 @@ fn truncated_capture_yields_what_it_holds_and_a_warning() {
 }
 
 #[test]
+fn a_record_claiming_16_mib_at_the_end_is_a_truncation_not_a_stall() {
+    // The record header says 16 MiB (the largest length not called
+    // corruption) and the file ends 100 bytes later: the reader grows its
+    // buffer only as bytes arrive, keeps every frame before, and says the
+    // capture was cut.
+    let path = write_capture(
+        "claims-16-mib.pcap",
+        Format::PcapNanos,
+        &session_frames("192.0.2.1", "192.0.2.2", 3784),
+    );
+    let mut bytes = std::fs::read(&path).unwrap();
+    let claimed: u32 = 1 << 24;
+    bytes.extend_from_slice(&[0; 8]);
+    bytes.extend_from_slice(&claimed.to_le_bytes());
+    bytes.extend_from_slice(&claimed.to_le_bytes());
+    bytes.extend_from_slice(&[0x5a; 100]);
+    std::fs::write(&path, &bytes).unwrap();
+    let r = analyze_files(&[path], &[]).unwrap();
+    assert!(r.files[0].truncated);
+    assert!(r.warnings.iter().any(|w| w.code == "truncated-capture"));
+    assert_eq!(r.all.flows.iter().map(|f| f.packets).sum::<u64>(), 2000);
+}
+
+#[test]
 fn garbage_is_a_clear_error_and_garbage_on_bfd_ports_is_counted() {
     let dir = std::env::temp_dir();
     let path = dir.join(format!("linecard-not-a-capture-{}", std::process::id()));
