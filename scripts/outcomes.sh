@@ -5,7 +5,7 @@
 # anything failed (or the log shows a failure no test line names), else 0.
 #
 # A test that returned after recording an INCONCLUSIVE outcome (its
-# measurement was not taken: harness/tests/common.rs, `inconclusive`) is
+# measurement was not taken: harness/tests/common/mod.rs, `inconclusive`) is
 # counted inconclusive, never passed, even though libtest calls it `ok`.
 #
 # Usage: outcomes.sh TEST_LOG INCONCLUSIVE_LOG CARGO_STATUS

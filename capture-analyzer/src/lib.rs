@@ -1,7 +1,7 @@
 //! The capture analyzer: BFD captures in, per-flow gap distributions, flaps,
 //! budgets and latencies out. A pure library; `linecard analyze` is its CLI.
 //!
-//! Definitions follow `shared/reference/bfd-measurement.md`: a flow is one
+//! Definitions follow `docs/measurement.md`: a flow is one
 //! sender's packets (src, dst, src port, dst port); a gap is the time between
 //! consecutive packets of a flow; percentiles are nearest rank; a flap is the
 //! sender's state leaving Up.

@@ -4,7 +4,8 @@
 //! never links the engine).
 
 use crate::session::auth::{Auth, AuthConfig, AuthKey, SequenceJudge};
-use crate::wire::{AuthType, Repr};
+use crate::wire::Repr;
+use linecard_api::AuthType;
 use linecard_api::UserspaceVerifyCost;
 use linecard_bpf_objects::craft;
 

@@ -522,7 +522,7 @@ mod tests {
 
     /// DP_ADD_SESSION as bfdd 8.4.4 sends it for `peer 192.0.2.2
     /// local-address 192.0.2.1`, 10 ms x 3, lid 0x01020304, echo defaults
-    /// (offsets from `frr-bfddp.md` section 12, gcc on the 8.4.4 header).
+    /// (offsets of the 8.4.4 header as gcc lays it out on x86_64; docs/frr-dataplane.md).
     fn golden_add() -> Vec<u8> {
         let mut m = vec![0u8; 140];
         m[..8].copy_from_slice(&[1, 0, 0, 2, 0, 0, 0, 140]);

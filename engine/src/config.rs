@@ -1,10 +1,10 @@
 //! `linecardd --config FILE`: TOML parsed into raw structs, then validated
 //! into typed configuration with errors that name the file, key and value.
 
-use crate::backend::BackendKind;
 use crate::session::auth::{AuthConfig, AuthKey};
 use crate::wire::Construction;
-pub use linecard_api::{auth_type_named, InputError, AUTH_TYPES};
+use linecard_api::BackendKind;
+use linecard_api::{auth_type_named, InputError};
 use serde::Deserialize;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};

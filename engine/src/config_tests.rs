@@ -1,6 +1,6 @@
 //! The configuration's parsing and validation, key by key.
 use super::*;
-use crate::wire::AuthType;
+use linecard_api::AuthType;
 
 const GOOD: &str = r#"
 [engine]

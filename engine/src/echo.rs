@@ -24,6 +24,7 @@
 //! - Runs in a thread of its own at normal priority, so that echo never
 //!   holds the control loop.
 
+use linecard_api::control::EchoStatus;
 use linecard_common::checksum::ones_complement_sum;
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -58,8 +59,6 @@ pub struct EchoPlan {
     /// echo would have had: interval times the detect multiplier).
     pub lost_after_ns: u64,
 }
-
-pub use linecard_api::control::EchoStatus;
 
 #[derive(Default)]
 struct Entry {

@@ -5,7 +5,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
-use linecard_engine::backend::{Availability, BackendKind};
+use linecard_api::{Availability, BackendKind};
 use linecard_engine::config::{EngineConfig, RawSession, DEFAULT_CONTROL_SOCKET};
 use linecard_engine::daemon::control::{call, Request};
 use linecard_engine::daemon::Engine;

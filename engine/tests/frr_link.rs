@@ -1,6 +1,6 @@
 //! linecardd's side of FRR's dataplane protocol against a listener that
 //! speaks it byte by byte, on loopback. The real bfdd runs in the
-//! harness's tests (`harness/tests/frr_dataplane.rs`); this one exists for
+//! harness's tests (`harness/tests/lab/frr_dataplane.rs`); this one exists for
 //! what the real bfdd never does: send garbage. It checks that a malformed
 //! stream ends the connection (never a resynchronisation), that hold mode
 //! then keeps the session and reconnects, and that counters requests are

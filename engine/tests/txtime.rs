@@ -14,8 +14,9 @@
 //! so that the test needs no lab and its traffic stays inside them.
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
+use linecard_api::{Availability, BackendKind};
+use linecard_engine::backend::availability;
 use linecard_engine::backend::txtime::{self, EtfScope, Leaf, BFD_CLASS, OTHER_CLASS};
-use linecard_engine::backend::{availability, Availability, BackendKind};
 use linecard_engine::io::{clock_ns, TxSocket};
 use std::fs::File;
 use std::net::IpAddr;

@@ -14,7 +14,7 @@ use linecard_common::names;
 use linecard_common::verify::VerifyGuard;
 use serde::Serialize;
 
-/// The reference XDP engine's measured costs (shared/reference/bfd-measurement.md).
+/// The reference XDP engine's measured costs (docs/measurement.md, "Cost").
 pub const REFERENCE_REPLY_NS: u32 = 701;
 pub const GOAL_REPLY_NS: u32 = 250;
 

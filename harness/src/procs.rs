@@ -541,7 +541,7 @@ pub(crate) fn frr_args(daemon: &str, config: &Path, dir: &Path) -> Vec<String> {
 /// Starts FRR's zebra in `ns` with its sockets under `dir`, where a bfdd
 /// started with the same `dir` finds it (`-z dir/zserv.api`). No kernel
 /// routes of its own (`-f /dev/null`): bfdd needs it only for interfaces
-/// and neighbours (frr-bfddp.md section 10).
+/// and neighbours (docs/engine.md, FRR as the control plane).
 pub fn start_frr_zebra(
     program: &Path,
     name: &str,

@@ -267,7 +267,7 @@ mod tests {
 
     #[test]
     fn the_shipped_ladder_reproduces_the_reference_on_four_cpus() {
-        // ../shared/reference/bfd-measurement.md, "Stress ladder" (4 vCPUs).
+        // docs/measurement.md, "The stress ladder" (4 vCPUs).
         let cmd = |name: &str| shipped(name).stress_ng_args(4, 120).join(" ");
         assert_eq!(cmd("L1"), "--cpu 4 --timeout 120s --quiet");
         assert_eq!(

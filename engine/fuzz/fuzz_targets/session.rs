@@ -7,7 +7,7 @@
 //! are Up.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use linecard_engine::config::AUTH_TYPES;
+use linecard_api::AUTH_TYPES;
 use linecard_engine::session::auth::{Auth, AuthConfig, AuthKey};
 use linecard_engine::session::{Session, SessionConfig};
 use linecard_engine::wire::Repr;

@@ -15,6 +15,7 @@ use crate::config::EngineConfig;
 use crate::session::table::SessionId;
 use crate::session::{Nanos, Session};
 use crate::wire::Repr;
+use linecard_api::{Availability, BackendKind};
 
 /// Where a packet handed to the kernel must leave: at once, or at a time
 /// (engine ns) that the kernel honours (SO_TXTIME).
@@ -99,8 +100,6 @@ pub fn transmitter(kind: BackendKind, config: &EngineConfig) -> Box<dyn Transmit
 /// The longest a deadline-driven loop sleeps with nothing due (it still
 /// serves the control socket).
 pub const MAX_SLEEP_NS: Nanos = 50_000_000;
-
-pub use linecard_api::{Availability, BackendKind};
 
 /// Whether `kind` can run on this host, with the reason when not
 /// (`linecardd backends` prints it; the harness asks that command).

@@ -16,11 +16,12 @@
 //! afterwards: it receives them from here, in order, and its own Down
 //! follows the first (a duplicate Down is harmless, RFC 5880 6.8.6).
 
-use super::rt::{make_current_thread_timely, ThreadPolicy, Timeliness};
+use super::rt::{make_current_thread_timely, Timeliness};
 use crate::session::auth::Signer;
-use crate::wire::Diagnostic;
 use anyhow::{Context, Result};
 use aya::maps::{Array, MapData, RingBuf};
+use linecard_api::control::Diagnostic;
+use linecard_api::control::ThreadPolicy;
 use linecard_common::bfd::{event, DeadMan, SessionState, SweepEvent};
 use socket2::{SockAddr, Socket};
 use std::collections::HashMap;
@@ -371,7 +372,8 @@ fn respond(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{Repr, State};
+    use crate::wire::Repr;
+    use linecard_api::control::State;
 
     #[test]
     fn the_peer_s_down_is_answered_with_diag_3_a_silence_with_diag_1() {

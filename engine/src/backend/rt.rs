@@ -9,6 +9,7 @@
 
 use super::{Availability, BackendKind, Transmitter, MAX_SLEEP_NS};
 use crate::session::Nanos;
+use linecard_api::control::ThreadPolicy;
 
 /// The shared loop on a thread that sleeps to the next deadline: at
 /// SCHED_FIFO `priority`, or under SCHED_DEADLINE with `deadline`.
@@ -133,8 +134,6 @@ pub fn make_current_thread_realtime(priority: i32, cpu: Option<usize>) -> std::i
     }
     Ok(())
 }
-
-pub use linecard_api::control::ThreadPolicy;
 
 /// The reservation of every thread of ours that must be timely (the
 /// deadline backend's loop, the xdp backend's responder): 1 ms of CPU in

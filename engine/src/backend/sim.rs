@@ -3,8 +3,9 @@
 //! (bring-up, minutes of steady state, a peer's death, a timer change) run
 //! in milliseconds and replay identically.
 
-use crate::session::{Nanos, Session, SessionConfig, Transition};
+use crate::session::{Nanos, Session, SessionConfig};
 use crate::wire::{Encoded, Repr};
+use linecard_api::control::Transition;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -193,7 +194,7 @@ impl SimPair {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{Diagnostic, State};
+    use linecard_api::control::{Diagnostic, State};
 
     const MS: Nanos = 1_000_000;
     const S: Nanos = 1_000_000_000;

@@ -10,6 +10,7 @@ use crate::config::EngineConfig;
 use anyhow::{bail, Context, Result};
 use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::{Xdp, XdpMode};
+use linecard_api::control::FastPathCounters;
 use linecard_common::bfd::{
     AuthKeyRef, AuthSecret, EchoPeer, SessionConfig, SessionState, SlotConfig, DROP_REASONS,
     FLAG_REPLY, KEYS_PER_SESSION, MAX_AUTH_KEYS, MAX_SESSIONS, SWEEP_SLOTS, VERDICTS,
@@ -63,8 +64,6 @@ pub struct FastPath {
     /// session, shared with the kernel's signed replies.
     xmit_seq: std::sync::Arc<super::xmit_seq::Mapping>,
 }
-
-pub use linecard_api::control::FastPathCounters;
 
 impl FastPath {
     /// Loads the program and starts the responder as `config` asks (see

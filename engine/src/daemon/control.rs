@@ -13,6 +13,7 @@ use super::Engine;
 use crate::config::{validate_session, RawSession};
 use crate::session::table::SessionId;
 use crate::session::Nanos;
+use linecard_api::control::{DemandStatus, KernelDigests, SessionReadiness, SessionStatus};
 
 use crate::wire::DropReason;
 use linecard_api::timers::Timers;
@@ -85,8 +86,6 @@ pub fn read_request(line: &[u8]) -> Result<Request, String> {
     }
     Ok(request)
 }
-
-pub use linecard_api::control::{DemandStatus, KernelDigests, SessionReadiness, SessionStatus};
 
 fn nonzero(counts: &[u64]) -> Vec<(DropReason, u64)> {
     DropReason::ALL

@@ -4,7 +4,13 @@
 //! template, keys and responder's prepared packets. Split out of `mod.rs`
 //! by responsibility; it sees its parent's items.
 
-use super::*;
+use super::fast_path::{self, FastPath};
+use super::offload::{self, Placement, SessionView};
+use super::{log, Peer, Placing};
+use crate::backend::responder::Prepared;
+use crate::config::SessionSpec;
+use crate::session::table::{PathKey, SessionId};
+use crate::session::{FastPathRole, Nanos, Session};
 
 /// `FLAG_MULTIHOP` for a multihop session.
 fn hop_flags(spec: &SessionSpec) -> u32 {

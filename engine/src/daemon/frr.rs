@@ -2,7 +2,7 @@
 //! (`--dplaneaddr ipv4:ADDR:PORT`), we connect, run the sessions it adds,
 //! report their state, and answer its counters requests.
 //!
-//! Facts this module defends (`frr-bfddp.md`, bfdd 8.4.4):
+//! Facts this module defends (docs/frr-dataplane.md, bfdd 8.4.4):
 //! - DP_ADD_SESSION is add *or update*, keyed by bfdd's local discriminator
 //!   (`lid`); an update changes timers through a Poll Sequence, never by
 //!   recreating the session.
@@ -25,6 +25,7 @@ use crate::bfddp::{flags, Framer, Message, SessionCounters, SessionMsg, StateCha
 use crate::config::SessionSpec;
 use crate::session::table::SessionId;
 use crate::session::{Nanos, Session};
+use linecard_api::control::State;
 use linecard_api::timers::Timers;
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -395,7 +396,7 @@ impl Engine {
                         // Tell bfdd it is down rather than leave it guessing.
                         link.send(&Message::StateChange(StateChange {
                             lid: s.lid,
-                            state: crate::wire::State::Down as u8,
+                            state: State::Down as u8,
                             ..Default::default()
                         }));
                     }
@@ -483,7 +484,7 @@ impl Engine {
             echo_interval_us: s.has(flags::ECHO).then_some(s.min_echo_tx_us),
             // bfdd's `echo receive-interval` (50 ms by default even with
             // echo-mode off) is advertised only where we reflect.
-            echo_rx_us: if self.loop_kind() == crate::backend::BackendKind::Xdp {
+            echo_rx_us: if self.loop_kind() == linecard_api::BackendKind::Xdp {
                 s.min_echo_rx_us
             } else {
                 0
@@ -528,7 +529,7 @@ impl Engine {
             Ok(_) => {}
         }
         let admin_down = s.has(flags::SHUTDOWN);
-        if admin_down != (session.state() == crate::wire::State::AdminDown) {
+        if admin_down != (session.state() == State::AdminDown) {
             if let Some(t) = session.set_admin_down(now, admin_down) {
                 peer.last_transition = Some(t);
                 super::log_transition(&peer.spec, &t);

@@ -4,7 +4,7 @@
 //! that said Down, whose packet reaches the state machine through the
 //! socket (6.8.6). The responder has already sent the Down on the wire.
 
-use super::*;
+use super::{log, log_transition, Engine};
 
 impl Engine {
     pub(super) fn apply_kernel_events(&mut self) {

@@ -16,22 +16,22 @@ mod kernel_events;
 pub mod offload;
 mod sessions;
 
-use crate::backend::responder::Prepared;
 use crate::backend::xdp::{self as fast_path, FastPath};
-use crate::backend::{self, txtime, Availability, BackendKind, Departure, Transmitter};
+use crate::backend::{self, txtime, Departure, Transmitter};
 use crate::config::{EngineConfig, SessionSpec};
 use crate::io::{Received, RxSocket, TxSocket};
-use crate::session::auth::Auth;
 use crate::session::table::{PathKey, SessionId, SessionTable};
-use crate::session::{FastPathRole, Nanos, Session, SessionConfig, Transition};
-use crate::wire::{DropReason, Repr, State, PORT_MULTI_HOP, PORT_SINGLE_HOP};
+use crate::session::Nanos;
+use crate::wire::{DropReason, Repr, PORT_MULTI_HOP, PORT_SINGLE_HOP};
 use anyhow::{bail, Context, Result};
 use due::{Deadline, DueQueue};
+use linecard_api::control::{FastPathCounters, State, Transition};
+use linecard_api::{Availability, BackendKind};
 use std::os::unix::net::UnixListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use offload::{KernelView, Placement, SessionView, KERNEL_DETECTION_GRACE_NS};
+use offload::{KernelView, KERNEL_DETECTION_GRACE_NS};
 
 /// A loop pass services only the sessions that are due or heard from; at
 /// least this often it services every session (a safety net for a change
@@ -418,7 +418,7 @@ impl Engine {
     }
 
     /// The fast path's counters, if this engine runs one.
-    pub fn fast_path_counters(&self) -> Option<fast_path::FastPathCounters> {
+    pub fn fast_path_counters(&self) -> Option<FastPathCounters> {
         self.fast.as_ref().and_then(|f| f.counters().ok())
     }
 

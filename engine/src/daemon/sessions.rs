@@ -3,7 +3,18 @@
 //! wire (RFC 5880 6.8.16), and the echo function steered to the sessions
 //! that may run it (6.4).
 
-use super::*;
+use super::fast_path::{self, FastPath};
+use super::{log, random_u64, registered_config, Engine, KernelView, Peer};
+use crate::backend;
+use crate::config::SessionSpec;
+use crate::io::TxSocket;
+use crate::session::auth::Auth;
+use crate::session::table::{PathKey, SessionId};
+use crate::session::{Nanos, Session, SessionConfig};
+use crate::wire::DropReason;
+use anyhow::{bail, Context, Result};
+use linecard_api::control::State;
+use linecard_api::{Availability, BackendKind};
 
 impl Engine {
     pub fn add_session(&mut self, spec: SessionSpec) -> Result<SessionId> {

@@ -7,8 +7,10 @@
 
 use super::Nanos;
 use crate::wire::{
-    digest_of, AuthSection, AuthType, Construction, DropReason, Packet, Repr, KEYED_DIGEST_AT,
+    digest_of, AuthSection, Construction, DropReason, Packet, Repr, KEYED_DIGEST_AT,
 };
+use linecard_api::control::AuthStatus;
+use linecard_api::AuthType;
 use linecard_common::verify::{digest_cost_ns, Budget, EXPECTED_SLOTS, HEADER_LEN, LOOKAHEAD};
 use serde::Serialize;
 use std::sync::Arc;
@@ -160,8 +162,6 @@ pub enum SequenceJudge {
     /// for it. The digest is still checked here.
     Kernel,
 }
-
-pub use linecard_api::control::AuthStatus;
 
 /// A session's authentication state (the bfd.*Auth* variables of 6.8.1).
 #[derive(Clone, Debug)]

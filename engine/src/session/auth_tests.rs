@@ -2,7 +2,7 @@
 use super::tests::{config as base_config, MS, S};
 use super::*;
 use crate::session::auth::{Auth, AuthConfig, AuthKey, SequenceJudge};
-use crate::wire::AuthType;
+use linecard_api::AuthType;
 
 const TYPES: [AuthType; 5] = [
     AuthType::SimplePassword,
@@ -475,7 +475,7 @@ fn frrs_hmac_sha1_is_emitted_and_verified_byte_for_byte() {
     let mut key_bytes = [0u8; 20];
     key_bytes[..10].copy_from_slice(b"frr-secret");
     let packet = Repr {
-        diag: crate::wire::Diagnostic::NoDiagnostic,
+        diag: linecard_api::control::Diagnostic::NoDiagnostic,
         state: State::Up,
         poll: false,
         final_: false,
@@ -596,7 +596,7 @@ fn forgeries_spend_a_digest_budget_the_peers_own_packets_never_need() {
             }
         };
         let mut other_header = genuine;
-        other_header.diag = crate::wire::Diagnostic::PathDown;
+        other_header.diag = linecard_api::control::Diagnostic::PathDown;
         // Signed as the Repr emits them, then the digest's last byte
         // flipped: forgeries the digest alone refuses.
         let forge = |packet: &Repr| {

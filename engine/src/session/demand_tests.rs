@@ -3,7 +3,7 @@
 use super::tests::{config, remote, up_session, up_with, MS, S};
 use super::*;
 use crate::backend::sim::{config_3x10, Side, SimPair};
-use crate::wire::Diagnostic as D;
+use linecard_api::control::Diagnostic as D;
 
 /// Verification every 500 ms.
 const VERIFY_US: u32 = 500_000;

@@ -14,8 +14,12 @@ pub mod table;
 #[cfg(test)]
 mod tests;
 
-use crate::wire::{Diagnostic, DropReason, Repr, State};
+use crate::wire::{DropReason, Repr};
 use auth::{Auth, SequenceJudge};
+use linecard_api::control::Counters;
+use linecard_api::control::Remote;
+use linecard_api::control::Transition;
+use linecard_api::control::{Diagnostic, State};
 use serde::Serialize;
 
 /// Nanoseconds on the caller's monotonic clock.
@@ -55,12 +59,6 @@ pub enum FastPathRole {
     /// nothing else.
     PollsOnly,
 }
-
-pub use linecard_api::control::Transition;
-
-pub use linecard_api::control::Remote;
-
-pub use linecard_api::control::Counters;
 
 #[derive(Clone, Debug)]
 pub struct Session {

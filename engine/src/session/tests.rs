@@ -2,7 +2,7 @@
 
 use super::table::{PathKey, SessionTable};
 use super::*;
-use crate::wire::Diagnostic as D;
+use linecard_api::control::Diagnostic as D;
 
 impl Session {
     /// A packet as it arrives: emitted, so that authentication covers the
@@ -408,7 +408,7 @@ fn authentication_is_refused_until_configured() {
     let mut p = remote(State::Up, 0x1111);
     p.auth = Some(crate::wire::AuthSection {
         construction: crate::wire::Construction::Rfc5880,
-        auth_type: crate::wire::AuthType::SimplePassword,
+        auth_type: linecard_api::AuthType::SimplePassword,
         key_id: 1,
         sequence: None,
         bytes: [0; 20],

@@ -7,6 +7,9 @@
 //! Independent of the capture analyzer's decoder on purpose: the two
 //! parsers check each other.
 
+use linecard_api::control::{Diagnostic, State};
+use linecard_api::AuthType;
+
 #[cfg(test)]
 mod tests;
 
@@ -44,14 +47,6 @@ const FLAG_MULTIPOINT: u8 = 0x01;
 /// Why a packet was refused (section 6.8.6 and the transport's rules): one
 /// list for the kernel and the engine, counted by the same index.
 pub use linecard_common::bfd::DropReason;
-
-/// Session state and diagnostic codes (section 4.1): one definition,
-/// shared with the programs that read the control socket.
-pub use linecard_api::control::{Diagnostic, State};
-
-/// Authentication types (section 4.1): one definition, shared with the
-/// programs that drive linecardd.
-pub use linecard_api::AuthType;
 
 /// Longest control packet this codec emits: the mandatory section and the
 /// longest authentication section (keyed SHA1, 28 bytes).

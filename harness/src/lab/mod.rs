@@ -303,7 +303,7 @@ pub fn keep_off_dut_cpus() {
 /// With plain veth the receiver's processing (XDP included) runs on the
 /// sender's CPU. RPS on the bridge ports facing the DUT's neighbours moves
 /// the DUT's receive path onto the DUT's CPUs in softirq, as a NIC interrupt
-/// affined to the DUT would (`shared/DESIGN.md`, receive-path placement).
+/// affined to the DUT would (the README's "The local lab", receive-path placement).
 ///
 /// The other way, RPS on the port facing the DUT moves what the DUT sends
 /// off the DUT's CPUs: once a packet leaves the DUT it is on the wire, and

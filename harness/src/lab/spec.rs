@@ -1,4 +1,4 @@
-//! The local lab's fixed names, as promised in `shared/DESIGN.md`: docs,
+//! The local lab's fixed names, as promised in the README ("The local lab"): docs,
 //! tests and scripts agree on them, and `lab down` finds leftovers by them.
 
 use std::path::PathBuf;

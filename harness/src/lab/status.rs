@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 use std::path::Path;
 
-/// `linecard lab status --json`: the contract in `shared/DESIGN.md`.
+/// `linecard lab status --json`: the contract of the README's "The local lab".
 #[derive(Debug, Serialize)]
 pub struct LabStatus {
     /// Every part of the lab is present and configured.

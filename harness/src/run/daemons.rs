@@ -418,7 +418,7 @@ impl Place {
 /// the DUT's namespace).
 pub const FRR_DATAPLANE: &str = "127.0.0.1:50700";
 /// bfdd 8.4.4 delivers at most this many sessions in the burst it sends
-/// when a dataplane connects (8 KB / 140 bytes; frr-bfddp.md section 8).
+/// when a dataplane connects (8 KB / 140 bytes; docs/frr-dataplane.md).
 pub const FRR_REGISTRATION_BURST: usize = 58;
 /// bfdd 8.4.4 reads at most 102 counters replies between two reads of its
 /// event loop (8 KB / 80 bytes); one sweep of more resets the connection.

@@ -406,7 +406,7 @@ impl In<'_> {
                 return Err(self.invalid(
                     &format!("phase[{i}].fault.kind"),
                     &"engine_restart",
-                    &format!("dut[{j}] is frr_dataplane: its engine's restart under bfdd is hold mode's (--test frr_dataplane)"),
+                    &format!("dut[{j}] is frr_dataplane: its engine's restart under bfdd is hold mode's (--test lab frr_dataplane::)"),
                 ));
             }
         }

@@ -1,6 +1,6 @@
 //! `linecard`: the harness CLI. Data goes to stdout, logs to stderr.
 //!
-//! Exit codes (shared/DESIGN.md): 0 success; 1 a check or gate failed;
+//! Exit codes (ARCHITECTURE.md's conventions, the same for every command): 0 success; 1 a check or gate failed;
 //! 2 usage or input error (including an environment that cannot run the
 //! command, with the fix in the message).
 

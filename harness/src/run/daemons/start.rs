@@ -221,7 +221,7 @@ pub fn start_dut(
             let configured = peer_sessions(pairs, sessions, false);
             // bfdd seeds its discriminators with the second it started in:
             // a peer bfdd started in the same second draws the same ones,
-            // and a my/your mix-up could hide (frr-bfddp.md section 9).
+            // and a my/your mix-up could hide (docs/frr-dataplane.md).
             let second = crate::sys::unix_ns() / 1_000_000_000;
             while crate::sys::unix_ns() / 1_000_000_000 == second {
                 std::thread::sleep(Duration::from_millis(10));

@@ -4,10 +4,7 @@
 //! marked failed with the partial capture kept; a bad scenario must be
 //! refused before anything starts.
 
-#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -612,7 +609,7 @@ fn ci_xdp_row_with(results: &Path, switch: &str) -> (std::process::Output, PathB
 /// regressed metrics. (The good run and its gate are
 /// `the_bakeoff_reproduces_the_reference_table_with_this_kernels_physics`;
 /// the own clock's and the dead-man guard's controls are the faults
-/// scenario's, `--test faults the_faults_scenario_judges_each_fault_on_the_wire`.)
+/// scenario's, `--test runs faults::the_faults_scenario_judges_each_fault_on_the_wire`.)
 #[test]
 fn a_degraded_engine_fails_the_gate() {
     if !privileged("a_degraded_engine_fails_the_gate") {

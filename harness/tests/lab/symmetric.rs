@@ -9,10 +9,7 @@
 //! intervals, saying so in the session's status. Measured on the capture:
 //! no meltdown, no silence, no flap.
 
-#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
-mod common;
-
-use common::*;
+use crate::common::*;
 use linecard_capture_analyzer::{analyze, Options, Phase};
 use linecard_harness::lab::spec::{self, DUT, PEER};
 use linecard_harness::procs::Daemon;

@@ -3,10 +3,7 @@
 //! sessions, the echo function, authentication. Each is run and judged
 //! by the product; what is asserted here is what makes it a measurement.
 
-#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::Path;
 use std::process::Command;
 

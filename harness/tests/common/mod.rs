@@ -700,7 +700,7 @@ pub fn ssh_keys(dir: &Path) {
 /// each `(profile, seconds)` sets every phase of that profile, and 0 drops
 /// it. For the functional tests that read a shipped scenario's figures but
 /// need not wait its full length (the full length is the scenario's own,
-/// gated in `--test run`). Panics when a named profile has no phase, so a
+/// gated in `--test runs run::`). Panics when a named profile has no phase, so a
 /// renamed phase cannot silently keep its length.
 pub fn with_phase_seconds(text: &str, seconds: &[(&str, u64)]) -> String {
     let mut out = String::new();

@@ -4,10 +4,7 @@
 //! 8.4.4 is known to get wrong (it takes a packet with the M bit set, RFC
 //! 5880 6.8.6). A suite that passed everything would prove nothing.
 
-#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
-mod common;
-
-use common::*;
+use crate::common::*;
 
 fn run_suite(dut: &str, load: &str, dir: &std::path::Path) -> serde_json::Value {
     let out = linecard(&[

@@ -1,8 +1,6 @@
 //! `linecard analyze` as a user runs it: exit codes, JSON contract, files.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::PathBuf;
 
 fn fixture() -> PathBuf {

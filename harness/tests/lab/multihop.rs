@@ -10,10 +10,7 @@
 //! dropped (by the session in userspace, by the kernel on the fast path,
 //! which also answers the multihop sessions itself).
 
-#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
-mod common;
-
-use common::*;
+use crate::common::*;
 use linecard_bpf_objects::craft;
 use linecard_capture_analyzer::{analyze, Options};
 use linecard_common::bfd::drop;

@@ -7,9 +7,7 @@
 //! product itself: `linecard run scenarios/scale.toml` (README, Scale).
 //! The peer host answers from 64 addresses.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use linecard_capture_analyzer::{analyze, Options, Phase};
 use linecard_harness::lab::spec::{self, DUT, PEER};
 use linecard_harness::procs::{start_frr_bfdd, PeerSession};

@@ -1,9 +1,6 @@
 //! The local lab end to end, as root, against the real kernel.
 
-#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
-mod common;
-
-use common::*;
+use crate::common::*;
 use linecard_harness::lab::spec;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -72,7 +69,7 @@ fn lab_lifecycle_status_check_and_clean_teardown() {
         stdout_json(&second)["observer"]["ports"]
     );
 
-    // The contract of `lab status --json` (shared/DESIGN.md).
+    // The contract of `lab status --json` (the README's "The local lab").
     let status = linecard(&["lab", "status", "--json"]);
     assert_exit(&status, 0, "status");
     let status = stdout_json(&status);

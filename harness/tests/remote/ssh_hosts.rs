@@ -26,13 +26,10 @@
 //!    RUN_DIR` leaves no process and no file of the run on any host.
 //!
 //! Ctrl-C in the middle of a three-host run (failed as interrupted, the
-//! capture kept, the hosts cleaned) is `--test proxmox`'s, whose guests
+//! capture kept, the hosts cleaned) is `--test remote proxmox::`'s, whose guests
 //! run through this same path.
 
-#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -260,7 +257,7 @@ fn smoke_runs_on_three_ssh_hosts_and_a_dead_capture_or_lost_host_is_reported() {
     let ssh = tables(&dir, &remote, cpu, 22);
 
     // 1. Smoke's xdp row on three hosts. (Its naive positive control on
-    // the three-host path is `--test proxmox`'s FRR row, which flaps
+    // the three-host path is `--test remote proxmox::`'s FRR row, which flaps
     // under L4 there; here the canary proves L4 bit.)
     let smoke = scenario(&dir, "hsmoke", &ssh, None);
     // L4 long enough for an 8 s cut 3 s in (the keepalive ends the

@@ -17,10 +17,7 @@
 //! dead-man guard off and the own clock off as the gate's negative
 //! controls.
 
-#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
-mod common;
-
-use common::*;
+use crate::common::*;
 use linecard_capture_analyzer::decode::State;
 use linecard_capture_analyzer::model::{Analysis, FlowResult};
 use linecard_common::bfd::verdict;

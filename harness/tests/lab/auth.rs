@@ -5,10 +5,7 @@
 //! (through the product's own scenario and gate) a dead peer's session
 //! that no impostor keeps alive.
 
-#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
-mod common;
-
-use common::*;
+use crate::common::*;
 use linecard_api::AuthType;
 use linecard_api::AUTH_TYPES;
 use linecard_capture_analyzer::decode::State;

@@ -5,10 +5,7 @@
 //! without it does: the positive control), and garbage on the control
 //! socket gets an error reply while the daemon keeps running.
 
-#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
-mod common;
-
-use common::*;
+use crate::common::*;
 use linecard_harness::lab::spec::{self, DUT, PEER, SPARE};
 use linecard_harness::procs::start_frr_bfdd;
 use linecard_harness::sys::in_netns;

@@ -4,10 +4,7 @@
 //! opens in a real headless browser (Debian's chromium) without console
 //! errors and with every plot laid out on the page.
 
-#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

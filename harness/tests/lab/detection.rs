@@ -4,12 +4,10 @@
 //! ours to a detection time after the peer's last packet on the capture,
 //! and the gate holds each phase's median against
 //! `baselines/detection.toml` (the sweep on its fixed period, the negative
-//! control, fails that median on the faults scenario, `--test faults`).
+//! control, fails that median on the faults scenario, `--test runs faults::`).
 //! Here: what must have happened for those verdicts to mean anything.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn a_killed_peer_is_detected_on_time_kill_after_kill_idle_and_under_l4() {

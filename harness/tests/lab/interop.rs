@@ -6,10 +6,7 @@
 //! `LINECARD_IDLE_SECONDS` to change), a timer change in both directions,
 //! then FRR killed without a farewell.
 
-#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
-mod common;
-
-use common::*;
+use crate::common::*;
 use linecard_capture_analyzer::analysis::{PacketRecord, PacketSink};
 use linecard_capture_analyzer::decode::State;
 use linecard_capture_analyzer::{analyze, Options, Phase};

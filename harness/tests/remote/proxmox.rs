@@ -24,10 +24,7 @@
 //!    removed (it carries the run's mark).
 //! 4. A VM ID in use is refused before anything is made.
 
-#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

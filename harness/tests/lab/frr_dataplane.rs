@@ -5,10 +5,7 @@
 //! on the observer's capture or in FRR's own words; the engine's counters
 //! are only compared with them.
 
-#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
-mod common;
-
-use common::*;
+use crate::common::*;
 use linecard_capture_analyzer::model::FlowResult;
 use linecard_capture_analyzer::{analyze, Options, Phase};
 use linecard_harness::lab::spec::{self, DUT, PEER};
@@ -119,7 +116,7 @@ fn drive_once() -> Result<(), String> {
     )
     .unwrap();
     // FRR daemons started in the same second draw the same discriminators
-    // (frr-bfddp.md section 9); a my/your mix-up must not hide.
+    // (docs/frr-dataplane.md); a my/your mix-up must not hide.
     std::thread::sleep(Duration::from_millis(1100));
     let mut control = start_control_plane(&dir);
     let vty = dir.join("control");

@@ -3,10 +3,7 @@
 //! linecardd peer, idle then L4. Every figure is from the observer's
 //! capture: who set D, who fell silent, the Polls and their Finals.
 
-#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
-mod common;
-
-use common::*;
+use crate::common::*;
 
 /// One side's Demand figures in one phase of a DUT's run.
 fn side<'a>(dut: &'a serde_json::Value, profile: &str, who: &str) -> &'a serde_json::Value {

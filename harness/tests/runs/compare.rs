@@ -8,10 +8,7 @@
 //! (`scripts/test.sh`: cargo holds its build directory while tests run,
 //! so a test cannot build it itself).
 
-#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 
 /// Where `scripts/test.sh` puts the regressed build.

@@ -6,9 +6,7 @@
 //! the flood ran, and the DUT sent nothing to the spare host (the attacker
 //! got no answer).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use linecard_capture_analyzer::decode::Service;
 use linecard_harness::lab::spec::{self, DUT, PEER, SPARE};
 use linecard_harness::procs::start_frr_bfdd;

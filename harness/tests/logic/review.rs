@@ -5,10 +5,7 @@
 //! the hypervisor's root shell is refused when read, naming the key, and
 //! its payload never runs. No root: nothing here starts a lab.
 
-#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Output;

@@ -8,10 +8,7 @@
 //! (default 10: how the idle tail holds over minutes is a timing claim,
 //! `scenarios/ci.toml`'s idle phase, gated).
 
-#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
-mod common;
-
-use common::*;
+use crate::common::*;
 use linecard_bpf_objects::craft;
 use linecard_capture_analyzer::{analyze, Options, Phase};
 use linecard_common::bfd::{drop, verdict};
@@ -141,7 +138,7 @@ fn xdp_run() -> Result<(), String> {
 
     // Kill the peer without a farewell: the kernel's sweep reports the
     // silence (how soon, on the wire, is `scenarios/detection.toml`'s,
-    // judged and gated: `--test detection`).
+    // judged and gated: `--test lab detection::`).
     frr.kill().unwrap();
     wait_sessions(
         &socket,
@@ -280,7 +277,7 @@ fn xdp_run() -> Result<(), String> {
     // it sends is a timing claim, the product's to judge: the faults
     // scenario's gate (no gap of ours over 1.5 intervals while the peer's
     // frames are lost, its negative control `xdp_own_clock = false`,
-    // `--test faults`).
+    // `--test runs faults::`).
     assert!(
         clock_sent >= 5,
         "own-clock requests {clock_sent} while the peer stalled 5 times ({} ms)",

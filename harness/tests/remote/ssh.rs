@@ -7,10 +7,7 @@
 //! commands as root here), so the remote run's lab is the local lab: the
 //! test holds the lab lock until every remote run has ended.
 
-#![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

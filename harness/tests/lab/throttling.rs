@@ -6,9 +6,7 @@
 //! responder at SCHED_FIFO (`engine.sched_deadline = false`), must fail
 //! both: a stall that falls into a throttled window is mirrored back whole.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn the_own_clock_is_not_held_by_rt_throttling() {
