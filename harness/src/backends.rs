@@ -24,9 +24,9 @@ impl Backends {
         })
     }
 
-    /// Asks the local linecardd (`run::daemons::linecardd_binary`).
+    /// Asks the local linecardd (`linecardd::binary`).
     pub fn local() -> Result<Self> {
-        let binary = crate::run::daemons::linecardd_binary();
+        let binary = crate::linecardd::binary();
         let out = std::process::Command::new(&binary)
             .args(["backends", "--json"])
             .output()

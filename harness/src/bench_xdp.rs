@@ -392,7 +392,7 @@ fn install_authenticated_sessions(
 /// linecardd's own verification of packets of the same shape, timed by
 /// the binary that would run (`linecardd bench --json`).
 fn userspace_auth(repeat: u32) -> Result<Vec<UserspaceVerifyCost>> {
-    let binary = crate::run::daemons::linecardd_binary();
+    let binary = crate::linecardd::binary();
     let out = std::process::Command::new(&binary)
         .args(["bench", "--json", "--repeat", &repeat.to_string()])
         .output()

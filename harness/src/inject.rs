@@ -18,7 +18,7 @@
 //! branch runs at all.
 
 use crate::lab::spec::{PEER, SPARE};
-use crate::run::daemons::linecardd_ctl_as;
+use crate::linecardd;
 use crate::sys::in_netns;
 use anyhow::{bail, Context, Result};
 use linecard_api::control::{DropsReply, ListReply, SessionStatus, State, Transition};
@@ -287,8 +287,8 @@ struct Counters {
 }
 
 fn read_counters(socket: &Path) -> Result<Counters> {
-    let drops: DropsReply = linecardd_ctl_as(socket, &["drops"])?;
-    let list: ListReply = linecardd_ctl_as(socket, &["list", "--json"])?;
+    let drops: DropsReply = linecardd::ctl_as(socket, &["drops"])?;
+    let list: ListReply = linecardd::ctl_as(socket, &["list", "--json"])?;
     let session = live_session(&list)?;
     let fast = drops
         .fast_path
@@ -332,7 +332,7 @@ const MIN_WINDOW: Duration = Duration::from_millis(50);
 
 /// Runs every case `copies` times, then, if `flood` > 0, the flood.
 pub fn run(socket: &Path, copies: u64, flood: u64) -> Result<Matrix> {
-    let list: ListReply = linecardd_ctl_as(socket, &["list", "--json"])?;
+    let list: ListReply = linecardd::ctl_as(socket, &["list", "--json"])?;
     let session = live_session(&list)?;
     let (our_discr, peer_discr) = (session.local_discr, session.remote.discr);
     let echo_reflected = session.required_min_echo_rx_us > 0;

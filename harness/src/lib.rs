@@ -14,6 +14,7 @@ pub mod freeze;
 pub mod gate;
 pub mod inject;
 pub mod lab;
+pub mod linecardd;
 pub mod lock;
 pub mod plots;
 pub mod procs;

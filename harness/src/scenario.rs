@@ -3,7 +3,6 @@
 //! key and value, before anything starts.
 
 use crate::profile::Profile;
-use crate::run::faults::Fault;
 use linecard_api::InputError;
 use std::path::{Path, PathBuf};
 
@@ -11,11 +10,16 @@ mod dut;
 mod fault;
 mod parse;
 pub mod programs;
+mod proxmox;
 mod raw;
+mod ssh;
 pub mod value;
 
 use fault::parse_fault;
+pub use fault::{Fault, FLOOD_FRAMES_PER_MS};
+pub use proxmox::ProxmoxSpec;
 use raw::*;
+pub use ssh::{HostSpec, SshSpec};
 
 /// A DUT's label as the name of its directory in a run (lowercase
 /// letters, digits and single `-`); its repeated attempts add `-2`, `-3`.
@@ -370,10 +374,10 @@ pub struct Scenario {
     pub provider: ProviderKind,
     /// The Proxmox host and VM IDs, with `provider = "proxmox"`.
     #[serde(default)]
-    pub proxmox: Option<crate::run::proxmox::ProxmoxSpec>,
+    pub proxmox: Option<ProxmoxSpec>,
     /// The host, with `provider = "ssh"`.
     #[serde(default)]
-    pub ssh: Option<crate::run::ssh::SshSpec>,
+    pub ssh: Option<SshSpec>,
     pub peer: PeerImplementation,
     /// SCHED_FIFO priority of the peer daemon (0: normal priority). The
     /// peer is the measurement's reference clock: an RX-clocked DUT
@@ -537,12 +541,27 @@ pub fn default_profiles_dir(scenario: &Path) -> PathBuf {
         .join("stress-profiles")
 }
 
-/// What a three-host `ssh` run can do (`run/hosts.rs`): one session
-/// between the DUT's and the peer's addresses, stress phases, FRR's bfdd
-/// or BIRD as the peer, linecardd or FRR's bfdd as the DUT. The rest needs
-/// the local lab's plumbing; refused as (key, value, why).
+/// A three-host `ssh` table's DUT and peer addresses are of one family
+/// (a proxmox run's guests take the lab's, which are); refused as (key,
+/// value, why).
+fn three_hosts_share_a_family(spec: &SshSpec) -> Result<(), (String, String, String)> {
+    let family = |h: &Option<HostSpec>| h.as_ref().and_then(|h| h.address).map(|a| a.is_ipv6());
+    if family(&spec.dut) != family(&spec.peer) {
+        return Err((
+            "ssh.peer.address".into(),
+            format!("{:?}", spec.peer.as_ref().and_then(|h| h.address)),
+            "must be of the DUT's address family; a three-host ssh run does not do it (the local lab does)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// What a three-host run (`run/hosts.rs`: an `ssh` run with three hosts,
+/// or a proxmox run on its VMs) can do: one session between the DUT's and
+/// the peer's addresses, stress phases, FRR's bfdd or BIRD as the peer,
+/// linecardd or FRR's bfdd as the DUT. The rest needs the local lab's
+/// plumbing; refused as (key, value, why).
 fn three_hosts_can_run(
-    spec: &crate::run::ssh::SshSpec,
     peer: PeerImplementation,
     peer_rt_priority: u8,
     sessions: &Sessions,
@@ -556,16 +575,6 @@ fn three_hosts_can_run(
             format!("{why}; a three-host ssh run does not do it (the local lab does)"),
         ))
     };
-    let family = |h: &Option<crate::run::ssh::HostSpec>| {
-        h.as_ref().and_then(|h| h.address).map(|a| a.is_ipv6())
-    };
-    if family(&spec.dut) != family(&spec.peer) {
-        return refuse(
-            "ssh.peer.address",
-            format!("{:?}", spec.peer.as_ref().and_then(|h| h.address)),
-            "must be of the DUT's address family",
-        );
-    }
     if sessions.count != 1 {
         return refuse(
             "sessions.count",

@@ -15,7 +15,7 @@ pub mod trace;
 
 use crate::lab::{self, spec};
 use crate::procs::{self, Daemon, PeerSession};
-use crate::run::daemons;
+
 use crate::run::site::Recorder;
 use anyhow::{bail, Context, Result};
 use checks::{Outcome, Verdict};
@@ -286,7 +286,7 @@ fn dut_session() -> PeerSession {
 fn wait_answering(socket: &Path, daemon: &mut Daemon) -> Result<()> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        if daemons::linecardd_ctl(socket, &["list", "--json"]).is_ok() {
+        if crate::linecardd::ctl(socket, &["list", "--json"]).is_ok() {
             return Ok(());
         }
         if !daemon.running() {
@@ -346,7 +346,7 @@ fn start_dut(dut: &str, dir: &Path) -> Result<(Daemon, Option<PathBuf>)> {
                     spec::HOST_IFACE,
                 ),
             )?;
-            let binary = daemons::linecardd_binary();
+            let binary = crate::linecardd::binary();
             let daemon = Daemon::spawn(
                 "linecardd",
                 spec::DUT.namespace,
@@ -374,7 +374,7 @@ impl script::DutControl for Control<'_> {
             return true;
         }
         self.socket.as_ref().is_some_and(|s| {
-            daemons::linecardd_ctl_as::<linecard_api::control::ListReply>(s, &["list", "--json"])
+            crate::linecardd::ctl_as::<linecard_api::control::ListReply>(s, &["list", "--json"])
                 .ok()
                 .and_then(|list| list.sessions.first().map(|s| s.offloaded))
                 .unwrap_or(false)
@@ -387,7 +387,7 @@ impl script::DutControl for Control<'_> {
         match (self.dut, &self.socket) {
             (_, Some(socket)) => {
                 let (local, peer) = (session.local.to_string(), session.peer.to_string());
-                daemons::linecardd_ctl(
+                crate::linecardd::ctl(
                     socket,
                     &[
                         "set",

@@ -6,7 +6,8 @@
 use super::document::{markdown, Align, Block, Cell, Inline, Table};
 use super::table::{bakeoff, Column};
 use crate::run::judge::PhaseFigures;
-use crate::run::{faults, DutOutcome, Manifest};
+use crate::run::{DutOutcome, Manifest};
+use crate::scenario::Fault;
 use std::path::Path;
 
 /// A section: its legend and table, or nothing when it has no rows.
@@ -48,12 +49,12 @@ fn faults_section(m: &Manifest) -> Vec<Block> {
             };
             let fault = match &f.fault {
                 None => "?".into(),
-                Some(fault @ faults::Fault::Impostor) => format!(
+                Some(fault @ Fault::Impostor) => format!(
                     "{} ({} of its packets on the wire)",
                     fault.describe(),
                     f.impostor_packets
                 ),
-                Some(fault @ faults::Fault::Flood { .. }) => {
+                Some(fault @ Fault::Flood { .. }) => {
                     let refused = f.flood.as_ref().map_or("not read".into(), |c| {
                         format!(
                             "{} sent, refused {} in the kernel and {} in userspace",
@@ -71,7 +72,7 @@ fn faults_section(m: &Manifest) -> Vec<Block> {
                 Some(fault) => fault.describe(),
             };
             let up_again = match (&f.fault, f.recovered_ms) {
-                (Some(faults::Fault::Loss { .. }), _) => "-".into(),
+                (Some(Fault::Loss { .. }), _) => "-".into(),
                 (_, Some(ms)) => format!("{ms:.0}"),
                 (_, None) => "never".into(),
             };

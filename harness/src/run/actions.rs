@@ -7,6 +7,7 @@
 use super::site::BfdDaemon;
 use super::{faults, impostor, readiness, unix_ns};
 use crate::lab::spec;
+use crate::scenario::Fault;
 use anyhow::{Context, Result};
 use std::time::Duration;
 
@@ -24,7 +25,7 @@ pub(super) fn restart_suffix(phase: usize, kill: u64) -> String {
 /// into its phase; returns when it started and ended (and a flood's
 /// counts).
 pub(super) fn act(
-    fault: &faults::Fault,
+    fault: &Fault,
     auth: Option<&crate::scenario::SessionAuth>,
     dead_for: Duration,
     peer: &mut Box<dyn BfdDaemon>,
@@ -35,14 +36,14 @@ pub(super) fn act(
     let start = unix_ns();
     let mut flood = None;
     match fault {
-        faults::Fault::Loss { .. } => {}
-        faults::Fault::LinkFlap { down_ms } => {
+        Fault::Loss { .. } => {}
+        Fault::LinkFlap { down_ms } => {
             let port = spec::PEER.bridge_port;
             crate::sys::run("ip", ["-n", spec::OBSERVER_NS, "link", "set", port, "down"])?;
             std::thread::sleep(Duration::from_millis(*down_ms));
             crate::sys::run("ip", ["-n", spec::OBSERVER_NS, "link", "set", port, "up"])?;
         }
-        faults::Fault::PeerRestart { times } => {
+        Fault::PeerRestart { times } => {
             for kill in 0..*times {
                 if kill > 0 {
                     // The next kill once both daemons say the session is
@@ -62,7 +63,7 @@ pub(super) fn act(
                 *peer = restart_peer(kill)?;
             }
         }
-        faults::Fault::PeerStall {
+        Fault::PeerStall {
             stall_ms,
             times,
             every_ms,
@@ -77,7 +78,7 @@ pub(super) fn act(
                 std::thread::sleep(Duration::from_millis(every_ms - stall_ms));
             }
         }
-        faults::Fault::EngineStop { stop_ms } => {
+        Fault::EngineStop { stop_ms } => {
             let pid = dut.pid() as libc::pid_t;
             // SAFETY: signals to the DUT daemon this run started, by PID.
             unsafe { libc::kill(pid, libc::SIGSTOP) };
@@ -85,11 +86,11 @@ pub(super) fn act(
             // SAFETY: as above: the same PID, this run's daemon.
             unsafe { libc::kill(pid, libc::SIGCONT) };
         }
-        faults::Fault::EngineRestart => {
+        Fault::EngineRestart => {
             dut.stop_hard()?;
             *dut = restart_dut()?;
         }
-        faults::Fault::Impostor => {
+        Fault::Impostor => {
             let auth = auth.context("the impostor needs sessions.auth (validated)")?;
             let view = dut
                 .engine_view()
@@ -101,7 +102,7 @@ pub(super) fn act(
             impostor::send(&frames)?;
             *peer = restart_peer(0)?;
         }
-        faults::Fault::Flood { frames: count } => {
+        Fault::Flood { frames: count } => {
             let auth = auth.context("the flood needs sessions.auth (validated)")?;
             let before = dut
                 .engine_view()

@@ -24,19 +24,6 @@ pub(crate) use start::linecardd_config;
 pub use start::start_dut;
 use start::start_peer_daemon;
 
-/// The engine binary: `LINECARD_LINECARDD`, else beside this `linecard`,
-/// else `linecardd` on the PATH.
-pub fn linecardd_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("LINECARD_LINECARDD") {
-        return path.into();
-    }
-    std::env::current_exe()
-        .ok()
-        .map(|exe| exe.with_file_name("linecardd"))
-        .filter(|p| p.exists())
-        .unwrap_or_else(|| "linecardd".into())
-}
-
 /// One session's address pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pair {
@@ -387,7 +374,7 @@ impl Place {
     /// linecardd's typed reply to `ctl ARGS` here.
     fn ctl<T: serde::de::DeserializeOwned>(&self, socket: &Path, args: &[&str]) -> Result<T> {
         match self {
-            Place::Lab(_) => linecardd_ctl_as(socket, args),
+            Place::Lab(_) => crate::linecardd::ctl_as(socket, args),
             Place::Host(host) => {
                 let mut all = vec![
                     "ctl".to_string(),
@@ -678,36 +665,4 @@ fn frr_sessions_up(at: &Place, vty: &Path, expected: usize) -> Result<(), String
             list.len()
         ))
     }
-}
-
-/// `linecardd ctl ARGS`, run off the DUT's CPUs (polling must not compete
-/// with the DUT for them).
-pub fn linecardd_ctl(socket: &Path, args: &[&str]) -> Result<serde_json::Value> {
-    ctl_with(&linecardd_binary(), socket, args)
-}
-
-/// `linecardd ctl ARGS` read as its typed reply (`linecard_api::control`).
-pub fn linecardd_ctl_as<T: serde::de::DeserializeOwned>(socket: &Path, args: &[&str]) -> Result<T> {
-    let reply = linecardd_ctl(socket, args)?;
-    serde_json::from_value(reply)
-        .with_context(|| format!("linecardd ctl {args:?}: not the reply this linecard expects"))
-}
-
-/// [`linecardd_ctl`] with a given engine binary (tests use the one cargo
-/// built).
-pub fn ctl_with(binary: &Path, socket: &Path, args: &[&str]) -> Result<serde_json::Value> {
-    let mut cmd = Command::new(binary);
-    cmd.arg("ctl").arg("--socket").arg(socket).args(args);
-    let rest = spec::cpuset_dir(spec::REST_CPUSET);
-    if rest.exists() {
-        sys::join_cpuset_on_exec(&mut cmd, &rest);
-    }
-    let out = cmd.output().context("running linecardd ctl")?;
-    if !out.status.success() {
-        bail!(
-            "linecardd ctl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null))
 }

@@ -213,7 +213,7 @@ impl Running<'_> {
     ) -> Result<PhaseRecord> {
         let site = self.site;
         let loss = match &phase.fault {
-            Some(faults::Fault::Loss { percent, seed }) => {
+            Some(Fault::Loss { percent, seed }) => {
                 let link = site.lossy_link(*percent, *seed)?;
                 let before = link.counts()?;
                 Some((link, before))
@@ -222,7 +222,7 @@ impl Running<'_> {
         };
         let mut applied = phase.fault.as_ref().map(|_| faults::Applied::default());
         // A loss lasts the phase; every other fault acts once, a moment in.
-        let mut acted = matches!(phase.fault, None | Some(faults::Fault::Loss { .. }));
+        let mut acted = matches!(phase.fault, None | Some(Fault::Loss { .. }));
         let start_ns = unix_ns();
         let started = Instant::now();
         let pid = self.dut_daemon.pid();
@@ -301,7 +301,7 @@ impl Running<'_> {
     }
 
     /// Acts out phase `i`'s fault on the site.
-    fn act(&mut self, fault: &faults::Fault, i: usize) -> Result<faults::Applied> {
+    fn act(&mut self, fault: &Fault, i: usize) -> Result<faults::Applied> {
         let s = &self.scenario.sessions;
         let dead_for = Duration::from_millis(
             (2 * u64::from(s.multiplier) * u64::from(s.tx_interval_ms.max(s.rx_interval_ms)))

@@ -8,63 +8,10 @@
 //! wire (RFC 5880 6.8.4: not early, and within 3 ms), and no silence of the
 //! peer longer than that, while both sides were Up, went without one.
 
+use crate::scenario::Fault;
 use linecard_capture_analyzer::analysis::{PacketRecord, PacketSink};
 use linecard_capture_analyzer::decode::State;
 use serde::{Deserialize, Serialize};
-
-/// One fault, applied once per phase (`[[phase]] fault = { kind = ... }`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Fault {
-    /// `percent` of the peer's BFD control frames lost for the whole phase
-    /// (`lc_loss` on its bridge port, seeded).
-    Loss { percent: f64, seed: u64 },
-    /// The peer's bridge port down for `down_ms`, one second into the phase.
-    LinkFlap { down_ms: u64 },
-    /// The peer daemon killed one second into the phase and started again,
-    /// `times` times: after each restart, the next kill once both daemons
-    /// say the session is Up again and it has run for a moment.
-    PeerRestart {
-        #[serde(default = "once")]
-        times: u64,
-    },
-    /// The peer daemon stopped (SIGSTOP) for `stall_ms`, `times` times,
-    /// `every_ms` apart from one second into the phase: silences shorter
-    /// than a detection time that our own clock must fill (RFC 5880
-    /// 6.8.7), wherever they fall (under `rt_throttling = "half"`, into
-    /// the windows that hold every RT task).
-    PeerStall {
-        stall_ms: u64,
-        times: u64,
-        every_ms: u64,
-    },
-    /// The DUT's engine stopped (SIGSTOP) for `stop_ms`, one second into
-    /// the phase: the peer must declare it Down (linecardd's xdp backend
-    /// after its dead-man limit), and it must come back.
-    EngineStop { stop_ms: u64 },
-    /// The DUT's engine killed (SIGKILL) one second into the phase and
-    /// started again: the peer detects it, and the new engine comes Up
-    /// under a new discriminator.
-    EngineRestart,
-    /// The peer daemon killed one second into the phase while an impostor
-    /// on the link (the lab's spare host) sends as the peer for
-    /// [`IMPOSTOR_MS`], with both discriminators: packets under a guessed
-    /// key and a replay of the peer's past; then the peer started again.
-    /// Verification must refuse them all (RFC 5880 6.7.3, 6.7.4): our Down
-    /// a detection time after the peer's last genuine packet.
-    Impostor,
-    /// While the peer lives, the impostor floods the DUT with `frames`
-    /// packets as the peer (a guessed digest with the next sequence number
-    /// and a replay of the past, in turn, [`FLOOD_FRAMES_PER_MS`] a
-    /// millisecond at most), one second into the phase. Every one must be
-    /// refused (RFC 5880 6.7.3-6.7.4), in the kernel on the fast path
-    /// (none reaching userspace), and the session must hold.
-    Flood { frames: u64 },
-}
-
-fn once() -> u64 {
-    1
-}
 
 /// How long the impostor sends (one packet each kind every 2 ms): ten
 /// detection times of 3 x 10 ms, so that an engine that took it for the
@@ -78,10 +25,6 @@ pub const IMPOSTOR_PORT: u16 = 1023;
 /// Fewer of the impostor's packets than this on the capture: the impostor
 /// did not bite (it sends 2 every 2 ms for [`IMPOSTOR_MS`]).
 pub const IMPOSTOR_MIN_PACKETS: u64 = 100;
-/// The flood's pace: this many frames a millisecond at most (5000 a
-/// second, 100 000 in 20 s: what the spare host's packet socket sustained
-/// here with L4 on the DUT's CPU, 4700 a second unpaced).
-pub const FLOOD_FRAMES_PER_MS: u64 = 5;
 
 /// Whose a flow on the capture is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,48 +53,6 @@ pub const DETECTION_SLACK_STRESSED_MS: f64 = 10.0;
 /// Both sides Up again within this long after a fault's action ends (a
 /// loss lasts its phase and is not held to it).
 pub const RECOVERY_MS: f64 = 5000.0;
-
-impl Fault {
-    /// Whether the DUT's port sees every packet of ours the peer received:
-    /// not while a link flap drops ours too, after the capture.
-    pub fn peer_hears_the_capture(&self) -> bool {
-        !matches!(self, Self::LinkFlap { .. })
-    }
-
-    pub fn describe(&self) -> String {
-        match self {
-            Self::Loss { percent, seed } => format!("loss {percent} % (seed {seed})"),
-            Self::LinkFlap { down_ms } => format!("link down {down_ms} ms"),
-            Self::PeerRestart { times: 1 } => "peer restarted".into(),
-            Self::PeerRestart { times } => format!("peer restarted {times} times"),
-            Self::PeerStall {
-                stall_ms,
-                times,
-                every_ms,
-            } => format!("peer stopped {stall_ms} ms, {times} times {every_ms} ms apart"),
-            Self::EngineStop { stop_ms } => format!("engine stopped {stop_ms} ms"),
-            Self::EngineRestart => "engine restarted".into(),
-            Self::Impostor => "peer killed, an impostor sending as it".into(),
-            Self::Flood { frames } => {
-                format!("an impostor's flood of {frames} forged and replayed packets")
-            }
-        }
-    }
-
-    /// The `kind` key that names it in a scenario.
-    pub fn kind_name(&self) -> &'static str {
-        match self {
-            Self::Loss { .. } => "loss",
-            Self::LinkFlap { .. } => "link_flap",
-            Self::PeerRestart { .. } => "peer_restart",
-            Self::PeerStall { .. } => "peer_stall",
-            Self::EngineStop { .. } => "engine_stop",
-            Self::EngineRestart => "engine_restart",
-            Self::Impostor => "impostor",
-            Self::Flood { .. } => "flood",
-        }
-    }
-}
 
 /// What the harness did for a phase's fault: when its action ran (ns since
 /// the epoch; a loss lasts the whole phase) and, for a loss, the program's
@@ -511,22 +412,6 @@ pub const LATE_INTERVALS: f64 = 1.5;
 /// the responder at SCHED_DEADLINE; a throttled responder mirrors the
 /// peer's whole silence, 27.40-27.58 ms here).
 pub const LATE_INTERVALS_STRESSED: f64 = 2.0;
-
-impl Fault {
-    /// Whether the fault silences only the peer's side, so that our own
-    /// clock keeps sending through it (not a stopped or restarted engine).
-    pub fn leaves_our_clock_running(&self) -> bool {
-        matches!(
-            self,
-            Fault::Loss { .. }
-                | Fault::LinkFlap { .. }
-                | Fault::PeerRestart { .. }
-                | Fault::PeerStall { .. }
-                | Fault::Impostor
-                | Fault::Flood { .. }
-        )
-    }
-}
 
 impl FaultFigures {
     /// How long after the detection time our Down may come here.

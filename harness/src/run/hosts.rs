@@ -25,10 +25,11 @@
 use super::daemons::{self, Bfd, EngineSite, Pair};
 use super::provider::{HostFacts, Provider};
 use super::site::{BfdDaemon, CaptureRun, DutDir, Prepared, Process, Recorder, Role, Site};
-use super::ssh::{quote, Connection, HostSpec, Mode, RemoteHost, SshSpec, Staged, Staging};
+use super::ssh::{quote, Connection, Mode, RemoteHost, Staged, Staging};
 use super::{RunOptions, RunResult};
 use crate::procs::{self, Capture, Daemon};
 use crate::scenario::{DutImplementation, DutSpec, PeerImplementation, ProviderKind, Scenario};
+use crate::scenario::{HostSpec, SshSpec};
 use crate::sys::unix_ns;
 use anyhow::{bail, Context, Result};
 use std::net::IpAddr;
@@ -329,7 +330,7 @@ fn stage(hosts: &Hosts) -> Result<HostFacts> {
     let dut = &hosts.dut;
     for (binary, name) in [
         (std::env::current_exe()?, "linecard"),
-        (daemons::linecardd_binary(), "linecardd"),
+        (crate::linecardd::binary(), "linecardd"),
     ] {
         let bytes =
             std::fs::read(&binary).with_context(|| format!("reading {}", binary.display()))?;

@@ -9,8 +9,9 @@
 //! as they come.
 
 use super::daemons::EngineView;
-use super::faults::{FloodCounts, FLOOD_FRAMES_PER_MS, IMPOSTOR_MS, IMPOSTOR_PORT};
+use super::faults::{FloodCounts, IMPOSTOR_MS, IMPOSTOR_PORT};
 use crate::scenario::SessionAuth;
+use crate::scenario::FLOOD_FRAMES_PER_MS;
 use anyhow::{Context, Result};
 use linecard_api::control::ListReply;
 use linecard_bpf_objects::craft;

@@ -269,7 +269,7 @@ impl Evidence {
             // whatever the peer did after it: no excuse from the peer.
             if f.fault
                 .as_ref()
-                .is_some_and(super::faults::Fault::leaves_our_clock_running)
+                .is_some_and(crate::scenario::Fault::leaves_our_clock_running)
                 && !f.late_own_gaps(self.interval_ms()).1.is_empty()
             {
                 return None;

@@ -37,7 +37,7 @@ pub use status::RunStatus;
 
 use crate::rt_throttle;
 use crate::scenario::{
-    slug, DutImplementation, DutSpec, Family, PhaseSpec, ProviderKind, Scenario,
+    slug, DutImplementation, DutSpec, Family, Fault, PhaseSpec, ProviderKind, Scenario,
 };
 use anyhow::{bail, Context, Result};
 use judge::{Evidence, PhaseFigures, Verdict};
@@ -345,10 +345,8 @@ fn check_socket_paths(scenario: &Scenario, options: &RunOptions) -> Result<()> {
         .iter()
         .enumerate()
         .filter_map(|(i, p)| match p.fault {
-            Some(faults::Fault::PeerRestart { times }) => Some(restart_suffix(i, times - 1)),
-            Some(faults::Fault::EngineRestart | faults::Fault::Impostor) => {
-                Some(restart_suffix(i, 0))
-            }
+            Some(Fault::PeerRestart { times }) => Some(restart_suffix(i, times - 1)),
+            Some(Fault::EngineRestart | Fault::Impostor) => Some(restart_suffix(i, 0)),
             _ => None,
         })
         .max_by_key(String::len);

@@ -99,7 +99,7 @@ impl Provider for Local {
             let _ = self.teardown();
             bail!("the lab's placement check failed: {}", report.verdict);
         }
-        let linecardd = super::daemons::linecardd_binary();
+        let linecardd = crate::linecardd::binary();
         Ok(HostFacts {
             provider: ProviderKind::Local,
             kernel: first_line("uname", &["-r"]),

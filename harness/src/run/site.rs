@@ -19,6 +19,7 @@ use super::faults;
 use crate::lab::loss::{LossCounts, LossyLink};
 use crate::procs::{Capture, CaptureOutcome, Daemon};
 use crate::scenario::programs::ProgramRecord;
+use crate::scenario::Fault;
 use crate::scenario::{DutSpec, Scenario};
 use anyhow::{bail, Result};
 use std::path::{Path, PathBuf};
@@ -246,7 +247,7 @@ pub(crate) trait Site {
 pub(crate) struct FaultAct<'a> {
     pub scenario: &'a Scenario,
     pub dut_spec: &'a DutSpec,
-    pub fault: &'a faults::Fault,
+    pub fault: &'a Fault,
     pub phase: usize,
     pub pairs: &'a [Pair],
     pub dir: &'a DutDir,

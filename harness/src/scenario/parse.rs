@@ -100,13 +100,13 @@ impl Scenario {
             }
         }
         // A proxmox run is a three-host run on its VMs.
-        let three_hosts = match (&raw.ssh, &raw.proxmox) {
-            (Some(spec), _) if spec.target.is_none() => Some(spec.clone()),
-            (_, Some(p)) => Some(crate::run::proxmox::three_hosts_shape(p)),
-            _ => None,
-        };
-        if let Some(spec) = &three_hosts {
-            three_hosts_can_run(spec, peer, peer_rt_priority, &sessions, &phases, &duts)
+        let three_hosts_ssh = raw.ssh.as_ref().filter(|spec| spec.target.is_none());
+        if let Some(spec) = three_hosts_ssh {
+            three_hosts_share_a_family(spec)
+                .map_err(|(key, value, why)| at.invalid(&key, &value, &why))?;
+        }
+        if three_hosts_ssh.is_some() || raw.proxmox.is_some() {
+            three_hosts_can_run(peer, peer_rt_priority, &sessions, &phases, &duts)
                 .map_err(|(key, value, why)| at.invalid(&key, &value, &why))?;
         }
         Ok(Self {

@@ -49,7 +49,7 @@ impl Programs {
     pub fn linecardd(&self) -> PathBuf {
         self.linecardd
             .clone()
-            .unwrap_or_else(crate::run::daemons::linecardd_binary)
+            .unwrap_or_else(crate::linecardd::binary)
     }
 
     /// The programs named, by key.

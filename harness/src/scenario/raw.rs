@@ -1,6 +1,7 @@
 //! A scenario file as TOML gives it, before validation: every key
 //! optional where the file may leave it out, unknown keys refused.
 
+use super::{ProxmoxSpec, SshSpec};
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -10,8 +11,8 @@ pub(super) struct RawScenario {
     pub(super) name: String,
     pub(super) description: String,
     pub(super) provider: Option<String>,
-    pub(super) proxmox: Option<crate::run::proxmox::ProxmoxSpec>,
-    pub(super) ssh: Option<crate::run::ssh::SshSpec>,
+    pub(super) proxmox: Option<ProxmoxSpec>,
+    pub(super) ssh: Option<SshSpec>,
     pub(super) peer: RawPeer,
     pub(super) sessions: Option<RawSessions>,
     #[serde(default)]

@@ -88,12 +88,12 @@ pub fn linecardd() -> std::path::PathBuf {
 /// rest of the harness; `None` if it failed (the daemon not listening yet,
 /// or a refusal).
 pub fn try_ctl(socket: &std::path::Path, args: &[&str]) -> Option<serde_json::Value> {
-    linecard_harness::run::daemons::ctl_with(&linecardd(), socket, args).ok()
+    linecard_harness::linecardd::ctl_with(&linecardd(), socket, args).ok()
 }
 
 /// Like [`try_ctl`], but a failure fails the test.
 pub fn ctl(socket: &std::path::Path, args: &[&str]) -> serde_json::Value {
-    linecard_harness::run::daemons::ctl_with(&linecardd(), socket, args)
+    linecard_harness::linecardd::ctl_with(&linecardd(), socket, args)
         .unwrap_or_else(|e| panic!("{e:#}"))
 }
 

@@ -717,7 +717,7 @@ fn a_flood_of_forgeries_is_refused_in_the_kernel_and_the_session_holds() {
         budget > 0,
         "the flood never spent the budget: {by_reason:#}"
     );
-    let flood_s = 2 * sent / (linecard_harness::run::faults::FLOOD_FRAMES_PER_MS * 1000) + 1;
+    let flood_s = 2 * sent / (linecard_harness::scenario::FLOOD_FRAMES_PER_MS * 1000) + 1;
     assert!(
         digest <= 16 + 400 * flood_s,
         "{digest} digests computed for forgeries in at most {flood_s} s"

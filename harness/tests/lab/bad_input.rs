@@ -341,7 +341,7 @@ fn crafted_packets_are_counted_and_change_nothing() {
         ),
         ("100", "100", "0", "multiplier = 0: must be 1 to 255"),
     ] {
-        let refused = linecard_harness::run::daemons::ctl_with(
+        let refused = linecard_harness::linecardd::ctl_with(
             &linecardd(),
             &socket,
             &[
@@ -440,7 +440,7 @@ fn a_full_session_map_refuses_the_next_session_whole() {
         "the map's worth of sessions"
     );
     let add = |i: usize| {
-        linecard_harness::run::daemons::ctl_with(
+        linecard_harness::linecardd::ctl_with(
             &linecardd(),
             &socket,
             &[

@@ -18,8 +18,9 @@ use super::{
     LAB_NIC,
 };
 use crate::run::provider::HostFacts;
-use crate::run::ssh::{quote, Connection, HostSpec, SshSpec};
+use crate::run::ssh::{quote, Connection};
 use crate::run::{hosts, RunOptions, RunResult, RunStatus, INTERRUPTED};
+use crate::scenario::{HostSpec, SshSpec};
 use crate::scenario::{ProviderKind, Scenario};
 use crate::sys::unix_ns;
 use anyhow::{bail, Context, Result};
@@ -135,18 +136,6 @@ pub(super) struct Guest {
     net0_mac: Option<String>,
     management: Option<IpAddr>,
     lab_nic: Option<String>,
-}
-
-impl Guest {
-    /// Three guests before any exists, for checking a scenario.
-    pub(super) fn placeholders() -> Vec<Guest> {
-        let guest = Guest {
-            net0_mac: None,
-            management: Some(IpAddr::from([0, 0, 0, 0])),
-            lab_nic: Some(LAB_NIC.into()),
-        };
-        vec![guest; 3]
-    }
 }
 
 fn host_connection(p: &ProxmoxSpec) -> Connection {
