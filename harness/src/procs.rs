@@ -8,14 +8,12 @@ use crate::sys;
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader};
 use std::net::IpAddr;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod remote;
-use crate::run::ssh::quote;
 use remote::Remote;
 pub use remote::LOST_AFTER;
 

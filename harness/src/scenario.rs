@@ -3,7 +3,6 @@
 //! key and value, before anything starts.
 
 use crate::profile::Profile;
-use linecard_api::InputError;
 use std::path::{Path, PathBuf};
 
 mod dut;

@@ -1,5 +1,6 @@
 //! Scenario parsing: every key checked, every error naming file, key and value.
 use super::*;
+use linecard_api::InputError;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

@@ -3,10 +3,8 @@
 //! beyond the RFC's bounds; a window broken only inside a freeze of the
 //! machine (the freeze witness) is inconclusive, not failed.
 
-use super::packet::{State, DIAG_DETECTION_EXPIRED, DIAG_NEIGHBOR_DOWN};
-use super::script::{
-    BASE_INTERVAL_US, DUT_SLOW_US, HIGH_MULT, PEER_DISCR, RAISED_MIN_RX_US, SLOW_TX_US,
-};
+use super::packet::State;
+use super::script::{BASE_INTERVAL_US, PEER_DISCR};
 use super::trace::{heard, sent, stuck, Event, Probe, Step, Trace};
 use crate::canary::Stall;
 

@@ -9,7 +9,15 @@
 //! on the host ([`RemoteHost::outages`]), never "the DUT exited"; and the
 //! process never dies of a closed channel (no SIGHUP, no EPIPE).
 
-use super::*;
+use super::{append_to, Daemon};
+use crate::run::ssh::RemoteHost;
+use crate::scenario::value::quote;
+use anyhow::{Context, Result};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// How long a host may stay unreachable before its processes are taken
 /// for gone: the single-host provider's `lost_after_s` default.

@@ -7,7 +7,7 @@ use crate::lab::spec::{self, Host};
 use crate::procs::{self, Daemon, PeerSession};
 use crate::run::ssh::RemoteHost;
 use crate::scenario::programs::Programs;
-use crate::scenario::{DutImplementation, DutSpec, Family, PeerImplementation, Sessions};
+use crate::scenario::{DutImplementation, Family, PeerImplementation, Sessions};
 use crate::sys;
 use anyhow::{bail, Context, Result};
 use std::net::IpAddr;

@@ -4,9 +4,20 @@
 //! stress and fault with its CPU cost; then [`judge_dut`] (`verdict.rs`),
 //! the verdict from the capture and the witnesses' records.
 
+use super::faults::{self};
+use super::judge::Verdict;
 use super::site::{BfdDaemon, CaptureRun, DutDir, FaultAct, Recorder, Role, Site};
 use super::verdict::{judge_dut, Measured};
-use super::*;
+use super::{
+    cpu, daemons, phase_over, readiness, stress_ng_line, DutOutcome, PhaseRecord, Progress,
+    INTERRUPTED,
+};
+use crate::scenario::{DutImplementation, DutSpec, Fault, PhaseSpec, Scenario};
+use crate::sys::unix_ns;
+use anyhow::Result;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 /// Runs one DUT through every phase on `site`, then judges it.
 pub(super) fn run_dut(

@@ -2,7 +2,14 @@
 //! flaps over the run's sessions, echo, authentication and Demand mode per
 //! side, and the disturbances measured beside them.
 
-use super::*;
+use crate::run::correlated;
+use crate::run::daemons;
+use crate::run::judge;
+use crate::run::PhaseFigures;
+use crate::run::PhaseRecord;
+use crate::scenario::Family;
+use crate::scenario::PhaseSpec;
+use std::net::IpAddr;
 
 /// One phase's figures over `pairs`' sessions, from its slice of the
 /// capture.

@@ -36,15 +36,12 @@ mod verdict;
 pub use status::RunStatus;
 
 use crate::rt_throttle;
-use crate::scenario::{
-    slug, DutImplementation, DutSpec, Family, Fault, PhaseSpec, ProviderKind, Scenario,
-};
+use crate::scenario::{slug, DutSpec, Family, Fault, ProviderKind, Scenario};
 use anyhow::{bail, Context, Result};
 use judge::{Evidence, PhaseFigures, Verdict};
-use linecard_capture_analyzer::{Options, Phase};
+use linecard_capture_analyzer::Phase;
 use serde::{Deserialize, Serialize};
 use std::io::IsTerminal;
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

@@ -16,10 +16,8 @@
 use super::{provider::HostFacts, RunOptions, RunResult, RunStatus, INTERRUPTED};
 use crate::scenario::{HostSpec, ProviderKind, Scenario, SshSpec};
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 

@@ -4,8 +4,19 @@
 //! only when they were measured inside it. Whatever the site, this is the
 //! one place a DUT is judged ([`judge::judge`] holds the rules).
 
-use super::*;
+use super::faults::{self};
+use super::judge::{self, Evidence, PhaseFigures, Verdict};
+use super::mirror::{self};
+use super::{
+    daemons, figures, readiness, worst_of_families, DutOutcome, FamilyOutcome, PhaseRecord,
+    INTERRUPTED,
+};
+use crate::scenario::{DutImplementation, DutSpec, Family, Scenario};
+use anyhow::{Context, Result};
 use linecard_capture_analyzer::model::FlowResult;
+use linecard_capture_analyzer::{Options, Phase};
+use std::path::Path;
+use std::sync::atomic::Ordering;
 
 /// What a DUT's run measured, for [`judge_dut`]: the capture, and the
 /// evidence taken beside it outside the engine.

@@ -4,7 +4,12 @@
 //! sessions it will run.
 
 use super::parse::In;
-use super::*;
+use super::programs::{self};
+use super::{
+    echo_expectation, expectation, DutImplementation, DutSpec, Expectation, Family, PeerTimers,
+    RawDut, RtThrottling, Sessions, WireAuth,
+};
+use linecard_api::InputError;
 
 impl In<'_> {
     /// `dut[i]`, its label already checked.

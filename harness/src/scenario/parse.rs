@@ -2,7 +2,15 @@
 //! and key checked, with an error that names the file, the key and the
 //! value, before anything starts (loading its stress profiles too).
 
-use super::*;
+use super::programs::{self};
+use super::{
+    parse_fault, session_auth, share_a_directory, slug, three_hosts_can_run,
+    three_hosts_share_a_family, DemandAsker, DutSpec, Fault, PeerImplementation, PhaseSpec,
+    Profile, ProviderKind, RawDut, RawPeer, RawPhase, RawScenario, RawSessions, Scenario, Sessions,
+    DEFAULT_PEER_RT_PRIORITY, MAX_SESSIONS,
+};
+use linecard_api::InputError;
+use std::path::{Path, PathBuf};
 
 impl Scenario {
     pub fn load(path: &Path, profiles: &Path) -> Result<Self, InputError> {

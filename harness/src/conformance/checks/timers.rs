@@ -2,7 +2,28 @@
 //! raised, lowered and zero; the DUT's own timer change; a slower peer; a
 //! multiplier without a Poll; silence and its detection; AdminDown.
 
-use super::*;
+use crate::conformance::checks::first_final;
+use crate::conformance::checks::gaps;
+use crate::conformance::checks::jitter_window;
+use crate::conformance::checks::ms;
+use crate::conformance::checks::packets_from;
+use crate::conformance::checks::periodic_from;
+use crate::conformance::checks::Judge;
+use crate::conformance::checks::MS;
+use crate::conformance::checks::TOLERANCE_NS;
+use crate::conformance::packet::State;
+use crate::conformance::packet::DIAG_DETECTION_EXPIRED;
+use crate::conformance::packet::DIAG_NEIGHBOR_DOWN;
+use crate::conformance::script::BASE_INTERVAL_US;
+use crate::conformance::script::DUT_SLOW_US;
+use crate::conformance::script::HIGH_MULT;
+use crate::conformance::script::RAISED_MIN_RX_US;
+use crate::conformance::script::SLOW_TX_US;
+use crate::conformance::trace::heard;
+use crate::conformance::trace::sent;
+use crate::conformance::trace::Event;
+use crate::conformance::trace::Step;
+use crate::conformance::Verdict;
 
 pub(super) fn min_rx_changes(j: &mut Judge) {
     const RFC: &str = "RFC 5880 6.8.7, 6.8.10";

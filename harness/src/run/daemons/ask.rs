@@ -4,8 +4,18 @@
 //! engine's own view for the run directory, where its fast path ran, and
 //! stopping it.
 
-use super::*;
+use super::{
+    frr_sessions_up, spec, Bfd, Daemon, Kind, Place, COUNTERS_SWEEPS, FRR_COUNTERS_PER_SWEEP,
+};
+use crate::procs;
+use crate::run::ssh::RemoteHost;
+use crate::scenario::Family;
+use anyhow::Result;
 use linecard_api::control::{DropsReply, ListReply, ReadinessReply, SessionReadiness, State};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 impl Bfd {
     /// FRR's bfdd on a host over SSH, its vtysh socket directory `vty`
     /// there.

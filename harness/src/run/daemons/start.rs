@@ -4,7 +4,18 @@
 //! linecardd over the dataplane protocol), each with the configuration it
 //! is given and ready in its own words before it is handed back.
 
-use super::*;
+use super::{
+    add_frr_peers, offloads, peer_sessions, spawn_linecardd, spec, wait_dataplane_attached, Bfd,
+    ControlPlane, EngineSite, FrrEcho, Kind, LinecarddHost, Pair, PeerSession, Place,
+    FRR_DATAPLANE, FRR_REGISTRATION_BURST,
+};
+use crate::procs;
+use crate::scenario::programs::Programs;
+use crate::scenario::{DutImplementation, DutSpec, Family, PeerImplementation, Sessions};
+use anyhow::{Context, Result};
+use std::net::IpAddr;
+use std::path::Path;
+use std::time::Duration;
 pub(super) fn start_peer_daemon(
     implementation: PeerImplementation,
     programs: &Programs,

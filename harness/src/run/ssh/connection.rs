@@ -3,7 +3,12 @@
 //! honoured for whatever the scenario does not set; commands, uploads and
 //! downloads over it.
 
-use super::*;
+use super::Connection;
+use crate::scenario::value::quote;
+use anyhow::{bail, Context, Result};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 /// Where this user's shared connections' sockets live: `~/.ssh/linecard`
 /// (0700; a socket path holds at most 107 bytes, a name takes 20), made

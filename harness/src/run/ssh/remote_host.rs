@@ -2,7 +2,11 @@
 //! runs, and how the run signals and cleans up exactly what it started
 //! there (by PID, only while the PID still carries this run's marker).
 
-use super::*;
+use super::Connection;
+use crate::scenario::value::quote;
+use crate::scenario::HostSpec;
+use anyhow::{bail, Result};
+use std::time::Duration;
 
 /// One host of a three-host run as the runner uses it: how to reach it,
 /// its table, and this run's directory there. Everything the run starts

@@ -3,7 +3,11 @@
 //! reach each host: what `linecard teardown RUN_DIR` needs to stop and
 //! remove exactly the run's own after its harness was killed.
 
-use super::*;
+use super::{fetch_tree, kill_marked, Connection};
+use crate::scenario::value::quote;
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 
 /// The run directory's record of the run's directories on its hosts.
 pub const STAGING_RECORD: &str = "remote-staging.json";
