@@ -17,8 +17,8 @@
 //! spread, and one run gives no spread to judge it by.
 
 use crate::gate::load_manifest;
-use crate::run::judge::PhaseFigures;
-use crate::run::{DutOutcome, Manifest};
+use crate::manifest::figures::PhaseFigures;
+use crate::manifest::{DutOutcome, Manifest};
 use crate::scenario::programs::ProgramRecord;
 use anyhow::Result;
 use serde::Serialize;

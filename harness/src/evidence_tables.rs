@@ -22,7 +22,7 @@
 //! not survive the next regeneration, and fails the check until then.
 
 use crate::gate::load_manifest;
-use crate::run::Manifest;
+use crate::manifest::Manifest;
 use anyhow::{bail, Context, Result};
 use std::path::Path;
 

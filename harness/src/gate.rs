@@ -9,7 +9,7 @@
 //! the slack. A run that is not `complete` cannot pass the gate: a failed
 //! or invalid run proves nothing either way.
 
-use crate::run::Manifest;
+use crate::manifest::Manifest;
 use anyhow::{bail, Context, Result};
 use linecard_api::InputError;
 use serde::{Deserialize, Serialize};

@@ -16,6 +16,7 @@ pub mod inject;
 pub mod lab;
 pub mod linecardd;
 pub mod lock;
+pub mod manifest;
 pub mod plots;
 pub mod procs;
 pub mod profile;

@@ -5,8 +5,8 @@
 //! views as they are); several runs side by side.
 
 use crate::gate::load_manifest;
-use crate::run::judge::Verdict;
-use crate::run::Manifest;
+use crate::manifest::verdict::Verdict;
+use crate::manifest::Manifest;
 use crate::warning::Warning;
 use anyhow::{Context, Result};
 use linecard_capture_analyzer::{analyze, Options};
@@ -95,7 +95,7 @@ pub fn load(run_dir: &Path) -> Result<RunView> {
         let phases = d
             .phases
             .iter()
-            .map(crate::run::PhaseRecord::window)
+            .map(crate::manifest::PhaseRecord::window)
             .collect();
         let analysis = match analyze(
             std::slice::from_ref(&path),

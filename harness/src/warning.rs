@@ -2,7 +2,7 @@
 //! happened, to which DUT, and what to do about it. Reports print them
 //! (Markdown, HTML) and serialise them as that text (JSON).
 
-use crate::run::RunStatus;
+use crate::manifest::status::RunStatus;
 use serde::{Serialize, Serializer};
 
 #[derive(Clone, Debug, PartialEq)]

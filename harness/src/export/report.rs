@@ -6,8 +6,8 @@
 
 use super::document::{self, Align, Block, Cell, Inline, Table};
 use super::table::{bakeoff, Column};
+use crate::manifest::Manifest;
 use crate::report::RunView;
-use crate::run::Manifest;
 use anyhow::Result;
 use std::path::Path;
 

@@ -5,8 +5,8 @@
 
 use super::document::{markdown, Align, Block, Cell, Inline, Table};
 use super::table::{bakeoff, Column};
-use crate::run::judge::PhaseFigures;
-use crate::run::{DutOutcome, Manifest};
+use crate::manifest::figures::{AuthFigures, DemandFigures, IntervalFigures, PhaseFigures};
+use crate::manifest::{DutOutcome, Manifest};
 use crate::scenario::Fault;
 use std::path::Path;
 
@@ -226,19 +226,19 @@ trait Side {
     fn side(&self) -> &str;
 }
 
-impl Side for crate::run::judge::AuthFigures {
+impl Side for AuthFigures {
     fn side(&self) -> &str {
         &self.side
     }
 }
 
-impl Side for crate::run::judge::DemandFigures {
+impl Side for DemandFigures {
     fn side(&self) -> &str {
         &self.side
     }
 }
 
-impl Side for crate::run::judge::IntervalFigures {
+impl Side for IntervalFigures {
     fn side(&self) -> &str {
         &self.side
     }

@@ -4,7 +4,7 @@
 //! evidence tables are views of it that pick their columns.
 
 use super::document::{Align, Cell, Table};
-use crate::run::Manifest;
+use crate::manifest::Manifest;
 use std::path::Path;
 
 /// A column of the bake-off table.

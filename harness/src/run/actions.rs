@@ -5,7 +5,7 @@
 //! it did.
 
 use super::site::BfdDaemon;
-use super::{faults, impostor, readiness, unix_ns};
+use super::{impostor, readiness, unix_ns};
 use crate::lab::spec;
 use crate::scenario::Fault;
 use anyhow::{Context, Result};
@@ -32,7 +32,7 @@ pub(super) fn act(
     dut: &mut Box<dyn BfdDaemon>,
     restart_peer: &dyn Fn(u64) -> Result<Box<dyn BfdDaemon>>,
     restart_dut: &dyn Fn() -> Result<Box<dyn BfdDaemon>>,
-) -> Result<faults::Applied> {
+) -> Result<crate::manifest::evidence::Applied> {
     let start = unix_ns();
     let mut flood = None;
     match fault {
@@ -118,10 +118,10 @@ pub(super) fn act(
             flood = Some(impostor::refusals(&before, &after, sent));
         }
     }
-    Ok(faults::Applied {
+    Ok(crate::manifest::evidence::Applied {
         start_ns: start,
         end_ns: unix_ns(),
         flood,
-        ..faults::Applied::default()
+        ..crate::manifest::evidence::Applied::default()
     })
 }

@@ -4,7 +4,7 @@
 //! included) runs. A figure of cost, never of timing: timing comes from the
 //! capture.
 
-use serde::{Deserialize, Serialize};
+use crate::manifest::evidence::CpuCost;
 
 /// `/proc/stat` and `/proc/PID/stat` count in ticks of 10 ms (USER_HZ 100).
 const TICK_MS: f64 = 10.0;
@@ -21,18 +21,6 @@ pub struct Sample {
     /// utime + stime of the daemon; `None` when it could not be read.
     engine_ticks: Option<u64>,
     softirq_ticks: u64,
-}
-
-/// A phase's cost, from two samples.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CpuCost {
-    /// The DUT daemon's CPU time over the phase (user + system, all its
-    /// threads), ms; `None`: not readable.
-    pub engine_cpu_ms: Option<f64>,
-    /// Softirq time on the DUT's CPUs over the phase, ms.
-    pub softirq_ms: f64,
-    /// The phase's length, s (for per-second shares).
-    pub seconds: f64,
 }
 
 /// The sum of column `column` of `/proc/stat`'s lines for `cpus`, ms.

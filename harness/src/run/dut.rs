@@ -5,13 +5,11 @@
 //! the verdict from the capture and the witnesses' records.
 
 use super::faults::{self};
-use super::judge::Verdict;
 use super::site::{BfdDaemon, CaptureRun, DutDir, FaultAct, Recorder, Role, Site};
 use super::verdict::{judge_dut, Measured};
-use super::{
-    cpu, daemons, phase_over, readiness, stress_ng_line, DutOutcome, PhaseRecord, Progress,
-    INTERRUPTED,
-};
+use super::{cpu, daemons, phase_over, readiness, stress_ng_line, Progress, INTERRUPTED};
+use crate::manifest::verdict::Verdict;
+use crate::manifest::{DutOutcome, PhaseRecord};
 use crate::scenario::{DutImplementation, DutSpec, Fault, PhaseSpec, Scenario};
 use crate::sys::unix_ns;
 use anyhow::Result;
@@ -62,7 +60,7 @@ pub(super) fn run_dut(
     // The capture starts first: bring-up is on it too.
     let mut capture = site.start_capture(&dir)?;
     // Steal is the one disturbance measured across bring-up: a readiness
-    // failure it cannot explain is the DUT's (`readiness::BringUp`).
+    // failure it cannot explain is the DUT's (`crate::manifest::evidence::BringUp`).
     let (steal_at_start, started_at) = (steal_ms(site), unix_ns());
     outcome.capture = Some(PathBuf::from(name).join("capture.pcap"));
     let mut peer = site.start_peer(scenario, dut, &pairs, &dir)?;
@@ -76,7 +74,7 @@ pub(super) fn run_dut(
     );
     let up_at = unix_ns();
     let steal_before = steal_ms(site);
-    let bring_up = readiness::BringUp {
+    let bring_up = crate::manifest::evidence::BringUp {
         window_ms: (up_at - started_at) as f64 / 1e6,
         dut_steal_ms: steal_before.0 - steal_at_start.0,
         peer_steal_ms: steal_before.1 - steal_at_start.1,
@@ -231,7 +229,10 @@ impl Running<'_> {
             }
             _ => None,
         };
-        let mut applied = phase.fault.as_ref().map(|_| faults::Applied::default());
+        let mut applied = phase
+            .fault
+            .as_ref()
+            .map(|_| crate::manifest::evidence::Applied::default());
         // A loss lasts the phase; every other fault acts once, a moment in.
         let mut acted = matches!(phase.fault, None | Some(Fault::Loss { .. }));
         let start_ns = unix_ns();
@@ -312,7 +313,7 @@ impl Running<'_> {
     }
 
     /// Acts out phase `i`'s fault on the site.
-    fn act(&mut self, fault: &Fault, i: usize) -> Result<faults::Applied> {
+    fn act(&mut self, fault: &Fault, i: usize) -> Result<crate::manifest::evidence::Applied> {
         let s = &self.scenario.sessions;
         let dead_for = Duration::from_millis(
             (2 * u64::from(s.multiplier) * u64::from(s.tx_interval_ms.max(s.rx_interval_ms)))

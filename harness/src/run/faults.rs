@@ -8,10 +8,10 @@
 //! wire (RFC 5880 6.8.4: not early, and within 3 ms), and no silence of the
 //! peer longer than that, while both sides were Up, went without one.
 
+use crate::manifest::evidence::{FaultFigures, Silence};
 use crate::scenario::Fault;
 use linecard_capture_analyzer::analysis::{PacketRecord, PacketSink};
 use linecard_capture_analyzer::decode::State;
-use serde::{Deserialize, Serialize};
 
 /// How long the impostor sends (one packet each kind every 2 ms): ten
 /// detection times of 3 x 10 ms, so that an engine that took it for the
@@ -54,34 +54,6 @@ pub const DETECTION_SLACK_STRESSED_MS: f64 = 10.0;
 /// loss lasts its phase and is not held to it).
 pub const RECOVERY_MS: f64 = 5000.0;
 
-/// What the harness did for a phase's fault: when its action ran (ns since
-/// the epoch; a loss lasts the whole phase) and, for a loss, the program's
-/// counters over it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Applied {
-    pub start_ns: i64,
-    pub end_ns: i64,
-    pub frames_seen: Option<u64>,
-    pub frames_dropped: Option<u64>,
-    /// A flood's: what the impostor sent, and over the flood the DUT
-    /// engine's authentication refusals (`FloodCounts`).
-    #[serde(default)]
-    pub flood: Option<FloodCounts>,
-}
-
-/// A flood's frames and where the DUT refused them, from the engine's
-/// control socket before and after: the fast path's drops by reason
-/// (`None` without one) and the sessions' own.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct FloodCounts {
-    pub sent: u64,
-    /// Fast-path drops for an authentication reason over the flood.
-    pub kernel_refused: Option<u64>,
-    /// The same reasons in the engine's sessions over the flood: what
-    /// reached userspace and was refused there.
-    pub userspace_refused: u64,
-}
-
 /// One control packet of the capture, in capture order.
 #[derive(Clone, Copy, Debug)]
 pub struct Row {
@@ -114,80 +86,10 @@ impl PacketSink for Rows {
     }
 }
 
-/// A silence of the peer's while both sides were Up, ns since the epoch:
-/// from its last packet to its next.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Silence {
-    pub from_ns: i64,
-    pub to_ns: i64,
-}
-
 impl Silence {
     pub fn ms(&self) -> f64 {
         ms(self.to_ns - self.from_ns)
     }
-}
-
-/// What the wire showed in a fault's window, and what the harness did.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct FaultFigures {
-    pub fault: Option<Fault>,
-    /// When the fault's action started and ended (ns since the epoch).
-    pub start_ns: i64,
-    pub end_ns: i64,
-    /// `lc_loss`'s counters over the phase (loss only).
-    pub frames_seen: Option<u64>,
-    pub frames_dropped: Option<u64>,
-    /// The peer's packets on the capture in the phase.
-    pub peer_packets: u64,
-    /// The peer's longest gap between packets sent in Up, ms.
-    #[serde(default)]
-    pub peer_up_gap_max_ms: f64,
-    /// The phase ran a stress profile on the DUT's CPUs.
-    #[serde(default)]
-    pub stressed: bool,
-    /// The impostor's packets on the capture in the phase.
-    #[serde(default)]
-    pub impostor_packets: u64,
-    /// A flood's counts.
-    #[serde(default)]
-    pub flood: Option<FloodCounts>,
-    /// Each Down of ours for an expired detection time while the peer's
-    /// last packet was Up: ms after that packet.
-    pub detections_ms: Vec<f64>,
-    /// Peer silences beyond the detection time while both sides were Up
-    /// with no Down of ours inside them, ms.
-    pub missed_ms: Vec<f64>,
-    /// Every silence of the peer's of a detection time or more (1 ms of
-    /// tolerance) while both sides were Up, Down of ours or not.
-    #[serde(default)]
-    pub peer_silences: Vec<Silence>,
-    /// Each Down of the peer's for an expired detection time: ms after our
-    /// last packet that named its session (Your Discriminator not 0).
-    pub peer_detections_ms: Vec<f64>,
-    /// The peer's first Down after the fault started, ms after it.
-    pub peer_first_down_ms: Option<f64>,
-    /// Both sides Up on the wire again, ms after the fault ended.
-    pub recovered_ms: Option<f64>,
-    /// Our longest gap between packets sent in Up, ms (not the one after
-    /// the first Up packet of a run of them: see `walk`).
-    pub up_gap_max_ms: f64,
-    /// Each gap of ours between packets sent in Up over
-    /// [`LATE_INTERVALS`] intervals, with the disturbance the runner
-    /// measured inside it: what a late packet of ours is judged on
-    /// (`LongGap::excused_beyond`).
-    #[serde(default)]
-    pub late_up_gaps: Vec<super::mirror::LongGap>,
-    /// The peer's discriminator before the fault and after (peer restart).
-    pub peer_discr_before: Option<u32>,
-    pub peer_discr_after: Option<u32>,
-    /// The Your Discriminator of our last Up packet in the phase.
-    pub our_last_your_discr: Option<u32>,
-    /// Our discriminator before the fault and after (engine restart).
-    #[serde(default)]
-    pub our_discr_before: Option<u32>,
-    #[serde(default)]
-    pub our_discr_after: Option<u32>,
 }
 
 /// Walks the capture's packets within [phase_start, phase_end) (state is
@@ -251,7 +153,7 @@ pub fn walk(
                     let gap_ms = ms(r.ts_ns - prev);
                     f.up_gap_max_ms = f.up_gap_max_ms.max(gap_ms);
                     if gap_ms > LATE_INTERVALS * interval_ms {
-                        f.late_up_gaps.push(super::mirror::LongGap {
+                        f.late_up_gaps.push(crate::manifest::evidence::LongGap {
                             gap_ms,
                             end_ns: r.ts_ns,
                             mirrors_peer: false,
@@ -437,7 +339,10 @@ impl FaultFigures {
     pub fn late_own_gaps(
         &self,
         interval_ms: f64,
-    ) -> (Vec<&super::mirror::LongGap>, Vec<&super::mirror::LongGap>) {
+    ) -> (
+        Vec<&crate::manifest::evidence::LongGap>,
+        Vec<&crate::manifest::evidence::LongGap>,
+    ) {
         let limit = self.late_intervals() * interval_ms;
         self.late_up_gaps
             .iter()

@@ -1,6 +1,7 @@
 //! The fault walk and judge, one rule a test, on hand-built rows and figures.
-use super::super::mirror::LongGap;
 use super::*;
+use crate::manifest::evidence::FloodCounts;
+use crate::manifest::evidence::LongGap;
 
 const MS: i64 = 1_000_000;
 

@@ -2,11 +2,11 @@
 //! flaps over the run's sessions, echo, authentication and Demand mode per
 //! side, and the disturbances measured beside them.
 
+use crate::manifest::figures::{AuthFigures, DemandFigures, EchoFigures, IntervalFigures};
+use crate::manifest::PhaseRecord;
 use crate::run::correlated;
 use crate::run::daemons;
-use crate::run::judge;
 use crate::run::PhaseFigures;
-use crate::run::PhaseRecord;
 use crate::scenario::Family;
 use crate::scenario::PhaseSpec;
 use std::net::IpAddr;
@@ -37,7 +37,7 @@ pub(super) fn figures_of(
                     None
                 }
             })?;
-            Some(judge::EchoFigures {
+            Some(EchoFigures {
                 originator: originator.into(),
                 family: Family::of(address).name().into(),
                 sent: e.sent,
@@ -118,7 +118,7 @@ pub(super) fn figures_of(
 fn interval_figures(
     flows: &[linecard_capture_analyzer::model::FlowResult],
     pairs: &[daemons::Pair],
-) -> Vec<judge::IntervalFigures> {
+) -> Vec<IntervalFigures> {
     let merge = |a: Option<f64>, b: Option<f64>, pick: fn(f64, f64) -> f64| match (a, b) {
         (Some(a), Some(b)) => Some(pick(a, b)),
         (a, b) => a.or(b),
@@ -126,7 +126,7 @@ fn interval_figures(
     ["dut", "peer"]
         .into_iter()
         .map(|side| {
-            let mut figures = judge::IntervalFigures {
+            let mut figures = IntervalFigures {
                 side: side.into(),
                 ..Default::default()
             };
@@ -171,10 +171,10 @@ fn side_flows<'a>(
 fn auth_figures(
     flows: &[linecard_capture_analyzer::model::FlowResult],
     pairs: &[daemons::Pair],
-) -> Vec<judge::AuthFigures> {
+) -> Vec<AuthFigures> {
     let mut all = Vec::new();
     for side in ["dut", "peer"] {
-        let mut figures = judge::AuthFigures {
+        let mut figures = AuthFigures {
             side: side.into(),
             ..Default::default()
         };
@@ -210,12 +210,12 @@ fn auth_figures(
 fn demand_figures(
     flows: &[linecard_capture_analyzer::model::FlowResult],
     pairs: &[daemons::Pair],
-) -> Vec<judge::DemandFigures> {
+) -> Vec<DemandFigures> {
     ["dut", "peer"]
         .into_iter()
         .map(|side| {
             side_flows(flows, pairs, side).fold(
-                judge::DemandFigures {
+                DemandFigures {
                     side: side.into(),
                     ..Default::default()
                 },

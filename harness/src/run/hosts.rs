@@ -23,10 +23,11 @@
 //! would have to change on a user's machine.
 
 use super::daemons::{self, Bfd, EngineSite, Pair};
-use super::provider::{HostFacts, Provider};
+use super::provider::Provider;
 use super::site::{BfdDaemon, CaptureRun, DutDir, Prepared, Process, Recorder, Role, Site};
 use super::ssh::{quote, Connection, Mode, RemoteHost, Staged, Staging};
 use super::{RunOptions, RunResult};
+use crate::manifest::HostFacts;
 use crate::procs::{self, Capture, Daemon};
 use crate::scenario::{DutImplementation, DutSpec, PeerImplementation, ProviderKind, Scenario};
 use crate::scenario::{HostSpec, SshSpec};
@@ -733,11 +734,11 @@ impl Site for Hosts {
         )?))
     }
 
-    fn connection_outages(&self) -> Vec<super::judge::ConnectionOutage> {
+    fn connection_outages(&self) -> Vec<crate::manifest::evidence::ConnectionOutage> {
         let mut all = Vec::new();
         for host in self.all() {
             for (start_ns, end_ns) in host.take_outages() {
-                all.push(super::judge::ConnectionOutage {
+                all.push(crate::manifest::evidence::ConnectionOutage {
                     host: format!("{} {}", host.role, host.conn.target),
                     start_ns,
                     end_ns,

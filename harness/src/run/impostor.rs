@@ -9,7 +9,8 @@
 //! as they come.
 
 use super::daemons::EngineView;
-use super::faults::{FloodCounts, IMPOSTOR_MS, IMPOSTOR_PORT};
+use super::faults::{IMPOSTOR_MS, IMPOSTOR_PORT};
+use crate::manifest::evidence::FloodCounts;
 use crate::scenario::SessionAuth;
 use crate::scenario::FLOOD_FRAMES_PER_MS;
 use anyhow::{Context, Result};

@@ -2,241 +2,17 @@
 //! matters: a run that cannot be trusted is `invalid` whatever its numbers
 //! say; only a trusted run can `pass` or `fail`.
 
-use super::readiness::{BringUp, DUT_EXITED, DUT_SILENT, PEER_EXITED};
+use super::readiness::{DUT_EXITED, DUT_SILENT, PEER_EXITED};
+use crate::manifest::evidence::{BringUp, Evidence};
+use crate::manifest::figures::{EchoFigures, PhaseFigures};
+use crate::manifest::verdict::Verdict;
 use crate::scenario::{DemandAsker, Expectation, PeerEcho};
-use serde::{Deserialize, Serialize};
-
-/// Figures of one phase, from the capture: the DUT's transmit gaps and the
-/// flaps either side showed.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct PhaseFigures {
-    pub phase: String,
-    pub profile: String,
-    /// The DUT's packets in the phase.
-    pub packets: u64,
-    /// Up -> not Up on the wire, the larger of the two directions.
-    pub flaps: u64,
-    pub p50_ms: f64,
-    pub p99_ms: f64,
-    pub p999_ms: f64,
-    pub max_ms: f64,
-    /// Sessions in the run, sessions with at least one flap in the phase,
-    /// and the most sessions that flapped within 100 ms of each other (a
-    /// correlated flap: one stall of the DUT taking many sessions down).
-    #[serde(default)]
-    pub sessions: usize,
-    #[serde(default)]
-    pub sessions_flapped: usize,
-    #[serde(default)]
-    pub correlated_flaps: usize,
-    /// The DUT's gaps above the detect budget in the phase (absent in
-    /// manifests written before it was recorded).
-    #[serde(default)]
-    pub over_budget: Option<u64>,
-    /// The canary's longest stall on the DUT's CPUs in the phase, and what
-    /// the profile requires for the stress to count as biting.
-    pub canary_stall_ms: f64,
-    pub canary_required_ms: Option<f64>,
-    /// Hypervisor steal on the DUT's CPUs that the steal witness placed
-    /// inside the phase, ms.
-    #[serde(default)]
-    pub stolen_ms: f64,
-    /// Whether stress ran on the DUT's CPUs in the phase. Only where none
-    /// did is a canary stall a disturbance (the CPU was taken from every
-    /// normal task); under stress it is the stress itself.
-    #[serde(default = "stressed_by_default")]
-    pub stressed: bool,
-    /// The phase's fault and what the wire showed of it; such a phase is
-    /// judged by its fault's checks, not by the DUT's limits.
-    #[serde(default)]
-    pub fault: Option<super::faults::FaultFigures>,
-    /// Echo packets on the wire in the phase, by originator
-    /// (`sessions.echo`).
-    #[serde(default)]
-    pub echo: Vec<EchoFigures>,
-    /// Authentication on the wire in the phase, per side (`dut`, `peer`),
-    /// over every session's control packets (`sessions.auth`).
-    #[serde(default)]
-    pub auth: Vec<AuthFigures>,
-    /// Demand mode on the wire in the phase, per side (`dut`, `peer`),
-    /// over every session's control packets (`sessions.demand`).
-    #[serde(default)]
-    pub demand: Vec<DemandFigures>,
-    /// Each side's periodic gaps against its legal interval (RFC 5880
-    /// 6.8.7), over every session's control packets.
-    #[serde(default)]
-    pub intervals: Vec<IntervalFigures>,
-}
-
-/// One side's gaps between Up packets against the interval in force when
-/// each began: the larger of its Desired Min TX and the other side's
-/// Required Min RX (the capture analyzer's `IntervalCheck`, merged).
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct IntervalFigures {
-    /// `dut` or `peer`.
-    pub side: String,
-    /// The legal interval at the last judged gap, ms (the largest over the
-    /// sessions).
-    pub legal_ms: Option<f64>,
-    pub gaps: u64,
-    pub shortest_ms: Option<f64>,
-    pub longest_ms: Option<f64>,
-    /// Under 75 % of the interval (more often than allowed), and over it
-    /// (late).
-    pub too_soon: u64,
-    pub late: u64,
-}
-
-/// One side's control packets in a phase and what they show of Demand
-/// mode (RFC 5880 6.6; the capture analyzer's per-flow figures, summed).
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct DemandFigures {
-    /// `dut` or `peer`.
-    pub side: String,
-    pub packets: u64,
-    /// Sent with D: this side asked the other to stop.
-    pub demand_packets: u64,
-    /// This side's silences the other side asked for, and the longest.
-    pub silences: u64,
-    pub silence_max_ms: f64,
-    /// Poll Sequences this side started, and its Finals to the other's.
-    pub polls: u64,
-    pub finals: u64,
-    /// The slowest of those Finals, from the start of the other side's
-    /// Poll, ms (0: none): the kernel answers at once, a starved loop when
-    /// it next runs.
-    #[serde(default)]
-    pub final_max_ms: f64,
-}
-
-/// One side's control packets in a phase and what their authentication
-/// sections showed (the capture analyzer's `FlowAuth`, summed).
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct AuthFigures {
-    /// `dut` or `peer`.
-    pub side: String,
-    pub packets: u64,
-    /// With the A bit.
-    pub authenticated: u64,
-    pub types: Vec<u8>,
-    pub key_ids: Vec<u8>,
-    /// Consecutive keyed packets of one sender: up by one, the same, other.
-    pub sequence_next: u64,
-    pub sequence_same: u64,
-    pub sequence_other: u64,
-}
-
-/// One side's echoes in a phase, from the capture: each echo passes the
-/// observer twice, going and coming back.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct EchoFigures {
-    /// `dut` or `peer`.
-    pub originator: String,
-    /// `IPv4` or `IPv6`.
-    #[serde(default)]
-    pub family: String,
-    pub sent: u64,
-    pub returned: u64,
-    /// Not back within 1 s.
-    pub lost: u64,
-    pub rtt_max_ms: f64,
-    /// The longest gap between two consecutive echoes of this side: its
-    /// originator's own lateness, whatever came back.
-    pub send_gap_max_ms: f64,
-    pub send_gap_p99_ms: f64,
-}
 
 impl PhaseFigures {
     /// A phase the DUT's limits (and positive control) apply to.
     fn plain(&self) -> bool {
         self.fault.is_none()
     }
-}
-
-fn stressed_by_default() -> bool {
-    true
-}
-
-fn default_detection_ms() -> f64 {
-    30.0
-}
-
-/// Everything the verdict is drawn from.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Evidence {
-    pub capture_died_early: bool,
-    pub capture_dropped: Option<u64>,
-    /// The DUT was Up on both daemons' views and on the wire before the
-    /// first phase.
-    pub up_before_phases: Result<(), String>,
-    /// BFD frames the fast path judged on the DUT's CPUs and in all (xdp
-    /// only).
-    #[serde(alias = "replies_on_dut_cpus")]
-    pub fast_path_on_dut_cpus: Option<(u64, u64)>,
-    /// How the fast path's responder thread was scheduled, in words.
-    #[serde(default)]
-    pub responder: Option<String>,
-    /// What was measured while the daemons brought their sessions Up
-    /// (absent in manifests written before it was).
-    #[serde(default)]
-    pub bring_up: Option<BringUp>,
-    /// Hypervisor steal on the DUT's CPUs during the run, ms.
-    pub steal_ms: f64,
-    /// Hypervisor steal on the other CPUs (peer, observer), ms.
-    #[serde(default)]
-    pub peer_steal_ms: f64,
-    /// The peer's Downs for an expired detection time, in the plain
-    /// phases, that came sooner than that time after the DUT's last packet
-    /// on the wire (ms after it): the peer host stalled, not the DUT (RFC
-    /// 5880 6.8.4: a session goes down only when no packet arrived within
-    /// the detection time). A fault's phase holds its own
-    /// (`FaultFigures::premature_peer_detection`).
-    #[serde(default)]
-    pub premature_peer_detections_ms: Vec<f64>,
-    /// The DUT's Downs for an expired detection time that came after the
-    /// peer had sent nothing for at least that time on the wire (ms since
-    /// the peer's last packet): the DUT told the truth about a peer whose
-    /// host stalled, and the run says nothing about the DUT.
-    #[serde(default)]
-    pub silent_peer_detections_ms: Vec<f64>,
-    /// The peer's silences of a detection time or more while both sides
-    /// were Up, in the plain phases (ms): the peer sends on its own clock
-    /// whatever the DUT does, so its host stalled, and the window says
-    /// nothing about the DUT.
-    #[serde(default)]
-    pub peer_stalls_ms: Vec<f64>,
-    /// The sessions' detection time, ms (multiplier x interval).
-    #[serde(default = "default_detection_ms")]
-    pub detection_ms: f64,
-    /// The sessions' interval, ms (the larger of their transmit and
-    /// receive intervals); absent in manifests written before it was
-    /// recorded, where it was the detection time's third.
-    #[serde(default)]
-    pub interval_ms: Option<f64>,
-    /// A DUT whose control plane is FRR's bfdd: whether bfdd kept every
-    /// session Up throughout and its dataplane connection survived
-    /// counters sweeps (`Ok` says what was verified, `Err` what broke).
-    #[serde(default)]
-    pub control_plane_uninterrupted: Option<Result<String, String>>,
-    /// The DUT's gaps longer than 1.2 intervals during the phases, each
-    /// marked when it only mirrored the peer's own silence.
-    #[serde(default)]
-    pub long_gaps: Vec<super::mirror::LongGap>,
-    /// When the harness could not reach a host of the run over SSH while
-    /// the DUT's processes ran on there: the verdict is the capture's
-    /// all the same, and the report warns of each.
-    #[serde(default)]
-    pub connection_outages: Vec<ConnectionOutage>,
-    pub phases: Vec<PhaseFigures>,
-}
-
-/// A time the harness could not reach a host over SSH.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ConnectionOutage {
-    /// `dut`, `peer` or `observer`, and its SSH target.
-    pub host: String,
-    pub start_ns: i64,
-    pub end_ns: i64,
 }
 
 impl Evidence {
@@ -341,7 +117,7 @@ impl Evidence {
 
     /// A fault phase's silence of the peer that its fault does not
     /// explain (`FaultFigures::peer_host_stall`).
-    fn fault_peer_host_stall(&self) -> Option<&super::faults::Silence> {
+    fn fault_peer_host_stall(&self) -> Option<&crate::manifest::evidence::Silence> {
         self.phases
             .iter()
             .find_map(|p| p.fault.as_ref()?.peer_host_stall())
@@ -362,52 +138,6 @@ impl Evidence {
             .filter(|p| p.plain())
             .map(|p| p.max_ms)
             .fold(0.0, f64::max)
-    }
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(tag = "status", content = "why", rename_all = "snake_case")]
-pub enum Verdict {
-    /// Expectations held (a positive control: it flapped, as it must).
-    Pass,
-    Fail(String),
-    /// The run cannot be trusted; its numbers are kept but judge nothing.
-    Invalid(String),
-    /// The design cannot run on this host.
-    Unavailable(String),
-}
-
-impl Verdict {
-    /// The verdict with its reason, as tables and logs show it.
-    pub fn describe(&self) -> String {
-        match self {
-            Self::Pass => "pass".into(),
-            Self::Fail(w) => format!("FAIL: {w}"),
-            Self::Invalid(w) => format!("INVALID: {w}"),
-            Self::Unavailable(w) => format!("unavailable: {w}"),
-        }
-    }
-
-    /// The verdict as every table shows it (summary.md, `linecard
-    /// report`, the README's evidence tables): a positive control's pass
-    /// says it flapped, and a pass by limits that judge nothing says
-    /// `measured`: nothing was held against its figures.
-    pub fn shown(&self, expect: &Expectation, faults_judged: bool) -> String {
-        match self {
-            Self::Pass if expect.positive_control => "flapped (positive control)".into(),
-            Self::Pass if !expect.judges_anything() && !faults_judged => "measured".into(),
-            // One table row: a tool's multi-line error on one line.
-            v => v.describe().replace('\n', " "),
-        }
-    }
-
-    pub fn label(&self) -> &'static str {
-        match self {
-            Self::Pass => "pass",
-            Self::Fail(_) => "FAIL",
-            Self::Invalid(_) => "INVALID",
-            Self::Unavailable(_) => "unavailable",
-        }
     }
 }
 
@@ -631,7 +361,7 @@ fn steal_explains(expect: &Expectation, e: &Evidence) -> Option<f64> {
         Some(limit) if max > limit => limit,
         _ => e.detection_ms,
     };
-    let over: Vec<&super::mirror::LongGap> =
+    let over: Vec<&crate::manifest::evidence::LongGap> =
         e.long_gaps.iter().filter(|g| g.gap_ms > bar).collect();
     // No gap over the bar on record: the broken limit is not a gap steal
     // could have stretched (a flap the wire does not explain).

@@ -10,6 +10,7 @@
 //! exists to fill exactly such silences), so a mirrored gap over a limit
 //! is the DUT's failure.
 
+use crate::manifest::evidence::LongGap;
 use linecard_capture_analyzer::analysis::{PacketRecord, PacketSink};
 use std::collections::{HashMap, HashSet};
 
@@ -44,34 +45,6 @@ impl PacketSink for LongGaps {
             self.gaps.push((record.flow, record.ts_ns, gap));
         }
     }
-}
-
-/// One long DUT gap inside the judged window.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct LongGap {
-    pub gap_ms: f64,
-    /// The capture's timestamp of the packet that ended it (CLOCK_REALTIME
-    /// ns; 0 in manifests written before it was recorded).
-    #[serde(default)]
-    pub end_ns: i64,
-    /// The peer was silent at least as long (less the reply time) just
-    /// before the packet that ended it. Information only: a DUT's own
-    /// clock must send whatever the peer does (RFC 5880 6.8.7), so a
-    /// mirrored gap over a limit is the DUT's.
-    pub mirrors_peer: bool,
-    /// Hypervisor steal on the DUT's CPUs that the steal witness placed
-    /// inside this gap, ms: the only steal that can excuse it.
-    #[serde(default)]
-    pub stolen_ms: f64,
-    /// In a phase without stress, the canary's longest stall inside this
-    /// gap, ms (the idle CPU taken from every normal task); 0 under stress,
-    /// where the canary's stalls are the stress itself.
-    #[serde(default)]
-    pub stalled_ms: f64,
-    /// How long inside this gap no CPU of the DUT's could run anything
-    /// (the freeze witness: the machine stood still, steal or not), ms.
-    #[serde(default)]
-    pub frozen_ms: f64,
 }
 
 /// A freeze began at most a witness period before the witness's missed

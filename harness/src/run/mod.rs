@@ -31,16 +31,16 @@ mod readiness;
 pub(crate) mod site;
 pub mod space;
 pub mod ssh;
-mod status;
-mod verdict;
-pub use status::RunStatus;
 
+mod verdict;
+
+use crate::manifest::figures::PhaseFigures;
+use crate::manifest::status::RunStatus;
+use crate::manifest::verdict::Verdict;
+use crate::manifest::{DutOutcome, FamilyOutcome, HostFacts, Manifest};
 use crate::rt_throttle;
-use crate::scenario::{slug, DutSpec, Family, Fault, ProviderKind, Scenario};
+use crate::scenario::{slug, DutSpec, Fault, ProviderKind, Scenario};
 use anyhow::{bail, Context, Result};
-use judge::{Evidence, PhaseFigures, Verdict};
-use linecard_capture_analyzer::Phase;
-use serde::{Deserialize, Serialize};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -67,45 +67,6 @@ pub struct RunOptions {
     pub lab_wait: std::time::Duration,
 }
 
-/// One DUT's outcome.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct DutOutcome {
-    pub label: String,
-    pub spec: DutSpec,
-    pub verdict: Verdict,
-    /// Relative to the run directory; absent when the DUT could not run.
-    pub capture: Option<PathBuf>,
-    pub evidence: Option<Evidence>,
-    /// The phases as run (ns since the epoch) with their stress-ng lines.
-    pub phases: Vec<PhaseRecord>,
-    /// `sched_rt_runtime_us` during the run.
-    pub sched_rt_runtime_us: Option<i64>,
-    /// Earlier attempts spoiled by their environment (the peer host
-    /// stalled, or the limits broke only while the hypervisor stole the
-    /// DUT's CPUs), oldest first: kept, and the DUT run again, at most
-    /// [`MAX_ATTEMPTS`] times in all.
-    #[serde(default)]
-    pub spoiled_attempts: Vec<DutOutcome>,
-    /// Dual-stack: each family's sessions, figured and judged alone.
-    #[serde(default)]
-    pub families: Vec<FamilyOutcome>,
-    /// Every program the DUT's run started: path, SHA-256, version.
-    #[serde(default)]
-    pub programs: Vec<crate::scenario::programs::ProgramRecord>,
-}
-
-/// One address family's sessions in a dual-stack run.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct FamilyOutcome {
-    pub family: Family,
-    /// Answered by the engine's kernel fast path (xdp), not userspace.
-    pub fast_path: bool,
-    /// By the DUT's limits for this family (`[[dut]] ipv4 = {...}`), or by
-    /// its limits for all sessions when it has none per family.
-    pub verdict: Verdict,
-    pub phases: Vec<PhaseFigures>,
-}
-
 impl DutOutcome {
     /// Whether its environment spoiled the run (`judge::spoiled`), for
     /// the DUT's sessions as a whole or any family's judged alone.
@@ -123,43 +84,6 @@ impl DutOutcome {
             )
         })
     }
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct PhaseRecord {
-    pub name: String,
-    pub profile: String,
-    pub start_ns: i64,
-    pub end_ns: i64,
-    /// The exact stress-ng command line, if the phase loads the DUT.
-    pub stress_ng: Option<String>,
-    /// The phase's fault as the harness applied it.
-    #[serde(default)]
-    pub fault: Option<faults::Applied>,
-    /// What the phase cost the DUT's CPUs (`run::cpu`).
-    #[serde(default)]
-    pub cpu: Option<cpu::CpuCost>,
-}
-
-impl PhaseRecord {
-    /// The phase as the analyzer's time window.
-    pub fn window(&self) -> Phase {
-        Phase {
-            name: self.name.clone(),
-            start_ns: self.start_ns,
-            end_ns: self.end_ns,
-        }
-    }
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Manifest {
-    pub schema_version: u32,
-    pub scenario: Scenario,
-    pub run_id: String,
-    pub status: RunStatus,
-    pub host: provider::HostFacts,
-    pub duts: Vec<DutOutcome>,
 }
 
 pub struct RunResult {
@@ -373,7 +297,7 @@ fn check_socket_paths(scenario: &Scenario, options: &RunOptions) -> Result<()> {
 
 /// One attempt at one DUT: its spec, the run's directory, the host's
 /// facts and the attempt's directory name.
-type RunOne<'a> = dyn Fn(&DutSpec, &Path, &provider::HostFacts, &str) -> Result<DutOutcome> + 'a;
+type RunOne<'a> = dyn Fn(&DutSpec, &Path, &HostFacts, &str) -> Result<DutOutcome> + 'a;
 
 /// Runs each DUT of `scenario` with `run_one` (again, up to
 /// [`MAX_ATTEMPTS`], when its environment spoiled it), recording each in
@@ -381,7 +305,7 @@ type RunOne<'a> = dyn Fn(&DutSpec, &Path, &provider::HostFacts, &str) -> Result<
 fn run_prepared(
     scenario: &Scenario,
     options: &RunOptions,
-    host: provider::HostFacts,
+    host: HostFacts,
     run_one: &RunOne,
 ) -> Result<RunResult> {
     let started = unix_ns();
@@ -491,7 +415,7 @@ fn attempt(
     run_one: &RunOne,
     dut: &DutSpec,
     run_dir: &Path,
-    host: &provider::HostFacts,
+    host: &HostFacts,
     dir_name: &str,
 ) -> (DutOutcome, Option<String>) {
     match run_one(dut, run_dir, host, dir_name) {

@@ -10,32 +10,10 @@
 //! (`proxmox.rs`).
 
 use crate::lab::{self, check};
+use crate::manifest::HostFacts;
 use crate::scenario::{ProviderKind, Scenario};
 use anyhow::{bail, Result};
-use serde::{Deserialize, Serialize};
 use std::process::Command;
-
-/// What ran where, with which versions: the manifest's `host`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct HostFacts {
-    pub provider: ProviderKind,
-    pub kernel: String,
-    pub online_cpus: Vec<usize>,
-    pub dut_cpus: Vec<usize>,
-    /// As found before the run (a DUT with `rt_throttling = "off"` changes
-    /// it for its own run only).
-    pub sched_rt_runtime_us: i64,
-    /// `linecard lab check`: share of frames to the DUT processed on its CPUs.
-    pub placement_share_on_dut_cpus: f64,
-    pub git_revision: String,
-    pub linecard_version: String,
-    /// First line of each tool's version output.
-    pub tools: Vec<(String, String)>,
-    /// The `ssh` provider's target (`user@host`) the run was driven
-    /// through; `None` for a run on this machine.
-    #[serde(default)]
-    pub via: Option<String>,
-}
 
 pub trait Provider {
     fn kind(&self) -> ProviderKind;

@@ -4,8 +4,8 @@
 
 use super::site::BfdDaemon;
 use super::INTERRUPTED;
+use crate::manifest::evidence::BringUp;
 use linecard_capture_analyzer::model::FlowResult;
-use serde::{Deserialize, Serialize};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -39,16 +39,6 @@ pub fn silent_dut(why: String, timeouts_ms: &[f64]) -> String {
         "{DUT_SILENT}{} times, {lo:.2}-{hi:.2} ms after its last packet on the wire ({why})",
         timeouts_ms.len()
     )
-}
-
-/// The bring-up window: from the daemons' start to readiness (or its
-/// deadline), and the hypervisor's steal inside it, the only disturbance
-/// measured there (the witnesses start with the phases).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct BringUp {
-    pub window_ms: f64,
-    pub dut_steal_ms: f64,
-    pub peer_steal_ms: f64,
 }
 
 /// Steal of this share of the bring-up window, on the DUT's CPUs or the

@@ -15,7 +15,6 @@ pub(crate) mod lab;
 mod mock;
 
 use super::daemons::{Bfd, EngineView, Pair};
-use super::faults;
 use crate::lab::loss::{LossCounts, LossyLink};
 use crate::procs::{Capture, CaptureOutcome, Daemon};
 use crate::scenario::programs::ProgramRecord;
@@ -214,7 +213,7 @@ pub(crate) trait Site {
 
     /// The times the harness could not reach a host of the site since the
     /// last call (a site over SSH); a local site has none.
-    fn connection_outages(&self) -> Vec<super::judge::ConnectionOutage> {
+    fn connection_outages(&self) -> Vec<crate::manifest::evidence::ConnectionOutage> {
         Vec::new()
     }
     /// A lossy link on the peer's side (a `loss` fault).
@@ -238,7 +237,7 @@ pub(crate) trait Site {
         _fault: &FaultAct,
         _peer: &mut Box<dyn BfdDaemon>,
         _dut: &mut Box<dyn BfdDaemon>,
-    ) -> Result<faults::Applied> {
+    ) -> Result<crate::manifest::evidence::Applied> {
         bail!("faults run only in the local lab (the scenario is refused elsewhere)")
     }
 }

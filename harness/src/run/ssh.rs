@@ -13,7 +13,9 @@
 //! the loss) and says where the remote run went on. Ctrl-C here interrupts
 //! the remote run, which tears its lab down and is fetched as usual.
 
-use super::{provider::HostFacts, RunOptions, RunResult, RunStatus, INTERRUPTED};
+use super::{RunOptions, RunResult, INTERRUPTED};
+use crate::manifest::status::RunStatus;
+use crate::manifest::HostFacts;
 use crate::scenario::{HostSpec, ProviderKind, Scenario, SshSpec};
 use anyhow::{bail, Context, Result};
 use std::io::Write;

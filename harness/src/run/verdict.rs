@@ -5,12 +5,13 @@
 //! one place a DUT is judged ([`judge::judge`] holds the rules).
 
 use super::faults::{self};
-use super::judge::{self, Evidence, PhaseFigures, Verdict};
+use super::judge;
 use super::mirror::{self};
-use super::{
-    daemons, figures, readiness, worst_of_families, DutOutcome, FamilyOutcome, PhaseRecord,
-    INTERRUPTED,
-};
+use super::{daemons, figures, readiness, worst_of_families, INTERRUPTED};
+use crate::manifest::evidence::Evidence;
+use crate::manifest::figures::PhaseFigures;
+use crate::manifest::verdict::Verdict;
+use crate::manifest::{DutOutcome, FamilyOutcome, PhaseRecord};
 use crate::scenario::{DutImplementation, DutSpec, Family, Scenario};
 use anyhow::{Context, Result};
 use linecard_capture_analyzer::model::FlowResult;
@@ -34,13 +35,13 @@ pub(crate) struct Measured {
     /// Every session Up in both daemons' own words before the phases.
     pub up: Result<(), String>,
     pub up_at: i64,
-    pub bring_up: readiness::BringUp,
+    pub bring_up: crate::manifest::evidence::BringUp,
     pub steal_ms: f64,
     pub peer_steal_ms: f64,
     pub fast_path_on_dut_cpus: Option<(u64, u64)>,
     pub responder: Option<String>,
     pub control_plane_uninterrupted: Option<Result<String, String>>,
-    pub connection_outages: Vec<super::judge::ConnectionOutage>,
+    pub connection_outages: Vec<crate::manifest::evidence::ConnectionOutage>,
 }
 
 /// The sessions' timing and who is who on the capture.
@@ -217,7 +218,7 @@ fn detections(flows: &[FlowResult], sides: &Sides) -> (Vec<f64>, Vec<f64>) {
 struct Walked {
     /// The DUT's long gaps in the plain phases, each checked against the
     /// peer's own silence and placed among the witnesses' records.
-    long_gaps: Vec<mirror::LongGap>,
+    long_gaps: Vec<crate::manifest::evidence::LongGap>,
     /// The peer's silences of a detection time while both sides were Up,
     /// in the plain phases: it sends on its own clock whatever the DUT
     /// does (RFC 5880 6.8.7), so each is its host's stall (seen in CI:
@@ -257,10 +258,10 @@ fn walk_the_wire(
             f.src == flows[i].dst && f.dst == flows[i].src && f.service == flows[i].service
         })
     };
-    let mut long_gaps: Vec<mirror::LongGap> = (sides.plain.iter())
+    let mut long_gaps: Vec<crate::manifest::evidence::LongGap> = (sides.plain.iter())
         .flat_map(|&(start, end)| mirror::judge_gaps(&long, &dut_flows, reverse, start, end))
         .collect();
-    let place_disturbances = |gap: &mut mirror::LongGap| witnesses.place(gap);
+    let place_disturbances = |gap: &mut crate::manifest::evidence::LongGap| witnesses.place(gap);
     long_gaps.iter_mut().for_each(place_disturbances);
     // Each fault's phase, walked packet by packet.
     let who: Vec<faults::Side> = flows

@@ -40,3 +40,42 @@ fn the_harness_does_not_depend_on_the_engine() {
         "the harness links the engine: {engine:?}"
     );
 }
+
+/// The harness's own floors: the scenario (its input model), the result
+/// model (`manifest/`) and the linecardd client sit below the runner and
+/// the renderers and never import them, so that reading a scenario cannot
+/// reach anything that runs and the model of a run is one thing the
+/// runner fills and the exporters read. A `use` of `crate::run`,
+/// `crate::export` (or `super::run`) in those files fails here, with the
+/// file and line.
+#[test]
+fn the_models_and_the_linecardd_client_import_nothing_of_the_runner() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = vec![src.join("scenario.rs"), src.join("linecardd.rs")];
+    for folder in ["scenario", "manifest"] {
+        for entry in std::fs::read_dir(src.join(folder)).unwrap() {
+            files.push(entry.unwrap().path());
+        }
+    }
+    let mut uphill = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if ["crate::run", "super::run", "crate::export"]
+                .iter()
+                .any(|uphill| code.contains(uphill))
+            {
+                uphill.push(format!("{}:{}: {}", file.display(), i + 1, line.trim()));
+            }
+        }
+    }
+    // Precondition: the scan read the model (a moved folder would make
+    // this test pass on nothing).
+    assert!(files.len() > 12, "only {files:?}");
+    assert!(
+        uphill.is_empty(),
+        "imports from the runner:\n{}",
+        uphill.join("\n")
+    );
+}

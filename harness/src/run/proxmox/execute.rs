@@ -17,9 +17,10 @@ use super::{
     bring_up, capture_interface, ownership, removal, vms, Check, Effect, Owner, ProxmoxSpec, Step,
     LAB_NIC,
 };
-use crate::run::provider::HostFacts;
+use crate::manifest::status::RunStatus;
+use crate::manifest::HostFacts;
 use crate::run::ssh::{quote, Connection};
-use crate::run::{hosts, RunOptions, RunResult, RunStatus, INTERRUPTED};
+use crate::run::{hosts, RunOptions, RunResult, INTERRUPTED};
 use crate::scenario::{HostSpec, SshSpec};
 use crate::scenario::{ProviderKind, Scenario};
 use crate::sys::unix_ns;

@@ -8,11 +8,11 @@ use super::{
     BfdDaemon, CaptureRun, DutDir, FaultAct, FrameCounter, Prepared, Process, Recorder, Role, Site,
 };
 use crate::lab::spec;
+use crate::manifest::HostFacts;
 use crate::procs::{Capture, Daemon};
 use crate::rt_throttle;
+use crate::run::actions;
 use crate::run::daemons::{self, Pair};
-use crate::run::provider::HostFacts;
-use crate::run::{actions, faults};
 use crate::scenario::programs::ProgramRecord;
 use crate::scenario::{DutImplementation, DutSpec, PeerImplementation, Scenario};
 use anyhow::{Context, Result};
@@ -224,7 +224,7 @@ impl Site for LabSite<'_> {
         fault: &FaultAct,
         peer: &mut Box<dyn BfdDaemon>,
         dut: &mut Box<dyn BfdDaemon>,
-    ) -> Result<faults::Applied> {
+    ) -> Result<crate::manifest::evidence::Applied> {
         // A restarted daemon gets a directory of its own beside the first.
         let restart_peer = |kill: u64| {
             let dir = fault.dir.local.join(format!(

@@ -325,9 +325,9 @@ fn pcap(frames: &[(i64, Vec<u8>)]) -> Vec<u8> {
 mod tests {
     #![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
     use super::*;
+    use crate::manifest::verdict::Verdict;
+    use crate::manifest::DutOutcome;
     use crate::profile::Profile;
-    use crate::run::judge::Verdict;
-    use crate::run::DutOutcome;
 
     /// Two one-second phases, idle then L4, one DUT held to 0 flaps and
     /// 15 ms gaps.

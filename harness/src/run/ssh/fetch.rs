@@ -4,8 +4,10 @@
 //! directory that says why.
 
 use super::{quote, Connection};
-use crate::run::provider::HostFacts;
-use crate::run::{Manifest, RunResult, RunStatus};
+use crate::manifest::status::RunStatus;
+use crate::manifest::HostFacts;
+use crate::manifest::Manifest;
+use crate::run::RunResult;
 use crate::scenario::{ProviderKind, Scenario};
 use anyhow::{bail, Context, Result};
 use std::path::Path;

@@ -1,0 +1,238 @@
+//! What was measured of one DUT's run, outside it: the capture's figures,
+//! the faults' windows, the disturbances and where each fell. The judge
+//! (`run::judge`) turns it into a [`super::verdict::Verdict`].
+
+use super::figures::PhaseFigures;
+use crate::scenario::Fault;
+use serde::{Deserialize, Serialize};
+
+/// Everything the verdict is drawn from.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Evidence {
+    pub capture_died_early: bool,
+    pub capture_dropped: Option<u64>,
+    /// The DUT was Up on both daemons' views and on the wire before the
+    /// first phase.
+    pub up_before_phases: Result<(), String>,
+    /// BFD frames the fast path judged on the DUT's CPUs and in all (xdp
+    /// only).
+    #[serde(alias = "replies_on_dut_cpus")]
+    pub fast_path_on_dut_cpus: Option<(u64, u64)>,
+    /// How the fast path's responder thread was scheduled, in words.
+    #[serde(default)]
+    pub responder: Option<String>,
+    /// What was measured while the daemons brought their sessions Up
+    /// (absent in manifests written before it was).
+    #[serde(default)]
+    pub bring_up: Option<BringUp>,
+    /// Hypervisor steal on the DUT's CPUs during the run, ms.
+    pub steal_ms: f64,
+    /// Hypervisor steal on the other CPUs (peer, observer), ms.
+    #[serde(default)]
+    pub peer_steal_ms: f64,
+    /// The peer's Downs for an expired detection time, in the plain
+    /// phases, that came sooner than that time after the DUT's last packet
+    /// on the wire (ms after it): the peer host stalled, not the DUT (RFC
+    /// 5880 6.8.4: a session goes down only when no packet arrived within
+    /// the detection time). A fault's phase holds its own
+    /// (`FaultFigures::premature_peer_detection`).
+    #[serde(default)]
+    pub premature_peer_detections_ms: Vec<f64>,
+    /// The DUT's Downs for an expired detection time that came after the
+    /// peer had sent nothing for at least that time on the wire (ms since
+    /// the peer's last packet): the DUT told the truth about a peer whose
+    /// host stalled, and the run says nothing about the DUT.
+    #[serde(default)]
+    pub silent_peer_detections_ms: Vec<f64>,
+    /// The peer's silences of a detection time or more while both sides
+    /// were Up, in the plain phases (ms): the peer sends on its own clock
+    /// whatever the DUT does, so its host stalled, and the window says
+    /// nothing about the DUT.
+    #[serde(default)]
+    pub peer_stalls_ms: Vec<f64>,
+    /// The sessions' detection time, ms (multiplier x interval).
+    #[serde(default = "default_detection_ms")]
+    pub detection_ms: f64,
+    /// The sessions' interval, ms (the larger of their transmit and
+    /// receive intervals); absent in manifests written before it was
+    /// recorded, where it was the detection time's third.
+    #[serde(default)]
+    pub interval_ms: Option<f64>,
+    /// A DUT whose control plane is FRR's bfdd: whether bfdd kept every
+    /// session Up throughout and its dataplane connection survived
+    /// counters sweeps (`Ok` says what was verified, `Err` what broke).
+    #[serde(default)]
+    pub control_plane_uninterrupted: Option<Result<String, String>>,
+    /// The DUT's gaps longer than 1.2 intervals during the phases, each
+    /// marked when it only mirrored the peer's own silence.
+    #[serde(default)]
+    pub long_gaps: Vec<crate::manifest::evidence::LongGap>,
+    /// When the harness could not reach a host of the run over SSH while
+    /// the DUT's processes ran on there: the verdict is the capture's
+    /// all the same, and the report warns of each.
+    #[serde(default)]
+    pub connection_outages: Vec<ConnectionOutage>,
+    pub phases: Vec<PhaseFigures>,
+}
+
+/// A time the harness could not reach a host over SSH.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionOutage {
+    /// `dut`, `peer` or `observer`, and its SSH target.
+    pub host: String,
+    pub start_ns: i64,
+    pub end_ns: i64,
+}
+
+/// What the harness did for a phase's fault: when its action ran (ns since
+/// the epoch; a loss lasts the whole phase) and, for a loss, the program's
+/// counters over it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Applied {
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub frames_seen: Option<u64>,
+    pub frames_dropped: Option<u64>,
+    /// A flood's: what the impostor sent, and over the flood the DUT
+    /// engine's authentication refusals (`FloodCounts`).
+    #[serde(default)]
+    pub flood: Option<FloodCounts>,
+}
+
+/// A flood's frames and where the DUT refused them, from the engine's
+/// control socket before and after: the fast path's drops by reason
+/// (`None` without one) and the sessions' own.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FloodCounts {
+    pub sent: u64,
+    /// Fast-path drops for an authentication reason over the flood.
+    pub kernel_refused: Option<u64>,
+    /// The same reasons in the engine's sessions over the flood: what
+    /// reached userspace and was refused there.
+    pub userspace_refused: u64,
+}
+
+/// A silence of the peer's while both sides were Up, ns since the epoch:
+/// from its last packet to its next.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Silence {
+    pub from_ns: i64,
+    pub to_ns: i64,
+}
+
+/// What the wire showed in a fault's window, and what the harness did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FaultFigures {
+    pub fault: Option<Fault>,
+    /// When the fault's action started and ended (ns since the epoch).
+    pub start_ns: i64,
+    pub end_ns: i64,
+    /// `lc_loss`'s counters over the phase (loss only).
+    pub frames_seen: Option<u64>,
+    pub frames_dropped: Option<u64>,
+    /// The peer's packets on the capture in the phase.
+    pub peer_packets: u64,
+    /// The peer's longest gap between packets sent in Up, ms.
+    #[serde(default)]
+    pub peer_up_gap_max_ms: f64,
+    /// The phase ran a stress profile on the DUT's CPUs.
+    #[serde(default)]
+    pub stressed: bool,
+    /// The impostor's packets on the capture in the phase.
+    #[serde(default)]
+    pub impostor_packets: u64,
+    /// A flood's counts.
+    #[serde(default)]
+    pub flood: Option<FloodCounts>,
+    /// Each Down of ours for an expired detection time while the peer's
+    /// last packet was Up: ms after that packet.
+    pub detections_ms: Vec<f64>,
+    /// Peer silences beyond the detection time while both sides were Up
+    /// with no Down of ours inside them, ms.
+    pub missed_ms: Vec<f64>,
+    /// Every silence of the peer's of a detection time or more (1 ms of
+    /// tolerance) while both sides were Up, Down of ours or not.
+    #[serde(default)]
+    pub peer_silences: Vec<Silence>,
+    /// Each Down of the peer's for an expired detection time: ms after our
+    /// last packet that named its session (Your Discriminator not 0).
+    pub peer_detections_ms: Vec<f64>,
+    /// The peer's first Down after the fault started, ms after it.
+    pub peer_first_down_ms: Option<f64>,
+    /// Both sides Up on the wire again, ms after the fault ended.
+    pub recovered_ms: Option<f64>,
+    /// Our longest gap between packets sent in Up, ms (not the one after
+    /// the first Up packet of a run of them: see `walk`).
+    pub up_gap_max_ms: f64,
+    /// Each gap of ours between packets sent in Up over
+    /// [`LATE_INTERVALS`] intervals, with the disturbance the runner
+    /// measured inside it: what a late packet of ours is judged on
+    /// (`LongGap::excused_beyond`).
+    #[serde(default)]
+    pub late_up_gaps: Vec<crate::manifest::evidence::LongGap>,
+    /// The peer's discriminator before the fault and after (peer restart).
+    pub peer_discr_before: Option<u32>,
+    pub peer_discr_after: Option<u32>,
+    /// The Your Discriminator of our last Up packet in the phase.
+    pub our_last_your_discr: Option<u32>,
+    /// Our discriminator before the fault and after (engine restart).
+    #[serde(default)]
+    pub our_discr_before: Option<u32>,
+    #[serde(default)]
+    pub our_discr_after: Option<u32>,
+}
+
+/// One long DUT gap inside the judged window.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LongGap {
+    pub gap_ms: f64,
+    /// The capture's timestamp of the packet that ended it (CLOCK_REALTIME
+    /// ns; 0 in manifests written before it was recorded).
+    #[serde(default)]
+    pub end_ns: i64,
+    /// The peer was silent at least as long (less the reply time) just
+    /// before the packet that ended it. Information only: a DUT's own
+    /// clock must send whatever the peer does (RFC 5880 6.8.7), so a
+    /// mirrored gap over a limit is the DUT's.
+    pub mirrors_peer: bool,
+    /// Hypervisor steal on the DUT's CPUs that the steal witness placed
+    /// inside this gap, ms: the only steal that can excuse it.
+    #[serde(default)]
+    pub stolen_ms: f64,
+    /// In a phase without stress, the canary's longest stall inside this
+    /// gap, ms (the idle CPU taken from every normal task); 0 under stress,
+    /// where the canary's stalls are the stress itself.
+    #[serde(default)]
+    pub stalled_ms: f64,
+    /// How long inside this gap no CPU of the DUT's could run anything
+    /// (the freeze witness: the machine stood still, steal or not), ms.
+    #[serde(default)]
+    pub frozen_ms: f64,
+}
+
+/// The bring-up window: from the daemons' start to readiness (or its
+/// deadline), and the hypervisor's steal inside it, the only disturbance
+/// measured there (the witnesses start with the phases).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BringUp {
+    pub window_ms: f64,
+    pub dut_steal_ms: f64,
+    pub peer_steal_ms: f64,
+}
+
+/// A phase's cost, from two samples.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CpuCost {
+    /// The DUT daemon's CPU time over the phase (user + system, all its
+    /// threads), ms; `None`: not readable.
+    pub engine_cpu_ms: Option<f64>,
+    /// Softirq time on the DUT's CPUs over the phase, ms.
+    pub softirq_ms: f64,
+    /// The phase's length, s (for per-second shares).
+    pub seconds: f64,
+}
+
+/// The detection time of manifests written before it was recorded.
+fn default_detection_ms() -> f64 {
+    30.0
+}
