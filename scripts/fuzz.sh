@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: scripts/fuzz.sh [SECONDS] [--dev]
+# Usage: scripts/fuzz.sh [SECONDS] [--dev] | scripts/fuzz.sh --build-only
 # Runs every cargo-fuzz target for SECONDS each (default 30) on its committed
 # corpus (the test command: 2 s each; longer on demand); new inputs land in
 # target/fuzz/found/, never in the committed corpus. Installs cargo-fuzz for the
@@ -16,6 +16,14 @@
 # ASan has little to find. Long runs want release, with ASan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# --build-only builds every target as the test command's run will
+# (--dev) and runs none: the test command starts it in the background,
+# away from the DUT's CPU, while the lab tests run (see scripts/test.sh).
+build_only=false
+if [ "${1:-}" = "--build-only" ]; then
+    build_only=true
+    set -- 0 --dev
+fi
 seconds=${1:-30}
 profile=()
 if [ "${2:-}" = "--dev" ]; then
@@ -28,6 +36,10 @@ fi
 target_dir="$PWD/target/fuzz"
 failed=0
 for dir in engine/fuzz capture-analyzer/fuzz harness/fuzz; do
+    if $build_only; then
+        (cd "$dir" && cargo +nightly fuzz build "${profile[@]}" --target-dir "$target_dir") || failed=1
+        continue
+    fi
     for target in $(cd "$dir" && cargo +nightly fuzz list); do
         echo "fuzz: $dir $target for ${seconds}s" >&2
         mkdir -p "$dir/corpus/$target"

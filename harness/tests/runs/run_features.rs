@@ -11,16 +11,17 @@ use std::process::Command;
 const DUT_NS: &str = linecard_harness::lab::spec::DUT.namespace;
 
 /// Runs a committed scenario with its phases shortened to 4 s idle and
-/// 10 s L4 (the run must come out complete); returns the manifest, or
+/// 6 s L4 (the run must come out complete; the naive control flaps
+/// within it); returns the manifest, or
 /// `None` when it stayed invalid under the hypervisor's steal
 /// ([`inconclusive`]).
 fn run_shortened(scenario: &str, results: &Path) -> Option<serde_json::Value> {
     let text = std::fs::read_to_string(repo().join(format!("scenarios/{scenario}.toml")))
         .unwrap()
         .replace("seconds = 10", "seconds = 4")
-        .replace("seconds = 30", "seconds = 10");
+        .replace("seconds = 30", "seconds = 6");
     assert!(
-        text.contains("seconds = 4") && text.contains("seconds = 10"),
+        text.contains("seconds = 4") && text.contains("seconds = 6"),
         "{scenario}: the phases moved"
     );
     let file = results.join(format!("{scenario}.toml"));
@@ -76,7 +77,7 @@ fn an_ipv6_peer_is_answered_from_the_kernel_under_l4() {
     assert_eq!(phase(xdp, "L4")["flaps"], 0);
     let on_dut = xdp["evidence"]["fast_path_on_dut_cpus"].as_array().unwrap();
     assert!(
-        on_dut[1].as_u64().unwrap() > 1000 && on_dut[0] == on_dut[1],
+        on_dut[1].as_u64().unwrap() > 500 && on_dut[0] == on_dut[1],
         "the fast path did not answer on the DUT's CPU: {on_dut:?}"
     );
     // RX-clocked: the FRR peer's 75-100 % jitter, not our own 10 ms.
@@ -125,7 +126,7 @@ fn a_thousand_and_twenty_four_sessions_hold_on_the_fast_path_under_l4() {
     }
     let on_dut = xdp["evidence"]["fast_path_on_dut_cpus"].as_array().unwrap();
     assert!(
-        on_dut[1].as_u64().unwrap() > 100_000 && on_dut[0] == on_dut[1],
+        on_dut[1].as_u64().unwrap() > 50_000 && on_dut[0] == on_dut[1],
         "the fast path did not run on the DUT's CPU: {on_dut:?}"
     );
     let _ = std::fs::remove_dir_all(&results);
