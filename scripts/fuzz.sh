@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Usage: scripts/fuzz.sh [SECONDS] [--dev] | scripts/fuzz.sh --build-only
 # Runs every cargo-fuzz target for SECONDS each (default 30) on its committed
-# corpus (the test command: 2 s each; longer on demand); new inputs land in
+# corpus (the test command: 1 s each; longer on demand); new inputs land in
 # target/fuzz/found/, never in the committed corpus. Installs cargo-fuzz for the
 # nightly when missing. The three fuzz crates share one target directory,
 # so the engine and the analyzer are built once for all of them, and the

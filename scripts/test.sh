@@ -38,11 +38,11 @@ printf 'pub fn probe(v: &[u8]) -> bool { v.len() == 0 }\n' >"$probe/probe.rs"
 said=$(CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__" \
     "$clippy_driver" "$(rustup which rustc)" --edition 2021 --crate-type lib \
     --out-dir "$probe" "$probe/probe.rs" 2>&1 || true)
+rm -rf "$probe"
 if ! grep -q 'clippy::len.zero' <<<"$said"; then
     echo "clippy-driver did not lint the probe: the lint stage would pass on nothing" >&2
     exit 1
 fi
-rm -rf "$probe"
 build_log="$PWD/target/build-output.log"
 status=0
 {
