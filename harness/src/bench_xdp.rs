@@ -21,6 +21,10 @@ pub const GOAL_REPLY_NS: u32 = 250;
 #[derive(Debug, Serialize)]
 pub struct XdpBench {
     pub repeat: u32,
+    /// Instructions the kernel's verifier processed loading `lc_bfd`
+    /// (`bpf_prog_info.verified_insns`, kernel 5.16+): how close a change
+    /// of the fast path brings it to the verifier's limit of one million.
+    pub verified_instructions: Option<u32>,
     pub rows: Vec<XdpRow>,
     /// The same packets verified by the engine in userspace.
     pub userspace_auth: Vec<UserspaceVerifyCost>,
@@ -56,6 +60,7 @@ pub fn run(repeat: u32) -> Result<XdpBench> {
         .context("no lc_bfd program")?
         .try_into()?;
     program.load().context("loading lc_bfd")?;
+    let verified_instructions = program.info()?.verified_instruction_count();
     let mut sessions: HashMap<&mut MapData, u32, linecard_common::bfd::SessionConfig> =
         HashMap::try_from(
             bpf.map_mut(names::SESSIONS_MAP)
@@ -173,6 +178,7 @@ pub fn run(repeat: u32) -> Result<XdpBench> {
     }
     Ok(XdpBench {
         repeat,
+        verified_instructions,
         rows,
         userspace_auth: userspace_auth(repeat)?,
         reference_reply_ns: REFERENCE_REPLY_NS,
@@ -415,6 +421,11 @@ pub fn render(b: &XdpBench) -> String {
         _ => "?",
     };
     let mut out = String::from("lc_bfd per packet in the kernel (BPF_PROG_TEST_RUN)\n");
+    if let Some(count) = b.verified_instructions {
+        out.push_str(&format!(
+            "the verifier processed {count} instructions loading it (limit 1000000)\n"
+        ));
+    }
     for r in &b.rows {
         out.push_str(&format!(
             "{:<44} {:>4} {:>6} ns   ({})\n",

@@ -23,32 +23,29 @@
 //! decremented, payload untouched); everything else on 3785 passes.
 
 use aya_ebpf::{
-    bindings::{bpf_timer, xdp_action},
-    btf_maps::Array as BtfArray,
-    helpers::generated::{
-        bpf_get_prandom_u32, bpf_ktime_get_ns, bpf_loop, bpf_timer_init, bpf_timer_set_callback,
-        bpf_timer_start, bpf_xdp_adjust_tail,
-    },
-    macros::{btf_map, map, xdp},
+    bindings::xdp_action,
+    helpers::generated::bpf_ktime_get_ns,
+    macros::{map, xdp},
     maps::{Array, HashMap, PerCpuArray, RingBuf},
     programs::XdpContext,
 };
-use core::ffi::c_void;
+use core::ops::ControlFlow;
 use linecard_common::bfd::{
-    auth_seq_known_lapse_ns, auth_type, detection_time_ns, drop, event, jittered_gap_ns,
-    judged_detection_ns, longest_gap_ns, periodic_interval_ns, reply_floor_ns, verdict, AuthKeyRef,
-    AuthSecret, DeadMan, EchoPeer, SessionConfig, SessionState, SlotConfig, SweepEvent,
-    DROP_REASONS, FLAG_AUTH_IN_USERSPACE, FLAG_MULTIHOP, FLAG_POLLS_ONLY, FLAG_REPLY,
-    MAX_AUTH_KEYS, MAX_SESSIONS, MD5_AUTH_LEN, PORT_ECHO, PORT_MULTI_HOP, PORT_SINGLE_HOP,
-    SHA1_AUTH_LEN, SWEEP_MIN_NS, SWEEP_PERIOD_NS, SWEEP_SLOTS, VERDICTS,
+    auth_seq_known_lapse_ns, auth_type, detection_time_ns, drop, verdict, AuthKeyRef, AuthSecret,
+    DeadMan, EchoPeer, SessionConfig, SessionState, SlotConfig, DROP_REASONS,
+    FLAG_AUTH_IN_USERSPACE, FLAG_MULTIHOP, FLAG_POLLS_ONLY, FLAG_REPLY, MAX_AUTH_KEYS,
+    MAX_SESSIONS, PORT_ECHO, PORT_MULTI_HOP, PORT_SINGLE_HOP, SWEEP_SLOTS, VERDICTS,
 };
-use linecard_common::digest::{md5_single_block_in, sha1_single_block_in};
 use linecard_common::verify::VerifyGuard;
 
 mod auth;
 use auth::{verify_auth, Received, AUTH_SCRATCH_LEN};
 mod sign;
 use sign::{payload_sum, sign, signer};
+mod reply;
+use reply::{decide_reply, rewrite_into_reply};
+mod echo;
+use echo::echo;
 
 #[map]
 static LC_SESSIONS: HashMap<u32, SessionConfig> = HashMap::with_max_entries(MAX_SESSIONS, 0);
@@ -116,7 +113,7 @@ static LC_EVENTS: RingBuf = RingBuf::with_byte_size(512 * 1024, 0);
 
 mod expect;
 mod sweep;
-use sweep::{clock_sent, ensure_sweep};
+use sweep::ensure_sweep;
 
 /// `names::FIXED_SWEEP_GLOBAL`: 1 only for the negative control; set by
 /// the loader before verification, so the verifier sees a constant.
@@ -253,16 +250,11 @@ fn not_bfd() -> Result<u32, u32> {
     Ok(xdp_action::XDP_PASS)
 }
 
+/// To userspace, which keeps the state machine.
 #[inline(always)]
-fn to_userspace() -> Result<u32, u32> {
+fn to_userspace<T>() -> Stage<T> {
     count(&LC_VERDICTS, verdict::PASSED);
-    Ok(xdp_action::XDP_PASS)
-}
-
-/// RFC 1071 checksum of a 20-byte IPv4 header whose checksum field is 0.
-#[inline(always)]
-fn ipv4_checksum(ip: *const Ipv4) -> u16 {
-    fold(sum_words(ip.cast::<u8>(), IPV4_LEN / 2))
+    Ok(ControlFlow::Break(xdp_action::XDP_PASS))
 }
 
 /// Where the network layer put the UDP datagram, and what it said.
@@ -398,27 +390,24 @@ fn bfd_port(dest_be: u16) -> Option<u16> {
     }
 }
 
-/// RFC 1071 sum of `words` 16-bit words at `p`, unfolded.
-#[inline(always)]
-fn sum_words(p: *const u8, words: usize) -> u32 {
-    let mut sum: u32 = 0;
-    let mut i = 0;
-    while i < words {
-        // SAFETY: the caller checked the bytes are in the packet (or on
-        // our stack).
-        sum += u32::from(unsafe { core::ptr::read_unaligned(p.add(2 * i).cast::<u16>()) });
-        i += 1;
-    }
-    sum
+/// A stage's outcome: `Continue` with what the next stage needs, `Break`
+/// with the program's action (its verdict counted), `Err` a drop reason.
+type Stage<T> = Result<ControlFlow<u32, T>, u32>;
+
+/// The value a stage continues with; the action it ended on is returned.
+macro_rules! stage {
+    ($stage:expr) => {
+        match $stage? {
+            ControlFlow::Continue(value) => value,
+            ControlFlow::Break(action) => return Ok(action),
+        }
+    };
 }
 
-#[inline(always)]
-fn fold(mut sum: u32) -> u16 {
-    sum = (sum & 0xffff) + (sum >> 16);
-    sum = (sum & 0xffff) + (sum >> 16);
-    !(sum as u16)
-}
-
+/// The stages of a BFD Control packet, each `#[inline(always)]` so that
+/// the verifier sees one program: the network layer and GTSM, the header's
+/// session-independent rules, the session and its hop rules, hearing it
+/// (authentication, what the peer said), and the reply, if any.
 #[inline(always)]
 fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
     let Some(net) = network(ctx)? else {
@@ -432,32 +421,78 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
     if net.echo {
         return echo(ctx, net.hops, &net.src, &net.dst);
     }
-    let multihop = net.multihop;
     // GTSM before any map lookup: an off-link sender costs no lookup
     // (RFC 5881 section 5: TTL or hop limit 255). A multihop packet is
     // judged against its session's minimum once the session is known.
-    if !multihop && net.hops != 255 {
+    if !net.multihop && net.hops != 255 {
         return Err(drop::BAD_TTL);
     }
-    let udp = net.udp;
-    let bfd_offset = match net.ip {
+    let header = stage!(validated_header(ctx, &net));
+    let (config, session) = session_of(&net, &header)?;
+    let arrived = stage!(hear(ctx, &header, config, session));
+    let signing = stage!(decide_reply(&header, config, session, arrived));
+    rewrite_into_reply(ctx, &net, &header, config, session, signing)
+}
+
+/// A BFD Control packet's header that passed the rules of RFC 5880 6.8.6
+/// that need no session.
+struct Header {
+    /// Where it starts in the frame.
+    at: usize,
+    bytes: *mut [u8; BFD_LEN],
+    /// The Length field: the header and its authentication section.
+    length: usize,
+    /// The second byte: State and the flag bits.
+    flags: u8,
+    /// Your Discriminator, not 0.
+    your: u32,
+}
+
+impl Header {
+    #[inline(always)]
+    fn state(&self) -> u8 {
+        self.flags >> 6
+    }
+
+    /// The header's bytes.
+    #[inline(always)]
+    fn bytes(&self) -> &mut [u8; BFD_LEN] {
+        // SAFETY: `ptr_at` checked the header lies inside the packet, and
+        // the program holds no other reference into it.
+        unsafe { &mut *self.bytes }
+    }
+
+    /// The 32-bit field at `at` (network order).
+    #[inline(always)]
+    fn word(&self, at: usize) -> u32 {
+        let b = self.bytes();
+        u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    }
+}
+
+/// The header's session-independent rules (RFC 5880 6.8.6): version 1,
+/// a Length that fits, Detect Mult and My Discriminator not 0, no
+/// Multipoint. A bootstrap (Your Discriminator 0, Down or AdminDown) goes
+/// to userspace, which selects its session by addresses.
+#[inline(always)]
+fn validated_header(ctx: &XdpContext, net: &Network) -> Stage<Header> {
+    let at = match net.ip {
         Ip::V4(_) => ETH_LEN + IPV4_LEN + UDP_LEN,
         Ip::V6(_) => ETH_LEN + IPV6_LEN + UDP_LEN,
     };
-    let Some(bfd) = ptr_at::<[u8; BFD_LEN]>(ctx, bfd_offset) else {
+    let Some(bytes) = ptr_at::<[u8; BFD_LEN]>(ctx, at) else {
         return Err(drop::TRUNCATED);
     };
-    // SAFETY (all raw reads and writes below): each pointer comes from
-    // `ptr_at`, which checked that the whole object lies inside the packet.
-    let b = unsafe { &mut *bfd };
+    // SAFETY: `ptr_at` checked both lie inside the packet.
+    let (b, udp_len) = unsafe { (&*bytes, u16::from_be((*net.udp).len_be)) };
     if b[0] >> 5 != 1 {
         return Err(drop::BAD_VERSION);
     }
-    let udp_payload = usize::from(u16::from_be(unsafe { (*udp).len_be })).saturating_sub(UDP_LEN);
+    let udp_payload = usize::from(udp_len).saturating_sub(UDP_LEN);
     let length = usize::from(b[3]);
     let flags = b[1];
-    // 6.8.6: at least 24 bytes, 26 with the A bit (the section's Type and
-    // Len), and no more than the datagram holds.
+    // At least 24 bytes, 26 with the A bit (the section's Type and Len),
+    // and no more than the datagram holds.
     let shortest = if flags & FLAG_AUTH != 0 {
         BFD_LEN + 2
     } else {
@@ -475,39 +510,70 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
     if u32::from_be_bytes([b[4], b[5], b[6], b[7]]) == 0 {
         return Err(drop::ZERO_MY_DISCRIMINATOR);
     }
-    let state = flags >> 6;
     let your = u32::from_be_bytes([b[8], b[9], b[10], b[11]]);
     if your == 0 {
-        // Bootstrap (Down or AdminDown only): userspace selects the session
-        // by addresses.
-        return if state <= 1 {
+        return if flags >> 6 <= 1 {
             to_userspace()
         } else {
             Err(drop::ZERO_YOUR_DISCRIMINATOR)
         };
     }
+    Ok(ControlFlow::Continue(Header {
+        at,
+        bytes,
+        length,
+        flags,
+        your,
+    }))
+}
+
+/// The session Your Discriminator names, between exactly these addresses
+/// and of the packet's kind: the GTSM relaxation belongs to multihop
+/// sessions, so a packet on either port must name a session of its own
+/// kind, and a multihop one arrive with at least its minimum TTL (RFC
+/// 5883 section 2).
+#[inline(always)]
+fn session_of(
+    net: &Network,
+    header: &Header,
+) -> Result<(&'static SessionConfig, &'static mut SessionState), u32> {
     // SAFETY: a hash map lookup; the value stays valid for this program run.
-    let Some(config) = (unsafe { LC_SESSIONS.get(&your) }) else {
+    let Some(config) = (unsafe { LC_SESSIONS.get(&header.your) }) else {
         return Err(drop::NO_SESSION);
     };
     if !same_address(&net.src, &config.peer_ip) || !same_address(&net.dst, &config.local_ip) {
         return Err(drop::ADDRESS_MISMATCH);
     }
-    // The GTSM relaxation belongs to multihop sessions: a packet on either
-    // port must name a session of its own kind (RFC 5883 section 2).
-    if multihop != (config.flags & FLAG_MULTIHOP != 0) {
+    if net.multihop != (config.flags & FLAG_MULTIHOP != 0) {
         return Err(drop::HOP_MISMATCH);
     }
-    if multihop && net.hops < config.min_ttl {
+    if net.multihop && net.hops < config.min_ttl {
         return Err(drop::BAD_TTL);
     }
     let Some(session) = LC_STATE.get_ptr_mut(config.slot) else {
         return Err(drop::NO_SESSION);
     };
     // SAFETY: the kernel is this value's only writer (userspace reads).
-    let session = unsafe { &mut *session };
+    Ok((config, unsafe { &mut *session }))
+}
+
+/// Hears the packet: its authentication (RFC 5880 6.7), then what the peer
+/// said of its timers and state (6.8.6). Userspace keeps everything but
+/// the steady state: transitions, the peer's Final (the end of our Poll),
+/// a change of the peer's Demand mode (its D bit not as `FLAG_POLLS_ONLY`
+/// says), and an authenticated session it did not offload for replies
+/// (`FLAG_REPLY`). Continues with the arrival time when the kernel may
+/// answer.
+#[inline(always)]
+fn hear(
+    ctx: &XdpContext,
+    header: &Header,
+    config: &SessionConfig,
+    session: &mut SessionState,
+) -> Stage<u64> {
     // SAFETY: a helper without arguments.
     let arrived = unsafe { bpf_ktime_get_ns() };
+    let flags = header.flags;
     // 6.8.6: the A bit where the session has no authentication, or its
     // absence where it has, is discarded.
     if (flags & FLAG_AUTH != 0) != (config.auth_type != auth_type::NONE) {
@@ -519,278 +585,52 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
         session.passed += 1;
         return to_userspace();
     }
+    let detect_mult = header.bytes()[2];
+    let desired_min_tx_us = header.word(12);
+    let our_required_min_rx_us = reply_word(config, 16);
     if config.auth_type != auth_type::NONE {
         // bfd.AuthSeqKnown outlives twice the detection time (6.8.1), by
         // the rule userspace keeps too.
         let packet = Received {
-            at: bfd_offset,
-            length,
-            detect_mult: b[2],
-            lapse_ns: auth_seq_known_lapse_ns(
-                config.detect_ns,
-                b[2],
-                u32::from_be_bytes([b[12], b[13], b[14], b[15]]),
-            ),
+            at: header.at,
+            length: header.length,
+            detect_mult,
+            lapse_ns: auth_seq_known_lapse_ns(config.detect_ns, detect_mult, desired_min_tx_us),
             now: arrived,
             slot: config.slot,
-            desired_min_tx_us: u32::from_be_bytes([b[12], b[13], b[14], b[15]]),
-            our_required_min_rx_us: u32::from_be_bytes([
-                config.reply[16],
-                config.reply[17],
-                config.reply[18],
-                config.reply[19],
-            ]),
+            desired_min_tx_us,
+            our_required_min_rx_us,
         };
-        verify_auth(ctx, &packet, your, config.auth_type, session)?;
+        verify_auth(ctx, &packet, header.your, config.auth_type, session)?;
     }
     session.last_rx_ns = arrived;
     session.rx_packets += 1;
     ensure_sweep();
-    session.remote_desired_min_tx_us = u32::from_be_bytes([b[12], b[13], b[14], b[15]]);
-    session.remote_required_min_rx_us = u32::from_be_bytes([b[16], b[17], b[18], b[19]]);
-    session.remote_detect_mult = u32::from(b[2]);
-    session.detect_ns = detection_time_ns(
-        b[2],
-        u32::from_be_bytes([
-            config.reply[16],
-            config.reply[17],
-            config.reply[18],
-            config.reply[19],
-        ]),
-        session.remote_desired_min_tx_us,
-    );
+    session.remote_desired_min_tx_us = desired_min_tx_us;
+    session.remote_required_min_rx_us = header.word(16);
+    session.remote_detect_mult = u32::from(detect_mult);
+    session.detect_ns = detection_time_ns(detect_mult, our_required_min_rx_us, desired_min_tx_us);
     // 6.8.6: a peer that says Down or AdminDown takes our session Down
     // (Diag 3); the sweep has the responder say so at once and stops the
     // own clock, whenever the loop gets to run.
-    if state <= 1 {
+    if header.state() <= 1 {
         session.peer_down_rx_ns = arrived;
     }
-    // Userspace keeps everything but the steady state: transitions, the
-    // peer's Final (the end of our Poll), and a change of the peer's
-    // Demand mode (its D bit not as FLAG_POLLS_ONLY says). An
-    // authenticated session is answered here only when userspace offloaded
-    // it (FLAG_REPLY): the reply is signed below.
     let polls_only = config.flags & FLAG_POLLS_ONLY != 0;
     if config.flags & FLAG_REPLY == 0
-        || state != STATE_UP
+        || header.state() != STATE_UP
         || flags & FLAG_FINAL != 0
         || (flags & FLAG_DEMAND != 0) != polls_only
     {
         session.passed += 1;
         return to_userspace();
     }
-    let poll = flags & FLAG_POLL != 0;
-    let now = session.last_rx_ns;
-    // A stopped engine must not be kept alive by its program: past the
-    // heartbeat's limit the peer's packets go to the engine's socket, which
-    // nobody reads, and the peer's detection time runs (RFC 5880 6.8.4).
-    if let Some(dead_man) = LC_DEAD_MAN.get(0) {
-        if dead_man.limit_ns != 0
-            && (now as i64).wrapping_sub(dead_man.heartbeat_ns as i64) > dead_man.limit_ns as i64
-        {
-            session.passed += 1;
-            count(&LC_VERDICTS, verdict::ORPHANED);
-            return Ok(xdp_action::XDP_PASS);
-        }
-    }
-    // A peer in Demand mode gets no periodic packet (RFC 5880 6.8.7):
-    // only its Polls are answered; its other packets are heard.
-    if polls_only && !poll {
-        count(&LC_VERDICTS, verdict::HEARD);
-        return Ok(xdp_action::XDP_DROP);
-    }
-    // 6.8.7, the rule userspace keeps: our periodic packets no more often
-    // than the larger of our Desired Min TX (the reply's own field) and
-    // the Required Min RX this packet carries, jittered, and none to a peer
-    // that asks for none. A Poll is answered at once (6.5).
-    let interval = periodic_interval_ns(
-        u64::from(u32::from_be_bytes([
-            config.reply[12],
-            config.reply[13],
-            config.reply[14],
-            config.reply[15],
-        ])) * 1_000,
-        session.remote_required_min_rx_us,
-    );
-    if !poll {
-        if interval == 0 {
-            count(&LC_VERDICTS, verdict::HEARD);
-            return Ok(xdp_action::XDP_DROP);
-        }
-        // Too soon after our last packet, whoever sent it: heard, not
-        // answered (an answer to our own answer among them: two
-        // RX-clocked engines would otherwise ping-pong at wire speed).
-        let user_tx = LC_SLOTS.get(config.slot).map_or(0, |s| s.user_tx_ns);
-        let last_tx = max(max(user_tx, session.last_tx_ns), clock_sent(config.slot));
-        let floor = reply_floor_ns(
-            interval,
-            session.remote_desired_min_tx_us,
-            session.next_gap_ns,
-        );
-        // Signed: the responder's stamp a hair ahead of this packet's.
-        if last_tx != 0 && (now as i64).wrapping_sub(last_tx as i64) < floor as i64 {
-            count(&LC_VERDICTS, verdict::HEARD);
-            return Ok(xdp_action::XDP_DROP);
-        }
-    }
-    // 6.7.1: an authenticated session's reply is signed, or not sent from
-    // here: without its key, or when it would not fit the peer's frame,
-    // the packet goes to userspace, which answers signed.
-    let signing = if config.auth_type == auth_type::NONE {
-        None
-    } else {
-        let Some(signer) = signer(config, your, length) else {
-            session.passed += 1;
-            return to_userspace();
-        };
-        Some(signer)
-    };
-    // The gap before our next periodic packet, drawn now for the reply
-    // below (its instant is `now`).
-    // SAFETY: a helper without arguments.
-    let draw = unsafe { bpf_get_prandom_u32() };
-    session.next_gap_ns = jittered_gap_ns(interval, config.reply[2], draw);
-
-    let bfd_len = signing.map_or(BFD_LEN, |s| s.len);
-    // The RX-clocked reply: rewrite the peer's frame into ours.
-    let Some(eth) = ptr_at::<Eth>(ctx, 0) else {
-        return Err(drop::TRUNCATED);
-    };
-    unsafe {
-        (*eth).dst = config.peer_mac;
-        (*eth).src = config.local_mac;
-        (*udp).source_be = config.local_port_be;
-        // The port it came to: 3784 single-hop, 4784 multihop.
-        (*udp).dest_be = if multihop {
-            PORT_MULTI_HOP.to_be()
-        } else {
-            PORT_SINGLE_HOP.to_be()
-        };
-        (*udp).len_be = ((UDP_LEN + bfd_len) as u16).to_be();
-        (*udp).check_be = 0;
-    }
-    *b = config.reply;
-    if poll {
-        // Answer the Poll with Final, P clear (RFC 5880 6.8.6).
-        b[1] = (b[1] & !FLAG_POLL) | FLAG_FINAL;
-        session.finals_sent += 1;
-    }
-    if let Some(signer) = signing {
-        // Over the header as it leaves, Final included.
-        sign(ctx, bfd_offset, config, signer)?;
-    }
-    let reply_len = match net.ip {
-        Ip::V4(ip) => unsafe {
-            (*ip).tos = 0xc0; // DSCP CS6
-            (*ip).total_len_be = ((IPV4_LEN + UDP_LEN + bfd_len) as u16).to_be();
-            (*ip).ttl = 255;
-            (*ip).src = [net.dst[12], net.dst[13], net.dst[14], net.dst[15]];
-            (*ip).dst = [net.src[12], net.src[13], net.src[14], net.src[15]];
-            (*ip).check_be = 0;
-            (*ip).check_be = ipv4_checksum(ip);
-            // UDP checksum 0: none, allowed for IPv4.
-            REPLY_LEN_V4 - BFD_LEN + bfd_len
-        },
-        Ip::V6(ip) => unsafe {
-            // Version 6, traffic class CS6, flow label 0.
-            (*ip).version_class_flow_be = (6u32 << 28 | 0xc0 << 20).to_be();
-            (*ip).payload_len_be = ((UDP_LEN + bfd_len) as u16).to_be();
-            (*ip).hop_limit = 255;
-            (*ip).src = net.dst;
-            (*ip).dst = net.src;
-            // The checksum is mandatory over IPv6 (RFC 8200 8.1): over the
-            // swapped pseudo-header, our UDP header and our payload,
-            // before the tail moves (packet pointers are invalid after).
-            let pseudo_tail: [u16; 4] = [
-                0,
-                ((UDP_LEN + bfd_len) as u16).to_be(),
-                0,
-                u16::from(PROTO_UDP).to_be(),
-            ];
-            let sum = sum_words(net.dst.as_ptr(), 8)
-                + sum_words(net.src.as_ptr(), 8)
-                + sum_words(pseudo_tail.as_ptr().cast(), 4)
-                + sum_words(udp.cast::<u8>(), UDP_LEN / 2)
-                + payload_sum(ctx, bfd_offset, bfd_len);
-            let check = fold(sum);
-            // 0 means "no checksum", which IPv6 forbids: send its
-            // one's-complement twin.
-            (*udp).check_be = if check == 0 { 0xffff } else { check };
-            REPLY_LEN_V6 - BFD_LEN + bfd_len
-        },
-    };
-    session.tx_packets += 1;
-    session.last_tx_ns = now;
-    count(&LC_VERDICTS, verdict::REPLIED);
-    // Trim padding or trailing bytes last: packet pointers are invalid after.
-    // In 64 bits: with ALU32 (CPU v3) LLVM would otherwise subtract the
-    // two packet pointers' low halves, which the verifier refuses.
-    let frame_len = (ctx.data_end() - ctx.data()) as u64;
-    let extra = frame_len.wrapping_sub(reply_len as u64);
-    if extra > 0 && extra < 0x1_0000 {
-        // SAFETY: shrinking the frame of this XDP context.
-        if unsafe { bpf_xdp_adjust_tail(ctx.ctx, -(extra as i32)) } != 0 {
-            return Err(drop::TRUNCATED);
-        }
-    }
-    Ok(xdp_action::XDP_TX)
+    Ok(ControlFlow::Continue(arrived))
 }
 
-/// The echo port (RFC 5880 6.4, RFC 5881 section 4). A peer's echo is
-/// addressed to the peer itself and sent to our MAC: we turn it around as
-/// a router would forward it, TTL decremented and payload untouched, so
-/// that it tests our forwarding path without our host forwarding. Only a
-/// self-addressed packet, one hop away (TTL 255), from a peer listed in
-/// `LC_ECHO_PEERS`: anything wider reflects strangers' traffic at whoever
-/// they name. Everything else, our own echoes coming back at TTL 254
-/// included, goes to the stack untouched.
+/// The 32-bit field at `at` of our prepared reply (network order).
 #[inline(always)]
-fn echo(ctx: &XdpContext, hops: u8, src: &[u8; 16], dst: &[u8; 16]) -> Result<u32, u32> {
-    if hops != 255 || !same_address(src, dst) {
-        return echo_passed();
-    }
-    // The key in a local of its own: a reference into `Network` pinned
-    // that struct to the stack, where LLVM spilled a packet pointer in
-    // 4-byte halves, which the verifier refuses.
-    let key: [u8; 16] = *src;
-    // SAFETY: a hash map lookup; the value is not kept.
-    if unsafe { LC_ECHO_PEERS.get(&key) }.is_none() && !switch_on(&LC_ECHO_UNLISTED) {
-        return echo_passed();
-    }
-    let Some(eth) = ptr_at::<Eth>(ctx, 0) else {
-        return echo_passed();
-    };
-    // SAFETY (all raw accesses below): each pointer comes from `ptr_at`.
-    if unsafe { (*eth).proto_be } == ETHERTYPE_IPV6.to_be() {
-        let Some(ip) = ptr_at::<Ipv6>(ctx, ETH_LEN) else {
-            return echo_passed();
-        };
-        // The hop limit is outside the UDP pseudo-header: no checksum
-        // changes.
-        unsafe { (*ip).hop_limit -= 1 };
-    } else {
-        let Some(ip) = ptr_at::<Ipv4>(ctx, ETH_LEN) else {
-            return echo_passed();
-        };
-        // RFC 1624 incremental update: TTL is the high byte of its 16-bit
-        // word, so the checksum gains 0x0100.
-        unsafe {
-            let sum = u32::from((*ip).check_be) + u32::from(0x0100u16.to_be());
-            (*ip).check_be = (sum + (sum >> 16)) as u16;
-            (*ip).ttl -= 1;
-        }
-    }
-    unsafe {
-        let peer_mac = (*eth).src;
-        (*eth).src = (*eth).dst;
-        (*eth).dst = peer_mac;
-    }
-    count(&LC_VERDICTS, verdict::ECHO_REFLECTED);
-    Ok(xdp_action::XDP_TX)
-}
-
-#[inline(always)]
-fn echo_passed() -> Result<u32, u32> {
-    count(&LC_VERDICTS, verdict::ECHO_PASSED);
-    Ok(xdp_action::XDP_PASS)
+fn reply_word(config: &SessionConfig, at: usize) -> u32 {
+    let r = &config.reply;
+    u32::from_be_bytes([r[at], r[at + 1], r[at + 2], r[at + 3]])
 }

@@ -107,12 +107,53 @@ pub fn down_for(kind: u32, mut down: Vec<u8>) -> Vec<u8> {
 #[derive(Clone, Copy, Debug)]
 pub struct Detection {
     pub event: SweepEvent,
-    /// CLOCK_MONOTONIC ns when the prepared Down left (None: none armed).
+    /// CLOCK_MONOTONIC ns when the prepared Down left (None: none armed,
+    /// or stale).
     pub down_sent_mono_ns: Option<u64>,
+    /// The session was armed again after the kernel noticed: no Down left.
+    pub stale: bool,
+}
+
+/// A session's prepared packets and when they were armed.
+struct Armed {
+    prepared: Prepared,
+    /// CLOCK_MONOTONIC ns (`bpf_ktime_get_ns`'s clock) of the arming.
+    since_mono_ns: u64,
+}
+
+/// Why a detection event sends no Down of the responder's.
+#[derive(Debug, PartialEq, Eq)]
+enum NoDown {
+    /// Nothing is armed: the session is userspace's.
+    Disarmed,
+    /// The packets were armed after the kernel noticed: the event is
+    /// stale, its session went Down and came Up again while this thread
+    /// was held off (RT throttling: a Down 31 ms late, into the session
+    /// re-established meanwhile, seen with the thread at SCHED_FIFO). That
+    /// Down would end an Up session no detection time expired for (RFC
+    /// 5880 6.8.4); they stay armed, and the loop judges the event with
+    /// its state machine.
+    Stale,
+}
+
+/// The session's prepared packets for a detection event, taken out (its
+/// Down is sent once).
+fn take_for_detection(
+    armed: &mut HashMap<u32, Armed>,
+    event: &SweepEvent,
+) -> Result<Prepared, NoDown> {
+    match armed.get(&event.discr) {
+        None => Err(NoDown::Disarmed),
+        Some(a) if a.since_mono_ns > event.at_ns => Err(NoDown::Stale),
+        Some(_) => armed
+            .remove(&event.discr)
+            .map(|a| a.prepared)
+            .ok_or(NoDown::Disarmed),
+    }
 }
 
 pub struct Responder {
-    armed: Arc<Mutex<HashMap<u32, Prepared>>>,
+    armed: Arc<Mutex<HashMap<u32, Armed>>>,
     /// How the thread got scheduled (None until it started).
     policy: Arc<Mutex<Option<ThreadPolicy>>>,
     detections: Receiver<Detection>,
@@ -145,7 +186,7 @@ impl Responder {
         }
         // SAFETY: raw is a fresh descriptor we own.
         let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(raw) });
-        let armed: Arc<Mutex<HashMap<u32, Prepared>>> = Arc::default();
+        let armed: Arc<Mutex<HashMap<u32, Armed>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let sent = Arc::new(AtomicU64::new(0));
         let (sender, detections) = channel();
@@ -196,12 +237,19 @@ impl Responder {
         self.sent.load(Ordering::Relaxed)
     }
 
-    /// Prepares (or replaces) the packets of session `discr`.
+    /// Prepares (or replaces) the packets of session `discr`, from now.
     pub fn arm(&self, discr: u32, prepared: Prepared) {
+        let since_mono_ns = crate::io::clock_ns(libc::CLOCK_MONOTONIC);
         self.armed
             .lock()
             .expect("the responder never panics holding the lock")
-            .insert(discr, prepared);
+            .insert(
+                discr,
+                Armed {
+                    prepared,
+                    since_mono_ns,
+                },
+            );
     }
 
     pub fn disarm(&self, discr: u32) {
@@ -244,7 +292,7 @@ impl Drop for Responder {
 
 /// What the thread shares with the engine.
 struct Shared<'a> {
-    armed: &'a Mutex<HashMap<u32, Prepared>>,
+    armed: &'a Mutex<HashMap<u32, Armed>>,
     detections: &'a Sender<Detection>,
     wake: &'a OwnedFd,
     stop: &'a AtomicBool,
@@ -311,8 +359,10 @@ fn respond(
                 .expect("the loop never panics holding the lock");
             // Disarmed: the session is userspace's until it is offloaded
             // again (and its clock with it).
-            let down_sent_mono_ns = armed.remove(&event.discr).and_then(|mut prepared| {
-                let mut down = down_for(event.kind, prepared.down?);
+            let found = take_for_detection(&mut armed, &event);
+            let stale = found.as_ref().err() == Some(&NoDown::Stale);
+            let down_sent_mono_ns = found.ok().and_then(|mut prepared| {
+                let mut down = down_for(event.kind, prepared.down.take()?);
                 Prepared::signed(&mut prepared.signer, &mut down);
                 prepared.socket.send_to(&down, &prepared.peer).ok()?;
                 Some(crate::io::clock_ns(libc::CLOCK_MONOTONIC))
@@ -321,6 +371,7 @@ fn respond(
             let _ = detections.send(Detection {
                 event,
                 down_sent_mono_ns,
+                stale,
             });
             any = true;
         }
@@ -330,7 +381,7 @@ fn respond(
                 .expect("the loop never panics holding the lock");
             for (discr, slot, asked_ns) in due {
                 // Disarmed meanwhile: the session is userspace's again.
-                let Some(prepared) = armed.get_mut(&discr) else {
+                let Some(Armed { prepared, .. }) = armed.get_mut(&discr) else {
                     continue;
                 };
                 // Stamped first: the peer's answer must find it (the fast
@@ -374,6 +425,59 @@ mod tests {
     use super::*;
     use crate::wire::Repr;
     use linecard_api::control::State;
+
+    fn armed_at(since_mono_ns: u64) -> Armed {
+        let socket = Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
+        let peer = SockAddr::from(std::net::SocketAddr::from(([127, 0, 0, 1], 3784)));
+        Armed {
+            prepared: Prepared {
+                socket,
+                peer,
+                down: Some(vec![0x21]),
+                steady: vec![0x20],
+                signer: None,
+            },
+            since_mono_ns,
+        }
+    }
+
+    fn silent(discr: u32, at_ns: u64) -> SweepEvent {
+        SweepEvent {
+            at_ns,
+            last_rx_ns: at_ns.saturating_sub(30_000_000),
+            discr,
+            slot: 0,
+            kind: event::PEER_SILENT,
+            _reserved: 0,
+        }
+    }
+
+    #[test]
+    fn a_detection_older_than_the_arming_sends_no_down_and_keeps_the_packets() {
+        let mut armed = HashMap::from([(7, armed_at(1_000))]);
+        // Noticed at 999 ns, armed at 1000: the session came Up again
+        // while the event waited.
+        assert_eq!(
+            take_for_detection(&mut armed, &silent(7, 999)).err(),
+            Some(NoDown::Stale)
+        );
+        assert!(armed.contains_key(&7), "still armed for the next silence");
+        // Noticed at (or after) the arming: this incarnation's Down, once.
+        let prepared = take_for_detection(&mut armed, &silent(7, 1_000)).unwrap();
+        assert_eq!(prepared.down, Some(vec![0x21]));
+        assert!(armed.is_empty());
+        assert_eq!(
+            take_for_detection(&mut armed, &silent(7, 2_000)).err(),
+            Some(NoDown::Disarmed)
+        );
+        // Another session's event takes nothing of this one's.
+        let mut armed = HashMap::from([(7, armed_at(0))]);
+        assert_eq!(
+            take_for_detection(&mut armed, &silent(8, 5)).err(),
+            Some(NoDown::Disarmed)
+        );
+        assert!(armed.contains_key(&7));
+    }
 
     #[test]
     fn the_peer_s_down_is_answered_with_diag_3_a_silence_with_diag_1() {

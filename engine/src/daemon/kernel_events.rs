@@ -28,12 +28,14 @@ impl Engine {
                 self.due.touch(event.slot as usize);
             }
             let at = event.at_ns as i64 - self.epoch_mono_ns;
-            let responder_down = detection.down_sent_mono_ns.map_or(String::new(), |sent| {
-                format!(
+            let responder_down = match detection.down_sent_mono_ns {
+                Some(sent) => format!(
                     "; the responder's Down left {:.3} ms later",
                     (sent as i64 - event.at_ns as i64) as f64 / 1e6
-                )
-            });
+                ),
+                None if detection.stale => "; stale: the session was offloaded again before the responder ran, which sent no Down".into(),
+                None => String::new(),
+            };
             if event.kind == linecard_common::bfd::event::PEER_DOWN {
                 // The packet that said so reaches the state machine through
                 // the socket, which takes the session Down (6.8.6).

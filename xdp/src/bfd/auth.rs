@@ -1,10 +1,19 @@
 //! RFC 5880 6.7 in the kernel: an authenticated session's packet is
 //! verified (the password, or the Sequence Number against bfd.RcvAuthSeq's
 //! window and the keyed MD5 or SHA1 digest) before it counts as heard.
-//! Split out of `bfd.rs` by responsibility; it sees its parent's items.
+//! Split out of `bfd.rs` by responsibility; it names what it uses of it.
 
-use super::*;
+use super::{
+    ptr_at, switch_on, AuthScratch, BFD_LEN, LC_AUTH_KEYS, LC_AUTH_SCRATCH, LC_UNVERIFIED_AUTH,
+    LC_VERIFY,
+};
+use aya_ebpf::programs::XdpContext;
+use linecard_common::bfd::{
+    auth_type, drop, AuthKeyRef, AuthSecret, SessionState, MD5_AUTH_LEN, SHA1_AUTH_LEN,
+};
+use linecard_common::digest::{md5_single_block_in, sha1_single_block_in};
 use linecard_common::verify::{digest_cost_ns, Budget, VerifyGuard, HEADER_LEN};
+
 /// Offset of the Sequence Number in a keyed section, from the packet's
 /// start (RFC 5880 sections 4.3 and 4.4), and of the digest after it.
 pub(super) const AUTH_SEQUENCE_AT: usize = BFD_LEN + 4;

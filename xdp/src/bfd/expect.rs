@@ -7,9 +7,13 @@
 //! than on the packet path: the verifier walks this once, where a digest
 //! on the packet path is walked once per path into it.
 
-use super::*;
-use auth::{put_sequence_and_key, AUTH_SEQUENCE_AT, MD5_PACKET_LEN, SHA1_PACKET_LEN};
-use linecard_common::verify::HEADER_LEN;
+use super::auth::{
+    put_sequence_and_key, AUTH_SCRATCH_LEN, AUTH_SEQUENCE_AT, MD5_PACKET_LEN, SHA1_PACKET_LEN,
+};
+use super::{AuthScratch, BFD_LEN, LC_AUTH_SCRATCH, LC_VERIFY};
+use linecard_common::bfd::auth_type;
+use linecard_common::digest::{md5_single_block_in, sha1_single_block_in};
+use linecard_common::verify::{VerifyGuard, HEADER_LEN};
 
 /// Computes one missing expected digest of slot `slot`, if any. A global
 /// BPF function (see `auth::lc_verify_md5`): the verifier checks it once,

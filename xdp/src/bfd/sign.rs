@@ -5,11 +5,16 @@
 //! bfd.XmitAuthSeq every sender of the session shares (the responder's own
 //! clock and the userspace loop add to the same counter), so that the
 //! meticulous types advance by exactly one per packet whoever sends it.
-//! Split out of `bfd.rs` by responsibility; it sees its parent's items.
+//! Split out of `bfd.rs` by responsibility; it names what it uses of it.
 
-use super::auth::{copied, AUTH_DIGEST_AT, AUTH_SEQUENCE_AT, MD5_PACKET_LEN, SHA1_PACKET_LEN};
-use super::*;
+use super::auth::{copied, AUTH_DIGEST_AT, AUTH_SCRATCH_LEN, MD5_PACKET_LEN, SHA1_PACKET_LEN};
+use super::{ptr_at, AuthScratch, BFD_LEN, LC_AUTH_KEYS};
+use aya_ebpf::macros::map;
+use aya_ebpf::maps::Array;
+use aya_ebpf::programs::XdpContext;
 use core::intrinsics::{atomic_xadd, AtomicOrdering};
+use linecard_common::bfd::{auth_type, drop, AuthKeyRef, AuthSecret, SessionConfig, MAX_SESSIONS};
+use linecard_common::digest::{md5_single_block_in, sha1_single_block_in};
 
 /// `BPF_F_MMAPABLE`: userspace maps the counters into its memory and adds
 /// to them with the same atomic instruction the program uses.

@@ -2,7 +2,21 @@
 //! the earliest deadline (or every `SWEEP_PERIOD_NS`), reports silent
 //! peers (RFC 5880 6.8.4) and raises each session's own clock (6.8.7).
 
-use super::*;
+use super::{
+    max, min, switch_on, LC_CLOCK_SENT, LC_EVENTS, LC_FIXED_SWEEP, LC_SLOTS, LC_STATE, LC_SWEEP_LEN,
+};
+use aya_ebpf::bindings::bpf_timer;
+use aya_ebpf::btf_maps::Array as BtfArray;
+use aya_ebpf::helpers::generated::{
+    bpf_get_prandom_u32, bpf_ktime_get_ns, bpf_loop, bpf_timer_init, bpf_timer_set_callback,
+    bpf_timer_start,
+};
+use aya_ebpf::macros::btf_map;
+use core::ffi::c_void;
+use linecard_common::bfd::{
+    event, jittered_gap_ns, judged_detection_ns, longest_gap_ns, periodic_interval_ns,
+    SessionState, SlotConfig, SweepEvent, SWEEP_MIN_NS, SWEEP_PERIOD_NS, SWEEP_SLOTS,
+};
 
 /// The detection sweep's timer. A map value holding a `bpf_timer` needs BTF,
 /// hence a BTF-defined map.
