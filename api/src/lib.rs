@@ -1,7 +1,7 @@
 //! What `linecardd` and the programs that drive it (the `linecard` harness,
 //! a user's scripts) agree on, so that neither links the other's internals:
-//! the names a config file or a scenario may use for a transmit backend and
-//! an authentication type, what `linecardd backends --json` answers, and the
+//! linecardd's config file (`config`), the names a config file or a
+//! scenario may use for a transmit backend and an authentication type, what `linecardd backends --json` answers, and the
 //! error both report for a bad input file.
 //!
 //! The harness runs linecardd as a user would (a process, its config file,
@@ -12,6 +12,7 @@
 
 mod auth;
 mod backend;
+pub mod config;
 pub mod control;
 mod input;
 pub mod timers;

@@ -1,88 +1,17 @@
-//! `linecardd --config FILE`: TOML parsed into raw structs, then validated
+//! `linecardd --config FILE`: TOML read as `linecard_api::config`, the
+//! file's shape the harness writes too, then validated
 //! into typed configuration with errors that name the file, key and value.
 
 use crate::session::auth::{AuthConfig, AuthKey};
 use crate::wire::Construction;
+use linecard_api::config::{AuthSettings, ConfigFile, SessionSettings};
 use linecard_api::BackendKind;
 use linecard_api::{auth_type_named, InputError};
-use serde::Deserialize;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 /// Default path of the control socket.
 pub const DEFAULT_CONTROL_SOCKET: &str = "/run/linecardd.sock";
-
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawFile {
-    #[serde(default)]
-    engine: RawEngine,
-    #[serde(default)]
-    session: Vec<RawSession>,
-}
-
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawEngine {
-    rt_priority: Option<i64>,
-    cpu: Option<i64>,
-    control_socket: Option<PathBuf>,
-    frr_dataplane: Option<String>,
-    frr_backend: Option<String>,
-    frr_hold_seconds: Option<i64>,
-    txtime_depth: Option<i64>,
-    xdp_replies: Option<bool>,
-    xdp_own_clock: Option<bool>,
-    xdp_sign: Option<bool>,
-    xdp_sweep_fixed_period: Option<bool>,
-    never_leave_init: Option<bool>,
-    verify_authentication: Option<bool>,
-    sched_deadline: Option<bool>,
-    dead_man_ms: Option<i64>,
-}
-
-/// One `[[session]]` table, also the payload of the control socket's `add`.
-#[derive(Debug, Deserialize, Clone, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawSession {
-    pub peer: String,
-    pub local: String,
-    pub tx_interval_ms: Option<i64>,
-    pub rx_interval_ms: Option<i64>,
-    pub multiplier: Option<i64>,
-    pub backend: Option<String>,
-    pub interface: Option<String>,
-    pub multihop: Option<bool>,
-    pub min_ttl: Option<i64>,
-    pub offload: Option<bool>,
-    pub echo: Option<bool>,
-    pub echo_interval_ms: Option<i64>,
-    pub passive: Option<bool>,
-    pub demand: Option<bool>,
-    pub demand_verify_ms: Option<i64>,
-    pub auth: Option<RawAuth>,
-}
-
-/// `auth = { type = "keyed_sha1", keys = [{ id = 1, secret = "..." }] }`.
-#[derive(Debug, Deserialize, Clone, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawAuth {
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub keys: Vec<RawAuthKey>,
-    /// Default: the first key.
-    pub send_key: Option<i64>,
-    /// The keyed digest's construction: `rfc5880` (default) or
-    /// `frr-hmac-sha1` (FRR bfdd's keyed SHA1, not RFC 5880 6.7.4).
-    pub digest: Option<String>,
-}
-
-#[derive(Debug, Deserialize, Clone, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawAuthKey {
-    pub id: i64,
-    pub secret: String,
-}
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct EngineConfig {
@@ -219,7 +148,7 @@ impl EngineConfig {
     }
 
     pub fn parse(file: &str, text: &str) -> Result<Self, InputError> {
-        let raw: RawFile = toml::from_str(text).map_err(|e| InputError::Syntax {
+        let raw: ConfigFile = toml::from_str(text).map_err(|e| InputError::Syntax {
             file: file.into(),
             message: e.to_string(),
         })?;
@@ -334,7 +263,7 @@ impl EngineConfig {
 
 /// Validates one session; the error is (key, value, why).
 pub fn validate_session(
-    s: &RawSession,
+    s: &SessionSettings,
     prefix: &str,
 ) -> Result<SessionSpec, (String, String, String)> {
     let err = |key: &str, value: &dyn std::fmt::Display, why: &str| {
@@ -478,7 +407,7 @@ pub fn validate_session(
 }
 
 /// Validates `auth`; the error is (key under `auth`, value, why).
-fn validate_auth(raw: &RawAuth) -> Result<AuthConfig, (String, String, String)> {
+fn validate_auth(raw: &AuthSettings) -> Result<AuthConfig, (String, String, String)> {
     let err = |key: &str, value: &dyn std::fmt::Display, why: &str| {
         (key.to_string(), value.to_string(), why.to_string())
     };

@@ -5,8 +5,9 @@
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
+use linecard_api::config::SessionSettings;
 use linecard_api::{Availability, BackendKind};
-use linecard_engine::config::{EngineConfig, RawSession, DEFAULT_CONTROL_SOCKET};
+use linecard_engine::config::{EngineConfig, DEFAULT_CONTROL_SOCKET};
 use linecard_engine::daemon::control::{call, Request};
 use linecard_engine::daemon::Engine;
 use std::net::IpAddr;
@@ -270,7 +271,7 @@ fn run_ctl(ctl: Ctl) -> Result<()> {
             backend,
             interface,
         } => Request::Add {
-            session: Box::new(RawSession {
+            session: Box::new(SessionSettings {
                 peer: pair.peer.to_string(),
                 local: pair.local.to_string(),
                 tx_interval_ms: Some(*tx_ms),

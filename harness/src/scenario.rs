@@ -3,6 +3,8 @@
 //! key and value, before anything starts.
 
 use crate::profile::Profile;
+use linecard_api::config::EngineSettings;
+use linecard_api::BackendKind;
 use std::path::{Path, PathBuf};
 
 mod dut;
@@ -107,12 +109,12 @@ pub enum DutImplementation {
     /// FRR's bfdd in the DUT position: the design under the folklore.
     Frr,
     Linecardd {
-        backend: String,
+        backend: BackendKind,
     },
     /// FRR's bfdd as the control plane, handing its sessions to linecardd
     /// over FRR's dataplane protocol; both on the DUT's CPUs.
     FrrDataplane {
-        backend: String,
+        backend: BackendKind,
     },
 }
 
@@ -211,10 +213,10 @@ pub struct DutSpec {
     pub implementation: DutImplementation,
     pub rt_throttling: RtThrottling,
     pub expect: Expectation,
-    /// More `[engine]` keys for linecardd (validated by linecardd itself),
-    /// as TOML text.
-    #[serde(default)]
-    pub engine: String,
+    /// More `[engine]` keys for linecardd (their values validated by
+    /// linecardd itself).
+    #[serde(default, deserialize_with = "engine_settings_or_text")]
+    pub engine: EngineSettings,
     /// xdp only: the one family whose sessions go on the kernel's fast
     /// path; the other's stay in userspace (`offload = false`). `None`:
     /// every session where the engine can offload it.
@@ -640,3 +642,20 @@ fn three_hosts_can_run(
 #[cfg(test)]
 #[path = "scenario_tests.rs"]
 mod tests;
+
+/// A DUT's engine settings as a manifest holds them: a table, or the TOML
+/// text that manifests written before the settings were typed hold.
+fn engine_settings_or_text<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<EngineSettings, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Settings(EngineSettings),
+        Text(String),
+    }
+    match <Either as serde::Deserialize>::deserialize(d)? {
+        Either::Settings(settings) => Ok(settings),
+        Either::Text(text) => toml::from_str(&text).map_err(serde::de::Error::custom),
+    }
+}

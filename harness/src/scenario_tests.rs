@@ -1,5 +1,6 @@
 //! Scenario parsing: every key checked, every error naming file, key and value.
 use super::*;
+use linecard_api::BackendKind;
 use linecard_api::InputError;
 
 fn repo() -> PathBuf {
@@ -37,7 +38,7 @@ fn the_bakeoff_has_the_reference_rows_and_a_positive_control() {
         .filter(|d| {
             d.implementation
                 == DutImplementation::Linecardd {
-                    backend: "rt".into(),
+                    backend: BackendKind::Rt,
                 }
         })
         .map(|d| d.rt_throttling)
@@ -520,4 +521,41 @@ fn no_shipped_secret_is_published() {
         }
     }
     assert!(scanned > 100, "only {scanned} files under docs/evidence");
+}
+
+#[test]
+fn engine_settings_are_linecardd_s_typed_and_a_misspelt_switch_is_refused() {
+    let with = |engine: &str| GOOD.replace("max_flaps = 0", &format!("max_flaps = 0\n{engine}"));
+    let scenario = parse(&with("engine = { xdp_sign = false, dead_man_ms = 500 }")).unwrap();
+    let engine = &scenario.duts[0].engine;
+    assert!(!engine.xdp_sign_on() && engine.xdp_replies_on());
+    assert_eq!(engine.dead_man_ms, Some(500));
+    let misspelt = error(&with("engine = { xdp_sing = false }"));
+    assert!(
+        misspelt.starts_with("s.toml: dut[0].engine = ") && misspelt.contains("xdp_sing"),
+        "{misspelt}"
+    );
+    assert!(error(&with("engine = { control_socket = \"/x\" }"))
+        .contains("dut[0].engine.control_socket"));
+}
+
+#[test]
+fn a_manifest_s_engine_settings_read_back_as_a_table_or_as_older_toml_text() {
+    let written = serde_json::to_value(&parse(GOOD).unwrap().duts[0]).unwrap();
+    let dut = |engine: &str| {
+        let mut json = written.clone();
+        json["engine"] = serde_json::from_str(engine).unwrap();
+        serde_json::from_value::<DutSpec>(json)
+    };
+    let table = dut(r#"{"xdp_sign": false}"#).unwrap();
+    let text = dut(r#""xdp_sign = false\n""#).unwrap();
+    assert_eq!(table.engine, text.engine);
+    assert!(!text.engine.xdp_sign_on());
+    assert_eq!(dut(r#""""#).unwrap().engine, Default::default());
+    assert_eq!(
+        table.implementation,
+        DutImplementation::Linecardd {
+            backend: BackendKind::Xdp
+        }
+    );
 }

@@ -10,9 +10,10 @@
 //! Garbage gets `{"error": "..."}`; the daemon keeps running.
 
 use super::Engine;
-use crate::config::{validate_session, RawSession};
+use crate::config::validate_session;
 use crate::session::table::SessionId;
 use crate::session::Nanos;
+use linecard_api::config::SessionSettings;
 use linecard_api::control::{DemandStatus, KernelDigests, SessionReadiness, SessionStatus};
 
 use crate::wire::DropReason;
@@ -31,7 +32,7 @@ pub enum Request {
     Drops,
     Add {
         /// Boxed: a session's table is far larger than any other request.
-        session: Box<RawSession>,
+        session: Box<SessionSettings>,
     },
     Remove {
         local: IpAddr,

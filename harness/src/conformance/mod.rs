@@ -19,6 +19,8 @@ use crate::procs::{self, Daemon, PeerSession};
 use crate::run::site::Recorder;
 use anyhow::{bail, Context, Result};
 use checks::{Outcome, Verdict};
+use linecard_api::config::{ConfigFile, EngineSettings, SessionSettings};
+use linecard_api::BackendKind;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 
@@ -333,19 +335,29 @@ fn start_dut(dut: &str, dir: &Path) -> Result<(Daemon, Option<PathBuf>)> {
         backend => {
             let socket = dir.join("linecardd.sock");
             let config = dir.join("linecardd.toml");
-            std::fs::write(
-                &config,
-                format!(
-                    "[engine]\ncontrol_socket = \"{}\"\n\n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\ntx_interval_ms = {}\nrx_interval_ms = {}\nmultiplier = {}\nbackend = \"{backend}\"\ninterface = \"{}\"\n",
-                    socket.display(),
-                    session.peer,
-                    session.local,
-                    session.tx_ms,
-                    session.rx_ms,
-                    session.multiplier,
-                    spec::HOST_IFACE,
-                ),
-            )?;
+            let kind: BackendKind = backend.parse().map_err(|()| {
+                anyhow::anyhow!(
+                    "no DUT {backend}: frr, bird or a backend ({})",
+                    BackendKind::names()
+                )
+            })?;
+            let file = ConfigFile {
+                engine: EngineSettings {
+                    control_socket: Some(socket.clone()),
+                    ..EngineSettings::default()
+                },
+                session: vec![SessionSettings {
+                    peer: session.peer.to_string(),
+                    local: session.local.to_string(),
+                    tx_interval_ms: Some(i64::from(session.tx_ms)),
+                    rx_interval_ms: Some(i64::from(session.rx_ms)),
+                    multiplier: Some(i64::from(session.multiplier)),
+                    backend: Some(kind.to_string()),
+                    interface: Some(spec::HOST_IFACE.to_string()),
+                    ..SessionSettings::default()
+                }],
+            };
+            std::fs::write(&config, toml::to_string(&file)?)?;
             let binary = crate::linecardd::binary();
             let daemon = Daemon::spawn(
                 "linecardd",

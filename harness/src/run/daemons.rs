@@ -10,6 +10,8 @@ use crate::scenario::programs::Programs;
 use crate::scenario::{DutImplementation, Family, PeerImplementation, Sessions};
 use crate::sys;
 use anyhow::{bail, Context, Result};
+use linecard_api::config::EngineSettings;
+use linecard_api::BackendKind;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -559,8 +561,8 @@ impl<'a> EngineSite<'a> {
 /// it and its control socket.
 fn spawn_linecardd(
     host: &LinecarddHost,
-    backend: &str,
-    engine: &str,
+    backend: BackendKind,
+    engine: &EngineSettings,
     sessions: &Sessions,
     pairs: &[Pair],
     offload_only: Option<Family>,
@@ -594,16 +596,10 @@ fn spawn_linecardd(
     Ok((daemon, socket))
 }
 
-/// Whether a linecardd on `backend` with these `[engine]` keys hands
+/// Whether a linecardd on `backend` with these `[engine]` settings hands
 /// steady sessions to its fast path.
-pub fn offloads(backend: &str, engine: &str) -> bool {
-    backend == "xdp" && engine_switch_on(engine, "xdp_replies")
-}
-
-/// Whether the `[engine]` switch `key` (a linecardd boolean that defaults
-/// to on, e.g. `xdp_sign`) is on in the DUT's `engine` table.
-pub fn engine_switch_on(engine: &str, key: &str) -> bool {
-    engine.parse::<toml::Table>().unwrap_or_default().get(key) != Some(&toml::Value::Boolean(false))
+pub fn offloads(backend: BackendKind, engine: &EngineSettings) -> bool {
+    backend == BackendKind::Xdp && engine.xdp_replies_on()
 }
 
 /// Waits (bounded) until bfdd lists a connected dataplane.

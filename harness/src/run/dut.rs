@@ -45,7 +45,7 @@ pub(super) fn run_dut(
     if let DutImplementation::Linecardd { backend } | DutImplementation::FrrDataplane { backend } =
         &dut.implementation
     {
-        if let Some(reason) = site.unavailable(backend)? {
+        if let Some(reason) = site.unavailable(*backend)? {
             outcome.verdict = Verdict::Unavailable(reason);
             return Ok(outcome);
         }

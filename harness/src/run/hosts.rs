@@ -33,6 +33,7 @@ use crate::scenario::{DutImplementation, DutSpec, PeerImplementation, ProviderKi
 use crate::scenario::{HostSpec, SshSpec};
 use crate::sys::unix_ns;
 use anyhow::{bail, Context, Result};
+use linecard_api::BackendKind;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -550,7 +551,7 @@ fn start_dut(
             let config = format!("{run_dir}/linecardd.toml");
             let text = daemons::linecardd_config(
                 &EngineSite::dut(&host.spec.cpus, &scenario.sessions, &host.spec.interface),
-                backend,
+                *backend,
                 &dut.engine,
                 &scenario.sessions,
                 &pairs,
@@ -571,7 +572,7 @@ fn start_dut(
                 daemon,
                 host.clone(),
                 PathBuf::from(socket),
-                daemons::offloads(backend, &dut.engine),
+                daemons::offloads(*backend, &dut.engine),
             ))
         }
         DutImplementation::FrrDataplane { .. } => {
@@ -611,8 +612,8 @@ impl Site for Hosts {
 
     /// The DUT host's kernel decides (etf for txtime, XDP for xdp), in the
     /// engine's own words there.
-    fn unavailable(&self, backend: &str) -> Result<Option<String>> {
-        unavailable_on(&self.dut, backend)
+    fn unavailable(&self, backend: BackendKind) -> Result<Option<String>> {
+        unavailable_on(&self.dut, backend.name())
     }
 
     fn prepare_dut(&self, _scenario: &Scenario, _dut: &DutSpec, dir: &DutDir) -> Result<Prepared> {

@@ -21,6 +21,7 @@ use crate::scenario::programs::ProgramRecord;
 use crate::scenario::Fault;
 use crate::scenario::{DutSpec, Scenario};
 use anyhow::{bail, Result};
+use linecard_api::BackendKind;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -171,7 +172,7 @@ pub(crate) trait Site {
     fn peer_cpus(&self) -> Vec<usize>;
     /// Why `backend` cannot run on the DUT here, in the words of the
     /// linecardd that would run (`linecardd backends --json`).
-    fn unavailable(&self, backend: &str) -> Result<Option<String>>;
+    fn unavailable(&self, backend: BackendKind) -> Result<Option<String>>;
     /// Readies the DUT's run (directories, addresses, settings it asks).
     fn prepare_dut(&self, scenario: &Scenario, dut: &DutSpec, dir: &DutDir) -> Result<Prepared>;
     /// Starts the observer's capture into `dir.local/capture.pcap`.

@@ -321,9 +321,8 @@ fn give_verdict(
     // (`xdp_sign`, on unless switched off as the negative control).
     let fast_path = |family: Family| match &dut.implementation {
         DutImplementation::Linecardd { backend } | DutImplementation::FrrDataplane { backend } => {
-            daemons::offloads(backend, &dut.engine)
-                && (scenario.sessions.auth.is_none()
-                    || daemons::engine_switch_on(&dut.engine, "xdp_sign"))
+            daemons::offloads(*backend, &dut.engine)
+                && (scenario.sessions.auth.is_none() || dut.engine.xdp_sign_on())
                 && scenario.sessions.demand.is_none()
                 && dut.offload_only.is_none_or(|f| f == family)
         }

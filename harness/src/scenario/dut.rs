@@ -9,7 +9,9 @@ use super::{
     echo_expectation, expectation, DutImplementation, DutSpec, Expectation, Family, PeerTimers,
     RawDut, RtThrottling, Sessions, WireAuth,
 };
-use linecard_api::InputError;
+use linecard_api::config::EngineSettings;
+use linecard_api::{BackendKind, InputError};
+use serde::Deserialize;
 
 impl In<'_> {
     /// `dut[i]`, its label already checked.
@@ -49,7 +51,7 @@ impl In<'_> {
         let (expect, per_family) = self.limits(&key, d, sessions)?;
         let offload_only = self.offload_only(&key, d, &implementation)?;
         let engine = match (&d.engine, &implementation) {
-            (None, _) => String::new(),
+            (None, _) => EngineSettings::default(),
             (Some(_), DutImplementation::Frr) => {
                 return Err(self.invalid(
                     &key("engine"),
@@ -58,14 +60,22 @@ impl In<'_> {
                 ))
             }
             (Some(t), _) => {
-                if t.contains_key("control_socket") {
+                let settings =
+                    EngineSettings::deserialize(toml::Value::Table(t.clone())).map_err(|e| {
+                        self.invalid(
+                            &key("engine"),
+                            &t,
+                            &format!("not linecardd's [engine] settings: {e}"),
+                        )
+                    })?;
+                if settings.control_socket.is_some() {
                     return Err(self.invalid(
                         &key("engine.control_socket"),
                         &"(set)",
                         "the runner places the control socket",
                     ));
                 }
-                t.to_string()
+                settings
             }
         };
         let peer_timers = match &d.peer_timers {
@@ -129,33 +139,32 @@ impl In<'_> {
                     "FRR bfdd has no backends; drop the key",
                 ))
             }
-            ("linecardd", Some(b)) => {
-                if b.parse::<linecard_api::BackendKind>().is_err() {
-                    return Err(self.invalid(
+            ("linecardd", Some(b)) => DutImplementation::Linecardd {
+                backend: b.parse().map_err(|()| {
+                    self.invalid(
                         &key("backend"),
                         &b,
-                        &format!("must be one of {}", linecard_api::BackendKind::names()),
-                    ));
-                }
-                DutImplementation::Linecardd {
-                    backend: b.to_string(),
-                }
-            }
+                        &format!("must be one of {}", BackendKind::names()),
+                    )
+                })?,
+            },
             ("linecardd", None) => {
                 return Err(self.invalid(&key("backend"), &"(none)", "linecardd needs a backend"))
             }
             ("frr_dataplane", b) => {
                 let b = b.unwrap_or("xdp");
-                if !matches!(b, "naive" | "rt" | "deadline" | "xdp") {
-                    return Err(self.invalid(
+                let refused = || {
+                    self.invalid(
                         &key("backend"),
                         &b,
                         "must be one of naive, rt, deadline, xdp (txtime needs an interface per session, which bfdd does not always send)",
-                    ));
+                    )
+                };
+                let backend: BackendKind = b.parse().map_err(|()| refused())?;
+                if backend == BackendKind::Txtime {
+                    return Err(refused());
                 }
-                DutImplementation::FrrDataplane {
-                    backend: b.to_string(),
-                }
+                DutImplementation::FrrDataplane { backend }
             }
             (other, _) => {
                 return Err(self.invalid(
@@ -226,15 +235,16 @@ impl In<'_> {
     ) -> Result<Option<Family>, InputError> {
         match (d.offload.as_deref(), implementation) {
             (None | Some("all"), _) => Ok(None),
-            (Some(f @ ("ipv4" | "ipv6")), DutImplementation::Linecardd { backend })
-                if backend == "xdp" =>
-            {
-                Ok(Some(if f == "ipv4" {
-                    Family::Ipv4
-                } else {
-                    Family::Ipv6
-                }))
-            }
+            (
+                Some(f @ ("ipv4" | "ipv6")),
+                DutImplementation::Linecardd {
+                    backend: BackendKind::Xdp,
+                },
+            ) => Ok(Some(if f == "ipv4" {
+                Family::Ipv4
+            } else {
+                Family::Ipv6
+            })),
             (Some(f @ ("ipv4" | "ipv6")), _) => Err(self.invalid(
                 &key("offload"),
                 &f,

@@ -13,6 +13,10 @@ use crate::procs;
 use crate::scenario::programs::Programs;
 use crate::scenario::{DutImplementation, DutSpec, Family, PeerImplementation, Sessions};
 use anyhow::{Context, Result};
+use linecard_api::config::{
+    AuthKeySettings, AuthSettings, ConfigFile, EngineSettings, SessionSettings,
+};
+use linecard_api::BackendKind;
 use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -78,8 +82,8 @@ pub(super) fn start_peer_daemon(
                         interface: spec::HOST_IFACE,
                     },
                 },
-                "rt",
-                "",
+                BackendKind::Rt,
+                &EngineSettings::default(),
                 sessions,
                 &flipped,
                 None,
@@ -120,71 +124,68 @@ pub(super) fn start_peer_daemon(
     })
 }
 
-/// The configuration of a linecardd on `host` with a session per pair.
-/// `engine`: the scenario's extra `[engine]` keys (TOML), which take the
-/// place of the runner's defaults.
+/// The configuration of a linecardd on `site` with a session per pair,
+/// serialized from `linecard_api::config`'s types. `engine`: the
+/// scenario's `[engine]` settings, which take the place of the runner's
+/// defaults.
 pub(crate) fn linecardd_config(
     site: &EngineSite,
-    backend: &str,
-    engine: &str,
+    backend: BackendKind,
+    engine: &EngineSettings,
     sessions: &Sessions,
     pairs: &[Pair],
     offload_only: Option<Family>,
     socket: &Path,
 ) -> String {
-    let (dut_cpus, asks_demand) = (site.cpus, site.asks_demand);
-    let mut config = format!("[engine]\ncontrol_socket = \"{}\"\n", socket.display());
-    let extra: toml::Table = engine.parse().unwrap_or_default();
-    if !extra.contains_key("rt_priority") {
-        config.push_str("rt_priority = 90\n");
+    let mut engine = EngineSettings {
+        control_socket: Some(socket.into()),
+        ..engine.clone()
+    };
+    engine.rt_priority.get_or_insert(90);
+    if let Some(&cpu) = site.cpus.first() {
+        engine.cpu.get_or_insert(cpu as i64);
     }
-    if let (Some(cpu), false) = (dut_cpus.first(), extra.contains_key("cpu")) {
-        config.push_str(&format!("cpu = {cpu}\n"));
-    }
-    config.push_str(engine);
-    for pair in pairs {
-        config.push_str(&format!(
-            "\n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\ntx_interval_ms = {}\nrx_interval_ms = {}\nmultiplier = {}\nbackend = \"{backend}\"\n",
-            pair.peer,
-            pair.dut,
-            sessions.tx_interval_ms,
-            sessions.rx_interval_ms,
-            sessions.multiplier,
-        ));
-        // The fast path attaches to it; etf sits on it; echoes go out on it.
-        if matches!(backend, "xdp" | "txtime") || sessions.echo {
-            config.push_str(&format!("interface = \"{}\"\n", site.interface));
-        }
-        if offload_only.is_some_and(|f| f != Family::of(pair.dut)) {
-            config.push_str("offload = false\n");
-        }
-        if sessions.echo {
+    // The fast path attaches to it; etf sits on it; echoes go out on it.
+    let interface = (matches!(backend, BackendKind::Xdp | BackendKind::Txtime) || sessions.echo)
+        .then(|| site.interface.to_string());
+    let session = pairs
+        .iter()
+        .map(|pair| SessionSettings {
+            peer: pair.peer.to_string(),
+            local: pair.dut.to_string(),
+            tx_interval_ms: Some(i64::from(sessions.tx_interval_ms)),
+            rx_interval_ms: Some(i64::from(sessions.rx_interval_ms)),
+            multiplier: Some(i64::from(sessions.multiplier)),
+            backend: Some(backend.to_string()),
+            interface: interface.clone(),
+            offload: offload_only
+                .is_some_and(|f| f != Family::of(pair.dut))
+                .then_some(false),
             // Our echoes at the control interval; the xdp backend also
             // reflects the peer's (and so advertises Required Min Echo RX).
-            config.push_str(&format!(
-                "echo = true\necho_interval_ms = {}\n",
-                sessions.tx_interval_ms,
-            ));
-        }
-        if sessions.multihop {
-            config.push_str("multihop = true\n");
-            if let Some(ttl) = sessions.min_ttl {
-                config.push_str(&format!("min_ttl = {ttl}\n"));
-            }
-        }
-        if asks_demand {
+            echo: sessions.echo.then_some(true),
+            echo_interval_ms: sessions.echo.then_some(i64::from(sessions.tx_interval_ms)),
+            multihop: sessions.multihop.then_some(true),
+            min_ttl: sessions
+                .min_ttl
+                .filter(|_| sessions.multihop)
+                .map(i64::from),
             // A verification Poll every second (the engine's default).
-            config.push_str("demand = true\n");
-        }
-        if let Some(auth) = &sessions.auth {
-            // Validated printable, without quotes or backslashes.
-            config.push_str(&format!(
-                "auth = {{ type = \"{}\", keys = [{{ id = {}, secret = \"{}\" }}] }}\n",
-                auth.kind, auth.key_id, auth.secret
-            ));
-        }
-    }
-    config
+            demand: site.asks_demand.then_some(true),
+            auth: sessions.auth.as_ref().map(|auth| AuthSettings {
+                kind: auth.kind.clone(),
+                keys: vec![AuthKeySettings {
+                    id: i64::from(auth.key_id),
+                    secret: auth.secret.clone(),
+                }],
+                send_key: None,
+                digest: None,
+            }),
+            ..SessionSettings::default()
+        })
+        .collect();
+    toml::to_string(&ConfigFile { engine, session })
+        .expect("linecardd's config types serialize to TOML")
 }
 
 pub fn start_dut(
@@ -195,7 +196,7 @@ pub fn start_dut(
     dut_cpus: &[usize],
 ) -> Result<Bfd> {
     let cpuset = spec::cpuset_dir(spec::DUT_CPUSET);
-    let engine = dut.engine.as_str();
+    let engine = &dut.engine;
     let linecardd = dut.programs.linecardd();
     match &dut.implementation {
         DutImplementation::Frr => {
@@ -266,13 +267,15 @@ pub fn start_dut(
                 &["--dplaneaddr".into(), format!("ipv4:{FRR_DATAPLANE}")],
             )?;
             let vty = dir.join("dut-frr-control");
-            let engine_keys = format!(
-                "frr_dataplane = \"{FRR_DATAPLANE}\"\nfrr_backend = \"{backend}\"\n{engine}"
-            );
+            let engine_keys = EngineSettings {
+                frr_dataplane: Some(FRR_DATAPLANE.to_string()),
+                frr_backend: Some(backend.to_string()),
+                ..engine.clone()
+            };
             // No sessions of its own: bfdd hands them over.
             let (daemon, socket) = spawn_linecardd(
                 &LinecarddHost::dut(&linecardd, &cpuset, dut_cpus, sessions),
-                backend,
+                *backend,
                 &engine_keys,
                 sessions,
                 &[],
@@ -287,7 +290,7 @@ pub fn start_dut(
                 daemon,
                 kind: Kind::Linecardd {
                     socket,
-                    offloads: offloads(backend, engine),
+                    offloads: offloads(*backend, engine),
                     offload_only: None,
                 },
                 at: Place::Lab(spec::DUT.namespace),
@@ -301,7 +304,7 @@ pub fn start_dut(
         DutImplementation::Linecardd { backend } => {
             let (daemon, socket) = spawn_linecardd(
                 &LinecarddHost::dut(&linecardd, &cpuset, dut_cpus, sessions),
-                backend,
+                *backend,
                 engine,
                 sessions,
                 pairs,
@@ -312,7 +315,7 @@ pub fn start_dut(
                 daemon,
                 kind: Kind::Linecardd {
                     socket,
-                    offloads: offloads(backend, engine),
+                    offloads: offloads(*backend, engine),
                     offload_only: dut.offload_only,
                 },
                 at: Place::Lab(spec::DUT.namespace),

@@ -16,6 +16,7 @@ use crate::run::daemons::{self, Pair};
 use crate::scenario::programs::ProgramRecord;
 use crate::scenario::{DutImplementation, DutSpec, PeerImplementation, Scenario};
 use anyhow::{Context, Result};
+use linecard_api::BackendKind;
 use std::path::{Path, PathBuf};
 
 /// The lab, with the facts `prepare` found (its CPUs).
@@ -72,8 +73,8 @@ impl Site for LabSite<'_> {
         self.rest_cpus()
     }
 
-    fn unavailable(&self, backend: &str) -> Result<Option<String>> {
-        Ok(crate::backends::Backends::local()?.unavailable(backend))
+    fn unavailable(&self, backend: BackendKind) -> Result<Option<String>> {
+        Ok(crate::backends::Backends::local()?.unavailable(backend.name()))
     }
 
     fn prepare_dut(&self, scenario: &Scenario, dut: &DutSpec, _dir: &DutDir) -> Result<Prepared> {

@@ -12,6 +12,7 @@ use crate::run::daemons::{EngineView, Pair};
 use crate::scenario::{DutSpec, Scenario};
 use crate::sys::unix_ns;
 use anyhow::Result;
+use linecard_api::BackendKind;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -69,7 +70,7 @@ impl Site for MockSite {
         vec![0]
     }
 
-    fn unavailable(&self, _backend: &str) -> Result<Option<String>> {
+    fn unavailable(&self, _backend: BackendKind) -> Result<Option<String>> {
         Ok(self.script.unavailable.clone())
     }
 
