@@ -1,13 +1,10 @@
-//! `linecard analyze`: captures in, per-flow statistics out (table or JSON).
+//! `linecard analyze`: captures in, per-flow statistics out (table or JSON);
+//! the analysis and its files are `analysis_files`, which a run's judge
+//! uses too.
 
 use anyhow::{bail, Context, Result};
-use linecard_capture_analyzer::analysis::Tee;
-#[cfg(feature = "parquet")]
-use linecard_capture_analyzer::export::parquet::{write_flows, PacketParquet};
-use linecard_capture_analyzer::export::{flows_csv, PacketCsv};
 use linecard_capture_analyzer::model::Analysis;
-use linecard_capture_analyzer::{analyze, Options, Phase};
-use std::path::PathBuf;
+use linecard_capture_analyzer::Phase;
 
 /// Parses `NAME=START,END` (seconds since the epoch, fractions allowed).
 pub fn parse_phase(spec: &str) -> Result<Phase> {
@@ -62,77 +59,6 @@ pub fn manifest_phases(path: &std::path::Path) -> Result<Vec<Phase>> {
             })
         })
         .collect()
-}
-
-/// Runs the analysis; with `out`, also writes analysis.json, flows.csv,
-/// packets.csv, flows.parquet and packets.parquet there (through temporary
-/// files and a rename).
-pub fn run(
-    captures: &[PathBuf],
-    options: &Options,
-    out: Option<&std::path::Path>,
-) -> Result<Analysis> {
-    let Some(dir) = out else {
-        return Ok(analyze(captures, options, None)?);
-    };
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let result = write_all(captures, options, dir);
-    if result.is_err() {
-        // A failed write (a full disk) leaves no half-written temporary
-        // behind; finished files stay.
-        for tmp in [
-            ".packets.csv.tmp",
-            ".packets.parquet.tmp",
-            ".flows.parquet.tmp",
-            "flows.tmp",
-            "analysis.tmp",
-        ] {
-            let _ = std::fs::remove_file(dir.join(tmp));
-        }
-    }
-    result
-}
-
-fn write_all(captures: &[PathBuf], options: &Options, dir: &std::path::Path) -> Result<Analysis> {
-    let packets_tmp = dir.join(".packets.csv.tmp");
-    let file = std::fs::File::create(&packets_tmp)
-        .with_context(|| format!("creating {}", packets_tmp.display()))?;
-    let mut csv = PacketCsv::new(std::io::BufWriter::new(file))?;
-    #[cfg(feature = "parquet")]
-    let parquet_tmp = dir.join(".packets.parquet.tmp");
-    #[cfg(feature = "parquet")]
-    let mut parquet = PacketParquet::create(&parquet_tmp).context("creating packets.parquet")?;
-    let analysis = analyze(
-        captures,
-        options,
-        Some(&mut Tee(vec![
-            &mut csv,
-            #[cfg(feature = "parquet")]
-            &mut parquet,
-        ])),
-    )?;
-    csv.finish().context("writing packets.csv")?;
-    std::fs::rename(&packets_tmp, dir.join("packets.csv"))?;
-    #[cfg(feature = "parquet")]
-    {
-        parquet.finish().context("writing packets.parquet")?;
-        std::fs::rename(&parquet_tmp, dir.join("packets.parquet"))?;
-        let flows_tmp = dir.join(".flows.parquet.tmp");
-        write_flows(&analysis, &flows_tmp).context("writing flows.parquet")?;
-        std::fs::rename(&flows_tmp, dir.join("flows.parquet"))?;
-    }
-    write_atomically(&dir.join("flows.csv"), flows_csv(&analysis).as_bytes())?;
-    write_atomically(
-        &dir.join("analysis.json"),
-        serde_json::to_string_pretty(&analysis)?.as_bytes(),
-    )?;
-    Ok(analysis)
-}
-
-fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))
 }
 
 /// The human table: one row per flow, max beside p99 always.

@@ -1,6 +1,7 @@
 //! The harness as a library: the `linecard` CLI (`main.rs`) and the
 //! privileged tests use the same lab, process and capture code.
 
+pub mod analysis_files;
 pub mod analyze;
 pub mod backends;
 pub mod bench;

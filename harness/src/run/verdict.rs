@@ -16,7 +16,6 @@ use crate::scenario::{DutImplementation, DutSpec, Family, Scenario};
 use anyhow::{Context, Result};
 use linecard_capture_analyzer::model::FlowResult;
 use linecard_capture_analyzer::{Options, Phase};
-use std::path::Path;
 use std::sync::atomic::Ordering;
 
 /// What a DUT's run measured, for [`judge_dut`]: the capture, and the
@@ -76,18 +75,23 @@ pub(crate) fn judge_dut(
         .parent()
         .context("the capture is in the DUT's directory")?
         .to_path_buf();
-    // Analysis: every phase sliced out of the one capture.
+    let s = &scenario.sessions;
+    let interval_ms = f64::from(s.tx_interval_ms.max(s.rx_interval_ms));
+    // One pass over the capture: every phase sliced out of it, its files
+    // written, and the packet-by-packet walk's sinks fed.
+    let interval_ns = (interval_ms * 1e6) as u64;
+    let mut long = mirror::LongGaps::new(interval_ns * 6 / 5);
+    let mut rows = faults::Rows::default();
     let phases: Vec<Phase> = outcome.phases.iter().map(PhaseRecord::window).collect();
-    let analysis = crate::analyze::run(
+    let analysis = crate::analysis_files::analyse(
         std::slice::from_ref(&m.captured.path),
         &Options {
             phases,
             timeline: false,
         },
         Some(&dir.join("analysis")),
+        vec![&mut long, &mut rows],
     )?;
-    let s = &scenario.sessions;
-    let interval_ms = f64::from(s.tx_interval_ms.max(s.rx_interval_ms));
     let sides = Sides {
         dut: m.pairs.iter().map(|p| p.dut.to_string()).collect(),
         peer: m.pairs.iter().map(|p| p.peer.to_string()).collect(),
@@ -154,13 +158,13 @@ pub(crate) fn judge_dut(
             .collect(),
     };
     let walked = walk_the_wire(
-        &m.captured.path,
+        &analysis.all.flows,
+        (&long, &rows),
         &sides,
         &witnesses,
-        &outcome.phases,
-        scenario,
+        (&outcome.phases, scenario),
         &mut figures,
-    )?;
+    );
     let evidence = Evidence {
         capture_died_early: m.captured.died_early || !m.capture_alive,
         capture_dropped: m.captured.dropped_by_kernel,
@@ -226,30 +230,17 @@ struct Walked {
     peer_stalls_ms: Vec<f64>,
 }
 
-/// Walks the whole capture packet by packet: the DUT's long gaps, the
-/// peer's stalls, and each fault's phase (its figures go into `figures`).
+/// Walks the whole capture packet by packet, from what the analysis's
+/// sinks kept of it: the DUT's long gaps, the peer's stalls, and each
+/// fault's phase (its figures go into `figures`).
 fn walk_the_wire(
-    capture: &Path,
+    flows: &[FlowResult],
+    (long, rows): (&mirror::LongGaps, &faults::Rows),
     sides: &Sides,
     witnesses: &mirror::Witnesses,
-    records: &[PhaseRecord],
-    scenario: &Scenario,
+    (records, scenario): (&[PhaseRecord], &Scenario),
     figures: &mut [PhaseFigures],
-) -> Result<Walked> {
-    let interval_ns = (sides.interval_ms * 1e6) as u64;
-    let mut long = mirror::LongGaps::new(interval_ns * 6 / 5);
-    let mut rows = faults::Rows::default();
-    let whole = linecard_capture_analyzer::analyze(
-        std::slice::from_ref(&capture.to_path_buf()),
-        &Options {
-            phases: Vec::new(),
-            timeline: false,
-        },
-        Some(&mut linecard_capture_analyzer::analysis::Tee(vec![
-            &mut long, &mut rows,
-        ])),
-    )?;
-    let flows = &whole.all.flows;
+) -> Walked {
     let dut_flows: Vec<usize> = (0..flows.len())
         .filter(|&i| sides.dut.contains(&flows[i].src) && sides.peer.contains(&flows[i].dst))
         .collect();
@@ -259,7 +250,7 @@ fn walk_the_wire(
         })
     };
     let mut long_gaps: Vec<crate::manifest::evidence::LongGap> = (sides.plain.iter())
-        .flat_map(|&(start, end)| mirror::judge_gaps(&long, &dut_flows, reverse, start, end))
+        .flat_map(|&(start, end)| mirror::judge_gaps(long, &dut_flows, reverse, start, end))
         .collect();
     let place_disturbances = |gap: &mut crate::manifest::evidence::LongGap| witnesses.place(gap);
     long_gaps.iter_mut().for_each(place_disturbances);
@@ -302,10 +293,10 @@ fn walk_the_wire(
         f.flood = applied.flood.clone();
         figures.fault = Some(f);
     }
-    Ok(Walked {
+    Walked {
         long_gaps,
         peer_stalls_ms,
-    })
+    }
 }
 
 /// The DUT's verdict from its evidence (and each family's, dual stack),

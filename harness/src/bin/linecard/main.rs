@@ -6,7 +6,7 @@
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
-use linecard_harness::{analyze, bench, bench_xdp, plots};
+use linecard_harness::{analysis_files, analyze, bench, bench_xdp, plots};
 
 mod lab;
 mod run;
@@ -514,7 +514,7 @@ fn analyze_captures(
         phases,
         timeline: plots.is_some(),
     };
-    let analysis = analyze::run(captures, &options, out.as_deref())?;
+    let analysis = analysis_files::analyse(captures, &options, out.as_deref(), Vec::new())?;
     if let Some(dir) = plots {
         for path in plots::write_all(&analysis, &dir)? {
             eprintln!("wrote {}", path.display());
