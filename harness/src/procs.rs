@@ -3,7 +3,7 @@
 //! (tcpdump). Each is stopped by its PID, never by name; dropping a handle
 //! stops it.
 
-use crate::run::ssh::RemoteHost;
+use crate::remote::RemoteHost;
 use crate::sys;
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader};

@@ -254,6 +254,16 @@ impl Profile {
     }
 }
 
+/// The stress-ng command lines of a phase, as the manifest records them
+/// (several processes run at once, joined by ` & `).
+pub fn stress_ng_line(processes: &[Vec<String>]) -> String {
+    processes
+        .iter()
+        .map(|args| format!("stress-ng {}", args.join(" ")))
+        .collect::<Vec<_>>()
+        .join(" & ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,8 +1,8 @@
 //! `linecard report RUN_DIR...`: what people look at. This loads each run
 //! (its manifest, the measurement-quality warnings, plots re-derived from
-//! each DUT's capture) and writes it in the formats asked: Markdown and
-//! one self-contained HTML page (`export::report`), JSON (the loaded
-//! views as they are); several runs side by side.
+//! each DUT's capture) for `export::report` to write in the formats asked:
+//! Markdown and one self-contained HTML page, JSON (the loaded views as
+//! they are); several runs side by side.
 
 use crate::gate::load_manifest;
 use crate::manifest::verdict::Verdict;
@@ -150,27 +150,4 @@ pub fn load(run_dir: &Path) -> Result<RunView> {
         plots,
         bakeoff,
     })
-}
-
-/// Writes the requested formats into `out`; returns the paths written.
-pub fn write(views: &[RunView], out: &Path, formats: &[String]) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let stem = views
-        .iter()
-        .map(|v| format!("{}-{}", v.manifest.scenario.name, v.manifest.run_id))
-        .collect::<Vec<_>>()
-        .join("-vs-");
-    let mut written = Vec::new();
-    for f in formats {
-        let (ext, body) = match f.as_str() {
-            "md" => ("md", crate::export::report::markdown(views)),
-            "html" => ("html", crate::export::report::html(views)?),
-            "json" => ("json", serde_json::to_string_pretty(views)?),
-            other => anyhow::bail!("--format {other}: must be md, html or json"),
-        };
-        let path = out.join(format!("{stem}.{ext}"));
-        std::fs::write(&path, body).with_context(|| format!("writing {}", path.display()))?;
-        written.push(path);
-    }
-    Ok(written)
 }

@@ -2,7 +2,7 @@
 //! sessions, each phase's stress and fault, each DUT and what it is held
 //! to), from the parsed scenario alone; nothing is started.
 
-use crate::run::stress_ng_line;
+use crate::profile::stress_ng_line;
 use crate::scenario::{Family, Scenario};
 
 /// What `run` would do, for `linecard run --check`.
@@ -28,7 +28,7 @@ pub fn plan(scenario: &Scenario) -> String {
         ));
     }
     if let Some(p) = &scenario.proxmox {
-        let [dut, peer, spare] = crate::run::proxmox::vms(p);
+        let [dut, peer, spare] = p.vms();
         out.push_str(&format!(
             "proxmox: {} clones template {} as VM {} (DUT, CPUs {:?} under test), {} (peer), {} \
              (spare) on bridge {}, captured on the hypervisor at {}; `--dry-run` prints every \
@@ -40,7 +40,7 @@ pub fn plan(scenario: &Scenario) -> String {
             peer.1,
             spare.1,
             p.bridge.as_deref().unwrap_or("lcbr<the run's token>"),
-            crate::run::proxmox::capture_interface(p)
+            p.capture_interface()
         ));
     }
     if let Some(ssh) = &scenario.ssh {

@@ -8,8 +8,8 @@ use super::document::{self, Align, Block, Cell, Inline, Table};
 use super::table::{bakeoff, Column};
 use crate::manifest::Manifest;
 use crate::report::RunView;
-use anyhow::Result;
-use std::path::Path;
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
 
 /// Whether the document carries the plots and the manifest (HTML) or
 /// not (Markdown).
@@ -231,4 +231,27 @@ fn ladder(m: &Manifest) -> Option<Table> {
     let mut header = vec![("DUT".to_string(), Align::Left)];
     header.extend(phases.into_iter().map(|p| (p, Align::Right)));
     Some(Table { header, rows })
+}
+
+/// Writes the requested formats into `out`; returns the paths written.
+pub fn write(views: &[RunView], out: &Path, formats: &[String]) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let stem = views
+        .iter()
+        .map(|v| format!("{}-{}", v.manifest.scenario.name, v.manifest.run_id))
+        .collect::<Vec<_>>()
+        .join("-vs-");
+    let mut written = Vec::new();
+    for f in formats {
+        let (ext, body) = match f.as_str() {
+            "md" => ("md", markdown(views)),
+            "html" => ("html", html(views)?),
+            "json" => ("json", serde_json::to_string_pretty(views)?),
+            other => anyhow::bail!("--format {other}: must be md, html or json"),
+        };
+        let path = out.join(format!("{stem}.{ext}"));
+        std::fs::write(&path, body).with_context(|| format!("writing {}", path.display()))?;
+        written.push(path);
+    }
+    Ok(written)
 }

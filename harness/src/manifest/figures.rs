@@ -46,7 +46,7 @@ pub struct PhaseFigures {
     /// The phase's fault and what the wire showed of it; such a phase is
     /// judged by its fault's checks, not by the DUT's limits.
     #[serde(default)]
-    pub fault: Option<crate::manifest::evidence::FaultFigures>,
+    pub fault: Option<crate::manifest::faults::FaultFigures>,
     /// Echo packets on the wire in the phase, by originator
     /// (`sessions.echo`).
     #[serde(default)]

@@ -4,6 +4,7 @@
 //! (`export/`).
 
 pub mod evidence;
+pub mod faults;
 pub mod figures;
 pub mod status;
 pub mod verdict;

@@ -10,7 +10,7 @@
 //! process never dies of a closed channel (no SIGHUP, no EPIPE).
 
 use super::{append_to, Daemon};
-use crate::run::ssh::RemoteHost;
+use crate::remote::RemoteHost;
 use crate::scenario::value::quote;
 use anyhow::{Context, Result};
 use std::os::unix::process::CommandExt;

@@ -5,7 +5,7 @@
 
 use crate::lab::spec::{self, Host};
 use crate::procs::{self, Daemon, PeerSession};
-use crate::run::ssh::RemoteHost;
+use crate::remote::RemoteHost;
 use crate::scenario::programs::Programs;
 use crate::scenario::{DutImplementation, Family, PeerImplementation, Sessions};
 use crate::sys;

@@ -7,9 +7,10 @@
 use super::faults::{self};
 use super::site::{BfdDaemon, CaptureRun, DutDir, FaultAct, Recorder, Role, Site};
 use super::verdict::{judge_dut, Measured};
-use super::{cpu, daemons, phase_over, readiness, stress_ng_line, Progress, INTERRUPTED};
+use super::{cpu, daemons, phase_over, readiness, Progress, INTERRUPTED};
 use crate::manifest::verdict::Verdict;
 use crate::manifest::{DutOutcome, PhaseRecord};
+use crate::profile::stress_ng_line;
 use crate::scenario::{DutImplementation, DutSpec, Fault, PhaseSpec, Scenario};
 use crate::sys::unix_ns;
 use anyhow::Result;

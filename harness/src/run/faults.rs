@@ -8,7 +8,7 @@
 //! wire (RFC 5880 6.8.4: not early, and within 3 ms), and no silence of the
 //! peer longer than that, while both sides were Up, went without one.
 
-use crate::manifest::evidence::{FaultFigures, Silence};
+use crate::manifest::faults::{FaultFigures, Silence};
 use crate::scenario::Fault;
 use linecard_capture_analyzer::analysis::{PacketRecord, PacketSink};
 use linecard_capture_analyzer::decode::State;
@@ -153,7 +153,7 @@ pub fn walk(
                     let gap_ms = ms(r.ts_ns - prev);
                     f.up_gap_max_ms = f.up_gap_max_ms.max(gap_ms);
                     if gap_ms > LATE_INTERVALS * interval_ms {
-                        f.late_up_gaps.push(crate::manifest::evidence::LongGap {
+                        f.late_up_gaps.push(crate::manifest::faults::LongGap {
                             gap_ms,
                             end_ns: r.ts_ns,
                             mirrors_peer: false,
@@ -340,8 +340,8 @@ impl FaultFigures {
         &self,
         interval_ms: f64,
     ) -> (
-        Vec<&crate::manifest::evidence::LongGap>,
-        Vec<&crate::manifest::evidence::LongGap>,
+        Vec<&crate::manifest::faults::LongGap>,
+        Vec<&crate::manifest::faults::LongGap>,
     ) {
         let limit = self.late_intervals() * interval_ms;
         self.late_up_gaps

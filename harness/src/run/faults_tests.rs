@@ -1,7 +1,7 @@
 //! The fault walk and judge, one rule a test, on hand-built rows and figures.
 use super::*;
-use crate::manifest::evidence::FloodCounts;
-use crate::manifest::evidence::LongGap;
+use crate::manifest::faults::FloodCounts;
+use crate::manifest::faults::LongGap;
 
 const MS: i64 = 1_000_000;
 

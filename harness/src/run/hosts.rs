@@ -25,10 +25,12 @@
 use super::daemons::{self, Bfd, EngineSite, Pair};
 use super::provider::Provider;
 use super::site::{BfdDaemon, CaptureRun, DutDir, Prepared, Process, Recorder, Role, Site};
-use super::ssh::{quote, Connection, Mode, RemoteHost, Staged, Staging};
+use super::ssh::{Staged, Staging};
 use super::{RunOptions, RunResult};
 use crate::manifest::HostFacts;
 use crate::procs::{self, Capture, Daemon};
+use crate::remote::{Connection, Mode, RemoteHost};
+use crate::scenario::value::quote;
 use crate::scenario::{DutImplementation, DutSpec, PeerImplementation, ProviderKind, Scenario};
 use crate::scenario::{HostSpec, SshSpec};
 use crate::sys::unix_ns;
@@ -137,11 +139,11 @@ pub fn run_described(
         let then = if role == "observer" {
             format!(
                 "{}; {}",
-                super::ssh::reaper(&marker, lifetime),
+                crate::remote::reaper(&marker, lifetime),
                 super::space::DF
             )
         } else {
-            super::ssh::reaper(&marker, lifetime)
+            crate::remote::reaper(&marker, lifetime)
         };
         let made = conn
             .private_dir(&spec.remote_dir, &then)
@@ -169,7 +171,7 @@ pub fn run_described(
                 let _ = conn.exec(
                     &format!(
                         "{}; rm -rf {}",
-                        super::ssh::kill_marked(&quote(&dir), &marker),
+                        crate::remote::kill_marked(&quote(&dir), &marker),
                         quote(&dir)
                     ),
                     None,

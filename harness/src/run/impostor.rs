@@ -10,7 +10,7 @@
 
 use super::daemons::EngineView;
 use super::faults::{IMPOSTOR_MS, IMPOSTOR_PORT};
-use crate::manifest::evidence::FloodCounts;
+use crate::manifest::faults::FloodCounts;
 use crate::scenario::SessionAuth;
 use crate::scenario::FLOOD_FRAMES_PER_MS;
 use anyhow::{Context, Result};

@@ -117,7 +117,7 @@ impl Evidence {
 
     /// A fault phase's silence of the peer that its fault does not
     /// explain (`FaultFigures::peer_host_stall`).
-    fn fault_peer_host_stall(&self) -> Option<&crate::manifest::evidence::Silence> {
+    fn fault_peer_host_stall(&self) -> Option<&crate::manifest::faults::Silence> {
         self.phases
             .iter()
             .find_map(|p| p.fault.as_ref()?.peer_host_stall())
@@ -361,7 +361,7 @@ fn steal_explains(expect: &Expectation, e: &Evidence) -> Option<f64> {
         Some(limit) if max > limit => limit,
         _ => e.detection_ms,
     };
-    let over: Vec<&crate::manifest::evidence::LongGap> =
+    let over: Vec<&crate::manifest::faults::LongGap> =
         e.long_gaps.iter().filter(|g| g.gap_ms > bar).collect();
     // No gap over the bar on record: the broken limit is not a gap steal
     // could have stretched (a flap the wire does not explain).

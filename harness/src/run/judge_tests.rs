@@ -127,8 +127,8 @@ fn long_gap(
     end_ms: i64,
     mirrors_peer: bool,
     stolen_ms: f64,
-) -> crate::manifest::evidence::LongGap {
-    crate::manifest::evidence::LongGap {
+) -> crate::manifest::faults::LongGap {
+    crate::manifest::faults::LongGap {
         gap_ms,
         end_ns: end_ms * 1_000_000,
         mirrors_peer,
@@ -440,7 +440,7 @@ fn a_positive_control_that_flapped_more_than_the_peer_s_premature_downs_still_fl
 
 #[test]
 fn a_peer_that_stalls_in_a_fault_phase_invalidates_the_run_unless_the_link_was_down() {
-    use crate::manifest::evidence::FaultFigures;
+    use crate::manifest::faults::FaultFigures;
     use crate::scenario::Fault;
     // The engine stopped with the dead-man guard off: the kernel went
     // on answering, yet the peer declared us Down 4.65 ms after our
@@ -473,7 +473,7 @@ fn a_peer_that_stalls_in_a_fault_phase_invalidates_the_run_unless_the_link_was_d
 
 #[test]
 fn a_peer_silent_in_a_fault_phase_outside_its_fault_invalidates_the_run() {
-    use crate::manifest::evidence::{FaultFigures, Silence};
+    use crate::manifest::faults::{FaultFigures, Silence};
     use crate::scenario::Fault;
     let mut restarted = phase(2, 645.0, 39.9);
     restarted.canary_required_ms = None;
@@ -640,7 +640,7 @@ fn a_pass_that_nothing_judged_is_shown_as_measured() {
 
 #[test]
 fn a_late_packet_of_our_own_clock_is_ours_whatever_the_peer_did_after_it() {
-    use crate::manifest::evidence::FaultFigures;
+    use crate::manifest::faults::FaultFigures;
     use crate::scenario::Fault;
     // The own clock off, 30 % of the peer's frames lost (seen here): our
     // gaps mirrored the lost frames, and among the peer's Downs one came

@@ -10,7 +10,7 @@
 //! exists to fill exactly such silences), so a mirrored gap over a limit
 //! is the DUT's failure.
 
-use crate::manifest::evidence::LongGap;
+use crate::manifest::faults::LongGap;
 use linecard_capture_analyzer::analysis::{PacketRecord, PacketSink};
 use std::collections::{HashMap, HashSet};
 

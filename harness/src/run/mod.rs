@@ -485,16 +485,6 @@ fn phase_over(stress: &mut [Box<dyn site::Process>], started: Instant, seconds: 
     finished || elapsed >= Duration::from_secs(seconds + 10) || INTERRUPTED.load(Ordering::Relaxed)
 }
 
-/// The stress-ng command lines of a phase, as the manifest records them
-/// (several processes run at once, joined by ` & `).
-pub(crate) fn stress_ng_line(processes: &[Vec<String>]) -> String {
-    processes
-        .iter()
-        .map(|args| format!("stress-ng {}", args.join(" ")))
-        .collect::<Vec<_>>()
-        .join(" & ")
-}
-
 /// The verdict of a DUT judged per family: the first family's invalid
 /// verdict, else its failure, else a pass.
 fn worst_of_families(families: &[FamilyOutcome]) -> Verdict {

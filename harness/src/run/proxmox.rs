@@ -116,16 +116,6 @@ pub enum Check {
     VmidsFree(Vec<u32>),
 }
 
-/// The three VMs: (role, VM ID, the lab host whose MAC and addresses it
-/// takes).
-pub fn vms(p: &ProxmoxSpec) -> [(&'static str, u32, &'static spec::Host); 3] {
-    [
-        ("dut", p.first_vmid, &spec::DUT),
-        ("peer", p.first_vmid + 1, &spec::PEER),
-        ("spare", p.first_vmid + 2, &spec::SPARE),
-    ]
-}
-
 /// The host CPUs the plan pins a role's VM to.
 impl ProxmoxSpec {
     fn affinity(&self, role: &str) -> Option<&str> {
@@ -161,7 +151,7 @@ pub fn checks(p: &ProxmoxSpec, owner: &Owner) -> Vec<Step> {
         ),
         step(
             "pvesh get /cluster/resources --type vm --output-format json".into(),
-            Effect::Check(Check::VmidsFree(vms(p).map(|(_, id, _)| id).to_vec())),
+            Effect::Check(Check::VmidsFree(p.vms().map(|(_, id, _)| id).to_vec())),
             "the plan's VM IDs are free in the whole cluster: it never touches a VM it did not create",
         ),
         step(
@@ -185,7 +175,7 @@ pub fn creation(p: &ProxmoxSpec, owner: &Owner) -> Vec<Step> {
         Effect::Creates(Made::Bridge(bridge.clone())),
         "an isolated bridge for test traffic: no uplink, no address, marked as this run's by its alias",
     )];
-    for (role, id, host) in vms(p) {
+    for (role, id, host) in p.vms() {
         let cores = if role == "dut" { p.dut_cores } else { 2 };
         let affinity = p
             .affinity(role)
@@ -217,7 +207,7 @@ pub fn creation(p: &ProxmoxSpec, owner: &Owner) -> Vec<Step> {
 /// Each guest found through its agent and given the lab's addresses.
 pub fn guests(p: &ProxmoxSpec) -> Vec<Step> {
     let mut steps = Vec::new();
-    for (i, (_, id, host)) in vms(p).into_iter().enumerate() {
+    for (i, (_, id, host)) in p.vms().into_iter().enumerate() {
         steps.push(step(
             format!("qm guest cmd {id} ping"),
             Effect::Poll,
@@ -252,11 +242,6 @@ pub fn guests(p: &ProxmoxSpec) -> Vec<Step> {
 /// The whole bring-up, in order.
 pub fn bring_up(p: &ProxmoxSpec, owner: &Owner) -> Vec<Step> {
     [checks(p, owner), creation(p, owner), guests(p)].concat()
-}
-
-/// The capture: on the hypervisor, on the DUT's tap (`tap<vmid>i1`: net1).
-pub fn capture_interface(p: &ProxmoxSpec) -> String {
-    format!("tap{}i1", p.first_vmid)
 }
 
 /// Reads back whose `made` is: its output must show `owner`'s mark
@@ -333,7 +318,7 @@ pub fn render(p: &ProxmoxSpec, scenario: &str, owner: &Owner) -> String {
     for s in bring_up(p, owner) {
         out.push_str(&line(&s));
     }
-    let [dut, peer, _] = vms(p);
+    let [dut, peer, _] = p.vms();
     out.push_str(&format!(
         "\nthen the three-host run: DUT = VM {} (CPUs {:?} under test), peer = VM {}, \
          both over SSH as {} through {}; observer = {} capturing on {}; each capture comes \
@@ -344,7 +329,7 @@ pub fn render(p: &ProxmoxSpec, scenario: &str, owner: &Owner) -> String {
         p.guest_user,
         p.host,
         p.host,
-        capture_interface(p)
+        p.capture_interface()
     ));
     out.push_str(&format!(
         "\nstaging on each guest and the host: a fresh private directory (mktemp -d {}/linecard.XXXXXXXX, 0711: root's, others may only pass through) \

@@ -127,7 +127,7 @@ impl Recorder {
     pub(crate) fn args(self, dut_cpus: &[usize], seconds: u64, out: &str) -> Vec<String> {
         let mut args = vec![self.name().to_string()];
         if self == Self::StealWitness {
-            args.extend(["--cpus".into(), super::ssh::cpu_list(dut_cpus)]);
+            args.extend(["--cpus".into(), crate::remote::cpu_list(dut_cpus)]);
         }
         args.extend([
             "--seconds".into(),

@@ -16,70 +16,21 @@
 use super::{RunOptions, RunResult, INTERRUPTED};
 use crate::manifest::status::RunStatus;
 use crate::manifest::HostFacts;
-use crate::scenario::{HostSpec, ProviderKind, Scenario, SshSpec};
+use crate::remote::{Connection, Mode};
+use crate::scenario::value::quote;
+use crate::scenario::{ProviderKind, Scenario, SshSpec};
 use anyhow::{bail, Context, Result};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-mod connection;
 mod fetch;
-mod remote_host;
 pub mod staging;
 
-pub(crate) use crate::scenario::value::quote;
-pub(crate) use connection::Mode;
 pub(crate) use fetch::fetch_tree;
 use fetch::{fetch, unfinished};
-pub(crate) use remote_host::cpu_list;
-pub use remote_host::RemoteHost;
-pub(crate) use remote_host::{kill_marked, reaper};
 pub use staging::{Staged, Staging, STAGING_RECORD};
-
-/// How to reach one host: `ssh` in batch mode with these settings.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Connection {
-    pub target: String,
-    /// `-p`, only when the scenario names one: otherwise ~/.ssh/config's
-    /// `Port` for the target (or 22) stands.
-    pub port: Option<u16>,
-    pub identity: Option<PathBuf>,
-    pub options: Vec<String>,
-    /// Commands share one connection to the host (OpenSSH's
-    /// `ControlMaster`): a run over three hosts sends hundreds, each a
-    /// handshake otherwise (two through a jump host).
-    pub multiplex: bool,
-}
-
-/// How the runner reaches the hosts a scenario's `[ssh]` names.
-impl SshSpec {
-    /// The one host of a single-host run.
-    pub fn connection(&self) -> Option<Connection> {
-        Some(Connection {
-            target: self.target.clone()?,
-            port: self.port,
-            identity: self.identity.clone(),
-            options: self.options.clone(),
-            // A single host is polled once a second: each poll its own
-            // connection, so that a lost host is seen as lost.
-            multiplex: false,
-        })
-    }
-
-    /// One host of a three-host run, with this table's defaults.
-    pub fn connection_to(&self, host: &HostSpec) -> Connection {
-        let mut options = self.options.clone();
-        options.extend(host.options.iter().cloned());
-        Connection {
-            target: host.target.clone(),
-            port: host.port.or(self.port),
-            identity: self.identity.clone(),
-            options,
-            multiplex: true,
-        }
-    }
-}
 
 /// The scenario as the host runs it: the same file with the local
 /// provider.
@@ -368,6 +319,7 @@ fn follow(spec: &SshSpec, conn: &Connection, staged: &str, log: &Path) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::HostSpec;
 
     fn spec() -> SshSpec {
         SshSpec {
@@ -474,30 +426,5 @@ mod tests {
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
         assert!(!args.iter().any(|a| a == "-p"), "{args:?}");
-    }
-
-    #[test]
-    fn a_remote_process_is_launched_pinned_marked_and_quoted() {
-        let host = RemoteHost {
-            role: "dut",
-            conn: three().connection_to(&three().dut.unwrap()),
-            spec: three().dut.unwrap(),
-            dir: "/var/tmp/linecard/r1".into(),
-            marker: "r1-42".into(),
-            online_cpus: vec![0, 1],
-            keep: Default::default(),
-            outages: Default::default(),
-        };
-        assert_eq!(
-            host.launch_line(
-                "/var/tmp/linecard/r1/x/linecardd.pid",
-                "/var/tmp/linecard/r1/linecardd",
-                &["--config".into(), "a b'c".into()]
-            ),
-            "echo $$ > /var/tmp/linecard/r1/x/linecardd.pid && exec env LINECARD_RUN=r1-42 \
-             taskset -c 1 /var/tmp/linecard/r1/linecardd --config \"a b'c\""
-        );
-        // The harness's own queries stay off the DUT's CPUs.
-        assert_eq!(host.query_cpus(), vec![0]);
     }
 }

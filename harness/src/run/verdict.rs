@@ -222,7 +222,7 @@ fn detections(flows: &[FlowResult], sides: &Sides) -> (Vec<f64>, Vec<f64>) {
 struct Walked {
     /// The DUT's long gaps in the plain phases, each checked against the
     /// peer's own silence and placed among the witnesses' records.
-    long_gaps: Vec<crate::manifest::evidence::LongGap>,
+    long_gaps: Vec<crate::manifest::faults::LongGap>,
     /// The peer's silences of a detection time while both sides were Up,
     /// in the plain phases: it sends on its own clock whatever the DUT
     /// does (RFC 5880 6.8.7), so each is its host's stall (seen in CI:
@@ -249,10 +249,10 @@ fn walk_the_wire(
             f.src == flows[i].dst && f.dst == flows[i].src && f.service == flows[i].service
         })
     };
-    let mut long_gaps: Vec<crate::manifest::evidence::LongGap> = (sides.plain.iter())
+    let mut long_gaps: Vec<crate::manifest::faults::LongGap> = (sides.plain.iter())
         .flat_map(|&(start, end)| mirror::judge_gaps(long, &dut_flows, reverse, start, end))
         .collect();
-    let place_disturbances = |gap: &mut crate::manifest::evidence::LongGap| witnesses.place(gap);
+    let place_disturbances = |gap: &mut crate::manifest::faults::LongGap| witnesses.place(gap);
     long_gaps.iter_mut().for_each(place_disturbances);
     // Each fault's phase, walked packet by packet.
     let who: Vec<faults::Side> = flows

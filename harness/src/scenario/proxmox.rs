@@ -3,6 +3,7 @@
 //! (`run::proxmox` plans and runs it).
 
 use super::value;
+use crate::lab::spec;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -83,6 +84,22 @@ fn default_remote_dir() -> String {
 }
 
 impl ProxmoxSpec {
+    /// The three VMs: (role, VM ID, the lab host whose MAC and addresses
+    /// it takes).
+    pub fn vms(&self) -> [(&'static str, u32, &'static spec::Host); 3] {
+        [
+            ("dut", self.first_vmid, &spec::DUT),
+            ("peer", self.first_vmid + 1, &spec::PEER),
+            ("spare", self.first_vmid + 2, &spec::SPARE),
+        ]
+    }
+
+    /// The capture: on the hypervisor, on the DUT's tap (`tap<vmid>i1`:
+    /// net1).
+    pub fn capture_interface(&self) -> String {
+        format!("tap{}i1", self.first_vmid)
+    }
+
     /// The DUT guest's CPUs under test.
     pub fn dut_cpus(&self) -> Vec<usize> {
         if self.dut_cpus.is_empty() {

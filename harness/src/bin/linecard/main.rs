@@ -389,7 +389,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 .iter()
                 .map(|r| linecard_harness::report::load(r))
                 .collect::<Result<Vec<_>>>()?;
-            for path in linecard_harness::report::write(&views, &out, &format)? {
+            for path in linecard_harness::export::report::write(&views, &out, &format)? {
                 println!("{}", path.display());
             }
             Ok(ExitCode::SUCCESS)

@@ -8,7 +8,7 @@ use super::{
     frr_sessions_up, spec, Bfd, Daemon, Kind, Place, COUNTERS_SWEEPS, FRR_COUNTERS_PER_SWEEP,
 };
 use crate::procs;
-use crate::run::ssh::RemoteHost;
+use crate::remote::RemoteHost;
 use crate::scenario::Family;
 use anyhow::Result;
 use linecard_api::control::{DropsReply, ListReply, ReadinessReply, SessionReadiness, State};

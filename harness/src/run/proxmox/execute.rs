@@ -13,14 +13,12 @@
 //! command sent to the host is logged with its outcome in
 //! `proxmox-steps.log`.
 
-use super::{
-    bring_up, capture_interface, ownership, removal, vms, Check, Effect, Owner, ProxmoxSpec, Step,
-    LAB_NIC,
-};
+use super::{bring_up, ownership, removal, Check, Effect, Owner, ProxmoxSpec, Step, LAB_NIC};
 use crate::manifest::status::RunStatus;
 use crate::manifest::HostFacts;
-use crate::run::ssh::{quote, Connection};
+use crate::remote::Connection;
 use crate::run::{hosts, RunOptions, RunResult, INTERRUPTED};
+use crate::scenario::value::quote;
 use crate::scenario::{HostSpec, SshSpec};
 use crate::scenario::{ProviderKind, Scenario};
 use crate::sys::unix_ns;
@@ -462,7 +460,7 @@ fn step(
             Ok(())
         }
         Effect::ReadInterfaces(i) => {
-            let lab_mac = vms(p)[*i].2.mac;
+            let lab_mac = p.vms()[*i].2.mac;
             let guest = &mut found.guests[*i];
             let net0 = guest.net0_mac.clone().context("net0's MAC was not read")?;
             let (management, lab_nic) =
@@ -656,7 +654,7 @@ pub(super) fn three_hosts(p: &ProxmoxSpec, guests: &[Guest]) -> Result<SshSpec> 
                 .lab_nic
                 .clone()
                 .context("a guest's lab NIC was not found")?,
-            address: Some(vms(p)[i].2.ipv4.parse()?),
+            address: Some(p.vms()[i].2.ipv4.parse()?),
             cpus,
         })
     };
@@ -673,7 +671,7 @@ pub(super) fn three_hosts(p: &ProxmoxSpec, guests: &[Guest]) -> Result<SshSpec> 
             target: p.host.clone(),
             port: p.port,
             options: p.options.clone(),
-            interface: capture_interface(p),
+            interface: p.capture_interface(),
             address: None,
             cpus: Vec::new(),
         }),
@@ -682,7 +680,7 @@ pub(super) fn three_hosts(p: &ProxmoxSpec, guests: &[Guest]) -> Result<SshSpec> 
 
 /// The manifest names the provider and the VMs.
 fn described(mut facts: HostFacts, p: &ProxmoxSpec, owner: &Owner, version: &str) -> HostFacts {
-    let [dut, peer, spare] = vms(p);
+    let [dut, peer, spare] = p.vms();
     facts.provider = ProviderKind::Proxmox;
     facts
         .tools

@@ -3,11 +3,12 @@
 //! before anything there is removed; or, when nothing came back, a run
 //! directory that says why.
 
-use super::{quote, Connection};
 use crate::manifest::status::RunStatus;
 use crate::manifest::HostFacts;
 use crate::manifest::Manifest;
+use crate::remote::Connection;
 use crate::run::RunResult;
+use crate::scenario::value::quote;
 use crate::scenario::{ProviderKind, Scenario};
 use anyhow::{bail, Context, Result};
 use std::path::Path;

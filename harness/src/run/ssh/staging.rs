@@ -3,7 +3,8 @@
 //! reach each host: what `linecard teardown RUN_DIR` needs to stop and
 //! remove exactly the run's own after its harness was killed.
 
-use super::{fetch_tree, kill_marked, Connection};
+use super::fetch_tree;
+use crate::remote::{kill_marked, Connection};
 use crate::scenario::value::quote;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};

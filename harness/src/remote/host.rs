@@ -240,3 +240,47 @@ pub(crate) fn kill_marked(dir: &str, marker: &str) -> String {
          done"
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_remote_process_is_launched_pinned_marked_and_quoted() {
+        let spec = HostSpec {
+            target: "root@h".into(),
+            port: None,
+            options: Vec::new(),
+            interface: "eth0".into(),
+            address: None,
+            cpus: vec![1],
+        };
+        let host = RemoteHost {
+            role: "dut",
+            conn: Connection {
+                target: spec.target.clone(),
+                port: None,
+                identity: None,
+                options: Vec::new(),
+                multiplex: false,
+            },
+            spec,
+            dir: "/var/tmp/linecard/r1".into(),
+            marker: "r1-42".into(),
+            online_cpus: vec![0, 1],
+            keep: Default::default(),
+            outages: Default::default(),
+        };
+        assert_eq!(
+            host.launch_line(
+                "/var/tmp/linecard/r1/x/linecardd.pid",
+                "/var/tmp/linecard/r1/linecardd",
+                &["--config".into(), "a b'c".into()]
+            ),
+            "echo $$ > /var/tmp/linecard/r1/x/linecardd.pid && exec env LINECARD_RUN=r1-42 \
+             taskset -c 1 /var/tmp/linecard/r1/linecardd --config \"a b'c\""
+        );
+        // The harness's own queries stay off the DUT's CPUs.
+        assert_eq!(host.query_cpus(), vec![0]);
+    }
+}
