@@ -23,10 +23,10 @@
 //! would have to change on a user's machine.
 
 use super::daemons::{self, Bfd, EngineSite, Pair};
-use super::provider::Provider;
+use super::provider::{Provider, Ready};
 use super::site::{BfdDaemon, CaptureRun, DutDir, Prepared, Process, Recorder, Role, Site};
 use super::ssh::{Staged, Staging};
-use super::{RunOptions, RunResult};
+use super::RunOptions;
 use crate::manifest::HostFacts;
 use crate::procs::{self, Capture, Daemon};
 use crate::remote::{Connection, Mode, RemoteHost};
@@ -59,20 +59,10 @@ impl Hosts {
     }
 }
 
-impl Provider for Hosts {
-    fn kind(&self) -> ProviderKind {
-        ProviderKind::Ssh
-    }
-
-    /// The hosts were probed when they were named ([`run`]); this stages
-    /// the run on them.
-    fn prepare(&self) -> Result<HostFacts> {
-        stage(self)
-    }
-
+impl Hosts {
     /// Stops what is left of the run on every host and removes its
     /// directories; the first failure is returned after all were tried.
-    fn teardown(&self) -> Result<()> {
+    fn clean(&self) -> Result<()> {
         let mut first = Ok(());
         for host in self.all() {
             if let Err(e) = host.clean() {
@@ -89,118 +79,144 @@ impl Provider for Hosts {
     }
 }
 
-/// Runs `scenario` on the DUT, peer and observer hosts of its `[ssh]`
-/// table; the run directory is here, under `options.results`.
-pub fn run(scenario: &Scenario, spec: &SshSpec, options: &RunOptions) -> Result<RunResult> {
-    run_described(scenario, spec, options, &|facts| facts)
+/// The `ssh` provider with three hosts: the DUT, peer and observer hosts
+/// of the scenario's `[ssh]` table; the run directory is here, under
+/// `options.results`.
+pub struct ThreeHosts<'a> {
+    scenario: &'a Scenario,
+    spec: SshSpec,
+    options: RunOptions,
+    /// Amends the manifest's description of the hosts (the proxmox
+    /// provider names its VMs).
+    describe: Box<dyn Fn(HostFacts) -> HostFacts + 'a>,
+    /// What is staged on the hosts, recorded in the run directory before
+    /// it is made there.
+    staging: Option<(Staging, PathBuf)>,
+    hosts: Option<Hosts>,
 }
 
-/// [`run`], with the manifest's description of the hosts amended by
-/// `describe` (the proxmox provider names its VMs).
-pub fn run_described(
-    scenario: &Scenario,
-    spec: &SshSpec,
-    options: &RunOptions,
-    describe: &dyn Fn(HostFacts) -> HostFacts,
-) -> Result<RunResult> {
-    let mut probed = Vec::new();
-    for (role, host) in [
-        ("dut", &spec.dut),
-        ("peer", &spec.peer),
-        ("observer", &spec.observer),
-    ] {
-        let host = host
-            .as_ref()
-            .context("a three-host [ssh] table names each host")?;
-        let conn = spec.connection_to(host);
-        let online_cpus = probe(scenario, role, host, &conn)
-            .with_context(|| format!("checking the {role} host {}", host.target))?;
-        probed.push((role, host, conn, online_cpus));
-    }
-    // A run directory only once every host answered.
-    let run_id = match &options.run_id {
-        Some(id) => id.clone(),
-        None => super::new_run_dir(&options.results, &scenario.name, unix_ns())?.0,
-    };
-    let marker = format!("{run_id}-{}", std::process::id());
-    let local_dir = options.results.join(&scenario.name).join(&run_id);
-    // Each host's own private directory for the run, noted here before
-    // anything is staged in it.
-    let planned_s = scenario.seconds_per_dut() * scenario.duts.len() as u64;
-    let lifetime = std::time::Duration::from_secs(planned_s * super::MAX_ATTEMPTS as u64 + 600);
-    let mut hosts: Vec<Arc<RemoteHost>> = Vec::new();
-    let mut staging = Staging {
-        marker: Some(marker.clone()),
-        hosts: Vec::new(),
-    };
-    for (role, host, conn, online_cpus) in probed {
-        // In the same connection: the host's reaper, and on the observer,
-        // which writes the captures, its free space.
-        let then = if role == "observer" {
-            format!(
-                "{}; {}",
-                crate::remote::reaper(&marker, lifetime),
-                super::space::DF
-            )
-        } else {
-            crate::remote::reaper(&marker, lifetime)
-        };
-        let made = conn
-            .private_dir(&spec.remote_dir, &then)
-            .with_context(|| format!("making the run's directory on the {role} host"));
-        let (dir, df) = match made {
-            Ok(made) => made,
-            Err(e) => {
-                for made in &hosts {
-                    let _ = made.clean();
-                }
-                return Err(e);
-            }
-        };
-        staging.hosts.push(Staged::new(role, &conn, &dir));
-        staging.write(&local_dir)?;
-        if role == "observer" {
-            // The captures are written there, and come here.
-            let need = super::space::estimate_bytes(scenario, &options.only);
-            let room = super::space::check_df(&conn.target, &dir, &df, need, "the run's captures")
-                .and_then(|()| super::space::check(scenario, options));
-            if let Err(e) = room {
-                for made in &hosts {
-                    let _ = made.clean();
-                }
-                let _ = conn.exec(
-                    &format!(
-                        "{}; rm -rf {}",
-                        crate::remote::kill_marked(&quote(&dir), &marker),
-                        quote(&dir)
-                    ),
-                    None,
-                );
-                staging.hosts.clear();
-                staging.write(&local_dir)?;
-                return Err(e);
-            }
+impl<'a> ThreeHosts<'a> {
+    pub fn new(
+        scenario: &'a Scenario,
+        spec: SshSpec,
+        options: RunOptions,
+        describe: Box<dyn Fn(HostFacts) -> HostFacts + 'a>,
+    ) -> Self {
+        Self {
+            scenario,
+            spec,
+            options,
+            describe,
+            staging: None,
+            hosts: None,
         }
-        hosts.push(Arc::new(RemoteHost {
-            role,
-            conn,
-            spec: host.clone(),
-            dir,
-            marker: marker.clone(),
-            online_cpus,
-            keep: std::sync::atomic::AtomicBool::new(false),
-            outages: Default::default(),
-        }));
     }
+}
 
-    let (observer, peer, dut) = (hosts.pop(), hosts.pop(), hosts.pop());
-    let hosts = Hosts {
-        dut: dut.expect("three hosts"),
-        peer: peer.expect("three hosts"),
-        observer: observer.expect("three hosts"),
-    };
-    // From here on every exit cleans the hosts.
-    let result = hosts.prepare().map(describe).and_then(|facts| {
+impl Provider for ThreeHosts<'_> {
+    /// Asks each host about itself, makes the run's directory (here, once
+    /// every host answered, and on each host), stages the run there.
+    fn prepare(&mut self) -> Result<Ready<'_>> {
+        let (scenario, spec, options) = (self.scenario, &self.spec, &self.options);
+        let mut probed = Vec::new();
+        for (role, host) in [
+            ("dut", &spec.dut),
+            ("peer", &spec.peer),
+            ("observer", &spec.observer),
+        ] {
+            let host = host
+                .as_ref()
+                .context("a three-host [ssh] table names each host")?;
+            let conn = spec.connection_to(host);
+            let online_cpus = probe(scenario, role, host, &conn)
+                .with_context(|| format!("checking the {role} host {}", host.target))?;
+            probed.push((role, host, conn, online_cpus));
+        }
+        // A run directory only once every host answered.
+        let run_id = match &options.run_id {
+            Some(id) => id.clone(),
+            None => super::new_run_dir(&options.results, &scenario.name, unix_ns())?.0,
+        };
+        let marker = format!("{run_id}-{}", std::process::id());
+        let local_dir = options.results.join(&scenario.name).join(&run_id);
+        // Each host's own private directory for the run, noted here before
+        // anything is staged in it.
+        let planned_s = scenario.seconds_per_dut() * scenario.duts.len() as u64;
+        let lifetime = std::time::Duration::from_secs(planned_s * super::MAX_ATTEMPTS as u64 + 600);
+        let mut hosts: Vec<Arc<RemoteHost>> = Vec::new();
+        let mut staging = Staging {
+            marker: Some(marker.clone()),
+            hosts: Vec::new(),
+        };
+        for (role, host, conn, online_cpus) in probed {
+            // In the same connection: the host's reaper, and on the observer,
+            // which writes the captures, its free space.
+            let then = if role == "observer" {
+                format!(
+                    "{}; {}",
+                    crate::remote::reaper(&marker, lifetime),
+                    super::space::DF
+                )
+            } else {
+                crate::remote::reaper(&marker, lifetime)
+            };
+            let made = conn
+                .private_dir(&spec.remote_dir, &then)
+                .with_context(|| format!("making the run's directory on the {role} host"));
+            let (dir, df) = match made {
+                Ok(made) => made,
+                Err(e) => {
+                    for made in &hosts {
+                        let _ = made.clean();
+                    }
+                    return Err(e);
+                }
+            };
+            staging.hosts.push(Staged::new(role, &conn, &dir));
+            staging.write(&local_dir)?;
+            if role == "observer" {
+                // The captures are written there, and come here.
+                let need = super::space::estimate_bytes(scenario, &options.only);
+                let room =
+                    super::space::check_df(&conn.target, &dir, &df, need, "the run's captures")
+                        .and_then(|()| super::space::check(scenario, options));
+                if let Err(e) = room {
+                    for made in &hosts {
+                        let _ = made.clean();
+                    }
+                    let _ = conn.exec(
+                        &format!(
+                            "{}; rm -rf {}",
+                            crate::remote::kill_marked(&quote(&dir), &marker),
+                            quote(&dir)
+                        ),
+                        None,
+                    );
+                    staging.hosts.clear();
+                    staging.write(&local_dir)?;
+                    return Err(e);
+                }
+            }
+            hosts.push(Arc::new(RemoteHost {
+                role,
+                conn,
+                spec: host.clone(),
+                dir,
+                marker: marker.clone(),
+                online_cpus,
+                keep: std::sync::atomic::AtomicBool::new(false),
+                outages: Default::default(),
+            }));
+        }
+
+        let (observer, peer, dut) = (hosts.pop(), hosts.pop(), hosts.pop());
+        let hosts = self.hosts.insert(Hosts {
+            dut: dut.expect("three hosts"),
+            peer: peer.expect("three hosts"),
+            observer: observer.expect("three hosts"),
+        });
+        self.staging = Some((staging, local_dir));
+        let facts = (self.describe)(stage(hosts)?);
         eprintln!(
             "three hosts over SSH: DUT {} (CPUs {:?}), peer {}, observer {} ({})",
             hosts.dut.conn.target,
@@ -209,23 +225,26 @@ pub fn run_described(
             hosts.observer.conn.target,
             hosts.observer.spec.interface
         );
-        let options = RunOptions {
-            run_id: Some(run_id.clone()),
-            ..options.clone()
-        };
-        super::run_prepared(scenario, &options, facts, &|dut, run_dir, _, name| {
-            super::dut::run_dut(&hosts, scenario, dut, run_dir, name)
+        Ok(Ready {
+            facts,
+            site: hosts,
+            run_id: Some(run_id),
         })
-    });
-    let cleaned = hosts.teardown();
-    if cleaned.is_ok() {
-        // Nothing of the run is left on its hosts.
-        staging.hosts.clear();
-        staging.write(&local_dir)?;
     }
-    let result = result?;
-    cleaned.context("cleaning the hosts")?;
-    Ok(result)
+
+    /// Cleans every host; once nothing of the run is left on them, the
+    /// staging record says so.
+    fn teardown(&mut self) -> Result<()> {
+        let Some(hosts) = &self.hosts else {
+            return Ok(());
+        };
+        let cleaned = hosts.clean();
+        if let (Ok(()), Some((staging, local_dir))) = (&cleaned, &mut self.staging) {
+            staging.hosts.clear();
+            staging.write(local_dir)?;
+        }
+        cleaned.context("cleaning the hosts")
+    }
 }
 
 /// The tools a role needs on its host for this scenario.

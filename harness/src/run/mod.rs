@@ -208,30 +208,25 @@ pub fn install_interrupt_handler() {
 }
 
 pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunResult> {
-    if let Some(spec) = &scenario.proxmox {
-        return proxmox::run(scenario, spec, options);
-    }
-    if let Some(spec) = &scenario.ssh {
-        return if spec.target.is_some() {
-            ssh::run(scenario, spec, options)
-        } else {
-            hosts::run(scenario, spec, options)
+    let mut provider = match provider::Road::for_scenario(scenario, options) {
+        provider::Road::Elsewhere(spec) => return ssh::run(scenario, spec, options),
+        provider::Road::Here(provider) => provider,
+    };
+    let result = provider.prepare().and_then(|ready| {
+        let options = RunOptions {
+            run_id: ready.run_id.or_else(|| options.run_id.clone()),
+            ..options.clone()
         };
-    }
-    space::check(scenario, options)?;
-    check_socket_paths(scenario, options)?;
-    // The input is checked: now the lab, held to the end of the run.
-    let _lab = crate::lock::take(options.lab_wait)?;
-    let provider = provider::for_scenario(scenario);
-    let host = provider.prepare().context("preparing the lab")?;
-    let result = run_prepared(scenario, options, host, &|dut, run_dir, host, name| {
-        dut::run_dut(&site::lab::LabSite { host }, scenario, dut, run_dir, name)
+        let site = ready.site;
+        run_prepared(scenario, &options, ready.facts, &|dut, run_dir, _, name| {
+            dut::run_dut(site, scenario, dut, run_dir, name)
+        })
     });
-    // Torn down whatever happened; a teardown failure is reported, and the
-    // run's own error (if any) wins.
+    // Torn down whatever happened (a failed `prepare` too); a teardown
+    // failure is reported, and the run's own error (if any) wins.
     let teardown = provider.teardown();
     let result = result?;
-    teardown.context("tearing the lab down")?;
+    teardown.context("tearing the run's hosts down")?;
     Ok(result)
 }
 

@@ -2,42 +2,93 @@
 //! up, proves where the DUT's receive path runs, describes the host for the
 //! manifest, and tears down what it created.
 //!
-//! `local` (the network-namespace lab on this machine) is the one the
-//! runner drives itself; `ssh` runs a scenario's local lab on a remote host
-//! (`ssh.rs`), or the DUT, the peer and the observer on three hosts
-//! (`hosts.rs`, whose `Hosts` is a provider too); `proxmox` clones three
-//! VMs on a Proxmox VE host and hands them to the three-host path
-//! (`proxmox.rs`).
+//! One road for every provider: `Road::for_scenario` picks it, the runner
+//! calls `prepare`, runs each DUT on the `Site` it returned, and calls
+//! `teardown`. `Local` is the network-namespace lab on this machine;
+//! `hosts::ThreeHosts` the DUT, the peer and the observer on three SSH
+//! hosts; `proxmox::Proxmox` three VMs it clones on a Proxmox VE host,
+//! then run as three hosts. An `[ssh] target` is not a provider: the
+//! whole command runs on that host (`Road::Elsewhere`, `ssh.rs`).
 
+use super::site::lab::LabSite;
+use super::site::Site;
+use super::RunOptions;
 use crate::lab::{self, check};
 use crate::manifest::HostFacts;
-use crate::scenario::{ProviderKind, Scenario};
-use anyhow::{bail, Result};
+use crate::scenario::{ProviderKind, Scenario, SshSpec};
+use anyhow::{bail, Context, Result};
 use std::process::Command;
 
-pub trait Provider {
-    fn kind(&self) -> ProviderKind;
-    /// Brings the topology up and checks it; errors leave nothing behind.
-    fn prepare(&self) -> Result<HostFacts>;
-    /// Removes what `prepare` created.
-    fn teardown(&self) -> Result<()>;
+/// Where a run's hosts come from. The runner calls `prepare`, runs every
+/// DUT on the site it returns, then calls `teardown` whatever happened
+/// (after a failed `prepare` too: it removes only what was made).
+pub(crate) trait Provider {
+    /// Brings the hosts up and proves them.
+    fn prepare(&mut self) -> Result<Ready<'_>>;
+    /// Removes what `prepare` made.
+    fn teardown(&mut self) -> Result<()>;
 }
 
-pub fn for_scenario(scenario: &Scenario) -> Box<dyn Provider> {
-    match scenario.provider {
-        ProviderKind::Local => Box::new(Local {
-            was_up: lab::status::read().map(|s| s.up).unwrap_or(false),
-        }),
-        ProviderKind::Ssh | ProviderKind::Proxmox => {
-            unreachable!("run::run hands ssh and proxmox scenarios to their own runners first")
+/// Hosts brought up: the facts the manifest records, the site each DUT
+/// runs on, and the run's id when the provider made its directory first
+/// (it records there what it makes before it makes it).
+pub(crate) struct Ready<'a> {
+    pub facts: HostFacts,
+    pub site: &'a dyn Site,
+    pub run_id: Option<String>,
+}
+
+/// How `linecard run` reaches a scenario's hosts.
+pub(crate) enum Road<'a> {
+    /// `[ssh] target`: the whole command runs on one remote host, which
+    /// brings its own local lab up; the run directory comes back here
+    /// (`ssh.rs`). Nothing here provides hosts.
+    Elsewhere(&'a SshSpec),
+    /// A provider brings the hosts up here, and this process runs them.
+    Here(Box<dyn Provider + 'a>),
+}
+
+impl<'a> Road<'a> {
+    pub fn for_scenario(scenario: &'a Scenario, options: &'a RunOptions) -> Road<'a> {
+        match (scenario.provider, &scenario.ssh, &scenario.proxmox) {
+            (ProviderKind::Ssh, Some(spec), _) if spec.target.is_some() => Road::Elsewhere(spec),
+            (ProviderKind::Ssh, Some(spec), _) => {
+                Road::Here(Box::new(super::hosts::ThreeHosts::new(
+                    scenario,
+                    spec.clone(),
+                    options.clone(),
+                    Box::new(|facts| facts),
+                )))
+            }
+            (ProviderKind::Proxmox, _, Some(spec)) => Road::Here(Box::new(
+                super::proxmox::Proxmox::new(scenario, spec, options),
+            )),
+            _ => Road::Here(Box::new(Local::new(scenario, options))),
         }
     }
 }
 
 /// The local lab of network namespaces.
-pub struct Local {
+pub struct Local<'a> {
+    scenario: &'a Scenario,
+    options: &'a RunOptions,
     /// The lab was up before the run: leave it as found.
     was_up: bool,
+    /// The lab, held from `prepare` to the end of the run.
+    lock: Option<crate::lock::LabLock>,
+    site: Option<LabSite>,
+}
+
+impl<'a> Local<'a> {
+    fn new(scenario: &'a Scenario, options: &'a RunOptions) -> Self {
+        Self {
+            scenario,
+            options,
+            was_up: lab::status::read().map(|s| s.up).unwrap_or(false),
+            lock: None,
+            site: None,
+        }
+    }
 }
 
 fn first_line(program: &str, args: &[&str]) -> String {
@@ -62,19 +113,42 @@ fn first_line(program: &str, args: &[&str]) -> String {
         .unwrap_or_else(|| "not found".into())
 }
 
-impl Provider for Local {
-    fn kind(&self) -> ProviderKind {
-        ProviderKind::Local
+impl Provider for Local<'_> {
+    fn prepare(&mut self) -> Result<Ready<'_>> {
+        super::space::check(self.scenario, self.options)?;
+        super::check_socket_paths(self.scenario, self.options)?;
+        // The input is checked: now the lab, held to the end of the run.
+        self.lock = Some(crate::lock::take(self.options.lab_wait)?);
+        let facts = self.bring_up().context("preparing the lab")?;
+        let site = self.site.insert(LabSite {
+            host: facts.clone(),
+        });
+        Ok(Ready {
+            facts,
+            site,
+            run_id: None,
+        })
     }
 
-    fn prepare(&self) -> Result<HostFacts> {
+    fn teardown(&mut self) -> Result<()> {
+        // Nothing to take down unless this run held the lab.
+        if self.lock.is_some() && !self.was_up {
+            lab::down()?;
+        }
+        Ok(())
+    }
+}
+
+impl Local<'_> {
+    /// Brings the lab up, checks where XDP runs and describes the host;
+    /// a failed check takes the lab down again.
+    fn bring_up(&self) -> Result<HostFacts> {
         let status = lab::up(&lab::LabOptions::detect()?)?;
         let report = check::run(&check::CheckOptions {
             steering: true,
             packets: 200,
         })?;
         if !report.passed {
-            let _ = self.teardown();
             bail!("the lab's placement check failed: {}", report.verdict);
         }
         let linecardd = crate::linecardd::binary();
@@ -102,12 +176,5 @@ impl Provider for Local {
             ],
             via: None,
         })
-    }
-
-    fn teardown(&self) -> Result<()> {
-        if !self.was_up {
-            lab::down()?;
-        }
-        Ok(())
     }
 }

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 mod execute;
 
-pub use execute::{run, teardown_recorded, Made, Teardown, RECORD};
+pub use execute::{teardown_recorded, Made, Proxmox, Teardown, RECORD};
 
 /// Who a thing on the hypervisor belongs to: the run's id and a token
 /// drawn when the run starts. Every VM carries it in its name

@@ -17,7 +17,9 @@ use super::{bring_up, ownership, removal, Check, Effect, Owner, ProxmoxSpec, Ste
 use crate::manifest::status::RunStatus;
 use crate::manifest::HostFacts;
 use crate::remote::Connection;
-use crate::run::{hosts, RunOptions, RunResult, INTERRUPTED};
+use crate::run::hosts::ThreeHosts;
+use crate::run::provider::{Provider, Ready};
+use crate::run::{RunOptions, INTERRUPTED};
 use crate::scenario::value::quote;
 use crate::scenario::{HostSpec, SshSpec};
 use crate::scenario::{ProviderKind, Scenario};
@@ -147,58 +149,102 @@ fn host_connection(p: &ProxmoxSpec) -> Connection {
     }
 }
 
-/// Runs `scenario` on three VMs of the Proxmox VE host `p` names. The run
-/// directory is made first: it records what is made on the host before
-/// it is made.
-pub fn run(scenario: &Scenario, p: &ProxmoxSpec, options: &RunOptions) -> Result<RunResult> {
-    let (run_id, dir) = crate::run::new_run_dir(&options.results, &scenario.name, unix_ns())?;
-    let owner = Owner::draw(&run_id).context("drawing the run's token")?;
-    let conn = host_connection(p);
-    let mut record = Record {
-        host: p.host.clone(),
-        port: p.port,
-        identity: p.identity.clone(),
-        options: p.options.clone(),
-        owner: Some(owner.clone()),
-        made: Vec::new(),
-        pending: Vec::new(),
-    };
-    record.write(&dir)?;
-    let mut log = StepLog::open(&dir)?;
-    eprintln!(
-        "proxmox: three VMs from template {} on {} (each command logged in {})",
-        p.template_vmid,
-        p.host,
-        dir.join(STEP_LOG).display()
-    );
-    let result =
-        execute(&bring_up(p, &owner), p, &conn, &dir, &mut record, &mut log).and_then(|found| {
-            let spec = three_hosts(p, &found.guests)?;
-            let options = RunOptions {
-                run_id: Some(run_id.clone()),
-                ..options.clone()
-            };
-            hosts::run_described(scenario, &spec, &options, &|facts| {
-                described(facts, p, &owner, &found.version)
-            })
-        });
-    if let Err(e) = &result {
-        // A bring-up that failed leaves no manifest: the status says why.
-        if !dir.join("manifest.json").exists() {
-            let status = RunStatus::Failed(format!("proxmox bring-up: {e:#}"));
-            let _ = std::fs::write(dir.join("status"), format!("{status}\n"));
+/// The `proxmox` provider: three VMs cloned on the Proxmox VE host `p`
+/// names, then run as three hosts. The run directory is made first: it
+/// records what is made on the host before it is made.
+pub struct Proxmox<'a> {
+    scenario: &'a Scenario,
+    p: &'a ProxmoxSpec,
+    options: &'a RunOptions,
+    conn: Connection,
+    /// The run's directory, the record of what is made and the step log,
+    /// from the start of `prepare`.
+    made: Option<(PathBuf, Record, StepLog)>,
+    hosts: Option<ThreeHosts<'a>>,
+}
+
+impl<'a> Proxmox<'a> {
+    pub fn new(scenario: &'a Scenario, p: &'a ProxmoxSpec, options: &'a RunOptions) -> Self {
+        Self {
+            scenario,
+            p,
+            options,
+            conn: host_connection(p),
+            made: None,
+            hosts: None,
         }
     }
-    eprintln!("proxmox: removing what the run made on {}", p.host);
-    let removed = remove(&conn, &dir, &mut record, &mut log);
-    if let Ok(t) = &removed {
-        for (made, why) in &t.left {
-            eprintln!("proxmox: left {made:?} on {}: {why}", p.host);
-        }
+}
+
+impl Provider for Proxmox<'_> {
+    fn prepare(&mut self) -> Result<Ready<'_>> {
+        let (p, scenario) = (self.p, self.scenario);
+        let (run_id, dir) =
+            crate::run::new_run_dir(&self.options.results, &scenario.name, unix_ns())?;
+        let owner = Owner::draw(&run_id).context("drawing the run's token")?;
+        let record = Record {
+            host: p.host.clone(),
+            port: p.port,
+            identity: p.identity.clone(),
+            options: p.options.clone(),
+            owner: Some(owner.clone()),
+            made: Vec::new(),
+            pending: Vec::new(),
+        };
+        record.write(&dir)?;
+        let log = StepLog::open(&dir)?;
+        eprintln!(
+            "proxmox: three VMs from template {} on {} (each command logged in {})",
+            p.template_vmid,
+            p.host,
+            dir.join(STEP_LOG).display()
+        );
+        let (dir, record, log) = self.made.insert((dir, record, log));
+        let found = execute(&bring_up(p, &owner), p, &self.conn, dir, record, log);
+        let spec = found.and_then(|found| Ok((three_hosts(p, &found.guests)?, found.version)));
+        let (spec, version) = match spec {
+            Ok(spec) => spec,
+            Err(e) => return Err(bring_up_failed(dir, e)),
+        };
+        let options = RunOptions {
+            run_id: Some(run_id),
+            ..self.options.clone()
+        };
+        let describe = Box::new(move |facts| described(facts, p, &owner, &version));
+        let hosts = self
+            .hosts
+            .insert(ThreeHosts::new(scenario, spec, options, describe));
+        hosts.prepare().map_err(|e| bring_up_failed(dir, e))
     }
-    let result = result?;
-    removed.context("removing the run's VMs and bridge")?;
-    Ok(result)
+
+    /// The three hosts cleaned, then what the run made on the hypervisor
+    /// removed, each thing only once the host shows the run's mark on it.
+    fn teardown(&mut self) -> Result<()> {
+        let cleaned = self.hosts.as_mut().map_or(Ok(()), |hosts| hosts.teardown());
+        let Some((dir, record, log)) = &mut self.made else {
+            return cleaned;
+        };
+        eprintln!("proxmox: removing what the run made on {}", self.p.host);
+        let removed = remove(&self.conn, dir, record, log);
+        if let Ok(t) = &removed {
+            for (made, why) in &t.left {
+                eprintln!("proxmox: left {made:?} on {}: {why}", self.p.host);
+            }
+        }
+        cleaned?;
+        removed
+            .map(|_| ())
+            .context("removing the run's VMs and bridge")
+    }
+}
+
+/// A bring-up that failed leaves no manifest: the run's status says why.
+fn bring_up_failed(dir: &Path, e: anyhow::Error) -> anyhow::Error {
+    if !dir.join("manifest.json").exists() {
+        let status = RunStatus::Failed(format!("proxmox bring-up: {e:#}"));
+        let _ = std::fs::write(dir.join("status"), format!("{status}\n"));
+    }
+    e
 }
 
 /// `linecard teardown RUN_DIR`: removes what a proxmox run recorded and

@@ -20,11 +20,11 @@ use linecard_api::BackendKind;
 use std::path::{Path, PathBuf};
 
 /// The lab, with the facts `prepare` found (its CPUs).
-pub(crate) struct LabSite<'a> {
-    pub host: &'a HostFacts,
+pub(crate) struct LabSite {
+    pub host: HostFacts,
 }
 
-impl LabSite<'_> {
+impl LabSite {
     fn rest_cpus(&self) -> Vec<usize> {
         let dut = &self.host.dut_cpus;
         self.host
@@ -64,7 +64,7 @@ pub(crate) fn spawn_recorder(
     )
 }
 
-impl Site for LabSite<'_> {
+impl Site for LabSite {
     fn dut_cpus(&self) -> &[usize] {
         &self.host.dut_cpus
     }
