@@ -454,6 +454,7 @@ pub const SWEEP_MIN_NS: u64 = 100_000;
 
 mod drop_reason;
 pub use drop_reason::{drop, DropReason, DROP_REASONS};
+pub mod header;
 
 /// Indices of the per-CPU `LC_VERDICTS` array: what the program did.
 pub mod verdict {

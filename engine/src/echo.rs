@@ -35,7 +35,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// UDP port of echo packets, source and destination.
-pub const PORT: u16 = crate::wire::PORT_ECHO;
+pub const PORT: u16 = linecard_common::bfd::PORT_ECHO;
 /// The first bytes of our echo payload.
 pub const MAGIC: [u8; 4] = *b"LCE1";
 /// Magic, discriminator, sequence number, send time (CLOCK_REALTIME ns).

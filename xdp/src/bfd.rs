@@ -30,6 +30,7 @@ use aya_ebpf::{
     programs::XdpContext,
 };
 use core::ops::ControlFlow;
+use linecard_common::bfd::header::{field, flag, HEADER_LEN, STATE_SHIFT, VERSION, VERSION_SHIFT};
 use linecard_common::bfd::{
     auth_seq_known_lapse_ns, auth_type, detection_time_ns, drop, verdict, AuthKeyRef, AuthSecret,
     DeadMan, EchoPeer, SessionConfig, SessionState, SlotConfig, DROP_REASONS,
@@ -161,19 +162,13 @@ fn min(a: u64, b: u64) -> u64 {
 const ETH_LEN: usize = 14;
 const IPV4_LEN: usize = 20;
 const UDP_LEN: usize = 8;
-const BFD_LEN: usize = 24;
 const IPV6_LEN: usize = 40;
-const REPLY_LEN_V4: usize = ETH_LEN + IPV4_LEN + UDP_LEN + BFD_LEN;
-const REPLY_LEN_V6: usize = ETH_LEN + IPV6_LEN + UDP_LEN + BFD_LEN;
+const REPLY_LEN_V4: usize = ETH_LEN + IPV4_LEN + UDP_LEN + HEADER_LEN;
+const REPLY_LEN_V6: usize = ETH_LEN + IPV6_LEN + UDP_LEN + HEADER_LEN;
 const ETHERTYPE_IPV4: u16 = 0x0800;
 const ETHERTYPE_IPV6: u16 = 0x86dd;
 const PROTO_UDP: u8 = 17;
 const STATE_UP: u8 = 3;
-const FLAG_POLL: u8 = 0x20;
-const FLAG_FINAL: u8 = 0x10;
-const FLAG_AUTH: u8 = 0x04;
-const FLAG_DEMAND: u8 = 0x02;
-const FLAG_MULTIPOINT: u8 = 0x01;
 
 #[repr(C)]
 struct Eth {
@@ -439,7 +434,7 @@ fn try_bfd(ctx: &XdpContext) -> Result<u32, u32> {
 struct Header {
     /// Where it starts in the frame.
     at: usize,
-    bytes: *mut [u8; BFD_LEN],
+    bytes: *mut [u8; HEADER_LEN],
     /// The Length field: the header and its authentication section.
     length: usize,
     /// The second byte: State and the flag bits.
@@ -451,22 +446,21 @@ struct Header {
 impl Header {
     #[inline(always)]
     fn state(&self) -> u8 {
-        self.flags >> 6
+        self.flags >> STATE_SHIFT
     }
 
     /// The header's bytes.
     #[inline(always)]
-    fn bytes(&self) -> &mut [u8; BFD_LEN] {
+    fn bytes(&self) -> &mut [u8; HEADER_LEN] {
         // SAFETY: `ptr_at` checked the header lies inside the packet, and
         // the program holds no other reference into it.
         unsafe { &mut *self.bytes }
     }
 
-    /// The 32-bit field at `at` (network order).
+    /// The 32-bit field at `at` (`field::*`).
     #[inline(always)]
     fn word(&self, at: usize) -> u32 {
-        let b = self.bytes();
-        u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+        word(self.bytes(), at)
     }
 }
 
@@ -480,39 +474,39 @@ fn validated_header(ctx: &XdpContext, net: &Network) -> Stage<Header> {
         Ip::V4(_) => ETH_LEN + IPV4_LEN + UDP_LEN,
         Ip::V6(_) => ETH_LEN + IPV6_LEN + UDP_LEN,
     };
-    let Some(bytes) = ptr_at::<[u8; BFD_LEN]>(ctx, at) else {
+    let Some(bytes) = ptr_at::<[u8; HEADER_LEN]>(ctx, at) else {
         return Err(drop::TRUNCATED);
     };
     // SAFETY: `ptr_at` checked both lie inside the packet.
     let (b, udp_len) = unsafe { (&*bytes, u16::from_be((*net.udp).len_be)) };
-    if b[0] >> 5 != 1 {
+    if b[field::VERS_DIAG] >> VERSION_SHIFT != VERSION {
         return Err(drop::BAD_VERSION);
     }
     let udp_payload = usize::from(udp_len).saturating_sub(UDP_LEN);
-    let length = usize::from(b[3]);
-    let flags = b[1];
+    let length = usize::from(b[field::LENGTH]);
+    let flags = b[field::STATE_FLAGS];
     // At least 24 bytes, 26 with the A bit (the section's Type and Len),
     // and no more than the datagram holds.
-    let shortest = if flags & FLAG_AUTH != 0 {
-        BFD_LEN + 2
+    let shortest = if flags & flag::AUTH != 0 {
+        HEADER_LEN + 2
     } else {
-        BFD_LEN
+        HEADER_LEN
     };
     if length < shortest || length > udp_payload {
         return Err(drop::BAD_LENGTH);
     }
-    if b[2] == 0 {
+    if b[field::DETECT_MULT] == 0 {
         return Err(drop::ZERO_MULTIPLIER);
     }
-    if flags & FLAG_MULTIPOINT != 0 {
+    if flags & flag::MULTIPOINT != 0 {
         return Err(drop::MULTIPOINT);
     }
-    if u32::from_be_bytes([b[4], b[5], b[6], b[7]]) == 0 {
+    if word(b, field::MY_DISCR) == 0 {
         return Err(drop::ZERO_MY_DISCRIMINATOR);
     }
-    let your = u32::from_be_bytes([b[8], b[9], b[10], b[11]]);
+    let your = word(b, field::YOUR_DISCR);
     if your == 0 {
-        return if flags >> 6 <= 1 {
+        return if flags >> STATE_SHIFT <= 1 {
             to_userspace()
         } else {
             Err(drop::ZERO_YOUR_DISCRIMINATOR)
@@ -576,7 +570,7 @@ fn hear(
     let flags = header.flags;
     // 6.8.6: the A bit where the session has no authentication, or its
     // absence where it has, is discarded.
-    if (flags & FLAG_AUTH != 0) != (config.auth_type != auth_type::NONE) {
+    if (flags & flag::AUTH != 0) != (config.auth_type != auth_type::NONE) {
         return Err(drop::AUTH_MISMATCH);
     }
     if config.flags & FLAG_AUTH_IN_USERSPACE != 0 {
@@ -585,9 +579,9 @@ fn hear(
         session.passed += 1;
         return to_userspace();
     }
-    let detect_mult = header.bytes()[2];
-    let desired_min_tx_us = header.word(12);
-    let our_required_min_rx_us = reply_word(config, 16);
+    let detect_mult = header.bytes()[field::DETECT_MULT];
+    let desired_min_tx_us = header.word(field::DESIRED_MIN_TX);
+    let our_required_min_rx_us = word(&config.reply, field::REQUIRED_MIN_RX);
     if config.auth_type != auth_type::NONE {
         // bfd.AuthSeqKnown outlives twice the detection time (6.8.1), by
         // the rule userspace keeps too.
@@ -607,7 +601,7 @@ fn hear(
     session.rx_packets += 1;
     ensure_sweep();
     session.remote_desired_min_tx_us = desired_min_tx_us;
-    session.remote_required_min_rx_us = header.word(16);
+    session.remote_required_min_rx_us = header.word(field::REQUIRED_MIN_RX);
     session.remote_detect_mult = u32::from(detect_mult);
     session.detect_ns = detection_time_ns(detect_mult, our_required_min_rx_us, desired_min_tx_us);
     // 6.8.6: a peer that says Down or AdminDown takes our session Down
@@ -619,8 +613,8 @@ fn hear(
     let polls_only = config.flags & FLAG_POLLS_ONLY != 0;
     if config.flags & FLAG_REPLY == 0
         || header.state() != STATE_UP
-        || flags & FLAG_FINAL != 0
-        || (flags & FLAG_DEMAND != 0) != polls_only
+        || flags & flag::FINAL != 0
+        || (flags & flag::DEMAND != 0) != polls_only
     {
         session.passed += 1;
         return to_userspace();
@@ -628,9 +622,9 @@ fn hear(
     Ok(ControlFlow::Continue(arrived))
 }
 
-/// The 32-bit field at `at` of our prepared reply (network order).
+/// The 32-bit field at `at` (`field::*`) of a BFD header: ours in a
+/// session's prepared reply, or the peer's.
 #[inline(always)]
-fn reply_word(config: &SessionConfig, at: usize) -> u32 {
-    let r = &config.reply;
-    u32::from_be_bytes([r[at], r[at + 1], r[at + 2], r[at + 3]])
+fn word(header: &[u8; HEADER_LEN], at: usize) -> u32 {
+    u32::from_be_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
 }

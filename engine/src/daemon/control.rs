@@ -16,8 +16,8 @@ use crate::session::Nanos;
 use linecard_api::config::SessionSettings;
 use linecard_api::control::{DemandStatus, KernelDigests, SessionReadiness, SessionStatus};
 
-use crate::wire::DropReason;
 use linecard_api::timers::Timers;
+use linecard_common::bfd::DropReason;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::IpAddr;

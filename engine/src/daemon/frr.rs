@@ -161,7 +161,7 @@ fn route_source(peer: IpAddr) -> std::io::Result<IpAddr> {
     };
     let probe = std::net::UdpSocket::bind(any)?;
     // A UDP connect sends nothing; it only asks the routing table.
-    probe.connect((peer, crate::wire::PORT_SINGLE_HOP))?;
+    probe.connect((peer, linecard_common::bfd::PORT_SINGLE_HOP))?;
     Ok(probe.local_addr()?.ip())
 }
 

@@ -7,7 +7,7 @@
 
 use crate::session::auth::SequenceJudge;
 use crate::session::{FastPathRole, Nanos, Session};
-use crate::wire::HEADER_LEN;
+use linecard_common::bfd::header::HEADER_LEN;
 
 /// How long after the detection deadline userspace declares an offloaded
 /// session down itself if the kernel's sweep (at the deadline, at least

@@ -11,10 +11,10 @@ use crate::io::TxSocket;
 use crate::session::auth::Auth;
 use crate::session::table::{PathKey, SessionId};
 use crate::session::{Nanos, Session, SessionConfig};
-use crate::wire::DropReason;
 use anyhow::{bail, Context, Result};
 use linecard_api::control::State;
 use linecard_api::{Availability, BackendKind};
+use linecard_common::bfd::DropReason;
 
 impl Engine {
     pub fn add_session(&mut self, spec: SessionSpec) -> Result<SessionId> {

@@ -6,11 +6,10 @@
 //! what to put in it and whether a received one is genuine.
 
 use super::Nanos;
-use crate::wire::{
-    digest_of, AuthSection, Construction, DropReason, Packet, Repr, KEYED_DIGEST_AT,
-};
+use crate::wire::{digest_of, AuthSection, Construction, Packet, Repr, KEYED_DIGEST_AT};
 use linecard_api::control::AuthStatus;
 use linecard_api::AuthType;
+use linecard_common::bfd::DropReason;
 use linecard_common::verify::{digest_cost_ns, Budget, EXPECTED_SLOTS, HEADER_LEN, LOOKAHEAD};
 use serde::Serialize;
 use std::sync::Arc;

@@ -14,12 +14,13 @@ pub mod table;
 #[cfg(test)]
 mod tests;
 
-use crate::wire::{DropReason, Repr};
+use crate::wire::Repr;
 use auth::{Auth, SequenceJudge};
 use linecard_api::control::Counters;
 use linecard_api::control::Remote;
 use linecard_api::control::Transition;
 use linecard_api::control::{Diagnostic, State};
+use linecard_common::bfd::DropReason;
 use serde::Serialize;
 
 /// Nanoseconds on the caller's monotonic clock.

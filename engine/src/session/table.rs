@@ -3,7 +3,8 @@
 //! address pair (and interface) for the bootstrap packets that carry 0.
 
 use super::Session;
-use crate::wire::{DropReason, Repr};
+use crate::wire::Repr;
+use linecard_common::bfd::DropReason;
 use std::collections::HashMap;
 use std::net::IpAddr;
 

@@ -9,44 +9,15 @@
 
 use linecard_api::control::{Diagnostic, State};
 use linecard_api::AuthType;
+use linecard_common::bfd::header::{field, flag, HEADER_LEN, STATE_SHIFT, VERSION, VERSION_SHIFT};
+
+use linecard_common::bfd::DropReason;
 
 #[cfg(test)]
 mod tests;
 
-mod field {
-    use core::ops::Range;
-    pub const VERS_DIAG: usize = 0;
-    pub const STATE_FLAGS: usize = 1;
-    pub const DETECT_MULT: usize = 2;
-    pub const LENGTH: usize = 3;
-    pub const MY_DISCR: Range<usize> = 4..8;
-    pub const YOUR_DISCR: Range<usize> = 8..12;
-    pub const DESIRED_MIN_TX: Range<usize> = 12..16;
-    pub const REQUIRED_MIN_RX: Range<usize> = 16..20;
-    pub const REQUIRED_MIN_ECHO_RX: Range<usize> = 20..24;
-    pub const AUTH: usize = 24;
-}
-
-/// Length of the mandatory section.
-pub const HEADER_LEN: usize = 24;
-/// Protocol version this implementation speaks (section 4.1).
-pub const VERSION: u8 = 1;
-/// UDP destination ports: single-hop control (RFC 5881), echo, multihop
-/// control (RFC 5883).
-pub const PORT_SINGLE_HOP: u16 = 3784;
-pub const PORT_ECHO: u16 = 3785;
-pub const PORT_MULTI_HOP: u16 = 4784;
-
-const FLAG_POLL: u8 = 0x20;
-const FLAG_FINAL: u8 = 0x10;
-const FLAG_CPI: u8 = 0x08;
-const FLAG_AUTH: u8 = 0x04;
-const FLAG_DEMAND: u8 = 0x02;
-const FLAG_MULTIPOINT: u8 = 0x01;
-
-/// Why a packet was refused (section 6.8.6 and the transport's rules): one
-/// list for the kernel and the engine, counted by the same index.
-pub use linecard_common::bfd::DropReason;
+/// The 32-bit fields are four bytes from where they start.
+const WORD: usize = 4;
 
 /// Longest control packet this codec emits: the mandatory section and the
 /// longest authentication section (keyed SHA1, 28 bytes).
@@ -211,40 +182,40 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.buffer.as_ref()[at]
     }
 
-    fn u32_at(&self, range: core::ops::Range<usize>) -> u32 {
+    fn u32_at(&self, at: usize) -> u32 {
         u32::from_be_bytes(
-            self.buffer.as_ref()[range]
+            self.buffer.as_ref()[at..at + WORD]
                 .try_into()
                 .expect("a 4-byte range"),
         )
     }
 
     pub fn version(&self) -> u8 {
-        self.byte(field::VERS_DIAG) >> 5
+        self.byte(field::VERS_DIAG) >> VERSION_SHIFT
     }
     pub fn diag(&self) -> Diagnostic {
         Diagnostic::from_bits(self.byte(field::VERS_DIAG))
     }
     pub fn state(&self) -> State {
-        State::from_bits(self.byte(field::STATE_FLAGS) >> 6)
+        State::from_bits(self.byte(field::STATE_FLAGS) >> STATE_SHIFT)
     }
     pub fn poll(&self) -> bool {
-        self.byte(field::STATE_FLAGS) & FLAG_POLL != 0
+        self.byte(field::STATE_FLAGS) & flag::POLL != 0
     }
     pub fn final_(&self) -> bool {
-        self.byte(field::STATE_FLAGS) & FLAG_FINAL != 0
+        self.byte(field::STATE_FLAGS) & flag::FINAL != 0
     }
     pub fn control_plane_independent(&self) -> bool {
-        self.byte(field::STATE_FLAGS) & FLAG_CPI != 0
+        self.byte(field::STATE_FLAGS) & flag::CPI != 0
     }
     pub fn auth_present(&self) -> bool {
-        self.byte(field::STATE_FLAGS) & FLAG_AUTH != 0
+        self.byte(field::STATE_FLAGS) & flag::AUTH != 0
     }
     pub fn demand(&self) -> bool {
-        self.byte(field::STATE_FLAGS) & FLAG_DEMAND != 0
+        self.byte(field::STATE_FLAGS) & flag::DEMAND != 0
     }
     pub fn multipoint(&self) -> bool {
-        self.byte(field::STATE_FLAGS) & FLAG_MULTIPOINT != 0
+        self.byte(field::STATE_FLAGS) & flag::MULTIPOINT != 0
     }
     pub fn detect_mult(&self) -> u8 {
         self.byte(field::DETECT_MULT)
@@ -280,14 +251,17 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     fn set_byte(&mut self, at: usize, value: u8) {
         self.buffer.as_mut()[at] = value;
     }
-    fn set_u32(&mut self, range: core::ops::Range<usize>, value: u32) {
-        self.buffer.as_mut()[range].copy_from_slice(&value.to_be_bytes());
+    fn set_u32(&mut self, at: usize, value: u32) {
+        self.buffer.as_mut()[at..at + WORD].copy_from_slice(&value.to_be_bytes());
     }
     pub fn set_version_diag(&mut self, version: u8, diag: Diagnostic) {
-        self.set_byte(field::VERS_DIAG, (version << 5) | diag.bits());
+        self.set_byte(field::VERS_DIAG, (version << VERSION_SHIFT) | diag.bits());
     }
     pub fn set_state_flags(&mut self, state: State, flags: u8) {
-        self.set_byte(field::STATE_FLAGS, ((state as u8) << 6) | (flags & 0x3f));
+        self.set_byte(
+            field::STATE_FLAGS,
+            ((state as u8) << STATE_SHIFT) | (flags & 0x3f),
+        );
     }
     pub fn set_detect_mult(&mut self, value: u8) {
         self.set_byte(field::DETECT_MULT, value);
@@ -394,15 +368,15 @@ impl Repr {
     /// the key in its place (6.7.3, 6.7.4).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
         packet.set_version_diag(VERSION, self.diag);
-        let flags = (if self.poll { FLAG_POLL } else { 0 })
-            | (if self.auth.is_some() { FLAG_AUTH } else { 0 })
-            | (if self.final_ { FLAG_FINAL } else { 0 })
+        let flags = (if self.poll { flag::POLL } else { 0 })
+            | (if self.auth.is_some() { flag::AUTH } else { 0 })
+            | (if self.final_ { flag::FINAL } else { 0 })
             | (if self.control_plane_independent {
-                FLAG_CPI
+                flag::CPI
             } else {
                 0
             })
-            | (if self.demand { FLAG_DEMAND } else { 0 });
+            | (if self.demand { flag::DEMAND } else { 0 });
         packet.set_state_flags(self.state, flags);
         packet.set_detect_mult(self.detect_mult);
         packet.set_length(self.buffer_len() as u8);

@@ -4,22 +4,22 @@
 //! Split out of `bfd.rs` by responsibility; it names what it uses of it.
 
 use super::{
-    ptr_at, switch_on, AuthScratch, BFD_LEN, LC_AUTH_KEYS, LC_AUTH_SCRATCH, LC_UNVERIFIED_AUTH,
-    LC_VERIFY,
+    ptr_at, switch_on, AuthScratch, LC_AUTH_KEYS, LC_AUTH_SCRATCH, LC_UNVERIFIED_AUTH, LC_VERIFY,
 };
 use aya_ebpf::programs::XdpContext;
+use linecard_common::bfd::header::HEADER_LEN;
 use linecard_common::bfd::{
     auth_type, drop, AuthKeyRef, AuthSecret, SessionState, MD5_AUTH_LEN, SHA1_AUTH_LEN,
 };
 use linecard_common::digest::{md5_single_block_in, sha1_single_block_in};
-use linecard_common::verify::{digest_cost_ns, Budget, VerifyGuard, HEADER_LEN};
+use linecard_common::verify::{self, digest_cost_ns, Budget, VerifyGuard};
 
 /// Offset of the Sequence Number in a keyed section, from the packet's
 /// start (RFC 5880 sections 4.3 and 4.4), and of the digest after it.
-pub(super) const AUTH_SEQUENCE_AT: usize = BFD_LEN + 4;
+pub(super) const AUTH_SEQUENCE_AT: usize = HEADER_LEN + 4;
 pub(super) const AUTH_DIGEST_AT: usize = AUTH_SEQUENCE_AT + 4;
-pub(super) const MD5_PACKET_LEN: usize = BFD_LEN + MD5_AUTH_LEN;
-pub(super) const SHA1_PACKET_LEN: usize = BFD_LEN + SHA1_AUTH_LEN;
+pub(super) const MD5_PACKET_LEN: usize = HEADER_LEN + MD5_AUTH_LEN;
+pub(super) const SHA1_PACKET_LEN: usize = HEADER_LEN + SHA1_AUTH_LEN;
 /// The larger of the two keyed packets.
 pub(super) const AUTH_SCRATCH_LEN: usize = SHA1_PACKET_LEN;
 
@@ -57,7 +57,7 @@ pub(super) fn verify_auth(
     session: &mut SessionState,
 ) -> Result<(), u32> {
     let at = packet.at;
-    let Some(head) = ptr_at::<[u8; 3]>(ctx, at + BFD_LEN) else {
+    let Some(head) = ptr_at::<[u8; 3]>(ctx, at + HEADER_LEN) else {
         return Err(drop::TRUNCATED);
     };
     // SAFETY: `ptr_at` checked the three bytes are in the packet.
@@ -66,7 +66,7 @@ pub(super) fn verify_auth(
         return Err(drop::AUTH_MISMATCH);
     }
     let auth_len = usize::from(auth_len);
-    if packet.length != BFD_LEN + auth_len {
+    if packet.length != HEADER_LEN + auth_len {
         return Err(drop::BAD_AUTH);
     }
     // The negative control: taken as genuine unchecked.
@@ -104,7 +104,7 @@ fn keyed_section<const N: usize>(
     session: &mut SessionState,
 ) -> Result<(), u32> {
     const { assert!(N == MD5_PACKET_LEN || N == SHA1_PACKET_LEN) };
-    if auth_len != N - BFD_LEN {
+    if auth_len != N - HEADER_LEN {
         return Err(drop::BAD_AUTH);
     }
     let scratch = copied::<N>(ctx, packet.at)?;
@@ -240,7 +240,7 @@ fn simple_password(
     let mut i = 0;
     while i < 16 {
         if i < len {
-            let Some(byte) = ptr_at::<u8>(ctx, at + BFD_LEN + 3 + i) else {
+            let Some(byte) = ptr_at::<u8>(ctx, at + HEADER_LEN + 3 + i) else {
                 return Err(drop::TRUNCATED);
             };
             // SAFETY: `ptr_at` checked the byte is in the packet.
@@ -447,7 +447,7 @@ fn set_key_aside<const N: usize, const D: usize>(scratch: &mut AuthScratch, secr
 /// were computed for.
 #[inline(always)]
 fn same_header<const N: usize>(copy: &[u8; N], secret: &AuthSecret, guard: &VerifyGuard) -> bool {
-    const { assert!(N >= HEADER_LEN && HEADER_LEN == 28) };
+    const { assert!(N >= verify::HEADER_LEN && verify::HEADER_LEN == 28) };
     // Word by word: the scratch's packet, the guard's header and secret
     // and the key map's value are all 8-byte aligned (map values; the
     // fields at multiples of 8), and bytes would cost a register each.

@@ -10,10 +10,11 @@
 use super::auth::{
     put_sequence_and_key, AUTH_SCRATCH_LEN, AUTH_SEQUENCE_AT, MD5_PACKET_LEN, SHA1_PACKET_LEN,
 };
-use super::{AuthScratch, BFD_LEN, LC_AUTH_SCRATCH, LC_VERIFY};
+use super::{AuthScratch, LC_AUTH_SCRATCH, LC_VERIFY};
 use linecard_common::bfd::auth_type;
+use linecard_common::bfd::header::HEADER_LEN;
 use linecard_common::digest::{md5_single_block_in, sha1_single_block_in};
-use linecard_common::verify::{VerifyGuard, HEADER_LEN};
+use linecard_common::verify::{self, VerifyGuard};
 
 /// Computes one missing expected digest of slot `slot`, if any. A global
 /// BPF function (see `auth::lc_verify_md5`): the verifier checks it once,
@@ -45,7 +46,7 @@ fn expect_ahead(slot: u32) {
     // SAFETY: this CPU's scratch: the sweep and the fast path are both
     // softirq work, never interleaved on one CPU.
     let scratch = unsafe { &mut *scratch };
-    match guard.header[BFD_LEN] {
+    match guard.header[HEADER_LEN] {
         auth_type::KEYED_MD5 | auth_type::METICULOUS_KEYED_MD5 => {
             computed_ahead::<MD5_PACKET_LEN, 16>(
                 scratch,
@@ -80,13 +81,13 @@ fn computed_ahead<const N: usize, const D: usize>(
     generation: u32,
     digest: impl Fn(&[u8; N], &mut [u32; 16]) -> [u8; D],
 ) -> u32 {
-    const { assert!(N <= AUTH_SCRATCH_LEN && D <= 20 && HEADER_LEN == AUTH_SEQUENCE_AT) };
+    const { assert!(N <= AUTH_SCRATCH_LEN && D <= 20 && verify::HEADER_LEN == AUTH_SEQUENCE_AT) };
     // SAFETY: the first N of the scratch's AUTH_SCRATCH_LEN bytes.
     let copy = unsafe { &mut *scratch.packet.as_mut_ptr().cast::<[u8; N]>() };
     // The seqlock's read side (`VerifyGuard`): volatile loads between
     // the two reads of the generation, in order.
     let mut i = 0;
-    while i < HEADER_LEN {
+    while i < verify::HEADER_LEN {
         // SAFETY: a load of a field of a live map value.
         copy[i] = unsafe { core::ptr::read_volatile(&guard.header[i]) };
         i += 1;

@@ -6,17 +6,18 @@
 use super::sign::Signer;
 use super::sweep::clock_sent;
 use super::{
-    count, max, payload_sum, ptr_at, reply_word, sign, signer, to_userspace, Eth, Header, Ip, Ipv4,
-    Network, Stage, BFD_LEN, FLAG_FINAL, FLAG_POLL, FLAG_POLLS_ONLY, IPV4_LEN, LC_DEAD_MAN,
-    LC_SLOTS, LC_VERDICTS, PROTO_UDP, REPLY_LEN_V4, REPLY_LEN_V6, UDP_LEN,
+    count, max, payload_sum, ptr_at, sign, signer, to_userspace, word, Eth, Header, Ip, Ipv4,
+    Network, Stage, IPV4_LEN, LC_DEAD_MAN, LC_SLOTS, LC_VERDICTS, PROTO_UDP, REPLY_LEN_V4,
+    REPLY_LEN_V6, UDP_LEN,
 };
 use aya_ebpf::bindings::xdp_action;
 use aya_ebpf::helpers::generated::{bpf_get_prandom_u32, bpf_xdp_adjust_tail};
 use aya_ebpf::programs::XdpContext;
 use core::ops::ControlFlow;
+use linecard_common::bfd::header::{field, flag, HEADER_LEN};
 use linecard_common::bfd::{
     auth_type, drop, jittered_gap_ns, periodic_interval_ns, reply_floor_ns, verdict, SessionConfig,
-    SessionState, PORT_MULTI_HOP, PORT_SINGLE_HOP,
+    SessionState, FLAG_POLLS_ONLY, PORT_MULTI_HOP, PORT_SINGLE_HOP,
 };
 
 /// Heard, not answered: the packet is dropped, its verdict counted.
@@ -49,7 +50,7 @@ pub(super) fn decide_reply(
             return Ok(ControlFlow::Break(xdp_action::XDP_PASS));
         }
     }
-    let poll = header.flags & FLAG_POLL != 0;
+    let poll = header.flags & flag::POLL != 0;
     // A peer in Demand mode gets no periodic packet (RFC 5880 6.8.7):
     // only its Polls are answered; its other packets are heard.
     if config.flags & FLAG_POLLS_ONLY != 0 && !poll {
@@ -60,7 +61,7 @@ pub(super) fn decide_reply(
     // the Required Min RX this packet carries, jittered, and none to a peer
     // that asks for none. A Poll is answered at once (6.5).
     let interval = periodic_interval_ns(
-        u64::from(reply_word(config, 12)) * 1_000,
+        u64::from(word(&config.reply, field::DESIRED_MIN_TX)) * 1_000,
         session.remote_required_min_rx_us,
     );
     if !poll {
@@ -98,7 +99,7 @@ pub(super) fn decide_reply(
     // (its instant is `now`).
     // SAFETY: a helper without arguments.
     let draw = unsafe { bpf_get_prandom_u32() };
-    session.next_gap_ns = jittered_gap_ns(interval, config.reply[2], draw);
+    session.next_gap_ns = jittered_gap_ns(interval, config.reply[field::DETECT_MULT], draw);
     Ok(ControlFlow::Continue(signing))
 }
 
@@ -115,7 +116,7 @@ pub(super) fn rewrite_into_reply(
     signing: Option<Signer>,
 ) -> Result<u32, u32> {
     let now = session.last_rx_ns;
-    let bfd_len = signing.map_or(BFD_LEN, |s| s.len);
+    let bfd_len = signing.map_or(HEADER_LEN, |s| s.len);
     let udp = net.udp;
     let Some(eth) = ptr_at::<Eth>(ctx, 0) else {
         return Err(drop::TRUNCATED);
@@ -137,9 +138,9 @@ pub(super) fn rewrite_into_reply(
     }
     let b = header.bytes();
     *b = config.reply;
-    if header.flags & FLAG_POLL != 0 {
+    if header.flags & flag::POLL != 0 {
         // Answer the Poll with Final, P clear (RFC 5880 6.8.6).
-        b[1] = (b[1] & !FLAG_POLL) | FLAG_FINAL;
+        b[field::STATE_FLAGS] = (b[field::STATE_FLAGS] & !flag::POLL) | flag::FINAL;
         session.finals_sent += 1;
     }
     if let Some(signer) = signing {
@@ -156,7 +157,7 @@ pub(super) fn rewrite_into_reply(
             (*ip).check_be = 0;
             (*ip).check_be = ipv4_checksum(ip);
             // UDP checksum 0: none, allowed for IPv4.
-            REPLY_LEN_V4 - BFD_LEN + bfd_len
+            REPLY_LEN_V4 - HEADER_LEN + bfd_len
         },
         Ip::V6(ip) => unsafe {
             // Version 6, traffic class CS6, flow label 0.
@@ -183,7 +184,7 @@ pub(super) fn rewrite_into_reply(
             // 0 means "no checksum", which IPv6 forbids: send its
             // one's-complement twin.
             (*udp).check_be = if check == 0 { 0xffff } else { check };
-            REPLY_LEN_V6 - BFD_LEN + bfd_len
+            REPLY_LEN_V6 - HEADER_LEN + bfd_len
         },
     };
     session.tx_packets += 1;

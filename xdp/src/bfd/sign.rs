@@ -8,11 +8,12 @@
 //! Split out of `bfd.rs` by responsibility; it names what it uses of it.
 
 use super::auth::{copied, AUTH_DIGEST_AT, AUTH_SCRATCH_LEN, MD5_PACKET_LEN, SHA1_PACKET_LEN};
-use super::{ptr_at, AuthScratch, BFD_LEN, LC_AUTH_KEYS};
+use super::{ptr_at, AuthScratch, LC_AUTH_KEYS};
 use aya_ebpf::macros::map;
 use aya_ebpf::maps::Array;
 use aya_ebpf::programs::XdpContext;
 use core::intrinsics::{atomic_xadd, AtomicOrdering};
+use linecard_common::bfd::header::{field, HEADER_LEN};
 use linecard_common::bfd::{auth_type, drop, AuthKeyRef, AuthSecret, SessionConfig, MAX_SESSIONS};
 use linecard_common::digest::{md5_single_block_in, sha1_single_block_in};
 
@@ -43,7 +44,7 @@ pub(super) struct Signer {
 /// of another length; keyed sections are as long as their type says).
 #[inline(always)]
 pub(super) fn signer(config: &SessionConfig, discr: u32, received_len: usize) -> Option<Signer> {
-    let len = usize::from(config.reply[3]);
+    let len = usize::from(config.reply[field::LENGTH]);
     if len != received_len || len > LONGEST_SIGNED {
         return None;
     }
@@ -84,7 +85,7 @@ pub(super) fn sign(
 #[inline(always)]
 fn password(ctx: &XdpContext, at: usize, key_id: u8, secret: &AuthSecret) -> Result<(), u32> {
     let len = usize::from(secret.len);
-    let Some(head) = ptr_at::<[u8; 3]>(ctx, at + BFD_LEN) else {
+    let Some(head) = ptr_at::<[u8; 3]>(ctx, at + HEADER_LEN) else {
         return Err(drop::TRUNCATED);
     };
     // SAFETY: `ptr_at` checked the three bytes are in the packet.
@@ -92,7 +93,7 @@ fn password(ctx: &XdpContext, at: usize, key_id: u8, secret: &AuthSecret) -> Res
     let mut i = 0;
     while i < 16 {
         if i < len {
-            let Some(byte) = ptr_at::<u8>(ctx, at + BFD_LEN + 3 + i) else {
+            let Some(byte) = ptr_at::<u8>(ctx, at + HEADER_LEN + 3 + i) else {
                 return Err(drop::TRUNCATED);
             };
             // SAFETY: `ptr_at` checked the byte is in the packet.
@@ -128,7 +129,7 @@ fn keyed_sign<const N: usize, const D: usize>(
     signed::<N, D>(
         scratch,
         secret,
-        [config.auth_type, (N - BFD_LEN) as u8, config.send_key_id],
+        [config.auth_type, (N - HEADER_LEN) as u8, config.send_key_id],
         sequence,
         digest,
     );
@@ -154,10 +155,10 @@ fn signed<const N: usize, const D: usize>(
     const { assert!(N <= AUTH_SCRATCH_LEN && D <= 20) };
     // SAFETY: the first N of the scratch's AUTH_SCRATCH_LEN bytes.
     let copy = unsafe { &mut *scratch.packet.as_mut_ptr().cast::<[u8; N]>() };
-    copy[BFD_LEN] = head[0];
-    copy[BFD_LEN + 1] = head[1];
-    copy[BFD_LEN + 2] = head[2];
-    copy[BFD_LEN + 3] = 0;
+    copy[HEADER_LEN] = head[0];
+    copy[HEADER_LEN + 1] = head[1];
+    copy[HEADER_LEN + 2] = head[2];
+    copy[HEADER_LEN + 3] = 0;
     super::auth::put_sequence_and_key::<N, D>(copy, sequence, secret);
     let sum = digest(copy, &mut scratch.words);
     let mut i = 0;
