@@ -157,11 +157,7 @@ fn in_the_lab(name: &str, test: impl FnOnce()) {
 /// session sent), which says nothing about authentication (`Err`: run
 /// again). An early Down, or one without the Diag of a detection, stays
 /// the test's failure.
-fn peer_fell_silent(
-    side: &str,
-    f: &FlowResult,
-    what: &str,
-) -> Result<(), String> {
+fn peer_fell_silent(side: &str, f: &FlowResult, what: &str) -> Result<(), String> {
     let true_detections = side == "linecardd"
         && f.flap_events
             .iter()
