@@ -6,6 +6,8 @@
 use crate::lab::spec;
 use crate::sys;
 use anyhow::{bail, Context, Result};
+use linecard_api::config::SessionSettings;
+use linecard_api::BackendKind;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -52,4 +54,24 @@ pub fn ctl_with(binary: &Path, socket: &Path, args: &[&str]) -> Result<serde_jso
         );
     }
     Ok(serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null))
+}
+
+/// A `[[session]]` from `local` to `peer` at these timers (ms, ms, Detect
+/// Mult) on `backend`: what every session the harness configures starts
+/// from.
+pub fn session_settings(
+    local: &dyn std::fmt::Display,
+    peer: &dyn std::fmt::Display,
+    (tx_ms, rx_ms, multiplier): (u32, u32, u8),
+    backend: BackendKind,
+) -> SessionSettings {
+    SessionSettings {
+        peer: peer.to_string(),
+        local: local.to_string(),
+        tx_interval_ms: Some(i64::from(tx_ms)),
+        rx_interval_ms: Some(i64::from(rx_ms)),
+        multiplier: Some(i64::from(multiplier)),
+        backend: Some(backend.to_string()),
+        ..SessionSettings::default()
+    }
 }

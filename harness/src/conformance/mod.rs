@@ -347,14 +347,13 @@ fn start_dut(dut: &str, dir: &Path) -> Result<(Daemon, Option<PathBuf>)> {
                     ..EngineSettings::default()
                 },
                 session: vec![SessionSettings {
-                    peer: session.peer.to_string(),
-                    local: session.local.to_string(),
-                    tx_interval_ms: Some(i64::from(session.tx_ms)),
-                    rx_interval_ms: Some(i64::from(session.rx_ms)),
-                    multiplier: Some(i64::from(session.multiplier)),
-                    backend: Some(kind.to_string()),
                     interface: Some(spec::HOST_IFACE.to_string()),
-                    ..SessionSettings::default()
+                    ..crate::linecardd::session_settings(
+                        &session.local,
+                        &session.peer,
+                        (session.tx_ms, session.rx_ms, session.multiplier),
+                        kind,
+                    )
                 }],
             };
             std::fs::write(&config, toml::to_string(&file)?)?;

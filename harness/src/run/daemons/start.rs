@@ -151,12 +151,6 @@ pub(crate) fn linecardd_config(
     let session = pairs
         .iter()
         .map(|pair| SessionSettings {
-            peer: pair.peer.to_string(),
-            local: pair.dut.to_string(),
-            tx_interval_ms: Some(i64::from(sessions.tx_interval_ms)),
-            rx_interval_ms: Some(i64::from(sessions.rx_interval_ms)),
-            multiplier: Some(i64::from(sessions.multiplier)),
-            backend: Some(backend.to_string()),
             interface: interface.clone(),
             offload: offload_only
                 .is_some_and(|f| f != Family::of(pair.dut))
@@ -181,7 +175,16 @@ pub(crate) fn linecardd_config(
                 send_key: None,
                 digest: None,
             }),
-            ..SessionSettings::default()
+            ..crate::linecardd::session_settings(
+                &pair.dut,
+                &pair.peer,
+                (
+                    sessions.tx_interval_ms,
+                    sessions.rx_interval_ms,
+                    sessions.multiplier,
+                ),
+                backend,
+            )
         })
         .collect();
     toml::to_string(&ConfigFile { engine, session })
