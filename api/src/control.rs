@@ -360,3 +360,45 @@ mod tests {
         );
     }
 }
+
+/// `ctl reload` (and the log line of a SIGHUP): what the reload did, each
+/// session named `local -> peer`. `refused` says why nothing changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReloadReport {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    /// New timers, announced by a Poll Sequence (RFC 5880 6.8.3).
+    pub retimed: Vec<String>,
+    /// Sending with another of the session's configured keys (6.7.1).
+    pub rekeyed: Vec<String>,
+    /// A change no running session can take: AdminDown, then added anew.
+    pub restarted: Vec<String>,
+    pub unchanged: usize,
+    /// Sessions the reload could not add (each with why); the rest of the
+    /// reload stands.
+    pub errors: Vec<String>,
+    pub refused: Option<String>,
+}
+
+/// The one-line summary linecardd logs and `ctl reload` prints.
+impl std::fmt::Display for ReloadReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(why) = &self.refused {
+            return write!(f, "reload refused: {why}");
+        }
+        write!(
+            f,
+            "reloaded: {} added, {} removed, {} retimed, {} rekeyed, {} restarted, {} unchanged",
+            self.added.len(),
+            self.removed.len(),
+            self.retimed.len(),
+            self.rekeyed.len(),
+            self.restarted.len(),
+            self.unchanged
+        )?;
+        for error in &self.errors {
+            write!(f, "; not added: {error}")?;
+        }
+        Ok(())
+    }
+}

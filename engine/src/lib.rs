@@ -12,5 +12,6 @@ pub mod daemon;
 pub mod echo;
 pub mod io;
 pub mod log;
+pub mod reload_plan;
 pub mod session;
 pub mod wire;

@@ -1,6 +1,7 @@
 //! `linecardd`: the BFD engine under test.
 //!
-//! `linecardd --config FILE` runs in the foreground, logs to stderr, and on
+//! `linecardd --config FILE` runs in the foreground, logs to stderr, on
+//! SIGHUP reads FILE again (changing only the sessions it changed), and on
 //! SIGTERM or SIGINT sends AdminDown to every peer and exits cleanly.
 
 use anyhow::{Context, Result};
@@ -97,6 +98,10 @@ struct Pair {
 
 #[derive(Subcommand)]
 enum CtlOp {
+    /// Read the config file again (as SIGHUP does): added sessions start,
+    /// removed ones are sent AdminDown, changed timers go through a Poll
+    /// Sequence, a changed send key rolls over; the rest see nothing
+    Reload,
     /// Show sessions (state, discriminators, timers, counters)
     List {
         #[arg(long)]
@@ -156,13 +161,18 @@ enum CtlOp {
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
+static RELOAD: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
+extern "C" fn on_signal(signal: libc::c_int) {
+    if signal == libc::SIGHUP {
+        RELOAD.store(true, Ordering::Relaxed);
+    } else {
+        STOP.store(true, Ordering::Relaxed);
+    }
 }
 
 fn install_signal_handlers() {
-    for signal in [libc::SIGTERM, libc::SIGINT] {
+    for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
         // SAFETY: the handler only stores to an atomic (async-signal-safe);
         // no SA_RESTART, so ppoll returns EINTR and the loop sees STOP.
         unsafe {
@@ -177,13 +187,13 @@ fn install_signal_handlers() {
 fn run_daemon(path: PathBuf) -> Result<()> {
     let config = EngineConfig::load(&path)?;
     install_signal_handlers();
-    let mut engine = Engine::new(config)?;
+    let mut engine = Engine::new(config)?.reloads_from(path);
     eprintln!(
         "linecardd: {} sessions, backend {}",
         engine.session_count(),
         engine.loop_kind()
     );
-    engine.run(&STOP)
+    engine.run(&STOP, &RELOAD)
 }
 
 /// `ctl list` for people, in the manner of FRR's `show bfd peers`.
@@ -261,6 +271,7 @@ fn json_name<T: serde::Serialize>(value: &T) -> String {
 fn run_ctl(ctl: Ctl) -> Result<()> {
     let request = match &ctl.op {
         CtlOp::List { .. } => Request::List,
+        CtlOp::Reload => Request::Reload,
         CtlOp::Drops => Request::Drops,
         CtlOp::Readiness => Request::Readiness,
         CtlOp::Add {
@@ -320,6 +331,15 @@ fn run_ctl(ctl: Ctl) -> Result<()> {
     let reply = call(&ctl.socket, &request)?;
     match ctl.op {
         CtlOp::List { json: false } => print_sessions(&serde_json::from_value(reply)?),
+        CtlOp::Reload => {
+            // A refused or partial reload fails the command (systemd's
+            // `reload` reports it).
+            let report: linecard_api::control::ReloadReport = serde_json::from_value(reply)?;
+            println!("{report}");
+            if report.refused.is_some() || !report.errors.is_empty() {
+                anyhow::bail!("the reload did not apply in full");
+            }
+        }
         _ => println!("{}", serde_json::to_string_pretty(&reply)?),
     }
     Ok(())

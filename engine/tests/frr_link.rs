@@ -105,7 +105,9 @@ fn garbage_drops_the_connection_and_hold_mode_reconnects_keeping_the_session() {
         // A port of our own: the test must not need the BFD port free.
         let port = 40_000 + (std::process::id() % 20_000) as u16;
         let mut engine = Engine::with_port(config, port).unwrap();
-        engine.run(&engine_stop).unwrap();
+        engine
+            .run(&engine_stop, &std::sync::atomic::AtomicBool::new(false))
+            .unwrap();
         engine.session_count()
     });
 

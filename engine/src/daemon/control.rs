@@ -4,6 +4,7 @@
 //! `[[session]]` table), `{"op":"remove","local":..,"peer":..}`,
 //! `{"op":"set","local":..,"peer":..,"tx_interval_ms":..,"rx_interval_ms":..,"multiplier":..}`,
 //! `{"op":"admin","local":..,"peer":..,"down":true}`, `{"op":"drops"}`,
+//! `{"op":"reload"}` (the config file read again, as SIGHUP does),
 //! `{"op":"readiness"}` (per session only what readiness needs: cheap at
 //! thousands of sessions, where `list` is megabytes and a kernel read per
 //! offloaded session).
@@ -11,6 +12,7 @@
 
 use super::Engine;
 use crate::config::validate_session;
+use crate::reload_plan::Retime;
 use crate::session::table::SessionId;
 use crate::session::Nanos;
 use linecard_api::config::SessionSettings;
@@ -28,6 +30,8 @@ use std::time::{Duration, Instant};
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
     List,
+    /// Re-read the config file (as SIGHUP does): `ReloadReport`.
+    Reload,
     Readiness,
     Drops,
     Add {
@@ -249,6 +253,7 @@ impl Engine {
         let missing = |local: IpAddr, peer: IpAddr| serde_json::json!({ "error": format!("no session {local} -> {peer}") });
         match request {
             Request::List => serde_json::json!({ "sessions": self.statuses() }),
+            Request::Reload => serde_json::json!(self.reload()),
             Request::Readiness => serde_json::json!({ "sessions": self.readiness() }),
             Request::Drops => {
                 serde_json::json!({ "drops": nonzero(&self.drops), "fast_path": self.fast_path_counters() })
@@ -289,17 +294,16 @@ impl Engine {
                 match self.find(local, peer) {
                     None => missing(local, peer),
                     Some(id) => {
-                        let (_, session, p) = self.table.get_mut(id).expect("found just above");
                         // RFC 5880 6.8.3: through a Poll Sequence.
-                        session.set_timers(
+                        self.retime(
+                            id,
+                            Retime {
+                                tx_interval_us: timers.tx_interval_us,
+                                rx_interval_us: timers.rx_interval_us,
+                                multiplier: timers.multiplier,
+                            },
                             now,
-                            timers.tx_interval_us,
-                            timers.rx_interval_us,
-                            timers.multiplier,
                         );
-                        p.spec.tx_interval_us = timers.tx_interval_us;
-                        p.spec.rx_interval_us = timers.rx_interval_us;
-                        p.spec.multiplier = timers.multiplier;
                         serde_json::json!({ "ok": true })
                     }
                 }
@@ -310,24 +314,10 @@ impl Engine {
                 key_id,
             } => match self.find(local, peer) {
                 None => missing(local, peer),
-                Some(id) => {
-                    let (_, session, p) = self.table.get_mut(id).expect("found just above");
-                    let Some(auth) = session.auth_mut() else {
-                        return serde_json::json!({ "error": "the session has no authentication" });
-                    };
-                    match auth.set_send_key(key_id) {
-                        Ok(()) => {
-                            if let Some(config) = p.spec.auth.as_mut() {
-                                config.send_key = key_id;
-                            }
-                            super::log(&format!(
-                                "session {local} -> {peer}: sending with key {key_id}"
-                            ));
-                            serde_json::json!({ "ok": true })
-                        }
-                        Err(why) => serde_json::json!({ "error": why }),
-                    }
-                }
+                Some(id) => match self.send_with_key(id, key_id) {
+                    Ok(()) => serde_json::json!({ "ok": true }),
+                    Err(why) => serde_json::json!({ "error": why }),
+                },
             },
             Request::Admin { local, peer, down } => match self.find(local, peer) {
                 None => missing(local, peer),

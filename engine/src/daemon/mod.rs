@@ -14,6 +14,7 @@ use fast_path_config::{kernel_verifies, registered_config};
 mod frr;
 mod kernel_events;
 pub mod offload;
+mod reload;
 mod sessions;
 
 use crate::backend::xdp::{self as fast_path, FastPath};
@@ -77,6 +78,8 @@ pub struct Peer {
 
 pub struct Engine {
     config: EngineConfig,
+    /// The file `config` was read from, which a reload reads again.
+    config_path: Option<std::path::PathBuf>,
     transmitter: Box<dyn Transmitter>,
     table: SessionTable<Peer>,
     /// Receive sockets, bound as sessions need them: index
@@ -195,6 +198,7 @@ impl Engine {
             .map(|addr| frr::FrrLink::new(addr, config.frr_hold_seconds));
         let mut engine = Self {
             config,
+            config_path: None,
             transmitter,
             table: SessionTable::default(),
             rx: [None, None, None, None],
@@ -222,6 +226,13 @@ impl Engine {
 
     pub fn loop_kind(&self) -> BackendKind {
         self.transmitter.kind()
+    }
+
+    /// The file a reload (SIGHUP, `ctl reload`) reads again: the one the
+    /// engine's config came from.
+    pub fn reloads_from(mut self, path: std::path::PathBuf) -> Self {
+        self.config_path = Some(path);
+        self
     }
 
     fn now(&self) -> Nanos {
@@ -425,7 +436,9 @@ impl Engine {
 
     /// Runs until `stop` is set (SIGTERM/SIGINT), then sends AdminDown once
     /// per session so that peers take the session down deliberately.
-    pub fn run(&mut self, stop: &AtomicBool) -> Result<()> {
+    /// `reload` (SIGHUP) set: the config file is read again at the next
+    /// pass.
+    pub fn run(&mut self, stop: &AtomicBool, reload: &AtomicBool) -> Result<()> {
         self.transmitter
             .enter_loop()
             .with_context(|| format!("starting the {} loop", self.loop_kind()))?;
@@ -454,6 +467,9 @@ impl Engine {
             }
             self.wait(wait_ns)?;
             self.serve_control();
+            if reload.swap(false, Ordering::Relaxed) {
+                self.reload();
+            }
         }
         self.shutdown();
         Ok(())

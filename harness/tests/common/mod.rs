@@ -817,3 +817,77 @@ pub fn spawn_run(
         .spawn()
         .unwrap()
 }
+
+/// One address pair per session for tests of many sessions against FRR
+/// (FRR 8.4 brings up only one session per peer address, whatever the
+/// local addresses): the peer host's `i`-th address and the DUT's. Added
+/// on the lab's eth0s by [`AddressPairs::add`], removed when it drops.
+#[allow(dead_code)]
+pub fn pair_peer_address(i: usize) -> std::net::IpAddr {
+    std::net::IpAddr::from([192, 0, 2, 100 + i as u8])
+}
+
+#[allow(dead_code)]
+pub fn pair_dut_address(i: usize) -> std::net::IpAddr {
+    std::net::IpAddr::from([192, 0, 2, 180 + i as u8])
+}
+
+/// The first `count` address pairs on the lab (at most 75: they stay
+/// inside 192.0.2.0/24 and clear of the lab's own addresses).
+#[allow(dead_code)]
+pub struct AddressPairs(usize);
+
+#[allow(dead_code)]
+impl AddressPairs {
+    pub fn add(count: usize) -> Self {
+        assert!(count <= 75, "{count} address pairs do not fit 192.0.2.0/24");
+        let pairs = Self(count);
+        for (ns, addr) in pairs.addresses() {
+            let ok = Command::new("ip")
+                .args([
+                    "-n",
+                    ns,
+                    "addr",
+                    "replace",
+                    &format!("{addr}/24"),
+                    "dev",
+                    "eth0",
+                ])
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "adding {addr} in {ns}");
+        }
+        pairs
+    }
+
+    fn addresses(&self) -> Vec<(&'static str, std::net::IpAddr)> {
+        use linecard_harness::lab::spec::{DUT, PEER};
+        (0..self.0)
+            .flat_map(|i| {
+                [
+                    (PEER.namespace, pair_peer_address(i)),
+                    (DUT.namespace, pair_dut_address(i)),
+                ]
+            })
+            .collect()
+    }
+}
+
+impl Drop for AddressPairs {
+    fn drop(&mut self) {
+        for (ns, addr) in self.addresses() {
+            let _ = Command::new("ip")
+                .args([
+                    "-n",
+                    ns,
+                    "addr",
+                    "del",
+                    &format!("{addr}/24"),
+                    "dev",
+                    "eth0",
+                ])
+                .status();
+        }
+    }
+}

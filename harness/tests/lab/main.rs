@@ -20,6 +20,7 @@ mod inject;
 mod interop;
 mod local_lab;
 mod multihop;
+mod reload;
 mod scale;
 mod symmetric;
 mod throttling;

@@ -5,29 +5,18 @@
 //! DUT's packets on the wire are replies to the peer's. How 64 sessions
 //! hold their timers under L3 and L4 is a timing claim, judged by the
 //! product itself: `linecard run scenarios/scale.toml` (README, Scale).
-//! The peer host answers from 64 addresses.
+//! The peer host answers from 64 addresses (`common::AddressPairs`).
 
 use crate::common::*;
 use linecard_capture_analyzer::{analyze, Options, Phase};
-use linecard_harness::lab::spec::{self, DUT, PEER};
+use linecard_harness::lab::spec::{self, PEER};
 use linecard_harness::procs::{start_frr_bfdd, PeerSession};
 use std::net::IpAddr;
-use std::process::Command;
 use std::time::Duration;
 
 const SESSIONS: usize = 64;
 /// How long the sessions are watched once Up, s.
 const WATCH_SECONDS: u64 = 5;
-
-fn peer_address(i: usize) -> IpAddr {
-    IpAddr::from([192, 0, 2, 100 + i as u8])
-}
-
-/// Each session gets its own address pair: FRR 8.4 brings up only one
-/// session per peer address, whatever the local addresses.
-fn dut_address(i: usize) -> IpAddr {
-    IpAddr::from([192, 0, 2, 180 + i as u8])
-}
 
 #[test]
 fn sixty_four_xdp_sessions_come_up_offloaded_and_are_answered_by_the_kernel() {
@@ -37,32 +26,12 @@ fn sixty_four_xdp_sessions_come_up_offloaded_and_are_answered_by_the_kernel() {
     let _lock = lock_lab();
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
     let dir = scratch_dir("scale");
-    for i in 0..SESSIONS {
-        for (ns, addr) in [
-            (PEER.namespace, peer_address(i)),
-            (DUT.namespace, dut_address(i)),
-        ] {
-            let ok = Command::new("ip")
-                .args([
-                    "-n",
-                    ns,
-                    "addr",
-                    "replace",
-                    &format!("{addr}/24"),
-                    "dev",
-                    "eth0",
-                ])
-                .status()
-                .unwrap()
-                .success();
-            assert!(ok, "adding {addr} in {ns}");
-        }
-    }
+    let _addresses = AddressPairs::add(SESSIONS);
     let rest = spec::cpuset_dir(spec::REST_CPUSET);
     let sessions: Vec<PeerSession> = (0..SESSIONS)
         .map(|i| PeerSession {
-            local: peer_address(i),
-            peer: dut_address(i),
+            local: pair_peer_address(i),
+            peer: pair_dut_address(i),
             tx_ms: 10,
             rx_ms: 10,
             multiplier: 3,
@@ -76,8 +45,8 @@ fn sixty_four_xdp_sessions_come_up_offloaded_and_are_answered_by_the_kernel() {
     let socket = dir.join("dut.sock");
     let sessions: Vec<DutSession> = (0..SESSIONS)
         .map(|i| DutSession {
-            peer: peer_address(i).to_string(),
-            local: dut_address(i).to_string(),
+            peer: pair_peer_address(i).to_string(),
+            local: pair_dut_address(i).to_string(),
             backend: "xdp",
             interface: Some("eth0"),
         })
@@ -140,7 +109,7 @@ fn sixty_four_xdp_sessions_come_up_offloaded_and_are_answered_by_the_kernel() {
         .filter(|f| {
             f.src
                 .parse::<IpAddr>()
-                .is_ok_and(|a| (0..SESSIONS).any(|i| dut_address(i) == a))
+                .is_ok_and(|a| (0..SESSIONS).any(|i| pair_dut_address(i) == a))
         })
         .collect();
     assert_eq!(ours.len(), SESSIONS);
@@ -199,23 +168,5 @@ fn sixty_four_xdp_sessions_come_up_offloaded_and_are_answered_by_the_kernel() {
         "replies on a CPU other than the DUT's: {on_dut:?}"
     );
     eprintln!("fast path: {after}");
-    for i in 0..SESSIONS {
-        for (ns, addr) in [
-            (PEER.namespace, peer_address(i)),
-            (DUT.namespace, dut_address(i)),
-        ] {
-            let _ = Command::new("ip")
-                .args([
-                    "-n",
-                    ns,
-                    "addr",
-                    "del",
-                    &format!("{addr}/24"),
-                    "dev",
-                    "eth0",
-                ])
-                .status();
-        }
-    }
     let _ = std::fs::remove_dir_all(&dir);
 }
