@@ -32,3 +32,5 @@ pub struct UserspaceVerifyCost {
     pub ns_per_packet: u32,
     pub method: String,
 }
+#[cfg(feature = "cli-docs")]
+pub mod cli_docs;

@@ -10,8 +10,10 @@ use linecard_api::{auth_type_named, InputError};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-/// Default path of the control socket.
-pub const DEFAULT_CONTROL_SOCKET: &str = "/run/linecardd.sock";
+/// Default path of the control socket: in the service's runtime
+/// directory (systemd's `RuntimeDirectory=linecardd`; linecardd makes the
+/// directory when it is missing).
+pub const DEFAULT_CONTROL_SOCKET: &str = "/run/linecardd/linecardd.sock";
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct EngineConfig {

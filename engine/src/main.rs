@@ -45,7 +45,14 @@ use regression;
 #[command(
     name = "linecardd",
     version = VERSION,
-    about = "A BFD engine (RFC 5880/5881) with pluggable transmit backends: naive, rt, deadline, txtime, xdp",
+    about = "A BFD engine (RFC 5880/5881/5883) with pluggable transmit backends: naive, rt, deadline, txtime, xdp",
+    long_about = "A BFD engine (RFC 5880/5881/5883) with pluggable transmit backends: naive, rt, \
+                  deadline, txtime, and xdp, which answers steady sessions from the kernel.\n\n\
+                  `linecardd --config FILE` runs in the foreground and logs to stderr. Signals: \
+                  SIGHUP reads FILE again and changes only the sessions it changed (as \
+                  `linecardd ctl reload` does); SIGTERM and SIGINT send AdminDown to every peer \
+                  and exit. The packaged service reads /etc/linecardd/linecardd.toml and answers \
+                  on /run/linecardd/linecardd.sock.",
     args_conflicts_with_subcommands = true,
     after_help = "Run:     linecardd --config linecardd.toml\n\
                   Inspect: linecardd ctl list            (like FRR's `show bfd peers`)\n\
@@ -77,6 +84,12 @@ enum Command {
     },
     /// Talk to a running linecardd over its control socket
     Ctl(Ctl),
+    /// Write this program's man pages (section 8) or shell completions into DIR (packaging)
+    #[command(hide = true)]
+    Generate {
+        what: linecard_api::cli_docs::Generated,
+        dir: PathBuf,
+    },
 }
 
 #[derive(Args)]
@@ -395,6 +408,11 @@ fn main() -> ExitCode {
                 })
         }
         (None, Some(Command::Ctl(ctl))) => run_ctl(ctl),
+        (None, Some(Command::Generate { what, dir })) => {
+            use clap::CommandFactory;
+            linecard_api::cli_docs::generate(Cli::command(), what, "8", &dir)
+                .with_context(|| format!("writing into {}", dir.display()))
+        }
         (None, None) => {
             eprintln!("linecardd: give --config FILE to run the engine, or a command (see --help)");
             return ExitCode::from(2);

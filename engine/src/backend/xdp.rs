@@ -90,14 +90,18 @@ impl FastPath {
                 .context("no clock-sent map")?,
         )?;
         // A handle of its own on the sessions' state for the responder
-        // thread (the loop keeps the object's).
+        // thread (the loop keeps the object's): the same map under a
+        // duplicated descriptor. Not BPF_MAP_GET_FD_BY_ID, which needs
+        // CAP_SYS_ADMIN, a capability the service does not have.
         let states = {
-            let map = bpf.map(names::STATE_MAP).context("no state map")?;
-            let id = match map {
-                aya::maps::Map::Array(data) => data.info()?.id(),
+            let fd = match bpf.map(names::STATE_MAP).context("no state map")? {
+                aya::maps::Map::Array(data) => {
+                    use std::os::fd::AsFd;
+                    data.fd().as_fd().try_clone_to_owned()?
+                }
                 _ => anyhow::bail!("the state map is not an array"),
             };
-            Array::try_from(aya::maps::Map::Array(aya::maps::MapData::from_id(id)?))?
+            Array::try_from(aya::maps::Map::Array(aya::maps::MapData::from_fd(fd)?))?
         };
         let heartbeat = Heartbeat {
             map: Array::try_from(

@@ -476,7 +476,7 @@ impl Engine {
 /// wider mode), and [`peer_allowed`] checks each client's credentials.
 pub(super) fn open_socket(path: &std::path::Path) -> anyhow::Result<UnixListener> {
     use anyhow::{bail, Context};
-    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_socket() => {
             if UnixStream::connect(path).is_ok() {
@@ -493,7 +493,18 @@ pub(super) fn open_socket(path: &std::path::Path) -> anyhow::Result<UnixListener
             path.display(),
             meta.file_type()
         ),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // The runtime directory, when no service manager made it: one
+            // level only, private to this user and its group.
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                if !parent.exists() {
+                    std::fs::DirBuilder::new()
+                        .mode(0o750)
+                        .create(parent)
+                        .with_context(|| format!("making {}", parent.display()))?;
+                }
+            }
+        }
         Err(e) => {
             return Err(e).with_context(|| format!("looking at {}", path.display()));
         }

@@ -20,6 +20,7 @@ mod inject;
 mod interop;
 mod local_lab;
 mod multihop;
+mod package;
 mod reload;
 mod scale;
 mod symmetric;

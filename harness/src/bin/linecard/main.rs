@@ -205,6 +205,12 @@ enum Command {
         #[arg(long)]
         out: std::path::PathBuf,
     },
+    /// Write this program's man pages (section 1) or shell completions into DIR (packaging)
+    #[command(hide = true)]
+    Generate {
+        what: linecard_api::cli_docs::Generated,
+        dir: std::path::PathBuf,
+    },
     /// Bring up, inspect, check and tear down the local lab (network namespaces on this machine)
     #[command(subcommand)]
     Lab(lab::LabCommand),
@@ -446,6 +452,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Canary { seconds, out } => {
             linecard_harness::canary::run(seconds, &out)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Generate { what, dir } => {
+            use clap::CommandFactory;
+            linecard_api::cli_docs::generate(Cli::command(), what, "1", &dir)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(BenchCommand::Xdp { repeat, output }) => {
