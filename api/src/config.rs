@@ -57,6 +57,13 @@ pub struct EngineSettings {
     pub sched_deadline: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dead_man_ms: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Where a handover pins the fast path: a folder linecardd makes, on
+    /// a BPF filesystem (default `/sys/fs/bpf/linecardd-HASH`).
+    pub handover_dir: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    /// How long the kernel answers alone after a handover, ms.
+    pub handover_window_ms: Option<i64>,
 }
 
 impl EngineSettings {

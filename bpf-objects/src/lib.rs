@@ -59,6 +59,16 @@ pub struct Switches {
 
 /// [`load`] with `switches` set before the verifier sees the program.
 pub fn load_with(switches: Switches) -> Result<aya::Ebpf, ObjectError> {
+    load_adopting(switches, &[])
+}
+
+/// [`load_with`], the maps named in `pins` not created but taken from
+/// their pins on a bpffs (a running engine's, handed over): the program
+/// then shares them with the one that made them.
+pub fn load_adopting(
+    switches: Switches,
+    pins: &[(String, std::path::PathBuf)],
+) -> Result<aya::Ebpf, ObjectError> {
     use linecard_common::names;
     let values = [
         (names::FIXED_SWEEP_GLOBAL, u8::from(switches.fixed_sweep)),
@@ -77,6 +87,9 @@ pub fn load_with(switches: Switches) -> Result<aya::Ebpf, ObjectError> {
         // `true`: a name the object lacks is an error, not a switch that
         // silently does nothing.
         loader.override_global(name, value, true);
+    }
+    for (name, path) in pins {
+        loader.map_pin_path(name.as_str(), path.as_path());
     }
     Ok(loader.load(object()?)?)
 }

@@ -66,6 +66,15 @@ pub struct EngineConfig {
     /// A stopped engine (SIGSTOP, a debugger) then goes Down at the peer
     /// after this plus the detection time, instead of never.
     pub dead_man_ms: u32,
+    /// Where a handover (SIGUSR2) pins the fast path for the next process:
+    /// a folder on a BPF filesystem, made by linecardd (default
+    /// `/sys/fs/bpf/linecardd-HASH`, HASH of the control socket's path).
+    pub handover_dir: PathBuf,
+    /// xdp backend: how long the kernel answers alone after a handover
+    /// before the dead-man stops it, ms (default 10000): the next process
+    /// must load its program (a second of verifier here, more on a busy
+    /// CPU) and adopt within it.
+    pub handover_window_ms: u32,
     /// FRR bfdd's dataplane listener (`bfdd --dplaneaddr ipv4:ADDR:PORT`):
     /// the engine connects and runs the sessions bfdd hands it.
     pub frr_dataplane: Option<std::net::SocketAddr>,
@@ -218,6 +227,14 @@ impl EngineConfig {
             ));
         }
         let dead_man_ms = dead_man_ms as u32;
+        let handover_window_ms = raw.engine.handover_window_ms.unwrap_or(10_000);
+        if !(1_000..=600_000).contains(&handover_window_ms) {
+            return Err(invalid(
+                "engine.handover_window_ms",
+                &handover_window_ms,
+                "must be 1000-600000: the next process loads its program within it",
+            ));
+        }
         if frr_backend == BackendKind::Txtime {
             return Err(invalid(
                 "engine.frr_backend",
@@ -240,6 +257,7 @@ impl EngineConfig {
             control_socket: raw
                 .engine
                 .control_socket
+                .clone()
                 .unwrap_or_else(|| DEFAULT_CONTROL_SOCKET.into()),
             txtime_depth: txtime_depth as usize,
             // Off only in a build with the deliberate regression compiled
@@ -255,6 +273,16 @@ impl EngineConfig {
             verify_authentication: raw.engine.verify_authentication.unwrap_or(true),
             sched_deadline: raw.engine.sched_deadline.unwrap_or(true),
             dead_man_ms,
+            handover_window_ms: handover_window_ms as u32,
+            handover_dir: match raw.engine.handover_dir {
+                Some(dir) => dir,
+                None => crate::backend::xdp::pin_dir(
+                    raw.engine
+                        .control_socket
+                        .as_deref()
+                        .unwrap_or(Path::new(DEFAULT_CONTROL_SOCKET)),
+                ),
+            },
             frr_dataplane,
             frr_backend,
             frr_hold_seconds: frr_hold_seconds as u32,

@@ -10,11 +10,11 @@ use linecard_api::config::SessionSettings;
 use linecard_api::{Availability, BackendKind};
 use linecard_engine::config::{EngineConfig, DEFAULT_CONTROL_SOCKET};
 use linecard_engine::daemon::control::{call, Request};
-use linecard_engine::daemon::Engine;
+use linecard_engine::daemon::{Ending, Engine, Signals};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 /// `linecardd --version`: the package version, the commit and profile of
 /// this build (`build.rs`), and a deliberate regression if compiled in.
@@ -111,6 +111,10 @@ struct Pair {
 
 #[derive(Subcommand)]
 enum CtlOp {
+    /// Hand the sessions to the next linecardd and exit without AdminDown
+    /// (as SIGUSR2 does): the kernel answers the peers until the next
+    /// `linecardd --config FILE` adopts them (xdp backend)
+    Handover,
     /// Read the config file again (as SIGHUP does): added sessions start,
     /// removed ones are sent AdminDown, changed timers go through a Poll
     /// Sequence, a changed send key rolls over; the rest see nothing
@@ -173,19 +177,19 @@ enum CtlOp {
     },
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
-static RELOAD: AtomicBool = AtomicBool::new(false);
+static SIGNALS: Signals = Signals::new();
 
 extern "C" fn on_signal(signal: libc::c_int) {
-    if signal == libc::SIGHUP {
-        RELOAD.store(true, Ordering::Relaxed);
-    } else {
-        STOP.store(true, Ordering::Relaxed);
-    }
+    let flag = match signal {
+        libc::SIGHUP => &SIGNALS.reload,
+        libc::SIGUSR2 => &SIGNALS.hand_over,
+        _ => &SIGNALS.stop,
+    };
+    flag.store(true, Ordering::Relaxed);
 }
 
 fn install_signal_handlers() {
-    for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+    for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR2] {
         // SAFETY: the handler only stores to an atomic (async-signal-safe);
         // no SA_RESTART, so ppoll returns EINTR and the loop sees STOP.
         unsafe {
@@ -206,7 +210,10 @@ fn run_daemon(path: PathBuf) -> Result<()> {
         engine.session_count(),
         engine.loop_kind()
     );
-    engine.run(&STOP, &RELOAD)
+    if let Ending::HandedOver(n) = engine.run(&SIGNALS)? {
+        eprintln!("linecardd: {n} sessions handed over; exiting without AdminDown");
+    }
+    Ok(())
 }
 
 /// `ctl list` for people, in the manner of FRR's `show bfd peers`.
@@ -285,6 +292,7 @@ fn run_ctl(ctl: Ctl) -> Result<()> {
     let request = match &ctl.op {
         CtlOp::List { .. } => Request::List,
         CtlOp::Reload => Request::Reload,
+        CtlOp::Handover => Request::Handover,
         CtlOp::Drops => Request::Drops,
         CtlOp::Readiness => Request::Readiness,
         CtlOp::Add {

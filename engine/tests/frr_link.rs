@@ -12,7 +12,7 @@ use linecard_engine::config::EngineConfig;
 use linecard_engine::daemon::Engine;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -98,16 +98,14 @@ fn garbage_drops_the_connection_and_hold_mode_reconnects_keeping_the_session() {
         ),
     )
     .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let engine_stop = stop.clone();
+    let signals = Arc::new(linecard_engine::daemon::Signals::new());
+    let engine_signals = signals.clone();
     // The engine lives on its own thread (it is not Send: built there).
     let loop_thread = std::thread::spawn(move || {
         // A port of our own: the test must not need the BFD port free.
         let port = 40_000 + (std::process::id() % 20_000) as u16;
         let mut engine = Engine::with_port(config, port).unwrap();
-        engine
-            .run(&engine_stop, &std::sync::atomic::AtomicBool::new(false))
-            .unwrap();
+        engine.run(&engine_signals).unwrap();
         engine.session_count()
     });
 
@@ -184,7 +182,7 @@ fn garbage_drops_the_connection_and_hold_mode_reconnects_keeping_the_session() {
     assert_eq!(change.lid, 0x0102_0304);
     // After the adoption grace period the session is still there.
     std::thread::sleep(Duration::from_millis(3_500));
-    stop.store(true, Ordering::Relaxed);
+    signals.stop.store(true, Ordering::Relaxed);
     let sessions = loop_thread.join().unwrap();
     assert_eq!(sessions, 1, "the held session was swept or duplicated");
     let _ = std::fs::remove_dir_all(&dir);

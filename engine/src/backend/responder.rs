@@ -281,12 +281,19 @@ impl Responder {
     }
 }
 
-impl Drop for Responder {
-    fn drop(&mut self) {
+impl Responder {
+    /// Stops the thread: no more beats, Downs or own-clock packets.
+    pub fn stop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

@@ -19,6 +19,9 @@ use linecard_common::names;
 use std::net::IpAddr;
 use std::os::fd::RawFd;
 
+mod handover;
+pub use handover::{pin_dir, Adoption};
+
 /// The XDP backend needs the embedded object (absent when the crate was
 /// built without the BPF toolchain, or stale against this binary's layout).
 pub fn availability() -> Availability {
@@ -63,17 +66,35 @@ pub struct FastPath {
     /// LC_XMIT_SEQ in our memory: bfd.XmitAuthSeq of every authenticated
     /// session, shared with the kernel's signed replies.
     xmit_seq: std::sync::Arc<super::xmit_seq::Mapping>,
+    /// A descriptor of every map of ours, by name, whoever owns the map
+    /// now (the responder takes some): what a handover pins.
+    maps: Vec<(String, std::os::fd::OwnedFd)>,
+    /// Our attachment to each interface, by name: what a handover pins.
+    links: Vec<(String, aya::programs::xdp::XdpLinkId)>,
+    /// A running engine's maps and links this one takes over, until it
+    /// has (`handover.rs`).
+    adoption: Option<Adoption>,
 }
 
 impl FastPath {
     /// Loads the program and starts the responder as `config` asks (see
-    /// [`Responder`]).
-    pub fn load(config: &EngineConfig) -> Result<Self> {
-        let mut bpf = linecard_bpf_objects::load_with(linecard_bpf_objects::Switches {
+    /// [`Responder`]); with `adoption`, on the maps a running engine
+    /// handed over (their pins are removed once held).
+    pub fn load(config: &EngineConfig, adoption: Option<Adoption>) -> Result<Self> {
+        let switches = linecard_bpf_objects::Switches {
             fixed_sweep: config.xdp_sweep_fixed_period,
             unverified_auth: !config.verify_authentication,
             ..linecard_bpf_objects::Switches::default()
-        })?;
+        };
+        let pins = adoption
+            .as_ref()
+            .map(Adoption::map_pins)
+            .unwrap_or_default();
+        let mut bpf = linecard_bpf_objects::load_adopting(switches, &pins)?;
+        if let Some(adoption) = adoption.as_ref() {
+            adoption.maps_held();
+        }
+        let maps = handover::descriptors(&bpf)?;
         let program: &mut Xdp = bpf
             .program_mut(names::BFD_PROGRAM)
             .context("the object has no lc_bfd")?
@@ -114,12 +135,16 @@ impl FastPath {
             Some(aya::maps::Map::Array(data)) => super::xmit_seq::Mapping::of(data)?,
             _ => anyhow::bail!("no LC_XMIT_SEQ array"),
         };
+        let sweep_len = handover::sweep_len(&bpf);
         Ok(Self {
             xmit_seq,
             bpf,
             interfaces: Vec::new(),
             ifindexes: Vec::new(),
-            sweep_len: 0,
+            maps,
+            links: Vec::new(),
+            adoption,
+            sweep_len,
             keys: std::collections::HashMap::new(),
             responder: Responder::start(
                 events,
@@ -142,9 +167,17 @@ impl FastPath {
             .program_mut(names::BFD_PROGRAM)
             .context("lc_bfd in the object")?
             .try_into()?;
-        program
-            .attach(interface, XdpMode::Driver)
-            .with_context(|| format!("attaching lc_bfd to {interface} in native mode"))?;
+        let link = match self.adoption.as_ref().and_then(|a| a.link(interface)) {
+            // The running engine's attachment, our program swapped in
+            // atomically (BPF_LINK_UPDATE): no frame goes unjudged.
+            Some(link) => program
+                .attach_to_link(link?)
+                .with_context(|| format!("taking over lc_bfd's attachment to {interface}"))?,
+            None => program
+                .attach(interface, XdpMode::Driver)
+                .with_context(|| format!("attaching lc_bfd to {interface} in native mode"))?,
+        };
+        self.links.push((interface.to_string(), link));
         self.interfaces.push(interface.to_string());
         self.ifindexes.extend(crate::echo::ifindex(interface));
         Ok(())

@@ -32,6 +32,9 @@ pub enum Request {
     List,
     /// Re-read the config file (as SIGHUP does): `ReloadReport`.
     Reload,
+    /// Hand the sessions to the next process and exit (as SIGUSR2 does):
+    /// `{"handed_over": N}`, or the reason it was refused.
+    Handover,
     Readiness,
     Drops,
     Add {
@@ -254,6 +257,13 @@ impl Engine {
         match request {
             Request::List => serde_json::json!({ "sessions": self.statuses() }),
             Request::Reload => serde_json::json!(self.reload()),
+            Request::Handover => match self.hand_over() {
+                Ok(n) => {
+                    self.handed_over = true;
+                    serde_json::json!({ "handed_over": n })
+                }
+                Err(e) => serde_json::json!({ "error": format!("handover refused: {e:#}") }),
+            },
             Request::Readiness => serde_json::json!({ "sessions": self.readiness() }),
             Request::Drops => {
                 serde_json::json!({ "drops": nonzero(&self.drops), "fast_path": self.fast_path_counters() })

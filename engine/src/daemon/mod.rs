@@ -12,6 +12,7 @@ mod due;
 mod fast_path_config;
 use fast_path_config::{kernel_verifies, registered_config};
 mod frr;
+pub mod handover;
 mod kernel_events;
 pub mod offload;
 mod reload;
@@ -112,6 +113,44 @@ pub struct Engine {
     last_full_pass: Nanos,
     /// The sessions the next pass visits besides a full pass's.
     due: DueQueue,
+    /// The sessions were handed to the next process (`handover.rs`): the
+    /// loop ends without a packet.
+    handed_over: bool,
+}
+
+/// What the signal handlers tell the loop (`linecardd`'s main sets them).
+pub struct Signals {
+    /// SIGTERM, SIGINT: AdminDown to every peer, then exit.
+    pub stop: AtomicBool,
+    /// SIGHUP: read the config file again.
+    pub reload: AtomicBool,
+    /// SIGUSR2: hand the sessions to the next process, then exit.
+    pub hand_over: AtomicBool,
+}
+
+impl Signals {
+    pub const fn new() -> Self {
+        Self {
+            stop: AtomicBool::new(false),
+            reload: AtomicBool::new(false),
+            hand_over: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Default for Signals {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// How [`Engine::run`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// Every peer was sent AdminDown.
+    Stopped,
+    /// The sessions were handed over; the peers saw nothing.
+    HandedOver(usize),
 }
 
 /// Where the receive socket of a family and kind lives in `Engine::rx`.
@@ -183,8 +222,13 @@ impl Engine {
         let control = control::open_socket(&config.control_socket)?;
         let sessions = config.sessions.clone();
         let transmitter = backend::transmitter(loop_kind, &config);
+        // A running engine's sessions, handed over (SIGUSR2).
+        let (record, adoption) = match handover::pending(&config) {
+            Some(pending) => (Some(pending.record), Some(pending.adoption)),
+            None => (None, None),
+        };
         let fast = if loop_kind == BackendKind::Xdp {
-            Some(FastPath::load(&config)?)
+            Some(FastPath::load(&config, adoption)?)
         } else {
             None
         };
@@ -217,9 +261,15 @@ impl Engine {
             full_pass_wanted: true,
             last_full_pass: 0,
             due: DueQueue::default(),
+            handed_over: false,
         };
-        for spec in sessions {
-            engine.add_session(spec)?;
+        match record {
+            Some(record) => engine.take_over(sessions, record)?,
+            None => {
+                for spec in sessions {
+                    engine.add_session(spec)?;
+                }
+            }
         }
         Ok(engine)
     }
@@ -434,16 +484,18 @@ impl Engine {
         self.fast.as_ref().and_then(|f| f.counters().ok())
     }
 
-    /// Runs until `stop` is set (SIGTERM/SIGINT), then sends AdminDown once
-    /// per session so that peers take the session down deliberately.
-    /// `reload` (SIGHUP) set: the config file is read again at the next
-    /// pass.
-    pub fn run(&mut self, stop: &AtomicBool, reload: &AtomicBool) -> Result<()> {
+    /// Runs until `signals.stop` is set (SIGTERM/SIGINT), then sends
+    /// AdminDown once per session so that peers take the session down
+    /// deliberately; or until the sessions are handed over
+    /// (`signals.hand_over`, SIGUSR2, or `ctl handover`), then sends
+    /// nothing. `signals.reload` (SIGHUP): the config file is read again
+    /// at the next pass.
+    pub fn run(&mut self, signals: &Signals) -> Result<Ending> {
         self.transmitter
             .enter_loop()
             .with_context(|| format!("starting the {} loop", self.loop_kind()))?;
         let mut buf = [0u8; 2048];
-        while !stop.load(Ordering::Relaxed) {
+        while !signals.stop.load(Ordering::Relaxed) && !self.handed_over {
             // Timers are judged at an instant taken before the sockets are
             // read, so every packet that arrived by then has been handled:
             // a loop that was itself delayed (even between reading and
@@ -467,12 +519,21 @@ impl Engine {
             }
             self.wait(wait_ns)?;
             self.serve_control();
-            if reload.swap(false, Ordering::Relaxed) {
+            if signals.reload.swap(false, Ordering::Relaxed) {
                 self.reload();
             }
+            if signals.hand_over.swap(false, Ordering::Relaxed) {
+                match self.hand_over() {
+                    Ok(_) => self.handed_over = true,
+                    Err(e) => log(&format!("handover refused: {e:#}; running on")),
+                }
+            }
+        }
+        if self.handed_over {
+            return Ok(Ending::HandedOver(self.table.len()));
         }
         self.shutdown();
-        Ok(())
+        Ok(Ending::Stopped)
     }
 
     /// Reads and handles every packet waiting on the receive sockets.

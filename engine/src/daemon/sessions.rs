@@ -28,6 +28,26 @@ impl Engine {
         spec: SessionSpec,
         discr: Option<u32>,
     ) -> Result<SessionId> {
+        self.add(spec, discr, None)
+    }
+
+    /// A session a running engine handed over (`handover.rs`): its slot,
+    /// discriminator, source port and state as they were, the kernel's
+    /// entry for it left as it is until the offload policy rewrites it.
+    pub(super) fn adopt_session(
+        &mut self,
+        spec: SessionSpec,
+        record: &super::handover::SessionRecord,
+    ) -> Result<SessionId> {
+        self.add(spec, Some(record.local_discr), Some(record))
+    }
+
+    fn add(
+        &mut self,
+        spec: SessionSpec,
+        discr: Option<u32>,
+        adopted: Option<&super::handover::SessionRecord>,
+    ) -> Result<SessionId> {
         if spec.backend != self.loop_kind() {
             if !self.table.is_empty() {
                 bail!(
@@ -42,7 +62,7 @@ impl Engine {
             }
             // An empty engine takes the backend of its first session.
             self.fast = if spec.backend == BackendKind::Xdp {
-                Some(FastPath::load(&self.config)?)
+                Some(FastPath::load(&self.config, None)?)
             } else {
                 None
             };
@@ -60,12 +80,15 @@ impl Engine {
             .filter_map(|id| self.table.get(id))
             .map(|(_, _, p)| p.tx.source_port)
             .collect();
+        // An adopted session keeps its source port (the kernel's replies
+        // carry it, RFC 5881 section 4).
+        let kept_port = adopted.map(|r| r.source_port);
         let mut tx = TxSocket::open(
             spec.local,
             spec.peer,
             self.control_port(spec.multihop),
             spec.interface.as_deref(),
-            &|p| taken.contains(&p),
+            &|p| taken.contains(&p) || kept_port.is_some_and(|k| k != p),
         )
         .with_context(|| {
             format!(
@@ -81,6 +104,9 @@ impl Engine {
                     spec.backend, spec.local, spec.peer
                 )
             })?;
+        if adopted.is_some() && discr.is_some_and(|d| self.table.discriminator_in_use(d)) {
+            bail!("the handed-over discriminator {discr:?} is in use");
+        }
         let mut discr = discr
             .filter(|&d| d != 0 && !self.table.discriminator_in_use(d))
             .unwrap_or(0);
@@ -104,7 +130,10 @@ impl Engine {
             .seed
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
-        let mut session = Session::new(config, self.now(), self.seed);
+        let mut session = match adopted {
+            Some(record) => Session::adopt(config, &record.snapshot, self.now(), self.seed),
+            None => Session::new(config, self.now(), self.seed),
+        };
         if self.config.never_leave_init {
             session = session.with_broken_handshake();
         }
@@ -121,46 +150,59 @@ impl Engine {
             peer: spec.peer,
             multihop: spec.multihop,
         };
-        let id = self
-            .table
-            .insert(
-                path,
-                session,
-                Peer {
-                    spec: spec.clone(),
-                    tx,
-                    drops: [0; DropReason::ALL.len()],
-                    last_transition: None,
-                    kernel: KernelView::default(),
-                    kernel_detection_unix_ns: None,
-                    last_user_tx: None,
-                    own_clock_requests: 0,
-                    last_own_clock: None,
-                    due_next: None,
-                    due_detection: None,
-                    stale: true,
-                    echo_interval_ns: 0,
-                },
-            )
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let peer = Peer {
+            spec: spec.clone(),
+            tx,
+            drops: [0; DropReason::ALL.len()],
+            last_transition: None,
+            kernel: KernelView::default(),
+            kernel_detection_unix_ns: None,
+            last_user_tx: None,
+            own_clock_requests: 0,
+            last_own_clock: None,
+            due_next: None,
+            due_detection: None,
+            stale: true,
+            echo_interval_ns: 0,
+        };
+        let id = match adopted {
+            Some(record) => self.table.insert_at(record.id, path, session, peer),
+            None => self.table.insert(path, session, peer),
+        }
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
         // The table first, then the kernel's maps: a session the kernel
         // refuses is taken out again, so that none is left half-added
         // (the kernel dropping its packets, a retry "already exists").
-        if let Err(e) = self.install_in_kernel(id, &spec) {
+        if let Err(e) = self.install_in_kernel(id, &spec, adopted.is_some()) {
             self.undo_add(id);
             return Err(e);
         }
         self.due.touch(id);
         log(&format!(
-            "session {} -> {} added (discriminator {discr}, backend {})",
-            spec.local, spec.peer, spec.backend
+            "session {} -> {} {} (discriminator {discr}, backend {})",
+            spec.local,
+            spec.peer,
+            if adopted.is_some() {
+                "adopted"
+            } else {
+                "added"
+            },
+            spec.backend
         ));
         Ok(id)
     }
 
     /// The fast path's maps and the echo originator for a session just
     /// put in the table.
-    fn install_in_kernel(&mut self, id: SessionId, spec: &SessionSpec) -> Result<()> {
+    /// `adopted`: the kernel holds the session's entry already (a
+    /// handover), which must not be rewritten as a plain registration: the
+    /// kernel would stop answering for it until the next pass.
+    fn install_in_kernel(
+        &mut self,
+        id: SessionId,
+        spec: &SessionSpec,
+        adopted: bool,
+    ) -> Result<()> {
         let discr = match self.table.get(id) {
             Some((_, session, _)) => session.config().local_discr,
             None => bail!("session {id} is not in the table"),
@@ -176,7 +218,9 @@ impl Engine {
                     .collect();
                 fast.install_keys(discr, &keys)?;
             }
-            fast.register(discr, registered_config(path, session, peer, id as u32))?;
+            if !adopted {
+                fast.register(discr, registered_config(path, session, peer, id as u32))?;
+            }
             if let Some(auth) = self.table.get_mut(id).and_then(|(_, s, _)| s.auth_mut()) {
                 // From here one bfd.XmitAuthSeq for the kernel's replies, the
                 // responder and this loop, going on where it was (6.7.3).

@@ -10,6 +10,7 @@ pub mod auth;
 mod auth_tests;
 #[cfg(test)]
 mod demand_tests;
+pub mod handover;
 pub mod table;
 #[cfg(test)]
 mod tests;

@@ -32,6 +32,8 @@ pub enum TableError {
     Duplicate(PathKey),
     #[error("discriminator {0} is already in use")]
     DiscriminatorInUse(u32),
+    #[error("session slot {0} is already in use")]
+    IdInUse(SessionId),
 }
 
 impl<T> Default for SessionTable<T> {
@@ -51,6 +53,19 @@ impl<T> SessionTable<T> {
         session: Session,
         extra: T,
     ) -> Result<SessionId, TableError> {
+        let free = self.entries.iter().position(Option::is_none);
+        self.insert_at(free.unwrap_or(self.entries.len()), path, session, extra)
+    }
+
+    /// [`insert`](Self::insert) at `id`, which must be free: a session
+    /// handed over keeps its id, the kernel's slot for it.
+    pub fn insert_at(
+        &mut self,
+        id: SessionId,
+        path: PathKey,
+        session: Session,
+        extra: T,
+    ) -> Result<SessionId, TableError> {
         let discr = session.config().local_discr;
         if self.by_path.contains_key(&path) {
             return Err(TableError::Duplicate(path));
@@ -58,13 +73,12 @@ impl<T> SessionTable<T> {
         if self.by_discr.contains_key(&discr) {
             return Err(TableError::DiscriminatorInUse(discr));
         }
-        let id = match self.entries.iter().position(Option::is_none) {
-            Some(free) => free,
-            None => {
-                self.entries.push(None);
-                self.entries.len() - 1
-            }
-        };
+        if self.entries.get(id).is_some_and(Option::is_some) {
+            return Err(TableError::IdInUse(id));
+        }
+        if self.entries.len() <= id {
+            self.entries.resize_with(id + 1, || None);
+        }
         self.entries[id] = Some((path, session, extra));
         self.by_discr.insert(discr, id);
         self.by_path.insert(path, id);

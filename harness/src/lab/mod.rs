@@ -159,7 +159,43 @@ fn build(options: &LabOptions) -> Result<()> {
     make_cpusets(options)?;
     steer_receive_path(&options.dut_cpus, &options.rest_cpus()?)?;
     attach_pass_programs()?;
+    mount_engine_bpffs()?;
     Ok(())
+}
+
+/// The engines' BPF filesystem (`spec::ENGINE_BPFFS`).
+fn mount_engine_bpffs() -> Result<()> {
+    if bpffs_at(spec::ENGINE_BPFFS) {
+        return Ok(());
+    }
+    std::fs::create_dir_all(spec::ENGINE_BPFFS)?;
+    sys::run("mount", ["-t", "bpf", "lc-bpffs", spec::ENGINE_BPFFS])
+        .with_context(|| format!("mounting a BPF filesystem at {}", spec::ENGINE_BPFFS))?;
+    Ok(())
+}
+
+/// Empties and unmounts the engines' BPF filesystem: what is pinned there
+/// is a handover no engine took (the lab's, under its own mount).
+fn release_engine_bpffs() -> Result<bool> {
+    let root = Path::new(spec::ENGINE_BPFFS);
+    if !root.exists() {
+        return Ok(false);
+    }
+    if bpffs_at(spec::ENGINE_BPFFS) {
+        for entry in std::fs::read_dir(root)?.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            }
+            .with_context(|| format!("removing {}", path.display()))?;
+        }
+        sys::run("umount", [spec::ENGINE_BPFFS])
+            .with_context(|| format!("unmounting {}", spec::ENGINE_BPFFS))?;
+    }
+    std::fs::remove_dir(root).with_context(|| format!("removing {}", root.display()))?;
+    Ok(true)
 }
 
 fn add_host(host: &Host) -> Result<()> {
@@ -390,8 +426,15 @@ const BPFFS_MOUNTED_MARKER: &str = "/run/lc-bpffs-mounted";
 
 /// Whether the BPF filesystem is mounted at /sys/fs/bpf.
 pub fn bpffs_mounted() -> bool {
+    bpffs_at("/sys/fs/bpf")
+}
+
+/// Whether `path` is on a BPF filesystem.
+pub fn bpffs_at(path: &str) -> bool {
     const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
-    let path = std::ffi::CString::new("/sys/fs/bpf").expect("no NUL in the path");
+    let Ok(path) = std::ffi::CString::new(path) else {
+        return false;
+    };
     // SAFETY: statfs writes into the zeroed struct we pass; path is valid.
     let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: as above: a valid path and a zeroed struct to fill.
@@ -478,6 +521,8 @@ pub struct Removed {
     pub bpf_pins: bool,
     /// The BPF filesystem, mounted by the lab and left empty, unmounted.
     pub bpffs_unmounted: bool,
+    /// The engines' BPF filesystem, emptied and unmounted.
+    pub engine_bpffs_unmounted: bool,
     /// sched_rt_runtime_us restored from a run that did not finish.
     pub restored_rt_runtime_us: Option<i64>,
     /// The root cpuset's load balancing, as it was before the lab.
@@ -517,6 +562,7 @@ pub fn down() -> Result<Removed> {
         removed.bpf_pins = true;
     }
     removed.bpffs_unmounted = release_bpffs()?;
+    removed.engine_bpffs_unmounted = release_engine_bpffs()?;
     for ns in namespaces {
         ip(&["netns", "delete", &ns])?;
         removed.namespaces.push(ns);

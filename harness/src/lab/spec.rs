@@ -28,6 +28,13 @@ pub const ROOT_LOAD_BALANCE_SAVED: &str = "/run/lc-cpuset-load-balance.saved";
 /// command that attached them exits, and `lab down` can find them.
 pub const BPF_PIN_DIR: &str = "/sys/fs/bpf/lc-lab";
 
+/// A BPF filesystem of the lab's own for the engines it runs: `ip netns
+/// exec` remounts /sys for the namespace, hiding /sys/fs/bpf, so a
+/// linecardd in a lab host pins its fast path for a handover here
+/// (`engine.handover_dir`, a folder under it). Mounted by `lab up`,
+/// emptied and unmounted by `lab down`.
+pub const ENGINE_BPFFS: &str = "/run/lc-bpffs";
+
 /// One host of the lab: a namespace with one veth into the bridge.
 #[derive(Clone, Copy, Debug)]
 pub struct Host {

@@ -286,6 +286,9 @@ pub fn read() -> Result<LabStatus> {
     if !Path::new(spec::BPF_PIN_DIR).exists() && observer_present {
         problems.push(format!("{} missing", spec::BPF_PIN_DIR));
     }
+    if !crate::lab::bpffs_at(spec::ENGINE_BPFFS) && observer_present {
+        problems.push(format!("no BPF filesystem at {}", spec::ENGINE_BPFFS));
+    }
     Ok(LabStatus {
         up: problems.is_empty(),
         problems,

@@ -16,6 +16,7 @@ mod conformance;
 mod demand;
 mod detection;
 mod frr_dataplane;
+mod handover;
 mod inject;
 mod interop;
 mod local_lab;
