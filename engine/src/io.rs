@@ -222,6 +222,21 @@ impl TxSocket {
         interface: Option<&str>,
         taken: &dyn Fn(u16) -> bool,
     ) -> io::Result<Self> {
+        Self::open_sharing(local, peer, port, interface, taken, false)
+    }
+
+    /// [`TxSocket::open`]; `share_port`: with SO_REUSEPORT, so that a
+    /// session handed over binds the source port its predecessor still
+    /// holds until it exits (RFC 5881 section 4: one source port for all
+    /// of a session's packets).
+    pub fn open_sharing(
+        local: IpAddr,
+        peer: IpAddr,
+        port: u16,
+        interface: Option<&str>,
+        taken: &dyn Fn(u16) -> bool,
+        share_port: bool,
+    ) -> io::Result<Self> {
         let domain = if local.is_ipv6() {
             Domain::IPV6
         } else {
@@ -237,6 +252,9 @@ impl TxSocket {
         }
         if let Some(name) = interface {
             socket.bind_device(Some(name.as_bytes()))?;
+        }
+        if share_port {
+            socket.set_reuse_port(true)?;
         }
         let mut bound = None;
         for source_port in SOURCE_PORTS.filter(|p| !taken(*p)) {
@@ -262,6 +280,12 @@ impl TxSocket {
             source_port,
             txtime_lead_ns: None,
         })
+    }
+
+    /// Lets a successor process bind this socket's source port beside it
+    /// (SO_REUSEPORT), for a take-over.
+    pub fn share_port(&self) -> io::Result<()> {
+        self.socket.set_reuse_port(true)
     }
 
     /// Sends at once. On a SO_TXTIME socket "at once" is the earliest

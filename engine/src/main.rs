@@ -62,6 +62,12 @@ struct Cli {
     /// Run the engine with this TOML configuration ([engine] and [[session]] tables)
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Take over the sessions of the linecardd running with this file's
+    /// control socket, with nothing on the wire (xdp backend): it keeps
+    /// answering while this one loads, then hands over and exits. With
+    /// none running, a plain start
+    #[arg(long, requires = "config")]
+    take_over: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -201,10 +207,15 @@ fn install_signal_handlers() {
     }
 }
 
-fn run_daemon(path: PathBuf) -> Result<()> {
+fn run_daemon(path: PathBuf, take_over: bool) -> Result<()> {
     let config = EngineConfig::load(&path)?;
     install_signal_handlers();
-    let mut engine = Engine::new(config)?.reloads_from(path);
+    let engine = if take_over {
+        Engine::taking_over(config)?
+    } else {
+        Engine::new(config)?
+    };
+    let mut engine = engine.reloads_from(path);
     eprintln!(
         "linecardd: {} sessions, backend {}",
         engine.session_count(),
@@ -369,7 +380,7 @@ fn run_ctl(ctl: Ctl) -> Result<()> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match (cli.config, cli.command) {
-        (Some(path), _) => run_daemon(path).context("linecardd"),
+        (Some(path), _) => run_daemon(path, cli.take_over).context("linecardd"),
         (None, Some(Command::Backends { json })) => {
             let rows: Vec<(BackendKind, Availability)> = BackendKind::ALL
                 .iter()

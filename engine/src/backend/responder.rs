@@ -163,6 +163,18 @@ pub struct Responder {
     /// Own-clock packets sent so far.
     sent: Arc<AtomicU64>,
     thread: Option<JoinHandle<()>>,
+    /// What the thread takes when it starts; `None` once it has.
+    parts: Option<Parts>,
+}
+
+/// The maps and settings a responder's thread owns.
+struct Parts {
+    events: RingBuf<MapData>,
+    clock_sent: Array<MapData, u64>,
+    states: Array<MapData, SessionState>,
+    heartbeat: Heartbeat,
+    want: Timeliness,
+    sender: std::sync::mpsc::Sender<Detection>,
 }
 
 impl Responder {
@@ -179,6 +191,23 @@ impl Responder {
         heartbeat: Heartbeat,
         want: Timeliness,
     ) -> Result<Self> {
+        let mut responder = Self::idle(events, clock_sent, states, heartbeat, want)?;
+        responder.run()?;
+        Ok(responder)
+    }
+
+    /// A responder whose thread has not started ([`Responder::run`]): it
+    /// takes arming, but reads no event and beats nothing yet. An engine
+    /// taking over from a running one starts it only once that one's has
+    /// stopped, so that no event is read by the process without the
+    /// session.
+    pub fn idle(
+        events: RingBuf<MapData>,
+        clock_sent: Array<MapData, u64>,
+        states: Array<MapData, SessionState>,
+        heartbeat: Heartbeat,
+        want: Timeliness,
+    ) -> Result<Self> {
         // SAFETY: eventfd has no preconditions; the result is checked.
         let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if raw < 0 {
@@ -186,50 +215,73 @@ impl Responder {
         }
         // SAFETY: raw is a fresh descriptor we own.
         let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(raw) });
-        let armed: Arc<Mutex<HashMap<u32, Armed>>> = Arc::default();
-        let stop = Arc::new(AtomicBool::new(false));
-        let sent = Arc::new(AtomicU64::new(0));
         let (sender, detections) = channel();
-        let policy: Arc<Mutex<Option<ThreadPolicy>>> = Arc::default();
-        let thread = {
-            let (armed, stop, wake, sent) =
-                (armed.clone(), stop.clone(), wake.clone(), sent.clone());
-            let policy_slot = policy.clone();
-            std::thread::Builder::new()
-                .name("lc-responder".into())
-                .spawn(move || {
-                    let got = make_current_thread_timely(want);
-                    let priority = want.priority;
-                    match &got {
-                        ThreadPolicy::Deadline { .. } => {}
-                        ThreadPolicy::Fifo { why_not_deadline, .. } => crate::log::line(&format!(
-                            "the responder runs at SCHED_FIFO {priority}, not SCHED_DEADLINE ({why_not_deadline}): RT throttling can hold the first Down and the own clock for ~50 ms a second under RT load"
-                        )),
-                        ThreadPolicy::Normal { why } => crate::log::line(&format!(
-                            "the responder runs at normal priority ({why}): the first Down and the own clock wait for the scheduler"
-                        )),
-                    }
-                    *policy_slot.lock().expect("set once, never poisoned") = Some(got);
-                    let shared = Shared {
-                        armed: &armed,
-                        detections: &sender,
-                        wake: &wake,
-                        stop: &stop,
-                        sent: &sent,
-                    };
-                    respond(events, clock_sent, states, heartbeat, shared);
-                })
-                .context("starting the responder thread")?
-        };
         Ok(Self {
-            armed,
-            policy,
+            armed: Arc::default(),
+            policy: Arc::default(),
             detections,
             wake,
-            stop,
-            sent,
-            thread: Some(thread),
+            stop: Arc::new(AtomicBool::new(false)),
+            sent: Arc::new(AtomicU64::new(0)),
+            thread: None,
+            parts: Some(Parts {
+                events,
+                clock_sent,
+                states,
+                heartbeat,
+                want,
+                sender,
+            }),
         })
+    }
+
+    /// Starts the thread (once).
+    pub fn run(&mut self) -> Result<()> {
+        let Some(parts) = self.parts.take() else {
+            return Ok(());
+        };
+        let Parts {
+            events,
+            clock_sent,
+            states,
+            heartbeat,
+            want,
+            sender,
+        } = parts;
+        let (armed, stop, wake, sent) = (
+            self.armed.clone(),
+            self.stop.clone(),
+            self.wake.clone(),
+            self.sent.clone(),
+        );
+        let policy_slot = self.policy.clone();
+        let thread = std::thread::Builder::new()
+            .name("lc-responder".into())
+            .spawn(move || {
+                let got = make_current_thread_timely(want);
+                let priority = want.priority;
+                match &got {
+                    ThreadPolicy::Deadline { .. } => {}
+                    ThreadPolicy::Fifo { why_not_deadline, .. } => crate::log::line(&format!(
+                        "the responder runs at SCHED_FIFO {priority}, not SCHED_DEADLINE ({why_not_deadline}): RT throttling can hold the first Down and the own clock for ~50 ms a second under RT load"
+                    )),
+                    ThreadPolicy::Normal { why } => crate::log::line(&format!(
+                        "the responder runs at normal priority ({why}): the first Down and the own clock wait for the scheduler"
+                    )),
+                }
+                *policy_slot.lock().expect("set once, never poisoned") = Some(got);
+                let shared = Shared {
+                    armed: &armed,
+                    detections: &sender,
+                    wake: &wake,
+                    stop: &stop,
+                    sent: &sent,
+                };
+                respond(events, clock_sent, states, heartbeat, shared);
+            })
+            .context("starting the responder thread")?;
+        self.thread = Some(thread);
+        Ok(())
     }
 
     /// Own-clock packets the thread has sent.

@@ -136,6 +136,7 @@ impl FastPath {
             _ => anyhow::bail!("no LC_XMIT_SEQ array"),
         };
         let sweep_len = handover::sweep_len(&bpf);
+        let taking_over = adoption.is_some();
         Ok(Self {
             xmit_seq,
             bpf,
@@ -146,13 +147,25 @@ impl FastPath {
             adoption,
             sweep_len,
             keys: std::collections::HashMap::new(),
-            responder: Responder::start(
-                events,
-                clock_sent,
-                states,
-                heartbeat,
-                config.responder_scheduling(),
-            )?,
+            // Taking over, the responder starts once the running engine's
+            // has stopped (`adopted`).
+            responder: if taking_over {
+                Responder::idle(
+                    events,
+                    clock_sent,
+                    states,
+                    heartbeat,
+                    config.responder_scheduling(),
+                )?
+            } else {
+                Responder::start(
+                    events,
+                    clock_sent,
+                    states,
+                    heartbeat,
+                    config.responder_scheduling(),
+                )?
+            },
         })
     }
 
@@ -353,6 +366,14 @@ impl FastPath {
 
     pub fn disarm_responder(&self, discr: u32) {
         self.responder.disarm(discr);
+    }
+
+    /// What the sweep holds for `slot` (a handed-over session's, read by
+    /// its adopter).
+    pub fn slot(&self, slot: u32) -> Result<SlotConfig> {
+        let slots: Array<&MapData, SlotConfig> =
+            Array::try_from(self.bpf.map(names::SLOTS_MAP).context("no slots map")?)?;
+        Ok(slots.get(&slot, 0)?)
     }
 
     /// The kernel's view of the session in `slot`.

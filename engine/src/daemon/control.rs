@@ -32,6 +32,10 @@ pub enum Request {
     List,
     /// Re-read the config file (as SIGHUP does): `ReloadReport`.
     Reload,
+    /// The first half of a take-over (`linecardd --take-over`): pin the
+    /// maps for the next process and go on: `{"pinned": N, "format": F,
+    /// "layout_version": L}`.
+    PrepareHandover,
     /// Hand the sessions to the next process and exit (as SIGUSR2 does):
     /// `{"handed_over": N}`, or the reason it was refused.
     Handover,
@@ -257,6 +261,10 @@ impl Engine {
         match request {
             Request::List => serde_json::json!({ "sessions": self.statuses() }),
             Request::Reload => serde_json::json!(self.reload()),
+            Request::PrepareHandover => match self.prepare_handover() {
+                Ok(reply) => reply,
+                Err(e) => serde_json::json!({ "error": format!("handover refused: {e:#}") }),
+            },
             Request::Handover => match self.hand_over() {
                 Ok(n) => {
                     self.handed_over = true;
@@ -435,7 +443,16 @@ impl Engine {
                         self.pending.push(client);
                         continue;
                     }
-                    Ok(request) => self.respond(request),
+                    Ok(request) => {
+                        let handing_over = matches!(request, Request::Handover);
+                        let reply = self.respond(request);
+                        if handing_over && self.handed_over {
+                            // The successor's connection: our responder
+                            // runs until it closes (`handover.rs`).
+                            self.successor = client.stream.try_clone().ok();
+                        }
+                        reply
+                    }
                     Err(e) => serde_json::json!({ "error": e }),
                 },
                 None if client.request.is_empty() => {
@@ -614,6 +631,15 @@ const MAX_REQUEST_BYTES: usize = 64 * 1024;
 
 /// Client side: sends one request, returns the reply.
 pub fn call(socket: &std::path::Path, request: &Request) -> anyhow::Result<serde_json::Value> {
+    call_keeping(socket, request).map(|(reply, _)| reply)
+}
+
+/// [`call`], the connection kept open: the engine that handed over waits
+/// on it until the successor closes it.
+pub fn call_keeping(
+    socket: &std::path::Path,
+    request: &Request,
+) -> anyhow::Result<(serde_json::Value, UnixStream)> {
     use anyhow::Context;
     let mut stream = UnixStream::connect(socket)
         .with_context(|| format!("connecting to {} (is linecardd running?)", socket.display()))?;
@@ -631,5 +657,5 @@ pub fn call(socket: &std::path::Path, request: &Request) -> anyhow::Result<serde
     if let Some(error) = reply.get("error").and_then(|e| e.as_str()) {
         anyhow::bail!("linecardd refused: {error}");
     }
-    Ok(reply)
+    Ok((reply, stream))
 }

@@ -79,10 +79,25 @@ pub struct Pending {
 /// pins released (the kernel then stops answering for them), never left
 /// to lapse silently.
 pub fn pending(config: &EngineConfig) -> Option<Pending> {
+    let adoption = Adoption::at(&config.handover_dir);
+    match (take_record(config, adoption.is_some()), adoption) {
+        (Some(record), Some(adoption)) => Some(Pending { record, adoption }),
+        (_, adoption) => {
+            if let Some(adoption) = adoption {
+                adoption.finish();
+            }
+            None
+        }
+    }
+}
+
+/// The record at `config`'s socket, removed from there, if this build can
+/// adopt it (`pinned`: the fast path it describes is pinned). Otherwise
+/// the reason is logged and its sessions are sent AdminDown.
+pub fn take_record(config: &EngineConfig, pinned: bool) -> Option<HandoverRecord> {
     let path = record_path(&config.control_socket);
     let text = std::fs::read_to_string(&path).ok()?;
     let _ = std::fs::remove_file(&path);
-    let adoption = Adoption::at(&config.handover_dir);
     let record: HandoverRecord = match serde_json::from_str(&text) {
         Ok(record) => record,
         Err(e) => {
@@ -90,9 +105,6 @@ pub fn pending(config: &EngineConfig) -> Option<Pending> {
                 "handover refused: {} is unreadable ({e}); starting afresh",
                 path.display()
             ));
-            if let Some(adoption) = adoption {
-                adoption.finish();
-            }
             return None;
         }
     };
@@ -107,7 +119,7 @@ pub fn pending(config: &EngineConfig) -> Option<Pending> {
             record.layout_version,
             linecard_common::LAYOUT_VERSION
         ))
-    } else if adoption.is_none() {
+    } else if !pinned {
         Some(format!(
             "its pinned fast path ({}) is gone",
             config.handover_dir.display()
@@ -121,30 +133,59 @@ pub fn pending(config: &EngineConfig) -> Option<Pending> {
     } else {
         None
     };
-    match (refused, adoption) {
-        (None, Some(adoption)) => {
+    match refused {
+        None => {
             log(&format!(
                 "taking over {} sessions from {}",
                 record.sessions.len(),
                 record.written_by
             ));
-            Some(Pending { record, adoption })
+            Some(record)
         }
-        (why, adoption) => {
+        Some(why) => {
             log(&format!(
-                "handover from {} refused: {}; its {} sessions are sent AdminDown and start afresh",
+                "handover from {} refused: {why}; its {} sessions are sent AdminDown and start afresh",
                 record.written_by,
-                why.unwrap_or_default(),
                 record.sessions.len()
             ));
-            if let Some(adoption) = adoption {
-                adoption.finish();
-            }
             for s in &record.sessions {
                 admin_down(s);
             }
             None
         }
+    }
+}
+
+/// What the running engine said to `prepare_handover`: its maps pinned at
+/// `config.handover_dir`, in a layout this build shares. Refused (and the
+/// pins released: the running engine goes on, untouched) otherwise.
+pub fn prepared(config: &EngineConfig, reply: &serde_json::Value) -> Result<Adoption> {
+    let layout = reply["layout_version"].as_u64();
+    let format = reply["format"].as_u64();
+    if layout != Some(u64::from(linecard_common::LAYOUT_VERSION))
+        || format != Some(u64::from(HANDOVER_FORMAT))
+    {
+        abandon(config);
+        bail!(
+            "take-over refused: the running engine's maps hold layout {layout:?} (handover format {format:?}), \
+             this build's are layout {} (format {HANDOVER_FORMAT}); no migration between them. \
+             The running engine goes on; stop it (AdminDown to its peers) to start this build",
+            linecard_common::LAYOUT_VERSION
+        );
+    }
+    Adoption::at(&config.handover_dir).with_context(|| {
+        format!(
+            "the running engine pinned nothing at {}",
+            config.handover_dir.display()
+        )
+    })
+}
+
+/// Releases a prepared handover's pins (the running engine keeps its own
+/// descriptors and goes on).
+pub fn abandon(config: &EngineConfig) {
+    if let Some(adoption) = Adoption::at(&config.handover_dir) {
+        adoption.finish();
     }
 }
 
@@ -181,6 +222,34 @@ fn admin_down(record: &SessionRecord) {
 }
 
 impl Engine {
+    /// The first half of a take-over (`linecardd --take-over`): pins the
+    /// maps for the next process to load its program on, and goes on as
+    /// before. Its reply names the layout, so that a build that cannot
+    /// share the maps refuses before anything is handed over.
+    pub fn prepare_handover(&mut self) -> Result<serde_json::Value> {
+        let fast = match (self.loop_kind(), self.fast.as_mut()) {
+            (BackendKind::Xdp, Some(fast)) => fast,
+            (kind, _) => bail!("the {kind} backend has nothing in the kernel to hand over"),
+        };
+        let pinned = fast.pin_maps(&self.config.handover_dir)?;
+        // The successor binds each session's source port while we still
+        // hold it (our responder sends from it until relieved).
+        for id in self.table.ids().collect::<Vec<_>>() {
+            if let Some((_, _, peer)) = self.table.get(id) {
+                peer.tx.share_port().context("sharing a source port")?;
+            }
+        }
+        log(&format!(
+            "pinned {pinned} maps at {} for the next process",
+            self.config.handover_dir.display()
+        ));
+        Ok(serde_json::json!({
+            "pinned": pinned,
+            "format": HANDOVER_FORMAT,
+            "layout_version": linecard_common::LAYOUT_VERSION,
+        }))
+    }
+
     /// Hands every session over: the record, then the fast path's pins.
     /// Refused (the engine runs on, unchanged) for a backend with nothing
     /// in the kernel to answer meanwhile, or a session whose state does not
@@ -222,8 +291,7 @@ impl Engine {
         write_private(&path, &serde_json::to_vec(&record)?)?;
         let dir = self.config.handover_dir.clone();
         let fast = self.fast.as_mut().expect("an xdp engine has a fast path");
-        if let Err(e) = fast.hand_over(&dir, u64::from(self.config.handover_window_ms) * 1_000_000)
-        {
+        if let Err(e) = fast.hand_over(&dir) {
             let _ = std::fs::remove_file(&path);
             if let Some(adoption) = Adoption::at(&dir) {
                 adoption.finish();
@@ -231,6 +299,8 @@ impl Engine {
             return Err(e.context("pinning the fast path"));
         }
         let _ = std::fs::remove_file(&self.config.control_socket);
+        // The receive ports are the successor's now.
+        self.rx = [None, None, None, None];
         log(&format!(
             "handed over {} sessions: the kernel answers until the next linecardd takes them",
             record.sessions.len()
@@ -288,12 +358,73 @@ impl Engine {
         }
         if let Some(fast) = self.fast.as_mut() {
             fast.adopted();
+            // With the engine that handed over still running its responder
+            // (a take-over), ours starts after our first pass has armed it
+            // (`Engine::run`).
+            if self.predecessor.is_none() {
+                fast.start_responder()?;
+            }
         }
         log(&format!("adopted {adopted} sessions"));
         for spec in fresh {
             self.add_session(spec)?;
         }
         Ok(())
+    }
+}
+
+impl Engine {
+    /// The end of a handing-over process: with a successor waiting on the
+    /// handover's connection (a take-over), its responder runs on until the
+    /// successor has armed its own and closes the connection (bounded by
+    /// half the window); then it stops, and the kernel answers alone for
+    /// at most the window.
+    pub(super) fn release(&mut self) {
+        if let Some(mut successor) = self.successor.take() {
+            use std::io::Read;
+            let half =
+                std::time::Duration::from_millis(u64::from(self.config.handover_window_ms) / 2);
+            let _ = successor.set_nonblocking(false);
+            let _ = successor.set_read_timeout(Some(half));
+            let mut byte = [0u8; 64];
+            while matches!(successor.read(&mut byte), Ok(n) if n > 0) {}
+        }
+        let window_ns = u64::from(self.config.handover_window_ms) * 1_000_000;
+        if let Some(fast) = self.fast.as_mut() {
+            if let Err(e) = fast.release(window_ns) {
+                log(&format!("releasing the fast path: {e:#}"));
+            }
+        }
+    }
+
+    /// A take-over's first pass is done: every adopted session is armed
+    /// in our responder, so the predecessor may stop its own and ours
+    /// starts.
+    pub(super) fn relieve_predecessor(&mut self) -> Result<()> {
+        if self.predecessor.take().is_some() {
+            if let Some(fast) = self.fast.as_mut() {
+                fast.start_responder()?;
+            }
+            log("the engine that handed over is relieved: our responder runs");
+        }
+        Ok(())
+    }
+}
+
+/// Runs `work` with the calling thread at SCHED_IDLE, then restores its
+/// policy: a take-over's program load, beside the running engine.
+pub fn at_idle_priority<T>(work: impl FnOnce() -> T) -> T {
+    // SAFETY: sched_getscheduler/sched_getparam/sched_setscheduler on
+    // the calling thread (pid 0) with a param we own.
+    unsafe {
+        let policy = libc::sched_getscheduler(0);
+        let mut param: libc::sched_param = std::mem::zeroed();
+        libc::sched_getparam(0, &mut param);
+        let idle = libc::sched_param { sched_priority: 0 };
+        libc::sched_setscheduler(0, libc::SCHED_IDLE, &idle);
+        let result = work();
+        libc::sched_setscheduler(0, policy.max(0), &param);
+        result
     }
 }
 

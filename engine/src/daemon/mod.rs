@@ -116,6 +116,12 @@ pub struct Engine {
     /// The sessions were handed to the next process (`handover.rs`): the
     /// loop ends without a packet.
     handed_over: bool,
+    /// A take-over's successor, on the connection that asked for the
+    /// handover: our responder runs until it closes it.
+    successor: Option<std::os::unix::net::UnixStream>,
+    /// Taking over: the connection to the engine that handed over, closed
+    /// once our first pass has armed our responder.
+    predecessor: Option<std::os::unix::net::UnixStream>,
 }
 
 /// What the signal handlers tell the loop (`linecardd`'s main sets them).
@@ -151,6 +157,27 @@ pub enum Ending {
     Stopped,
     /// The sessions were handed over; the peers saw nothing.
     HandedOver(usize),
+}
+
+/// Says which negative controls are on, and checks the file's backend can
+/// run here; the loop's backend.
+fn announce_and_check(config: &EngineConfig) -> Result<BackendKind> {
+    if !config.verify_authentication {
+        log("NEGATIVE CONTROL: verify_authentication = false: authenticated sessions accept forged and replayed packets");
+    }
+    if config.never_leave_init {
+        log("NEGATIVE CONTROL: never_leave_init = true: no session ever comes Up");
+    }
+    if config.xdp_sweep_fixed_period {
+        log(
+            "NEGATIVE CONTROL: xdp_sweep_fixed_period = true: the kernel detects up to 0.5 ms late",
+        );
+    }
+    let loop_kind = loop_kind(config)?;
+    if let Availability::Unavailable { reason } = crate::backend::availability(loop_kind) {
+        bail!("the {loop_kind} backend cannot run here: {reason}");
+    }
+    Ok(loop_kind)
 }
 
 /// Where the receive socket of a family and kind lives in `Engine::rx`.
@@ -206,23 +233,10 @@ impl Engine {
 
     /// `port`: the BFD control port (tests use others to avoid clashes).
     pub fn with_port(config: EngineConfig, port: u16) -> Result<Self> {
-        if !config.verify_authentication {
-            log("NEGATIVE CONTROL: verify_authentication = false: authenticated sessions accept forged and replayed packets");
-        }
-        if config.never_leave_init {
-            log("NEGATIVE CONTROL: never_leave_init = true: no session ever comes Up");
-        }
-        if config.xdp_sweep_fixed_period {
-            log("NEGATIVE CONTROL: xdp_sweep_fixed_period = true: the kernel detects up to 0.5 ms late");
-        }
-        let loop_kind = loop_kind(&config)?;
-        if let Availability::Unavailable { reason } = crate::backend::availability(loop_kind) {
-            bail!("the {loop_kind} backend cannot run here: {reason}");
-        }
+        let loop_kind = announce_and_check(&config)?;
         let control = control::open_socket(&config.control_socket)?;
-        let sessions = config.sessions.clone();
-        let transmitter = backend::transmitter(loop_kind, &config);
-        // A running engine's sessions, handed over (SIGUSR2).
+        // A running engine's sessions, handed over (SIGUSR2, `ctl
+        // handover`) before this process started.
         let (record, adoption) = match handover::pending(&config) {
             Some(pending) => (Some(pending.record), Some(pending.adoption)),
             None => (None, None),
@@ -232,6 +246,65 @@ impl Engine {
         } else {
             None
         };
+        Self::assemble(config, port, control, fast, record, None)
+    }
+
+    /// Takes over from the engine running with the same control socket,
+    /// while it runs (`linecardd --config FILE --take-over`): it pins its
+    /// maps, this process loads its program on them (the verifier's
+    /// second passes with the running engine still answering and
+    /// beating), then it hands its sessions over and exits, and this one
+    /// adopts them. Refused before anything is handed over (the running
+    /// engine untouched) when the two builds' map layouts differ. With no
+    /// engine running, a plain start.
+    pub fn taking_over(config: EngineConfig) -> Result<Self> {
+        let loop_kind = announce_and_check(&config)?;
+        let socket = config.control_socket.clone();
+        let prepared = match control::call(&socket, &control::Request::PrepareHandover) {
+            Ok(reply) => reply,
+            Err(e) if !socket.exists() => {
+                log(&format!("nothing to take over ({e:#}): starting afresh"));
+                return Self::new(config);
+            }
+            Err(e) => return Err(e.context("asking the running engine to prepare a handover")),
+        };
+        let adoption = handover::prepared(&config, &prepared)?;
+        if loop_kind != BackendKind::Xdp {
+            bail!("taking over needs the xdp backend: the file runs {loop_kind}");
+        }
+        // The verifier's second of work at SCHED_IDLE: the running
+        // engine's replies (ksoftirqd, when the kernel defers them) and
+        // responder share our CPU and must not wait for it.
+        let fast = handover::at_idle_priority(|| FastPath::load(&config, Some(adoption)))
+            .inspect_err(|_| handover::abandon(&config))?;
+        let (said, predecessor) = control::call_keeping(&socket, &control::Request::Handover)
+            .context("asking the running engine to hand over")?;
+        log(&format!("the running engine said {said}"));
+        let control = control::open_socket(&config.control_socket)?;
+        let record = handover::take_record(&config, true);
+        Self::assemble(
+            config,
+            PORT_SINGLE_HOP,
+            control,
+            Some(fast),
+            record,
+            Some(predecessor),
+        )
+    }
+
+    /// The engine around its socket and fast path, its file's sessions
+    /// added (adopted first from `record`).
+    fn assemble(
+        config: EngineConfig,
+        port: u16,
+        control: UnixListener,
+        fast: Option<FastPath>,
+        record: Option<handover::HandoverRecord>,
+        predecessor: Option<std::os::unix::net::UnixStream>,
+    ) -> Result<Self> {
+        let loop_kind = loop_kind(&config)?;
+        let sessions = config.sessions.clone();
+        let transmitter = backend::transmitter(loop_kind, &config);
         let epoch = Instant::now();
         let epoch_mono_ns = monotonic_ns();
         let epoch_unix_ns = std::time::SystemTime::now()
@@ -262,10 +335,17 @@ impl Engine {
             last_full_pass: 0,
             due: DueQueue::default(),
             handed_over: false,
+            successor: None,
+            predecessor,
         };
         match record {
             Some(record) => engine.take_over(sessions, record)?,
             None => {
+                if let Some(fast) = engine.fast.as_mut() {
+                    fast.adopted();
+                    fast.start_responder()?;
+                }
+                engine.predecessor = None;
                 for spec in sessions {
                     engine.add_session(spec)?;
                 }
@@ -504,6 +584,7 @@ impl Engine {
             self.drain_receive(&mut buf);
             self.serve_frr(now);
             let (next, detection) = self.service_sessions(now);
+            self.relieve_predecessor()?;
             self.steer_echo();
             self.flush_frr(now);
             let until = |d: Nanos| d.saturating_sub(self.now()).max(0);
@@ -530,6 +611,7 @@ impl Engine {
             }
         }
         if self.handed_over {
+            self.release();
             return Ok(Ending::HandedOver(self.table.len()));
         }
         self.shutdown();
@@ -655,6 +737,10 @@ impl Engine {
             }
         }
         let _ = std::fs::remove_file(&self.config.control_socket);
+        // A take-over prepared but never completed leaves nothing pinned.
+        if self.fast.is_some() {
+            handover::abandon(&self.config);
+        }
         log("stopped; sessions were sent AdminDown");
     }
 

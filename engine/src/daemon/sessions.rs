@@ -83,12 +83,13 @@ impl Engine {
         // An adopted session keeps its source port (the kernel's replies
         // carry it, RFC 5881 section 4).
         let kept_port = adopted.map(|r| r.source_port);
-        let mut tx = TxSocket::open(
+        let mut tx = TxSocket::open_sharing(
             spec.local,
             spec.peer,
             self.control_port(spec.multihop),
             spec.interface.as_deref(),
             &|p| taken.contains(&p) || kept_port.is_some_and(|k| k != p),
+            kept_port.is_some(),
         )
         .with_context(|| {
             format!(
@@ -176,6 +177,16 @@ impl Engine {
         if let Err(e) = self.install_in_kernel(id, &spec, adopted.is_some()) {
             self.undo_add(id);
             return Err(e);
+        }
+        if let (Some(_), Some(fast)) = (adopted, self.fast.as_ref()) {
+            // Our last packet is the one the kernel's slot records (the
+            // reply floor and own clock count from it, RFC 5880 6.8.7):
+            // rewriting the slot with "now" would silence the kernel's
+            // replies for three quarters of an interval.
+            let user_tx_ns = fast.slot(id as u32).map_or(0, |s| s.user_tx_ns);
+            if let (true, Some((_, _, peer))) = (user_tx_ns != 0, self.table.get_mut(id)) {
+                peer.last_user_tx = Some(user_tx_ns as i64 - self.epoch_mono_ns);
+            }
         }
         self.due.touch(id);
         log(&format!(

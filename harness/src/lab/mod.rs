@@ -182,14 +182,14 @@ fn release_engine_bpffs() -> Result<bool> {
         return Ok(false);
     }
     if bpffs_at(spec::ENGINE_BPFFS) {
+        // Engines pin in folders; the files beside them are the kernel's
+        // own iterators (maps.debug, progs.debug), gone with the mount.
         for entry in std::fs::read_dir(root)?.flatten() {
             let path = entry.path();
             if path.is_dir() {
                 std::fs::remove_dir_all(&path)
-            } else {
-                std::fs::remove_file(&path)
+                    .with_context(|| format!("removing {}", path.display()))?;
             }
-            .with_context(|| format!("removing {}", path.display()))?;
         }
         sys::run("umount", [spec::ENGINE_BPFFS])
             .with_context(|| format!("unmounting {}", spec::ENGINE_BPFFS))?;

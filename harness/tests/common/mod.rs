@@ -156,12 +156,22 @@ pub fn start_linecardd_toml(
     dir: &std::path::Path,
     config: &str,
 ) -> linecard_harness::procs::Daemon {
+    start_linecardd_toml_with(dir, config, &[])
+}
+
+/// [`start_linecardd_toml`] with more arguments (e.g. `--take-over`).
+pub fn start_linecardd_toml_with(
+    dir: &std::path::Path,
+    config: &str,
+    extra: &[&str],
+) -> linecard_harness::procs::Daemon {
     use linecard_harness::lab::spec;
     std::fs::write(dir.join("dut.toml"), config).unwrap();
-    let args = vec![
+    let mut args = vec![
         "--config".to_string(),
         dir.join("dut.toml").display().to_string(),
     ];
+    args.extend(extra.iter().map(|a| a.to_string()));
     linecard_harness::procs::Daemon::spawn(
         "linecardd",
         spec::DUT.namespace,

@@ -130,21 +130,33 @@ impl Adoption {
 }
 
 impl FastPath {
-    /// Pins every map and attachment at `dir` for the next process, then
-    /// stops the responder and gives the dead-man `window_ns` from now:
-    /// the kernel answers alone until the next process takes over (its
-    /// responder's first beat restores the limit) or the window lapses.
-    pub fn hand_over(&mut self, dir: &Path, window_ns: u64) -> Result<()> {
+    /// Pins every map at `dir` (made if missing, kept if pinned already):
+    /// the first half of a handover, after which this process goes on as
+    /// before. How many maps are pinned.
+    pub fn pin_maps(&mut self, dir: &Path) -> Result<usize> {
         use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("making {}", dir.display()))?;
+        if !dir.is_dir() {
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(dir)
+                .with_context(|| format!("making {}", dir.display()))?;
+        }
         for (name, fd) in &self.maps {
+            let path = dir.join(name);
+            if path.exists() {
+                continue;
+            }
             MapData::from_fd(fd.try_clone()?)?
-                .pin(dir.join(name))
+                .pin(&path)
                 .with_context(|| format!("pinning {name}"))?;
         }
+        Ok(self.maps.len())
+    }
+
+    /// Pins every map and attachment at `dir` for the next process. The
+    /// responder runs on until [`FastPath::release`].
+    pub fn hand_over(&mut self, dir: &Path) -> Result<()> {
+        self.pin_maps(dir)?;
         let program: &mut aya::programs::Xdp = self
             .bpf
             .program_mut(linecard_common::names::BFD_PROGRAM)
@@ -156,6 +168,14 @@ impl FastPath {
             link.pin(dir.join(format!("{LINK_PREFIX}{interface}")))
                 .with_context(|| format!("pinning the attachment to {interface}"))?;
         }
+        Ok(())
+    }
+
+    /// The last act of a handing-over process: stops the responder and
+    /// gives the dead-man `window_ns` from now, so that the kernel answers
+    /// alone until the next process's responder beats (restoring the
+    /// limit) or the window lapses.
+    pub fn release(&mut self, window_ns: u64) -> Result<()> {
         self.responder.stop();
         let dead_man = self
             .maps
@@ -175,10 +195,17 @@ impl FastPath {
         Ok(())
     }
 
-    /// The adoption is complete: the running engine's remaining pins go.
+    /// The adoption is complete (or there was none): the running engine's
+    /// remaining pins go.
     pub fn adopted(&mut self) {
         if let Some(adoption) = self.adoption.take() {
             adoption.finish();
         }
+    }
+
+    /// Starts the responder, once the engine that handed over has stopped
+    /// its own (at once when there was none).
+    pub fn start_responder(&mut self) -> Result<()> {
+        self.responder.run()
     }
 }
