@@ -411,23 +411,6 @@ impl Engine {
     }
 }
 
-/// Runs `work` with the calling thread at SCHED_IDLE, then restores its
-/// policy: a take-over's program load, beside the running engine.
-pub fn at_idle_priority<T>(work: impl FnOnce() -> T) -> T {
-    // SAFETY: sched_getscheduler/sched_getparam/sched_setscheduler on
-    // the calling thread (pid 0) with a param we own.
-    unsafe {
-        let policy = libc::sched_getscheduler(0);
-        let mut param: libc::sched_param = std::mem::zeroed();
-        libc::sched_getparam(0, &mut param);
-        let idle = libc::sched_param { sched_priority: 0 };
-        libc::sched_setscheduler(0, libc::SCHED_IDLE, &idle);
-        let result = work();
-        libc::sched_setscheduler(0, policy.max(0), &param);
-        result
-    }
-}
-
 /// Writes `bytes` to `path`, mode 0600, whole or not at all.
 fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;

@@ -272,10 +272,7 @@ impl Engine {
         if loop_kind != BackendKind::Xdp {
             bail!("taking over needs the xdp backend: the file runs {loop_kind}");
         }
-        // The verifier's second of work at SCHED_IDLE: the running
-        // engine's replies (ksoftirqd, when the kernel defers them) and
-        // responder share our CPU and must not wait for it.
-        let fast = handover::at_idle_priority(|| FastPath::load(&config, Some(adoption)))
+        let fast = FastPath::load(&config, Some(adoption))
             .inspect_err(|_| handover::abandon(&config))?;
         let (said, predecessor) = control::call_keeping(&socket, &control::Request::Handover)
             .context("asking the running engine to hand over")?;
