@@ -57,6 +57,23 @@ pub struct Switches {
     pub gtsm_first: bool,
 }
 
+/// What a loaded `lc_bfd` is: the embedded object's bytes and the
+/// load-time switches, hashed (FNV-1a). Two engines whose identities are
+/// equal run the same program; one taking over from the other may keep
+/// the running program instead of loading (and verifying) its own.
+pub fn identity(switches: Switches) -> Result<String, ObjectError> {
+    let bytes = object()?.iter().copied().chain([
+        u8::from(switches.fixed_sweep),
+        u8::from(switches.unverified_auth),
+        u8::from(switches.echo_unlisted),
+        u8::from(switches.gtsm_first),
+    ]);
+    let hash = bytes.fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    Ok(format!("{hash:016x}"))
+}
+
 /// [`load`] with `switches` set before the verifier sees the program.
 pub fn load_with(switches: Switches) -> Result<aya::Ebpf, ObjectError> {
     load_adopting(switches, &[])

@@ -74,6 +74,14 @@ pub struct FastPath {
     /// A running engine's maps and links this one takes over, until it
     /// has (`handover.rs`).
     adoption: Option<Adoption>,
+    /// Attachments taken over with the program in them, ours too (the
+    /// same build and switches: nothing was loaded or verified).
+    kept_links: Vec<(String, aya::programs::links::FdLink)>,
+    /// What our `lc_bfd` is (`linecard_bpf_objects::identity`).
+    identity: String,
+    /// `lc_bfd` was loaded by this process (not kept from the engine
+    /// before us).
+    loaded: bool,
 }
 
 impl FastPath {
@@ -95,13 +103,27 @@ impl FastPath {
             adoption.maps_held();
         }
         let maps = handover::descriptors(&bpf)?;
-        let program: &mut Xdp = bpf
-            .program_mut(names::BFD_PROGRAM)
-            .context("the object has no lc_bfd")?
-            .try_into()?;
-        program
-            .load()
-            .context("the kernel's verifier refused lc_bfd")?;
+        let identity = linecard_bpf_objects::identity(switches)?;
+        // Taking over from an engine running this very program, in place
+        // and attached: keep it, verifying nothing (a second of CPU that
+        // would cost the running engine's replies their schedule).
+        let loaded = !adoption.as_ref().is_some_and(|a| a.runs(&identity));
+        if adoption.is_some() {
+            crate::log::line(&if loaded {
+                format!("taking over with a program of our own (lc_bfd {identity}): loaded and swapped in")
+            } else {
+                format!("taking over the running program (lc_bfd {identity}, the same build): nothing to load")
+            });
+        }
+        if loaded {
+            let program: &mut Xdp = bpf
+                .program_mut(names::BFD_PROGRAM)
+                .context("the object has no lc_bfd")?
+                .try_into()?;
+            program
+                .load()
+                .context("the kernel's verifier refused lc_bfd")?;
+        }
         let events = RingBuf::try_from(
             bpf.take_map(names::EVENTS_MAP)
                 .context("no events ring buffer")?,
@@ -144,6 +166,9 @@ impl FastPath {
             ifindexes: Vec::new(),
             maps,
             links: Vec::new(),
+            kept_links: Vec::new(),
+            identity,
+            loaded,
             adoption,
             sweep_len,
             keys: std::collections::HashMap::new(),
@@ -175,16 +200,32 @@ impl FastPath {
         if self.interfaces.iter().any(|i| i == interface) {
             return Ok(());
         }
+        let taken = self.adoption.as_ref().and_then(|a| a.link(interface));
+        if let (Some(link), false) = (taken, self.loaded) {
+            // The running engine's attachment and its program, ours now.
+            self.kept_links.push((interface.to_string(), link?));
+            self.interfaces.push(interface.to_string());
+            self.ifindexes.extend(crate::echo::ifindex(interface));
+            return Ok(());
+        }
         let program: &mut Xdp = self
             .bpf
             .program_mut(names::BFD_PROGRAM)
             .context("lc_bfd in the object")?
             .try_into()?;
+        if !self.loaded {
+            // An interface the running program was not attached to: this
+            // one needs a program of its own after all.
+            program
+                .load()
+                .context("the kernel's verifier refused lc_bfd")?;
+            self.loaded = true;
+        }
         let link = match self.adoption.as_ref().and_then(|a| a.link(interface)) {
             // The running engine's attachment, our program swapped in
             // atomically (BPF_LINK_UPDATE): no frame goes unjudged.
             Some(link) => program
-                .attach_to_link(link?)
+                .attach_to_link(aya::programs::xdp::XdpLink::try_from(link?)?)
                 .with_context(|| format!("taking over lc_bfd's attachment to {interface}"))?,
             None => program
                 .attach(interface, XdpMode::Driver)
@@ -194,6 +235,12 @@ impl FastPath {
         self.interfaces.push(interface.to_string());
         self.ifindexes.extend(crate::echo::ifindex(interface));
         Ok(())
+    }
+
+    /// What our `lc_bfd` is (`linecard_bpf_objects::identity`): a
+    /// successor running the same keeps it instead of loading its own.
+    pub fn identity(&self) -> &str {
+        &self.identity
     }
 
     /// Whether `lc_bfd` judged a packet that arrived on `ifindex` before

@@ -34,6 +34,11 @@ pub struct HandoverRecord {
     pub layout_version: u32,
     /// `linecardd --version` of the writer, for the log.
     pub written_by: String,
+    /// The program in the pinned attachments
+    /// (`linecard_bpf_objects::identity`): a successor whose own is the
+    /// same keeps it.
+    #[serde(default)]
+    pub program_identity: Option<String>,
     pub sessions: Vec<SessionRecord>,
 }
 
@@ -81,7 +86,10 @@ pub struct Pending {
 pub fn pending(config: &EngineConfig) -> Option<Pending> {
     let adoption = Adoption::at(&config.handover_dir);
     match (take_record(config, adoption.is_some()), adoption) {
-        (Some(record), Some(adoption)) => Some(Pending { record, adoption }),
+        (Some(record), Some(adoption)) => {
+            let adoption = adoption.running(record.program_identity.clone());
+            Some(Pending { record, adoption })
+        }
         (_, adoption) => {
             if let Some(adoption) = adoption {
                 adoption.finish();
@@ -173,12 +181,15 @@ pub fn prepared(config: &EngineConfig, reply: &serde_json::Value) -> Result<Adop
             linecard_common::LAYOUT_VERSION
         );
     }
-    Adoption::at(&config.handover_dir).with_context(|| {
-        format!(
-            "the running engine pinned nothing at {}",
-            config.handover_dir.display()
-        )
-    })
+    let program = reply["program_identity"].as_str().map(String::from);
+    Adoption::at(&config.handover_dir)
+        .map(|a| a.running(program))
+        .with_context(|| {
+            format!(
+                "the running engine pinned nothing at {}",
+                config.handover_dir.display()
+            )
+        })
 }
 
 /// Releases a prepared handover's pins (the running engine keeps its own
@@ -247,6 +258,7 @@ impl Engine {
             "pinned": pinned,
             "format": HANDOVER_FORMAT,
             "layout_version": linecard_common::LAYOUT_VERSION,
+            "program_identity": fast.identity(),
         }))
     }
 
@@ -285,6 +297,7 @@ impl Engine {
             format: HANDOVER_FORMAT,
             layout_version: linecard_common::LAYOUT_VERSION,
             written_by: format!("linecardd {}", env!("CARGO_PKG_VERSION")),
+            program_identity: self.fast.as_ref().map(|f| f.identity().to_string()),
             sessions,
         };
         let path = record_path(&self.config.control_socket);

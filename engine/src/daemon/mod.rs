@@ -272,8 +272,8 @@ impl Engine {
         if loop_kind != BackendKind::Xdp {
             bail!("taking over needs the xdp backend: the file runs {loop_kind}");
         }
-        let fast = FastPath::load(&config, Some(adoption))
-            .inspect_err(|_| handover::abandon(&config))?;
+        let fast =
+            FastPath::load(&config, Some(adoption)).inspect_err(|_| handover::abandon(&config))?;
         let (said, predecessor) = control::call_keeping(&socket, &control::Request::Handover)
             .context("asking the running engine to hand over")?;
         log(&format!("the running engine said {said}"));

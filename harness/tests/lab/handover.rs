@@ -3,8 +3,9 @@
 //! handover refused.
 //!
 //! 1. Take-over: `linecardd --config FILE --take-over` starts beside the
-//!    running engine, which pins its maps, answers on while the new one
-//!    loads, hands over and exits once the new one's responder is armed.
+//!    running engine, which pins its maps and attachments, hands over and
+//!    exits once the new one's responder is armed. The same build: the
+//!    running program is kept, nothing loaded or verified.
 //! 2. Restart: `linecardd ctl handover` (as SIGUSR2), the engine exits,
 //!    and a plain `linecardd --config FILE` adopts; the kernel answers
 //!    alone meanwhile.
@@ -174,6 +175,12 @@ fn a_handover_keeps_every_session_up_on_the_wire() {
         log.matches(&format!("adopted {SESSIONS} sessions")).count(),
         2,
         "both new engines adopted every session:\n{log}"
+    );
+    // The same build: the running program kept, nothing verified.
+    assert_eq!(
+        log.matches("taking over the running program").count(),
+        2,
+        "both new engines kept the running program:\n{log}"
     );
     let downs_after = frr_downs(&dir);
 

@@ -13,7 +13,6 @@ use super::FastPath;
 use anyhow::{Context, Result};
 use aya::maps::{Map, MapData};
 use aya::programs::links::{FdLink, PinnedLink};
-use aya::programs::xdp::XdpLink;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
@@ -70,6 +69,9 @@ pub(super) fn sweep_len(bpf: &aya::Ebpf) -> u32 {
 #[derive(Debug)]
 pub struct Adoption {
     dir: PathBuf,
+    /// The running program's identity (`linecard_bpf_objects::identity`),
+    /// when the engine that pinned it said.
+    program: Option<String>,
 }
 
 impl Adoption {
@@ -77,7 +79,20 @@ impl Adoption {
     pub fn at(dir: &Path) -> Option<Self> {
         dir.is_dir().then(|| Self {
             dir: dir.to_path_buf(),
+            program: None,
         })
+    }
+
+    /// The pinned attachments run the program `identity` names.
+    pub fn running(mut self, identity: Option<String>) -> Self {
+        self.program = identity;
+        self
+    }
+
+    /// Whether the attachments run the program this engine would load: it
+    /// then keeps them as they are, and verifies nothing.
+    pub(super) fn runs(&self, identity: &str) -> bool {
+        self.program.as_deref() == Some(identity)
     }
 
     /// Each pinned map, by name.
@@ -106,7 +121,7 @@ impl Adoption {
     }
 
     /// The running engine's attachment to `interface`, unpinned.
-    pub(super) fn link(&self, interface: &str) -> Option<Result<XdpLink>> {
+    pub(super) fn link(&self, interface: &str) -> Option<Result<FdLink>> {
         let path = self.dir.join(format!("{LINK_PREFIX}{interface}"));
         if !path.exists() {
             return None;
@@ -114,8 +129,7 @@ impl Adoption {
         Some((|| {
             let pinned = PinnedLink::from_pin(&path)
                 .with_context(|| format!("opening {}", path.display()))?;
-            let link: FdLink = pinned.unpin().context("unpinning the attachment")?;
-            XdpLink::try_from(link).context("the pinned link is not an XDP attachment")
+            pinned.unpin().context("unpinning the attachment")
         })())
     }
 
@@ -165,6 +179,11 @@ impl FastPath {
         for (interface, id) in std::mem::take(&mut self.links) {
             let link = FdLink::try_from(program.take_link(id)?)
                 .context("lc_bfd is attached by netlink, which cannot be handed over")?;
+            link.pin(dir.join(format!("{LINK_PREFIX}{interface}")))
+                .with_context(|| format!("pinning the attachment to {interface}"))?;
+        }
+        // Attachments kept from the engine before us, its program in them.
+        for (interface, link) in std::mem::take(&mut self.kept_links) {
             link.pin(dir.join(format!("{LINK_PREFIX}{interface}")))
                 .with_context(|| format!("pinning the attachment to {interface}"))?;
         }
