@@ -213,6 +213,26 @@ fn faults_are_checked_key_by_key() {
             .replace("[[phase]]", "[sessions]\ncount = 2\n[[phase]]")
     )
     .contains("faults are judged on one session"));
+    // A handover is judged on every session; only an xdp linecardd DUT
+    // has a kernel side to answer meanwhile.
+    let handover = with("{ kind = \"engine_handover\" }")
+        .replace("[[phase]]", "[sessions]\ncount = 64\n[[phase]]");
+    let refused = error(&handover.replace("backend = \"xdp\"", "backend = \"naive\""));
+    assert!(
+        refused.contains("phase[0].fault.kind = engine_handover")
+            && refused.contains("not linecardd on the xdp backend"),
+        "{refused}"
+    );
+    let ok = Scenario::parse("s.toml", &handover, &|_| {
+        Profile::parse("p", "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n")
+            .map_err(|e| e.to_string())
+    });
+    assert!(
+        ok.as_ref()
+            .is_ok_and(|s| s.phases[0].fault == Some(Fault::EngineHandover)),
+        "{:?}",
+        ok.err()
+    );
     let stall = "{ kind = \"peer_stall\", stall_ms = 18, times = 16, every_ms = 308 }";
     let ok = Scenario::parse("s.toml", &with(stall), &|_| {
         Profile::parse("p", "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n")

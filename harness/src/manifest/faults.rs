@@ -86,6 +86,10 @@ pub struct FaultFigures {
     pub our_discr_before: Option<u32>,
     #[serde(default)]
     pub our_discr_after: Option<u32>,
+    /// Sessions walked on their own packets (a handover's phase runs
+    /// many); these figures are the worst one's.
+    #[serde(default)]
+    pub sessions_judged: u64,
 }
 
 /// One long DUT gap inside the judged window.

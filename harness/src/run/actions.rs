@@ -1,6 +1,7 @@
 //! What the runner does for a phase's fault, one second into the phase:
 //! a link taken down, the peer killed (again and again, or while an
-//! impostor sends as it) or stopped, the engine stopped or killed. Judged
+//! impostor sends as it) or stopped, the engine stopped, killed or handed
+//! over to a new process. Judged
 //! afterwards on the capture (`faults`), never by what this code believes
 //! it did.
 
@@ -21,6 +22,16 @@ pub(super) fn restart_suffix(phase: usize, kill: u64) -> String {
     }
 }
 
+/// How the site starts daemons anew for a fault.
+pub(super) struct Starters<'a> {
+    /// The peer again, for its `kill`th kill (0-based).
+    pub peer: &'a dyn Fn(u64) -> Result<Box<dyn BfdDaemon>>,
+    /// The DUT again, after it was killed.
+    pub dut: &'a dyn Fn() -> Result<Box<dyn BfdDaemon>>,
+    /// A successor beside the running DUT, to take its sessions over.
+    pub successor: &'a dyn Fn() -> Result<Box<dyn BfdDaemon>>,
+}
+
 /// Runs a fault's action (not a loss: that lasts the phase), one second
 /// into its phase; returns when it started and ended (and a flood's
 /// counts).
@@ -30,9 +41,9 @@ pub(super) fn act(
     dead_for: Duration,
     peer: &mut Box<dyn BfdDaemon>,
     dut: &mut Box<dyn BfdDaemon>,
-    restart_peer: &dyn Fn(u64) -> Result<Box<dyn BfdDaemon>>,
-    restart_dut: &dyn Fn() -> Result<Box<dyn BfdDaemon>>,
+    start: &Starters,
 ) -> Result<crate::manifest::evidence::Applied> {
+    let (restart_peer, restart_dut, take_over_dut) = (start.peer, start.dut, start.successor);
     let start = unix_ns();
     let mut flood = None;
     match fault {
@@ -89,6 +100,22 @@ pub(super) fn act(
         Fault::EngineRestart => {
             dut.stop_hard()?;
             *dut = restart_dut()?;
+        }
+        Fault::EngineHandover => {
+            // The successor takes the sessions over and the running engine
+            // exits once relieved (bounded: a take-over takes well under a
+            // second; its program's load, if another build, a second more).
+            let next = take_over_dut()?;
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while !dut.exited() {
+                if std::time::Instant::now() > deadline {
+                    anyhow::bail!(
+                        "the engine did not hand over within 30 s of its successor's start"
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            *dut = next;
         }
         Fault::Impostor => {
             let auth = auth.context("the impostor needs sessions.auth (validated)")?;

@@ -570,6 +570,21 @@ fn spawn_linecardd(
 ) -> Result<(Daemon, PathBuf)> {
     let socket = dir.join(format!("{}.sock", host.name));
     let config = dir.join(format!("{}.toml", host.name));
+    // `ip netns exec` hides /sys/fs/bpf: a handover pins on the lab's
+    // own BPF filesystem, in a folder named by this engine's socket.
+    let engine = &EngineSettings {
+        handover_dir: engine.handover_dir.clone().or_else(|| {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            socket.hash(&mut hasher);
+            Some(Path::new(spec::ENGINE_BPFFS).join(format!(
+                "{}-{:016x}",
+                host.name,
+                hasher.finish()
+            )))
+        }),
+        ..engine.clone()
+    };
     crate::sys::write_private(
         &config,
         linecardd_config(
@@ -594,6 +609,47 @@ fn spawn_linecardd(
         &dir.join(format!("{}.log", host.name)),
     )?;
     Ok((daemon, socket))
+}
+
+/// A successor for the DUT's running linecardd (the `engine_handover`
+/// fault): `linecardd --config FILE --take-over` with the running engine's
+/// own file in `dir` (so its socket and handover folder), in the DUT's
+/// namespace and cpuset, its log appended to the running one's.
+pub fn take_over_dut(dut: &crate::scenario::DutSpec, dir: &Path) -> Result<Bfd> {
+    let DutImplementation::Linecardd {
+        backend: BackendKind::Xdp,
+    } = dut.implementation
+    else {
+        bail!(
+            "engine_handover needs a linecardd DUT on the xdp backend, and {} is not",
+            dut.label
+        );
+    };
+    let name = "linecardd";
+    let program = dut.programs.linecardd();
+    let daemon = Daemon::spawn(
+        name,
+        spec::DUT.namespace,
+        Some(&spec::cpuset_dir(spec::DUT_CPUSET)),
+        program.to_str().context("linecardd's path is not UTF-8")?,
+        &[
+            "--config".into(),
+            dir.join(format!("{name}.toml")).display().to_string(),
+            "--take-over".into(),
+        ],
+        &dir.join(format!("{name}.log")),
+    )?;
+    Ok(Bfd {
+        daemon,
+        kind: Kind::Linecardd {
+            socket: dir.join(format!("{name}.sock")),
+            offloads: offloads(BackendKind::Xdp, &dut.engine),
+            offload_only: dut.offload_only,
+        },
+        at: Place::Lab(spec::DUT.namespace),
+        control_plane: None,
+        _echo: None,
+    })
 }
 
 /// Whether a linecardd on `backend` with these `[engine]` settings hands

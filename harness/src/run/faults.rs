@@ -273,7 +273,10 @@ impl FaultFigures {
             | Fault::PeerStall { .. }
             | Fault::Impostor => s.to_ns <= self.start_ns || s.from_ns >= self.end_ns,
             // The peer lives and sends on its own clock.
-            Fault::EngineStop { .. } | Fault::EngineRestart | Fault::Flood { .. } => true,
+            Fault::EngineStop { .. }
+            | Fault::EngineRestart
+            | Fault::EngineHandover
+            | Fault::Flood { .. } => true,
         })
     }
 }
@@ -474,6 +477,32 @@ fn fault_rules(f: &FaultFigures, fault: &Fault, detection_ms: f64) -> Result<(),
             }
         }
         Fault::Flood { .. } => flood_rules(f)?,
+        Fault::EngineHandover => {
+            if let Some(ms) = f.peer_detections_ms.first() {
+                return fail(format!(
+                    "the peer declared us Down {ms:.2} ms after our last packet"
+                ));
+            }
+            if let Some(ms) = f.peer_first_down_ms {
+                return fail(format!(
+                    "the peer said Down {ms:.0} ms after the handover began"
+                ));
+            }
+            if let Some(ms) = f.detections_ms.first() {
+                return fail(format!(
+                    "we declared the peer Down ({ms:.2} ms after its last packet)"
+                ));
+            }
+            if f.our_discr_before.is_none() || f.our_discr_after.is_none() {
+                return invalid("no Up packet of ours before or after the handover".into());
+            }
+            if f.our_discr_before != f.our_discr_after {
+                return fail(format!(
+                    "the new engine runs under discriminator {:?}, not {:?}",
+                    f.our_discr_after, f.our_discr_before
+                ));
+            }
+        }
         Fault::EngineStop { .. } | Fault::EngineRestart => {
             let Some(&ms) = f.peer_detections_ms.first() else {
                 return fail("the peer never declared the stopped engine Down".into());

@@ -489,3 +489,58 @@ fn a_flood_is_refused_where_it_must_be_and_the_session_holds() {
         Err(FaultBreach::Invalid(why)) if why.contains("not read")
     ));
 }
+
+#[test]
+fn a_handover_passes_only_with_nothing_on_the_wire() {
+    let sides = [Side::Ours, Side::Peer];
+    let figures = |rows: &[Row]| {
+        let mut f = walk(
+            rows,
+            &sides,
+            (0, 1000 * MS),
+            (300 * MS, 310 * MS),
+            (30.0, 10.0),
+        );
+        f.fault = Some(Fault::EngineHandover);
+        f
+    };
+    // Both Up throughout, the same discriminator: nothing happened.
+    let hitless = figures(&both_up(60));
+    assert_eq!(hitless.our_discr_before, hitless.our_discr_after);
+    assert_eq!(judge(&hitless, 30.0, 10.0), Ok(()));
+    // Our own clock slipped across the handover: 20 ms between two of
+    // our packets is over 1.5 intervals.
+    let mut slipped = both_up(60);
+    slipped.retain(|r| !(r.flow == 0 && (301..=311).contains(&(r.ts_ns / MS))));
+    let slipped = figures(&slipped);
+    assert!(
+        matches!(judge(&slipped, 30.0, 10.0), Err(FaultBreach::Fail(why)) if why.contains("own clock did not send"))
+    );
+    // The successor came up under another discriminator: a restart in
+    // disguise, whatever the peer made of it.
+    let mut renamed = both_up(60);
+    for r in renamed
+        .iter_mut()
+        .filter(|r| r.flow == 0 && r.ts_ns >= 320 * MS)
+    {
+        r.my_discr = 9;
+    }
+    let renamed = figures(&renamed);
+    assert!(
+        matches!(judge(&renamed, 30.0, 10.0), Err(FaultBreach::Fail(why)) if why.contains("discriminator"))
+    );
+    // The peer timed out on us.
+    let mut timed_out = both_up(30);
+    timed_out.push(row(331, false, State::Down, 1));
+    timed_out.extend((34..60).flat_map(|t| {
+        [
+            row(t * 10, false, State::Up, 0),
+            row(t * 10 + 1, true, State::Up, 0),
+        ]
+    }));
+    let timed_out = figures(&timed_out);
+    assert!(matches!(
+        judge(&timed_out, 30.0, 10.0),
+        Err(FaultBreach::Fail(_))
+    ));
+}

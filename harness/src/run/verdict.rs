@@ -278,13 +278,23 @@ fn walk_the_wire(
         let (Some(applied), Some(fault)) = (&record.fault, &spec.fault) else {
             continue;
         };
-        let mut f = faults::walk(
-            &rows.0,
-            &who,
-            (record.start_ns, record.end_ns),
-            (applied.start_ns, applied.end_ns),
-            timers,
-        );
+        let phase = (record.start_ns, record.end_ns);
+        let window = (applied.start_ns, applied.end_ns);
+        let mut f = if dut_flows.len() > 1 {
+            // Many sessions (a handover): each walked on its own packets,
+            // the figures kept those of the worst.
+            worst_session(dut_flows.iter().map(|&ours| {
+                let pair = [Some(ours), reverse(ours)];
+                let own: Vec<faults::Row> = (rows.0.iter())
+                    .filter(|r| pair.contains(&Some(r.flow)))
+                    .cloned()
+                    .collect();
+                faults::walk(&own, &who, phase, window, timers)
+            }))
+        } else {
+            faults::walk(&rows.0, &who, phase, window, timers)
+        };
+        f.sessions_judged = dut_flows.len().max(1) as u64;
         f.fault = Some(fault.clone());
         f.stressed = record.stress_ng.is_some();
         f.late_up_gaps.iter_mut().for_each(place_disturbances);
@@ -297,6 +307,27 @@ fn walk_the_wire(
         long_gaps,
         peer_stalls_ms,
     }
+}
+
+/// Of each session's figures in a fault's phase, the worst: one that broke
+/// a rule if any did (a Down either side, a new discriminator, a late
+/// packet of ours), else the one with our longest gap.
+fn worst_session(
+    each: impl Iterator<Item = crate::manifest::faults::FaultFigures>,
+) -> crate::manifest::faults::FaultFigures {
+    let broke = |f: &crate::manifest::faults::FaultFigures| {
+        !f.peer_detections_ms.is_empty()
+            || f.peer_first_down_ms.is_some()
+            || !f.detections_ms.is_empty()
+            || f.our_discr_before != f.our_discr_after
+            || !f.late_up_gaps.is_empty()
+    };
+    each.max_by(|a, b| {
+        (broke(a), a.up_gap_max_ms)
+            .partial_cmp(&(broke(b), b.up_gap_max_ms))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    })
+    .unwrap_or_default()
 }
 
 /// The DUT's verdict from its evidence (and each family's, dual stack),

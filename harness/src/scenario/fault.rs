@@ -39,6 +39,11 @@ pub enum Fault {
     /// started again: the peer detects it, and the new engine comes Up
     /// under a new discriminator.
     EngineRestart,
+    /// The DUT's engine handed over to a new process one second into the
+    /// phase: `linecardd --config FILE --take-over` started beside it (xdp
+    /// backend). Nothing may show on the wire: no Down on either side, the
+    /// same discriminator after, our own clock on schedule throughout.
+    EngineHandover,
     /// The peer daemon killed one second into the phase while an impostor
     /// on the link (the lab's spare host) sends as the peer for
     /// `run::faults::IMPOSTOR_MS`, with both discriminators: packets under a guessed
@@ -84,6 +89,7 @@ impl Fault {
             } => format!("peer stopped {stall_ms} ms, {times} times {every_ms} ms apart"),
             Self::EngineStop { stop_ms } => format!("engine stopped {stop_ms} ms"),
             Self::EngineRestart => "engine restarted".into(),
+            Self::EngineHandover => "engine handed over to a new process".into(),
             Self::Impostor => "peer killed, an impostor sending as it".into(),
             Self::Flood { frames } => {
                 format!("an impostor's flood of {frames} forged and replayed packets")
@@ -100,6 +106,7 @@ impl Fault {
             Self::PeerStall { .. } => "peer_stall",
             Self::EngineStop { .. } => "engine_stop",
             Self::EngineRestart => "engine_restart",
+            Self::EngineHandover => "engine_handover",
             Self::Impostor => "impostor",
             Self::Flood { .. } => "flood",
         }
@@ -118,6 +125,7 @@ impl Fault {
                 | Fault::PeerStall { .. }
                 | Fault::Impostor
                 | Fault::Flood { .. }
+                | Fault::EngineHandover
         )
     }
 }
@@ -179,6 +187,17 @@ pub(super) fn parse_fault(f: &RawFault, seconds: u64) -> Result<Fault, KeyError>
             }
             Ok(Fault::EngineRestart)
         }
+        "engine_handover" => {
+            only("engine_handover", &[])?;
+            if seconds < 5 {
+                return err(
+                    "kind",
+                    &"engine_handover",
+                    "needs a phase of at least 5 s (the handover 1 s in, then the sessions watched)",
+                );
+            }
+            Ok(Fault::EngineHandover)
+        }
         "peer_stall" => {
             only("peer_stall", &["stall_ms", "times", "every_ms"])?;
             peer_stall(f, &fits)
@@ -201,7 +220,7 @@ pub(super) fn parse_fault(f: &RawFault, seconds: u64) -> Result<Fault, KeyError>
         k => err(
             "kind",
             &k,
-            "must be loss, link_flap, peer_restart, peer_stall, engine_stop, engine_restart, impostor or flood",
+            "must be loss, link_flap, peer_restart, peer_stall, engine_stop, engine_restart, engine_handover, impostor or flood",
         ),
     }
 }

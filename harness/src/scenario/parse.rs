@@ -420,6 +420,20 @@ impl In<'_> {
         }
         if let Some(i) = phases
             .iter()
+            .position(|p| p.fault == Some(Fault::EngineHandover))
+        {
+            if let Some(j) = duts.iter().position(|d| {
+                d.implementation != "linecardd" || d.backend.as_deref() != Some("xdp")
+            }) {
+                return Err(self.invalid(
+                    &format!("phase[{i}].fault.kind"),
+                    &"engine_handover",
+                    &format!("dut[{j}] is not linecardd on the xdp backend: only its kernel side answers while one process hands over to the next"),
+                ));
+            }
+        }
+        if let Some(i) = phases
+            .iter()
             .position(|p| matches!(p.fault, Some(Fault::Impostor | Fault::Flood { .. })))
         {
             // It sends as the peer over IPv4, signed as the sessions are,
@@ -447,7 +461,13 @@ impl In<'_> {
                 ));
             }
         }
-        if let Some(i) = phases.iter().position(|p| p.fault.is_some()) {
+        // A handover is judged on every session, each on its own packets;
+        // the other faults' rules follow one session.
+        if let Some(i) = phases.iter().position(|p| {
+            p.fault
+                .as_ref()
+                .is_some_and(|f| *f != Fault::EngineHandover)
+        }) {
             if sessions.total() != 1 {
                 return Err(self.invalid(
                     &format!("phase[{i}].fault"),

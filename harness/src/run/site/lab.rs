@@ -252,14 +252,23 @@ impl Site for LabSite {
             .context("starting the DUT again")?;
             Ok(Box::new(daemon))
         };
+        // A successor with the running engine's own file, socket and log.
+        let take_over_dut = || -> Result<Box<dyn BfdDaemon>> {
+            let daemon = daemons::take_over_dut(fault.dut_spec, &fault.dir.local)
+                .context("starting the successor engine")?;
+            Ok(Box::new(daemon))
+        };
         actions::act(
             fault.fault,
             fault.scenario.sessions.auth.as_ref(),
             fault.dead_for,
             peer,
             dut,
-            &restart_peer,
-            &restart_dut,
+            &actions::Starters {
+                peer: &restart_peer,
+                dut: &restart_dut,
+                successor: &take_over_dut,
+            },
         )
     }
 }
