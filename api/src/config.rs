@@ -64,6 +64,10 @@ pub struct EngineSettings {
     #[serde(skip_serializing_if = "Option::is_none")]
     /// How long the kernel answers alone after a handover, ms.
     pub handover_window_ms: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    /// `false` is the negative control only: a handed-over record is not
+    /// adopted (its sessions are sent AdminDown and start afresh).
+    pub handover_adopt: Option<bool>,
 }
 
 impl EngineSettings {

@@ -75,6 +75,10 @@ pub struct EngineConfig {
     /// must load its program (a second of verifier here, more on a busy
     /// CPU) and adopt within it.
     pub handover_window_ms: u32,
+    /// `false` is the negative control only: a handover record is not
+    /// adopted; its sessions are sent AdminDown and start afresh (the
+    /// restart scenario's handover phases must fail with it).
+    pub handover_adopt: bool,
     /// FRR bfdd's dataplane listener (`bfdd --dplaneaddr ipv4:ADDR:PORT`):
     /// the engine connects and runs the sessions bfdd hands it.
     pub frr_dataplane: Option<std::net::SocketAddr>,
@@ -274,6 +278,7 @@ impl EngineConfig {
             sched_deadline: raw.engine.sched_deadline.unwrap_or(true),
             dead_man_ms,
             handover_window_ms: handover_window_ms as u32,
+            handover_adopt: raw.engine.handover_adopt.unwrap_or(true),
             handover_dir: match raw.engine.handover_dir {
                 Some(dir) => dir,
                 None => crate::backend::xdp::pin_dir(

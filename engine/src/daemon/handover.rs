@@ -151,16 +151,22 @@ pub fn take_record(config: &EngineConfig, pinned: bool) -> Option<HandoverRecord
             Some(record)
         }
         Some(why) => {
-            log(&format!(
-                "handover from {} refused: {why}; its {} sessions are sent AdminDown and start afresh",
-                record.written_by,
-                record.sessions.len()
-            ));
-            for s in &record.sessions {
-                admin_down(s);
-            }
+            refuse(&record, &why);
             None
         }
+    }
+}
+
+/// A record not adopted, for `why`: every session it describes is sent
+/// AdminDown (RFC 5880 6.8.16) and starts afresh, never left to time out.
+pub fn refuse(record: &HandoverRecord, why: &str) {
+    log(&format!(
+        "handover from {} refused: {why}; its {} sessions are sent AdminDown and start afresh",
+        record.written_by,
+        record.sessions.len()
+    ));
+    for s in &record.sessions {
+        admin_down(s);
     }
 }
 

@@ -173,6 +173,9 @@ fn announce_and_check(config: &EngineConfig) -> Result<BackendKind> {
             "NEGATIVE CONTROL: xdp_sweep_fixed_period = true: the kernel detects up to 0.5 ms late",
         );
     }
+    if !config.handover_adopt {
+        log("NEGATIVE CONTROL: handover_adopt = false: a handed-over engine's sessions are sent AdminDown, not adopted");
+    }
     let loop_kind = loop_kind(config)?;
     if let Availability::Unavailable { reason } = crate::backend::availability(loop_kind) {
         bail!("the {loop_kind} backend cannot run here: {reason}");
@@ -334,6 +337,13 @@ impl Engine {
             handed_over: false,
             successor: None,
             predecessor,
+        };
+        let record = match record {
+            Some(record) if !engine.config.handover_adopt => {
+                handover::refuse(&record, "handover_adopt = false (the negative control)");
+                None
+            }
+            record => record,
         };
         match record {
             Some(record) => engine.take_over(sessions, record)?,

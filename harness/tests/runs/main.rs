@@ -13,5 +13,6 @@ mod common;
 
 mod compare;
 mod faults;
+mod handover;
 mod run;
 mod run_features;

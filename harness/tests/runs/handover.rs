@@ -1,0 +1,93 @@
+//! `scenarios/handover.toml` end to end (issue 39): 64 xdp sessions at
+//! 3 x 10 ms against FRR bfdd, the engine handed over to a new process
+//! idle and under L4, each handover phase judged on every session and the
+//! run gated against `baselines/handover.toml`. Then its negative control,
+//! `handover_adopt = false` (the successor sends the sessions AdminDown
+//! and starts them afresh): the run must fail on the handover phase, and
+//! the gate with it.
+
+use crate::common::*;
+
+/// The fault phases of `dut` in a manifest.
+fn fault_phases(manifest: &serde_json::Value, label: &str) -> Vec<serde_json::Value> {
+    dut(manifest, label)["evidence"]["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["fault"].is_object())
+        .map(|p| p["fault"].clone())
+        .collect()
+}
+
+#[test]
+fn the_handover_scenario_keeps_every_session_and_its_control_fails() {
+    if !privileged("the_handover_scenario") {
+        return;
+    }
+    let _lock = lock_lab();
+    // Short: the daemons' unix sockets live under it (`sun_path`).
+    let results = scratch_dir("rh");
+    let profiles = repo().join("stress-profiles");
+    let profiles = ["--profiles", profiles.to_str().unwrap()];
+    let scenario = repo().join("scenarios/handover.toml");
+    let Some((out, dir)) = judged_run(&scenario, "handover", &results, "h", &profiles) else {
+        return;
+    };
+    eprintln!(
+        "{}",
+        std::fs::read_to_string(dir.join("summary.md")).unwrap()
+    );
+    assert_exit(&out, 0, "the handover scenario");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    let handovers = fault_phases(&manifest, "xdp");
+    assert_eq!(handovers.len(), 2, "two handover phases");
+    for f in &handovers {
+        // Preconditions: every session judged, each seen Up before and
+        // after under one discriminator, and the successor really took
+        // over (its log says so, below).
+        assert_eq!(f["sessions_judged"], 64, "{f:#}");
+        assert!(f["our_discr_before"].is_u64(), "{f:#}");
+        assert_eq!(f["our_discr_before"], f["our_discr_after"], "{f:#}");
+    }
+    let log = std::fs::read_to_string(dir.join("xdp/linecardd.log")).unwrap();
+    assert_eq!(
+        log.matches("adopted 64 sessions").count(),
+        2,
+        "two successors adopted every session:\n{log}"
+    );
+    let (gated, _) = gate(&dir, "handover");
+    assert_exit(&gated, 0, "the gate on the handover scenario");
+
+    // The negative control, idle only: the successor adopts nothing.
+    let text = std::fs::read_to_string(&scenario).unwrap();
+    let l4 = text.find("[[phase]]\nprofile = \"L4\"").unwrap();
+    let dut_at = text.find("[[dut]]").unwrap();
+    let control = format!("{}{}", &text[..l4], &text[dut_at..]).replace(
+        "backend = \"xdp\"\n",
+        "backend = \"xdp\"\nengine = { handover_adopt = false }\n",
+    );
+    assert!(control.contains("handover_adopt = false") && !control.contains("\"L4\""));
+    let control_path = results.join("control.toml");
+    std::fs::write(&control_path, control).unwrap();
+    let Some((out, control_dir)) = judged_run(&control_path, "handover", &results, "c", &profiles)
+    else {
+        return;
+    };
+    let status = std::fs::read_to_string(control_dir.join("status")).unwrap();
+    assert_exit(&out, 1, "the handover scenario with handover_adopt = false");
+    assert!(
+        status.contains("engine handed over to a new process") && status.contains("Down"),
+        "{status}"
+    );
+    let (gated, diff) = gate(&control_dir, "handover");
+    assert_exit(&gated, 1, "the gate with handover_adopt = false");
+    assert!(
+        diff.lines().any(|l| l.contains("REGRESSED")
+            && l.split_whitespace().nth(2) == Some("idle#1")
+            && l.split_whitespace().nth(3) == Some("fault_failures")
+            && !l.contains("missing")),
+        "the gate did not measure idle#1's fault_failures over its limit: {diff}"
+    );
+    let _ = std::fs::remove_dir_all(&results);
+}
