@@ -75,6 +75,9 @@ pub struct Peer {
     /// The echo interval the originator runs for this session, ns (0:
     /// none sent).
     echo_interval_ns: u64,
+    /// Handed over by the engine before us and not placed by this one yet
+    /// (`handover.rs`): the kernel still answers and hears for it.
+    adopted: bool,
 }
 
 pub struct Engine {
@@ -497,8 +500,17 @@ impl Engine {
             let path = *path;
             let before = (peer.due_next, peer.due_detection);
             peer.stale = false;
-            if let (Some(fast), true) = (self.fast.as_ref(), peer.kernel.offloaded()) {
+            // An adopted session is the kernel's until this process places
+            // it: what the kernel heard while the loop waited (starved, or
+            // adopting) counts, or a late first pass would time out a live
+            // peer.
+            if let (Some(fast), true) =
+                (self.fast.as_ref(), peer.kernel.offloaded() || peer.adopted)
+            {
                 fast_path_config::note_kernel_state(fast, id, session, peer, self.epoch_mono_ns);
+            }
+            if peer.kernel.offloaded() {
+                peer.adopted = false;
             }
             // While the kernel's sweep is the detector (its event carries
             // the instant), userspace is the backstop, a grace period later

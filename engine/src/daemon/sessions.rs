@@ -165,6 +165,7 @@ impl Engine {
             due_detection: None,
             stale: true,
             echo_interval_ns: 0,
+            adopted: adopted.is_some(),
         };
         let id = match adopted {
             Some(record) => self.table.insert_at(record.id, path, session, peer),
