@@ -134,6 +134,22 @@ pub struct SessionSpec {
     pub demand_verify_us: u32,
 }
 
+/// Where the engine answering on `control_socket` pins its fast path for
+/// a handover unless `engine.handover_dir` says: one folder per engine
+/// instance on the BPF filesystem, named by its socket (two engines never
+/// share a socket), under the `linecardd-` prefix.
+pub fn default_handover_dir(control_socket: &Path) -> PathBuf {
+    // FNV-1a: stable across builds and processes, unlike std's hasher.
+    let hash = control_socket
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    PathBuf::from(format!("/sys/fs/bpf/linecardd-{hash:016x}"))
+}
+
 /// Default interval between Demand mode's verification Polls.
 pub const DEFAULT_DEMAND_VERIFY_MS: i64 = 1000;
 
@@ -281,7 +297,7 @@ impl EngineConfig {
             handover_adopt: raw.engine.handover_adopt.unwrap_or(true),
             handover_dir: match raw.engine.handover_dir {
                 Some(dir) => dir,
-                None => crate::backend::xdp::pin_dir(
+                None => default_handover_dir(
                     raw.engine
                         .control_socket
                         .as_deref()

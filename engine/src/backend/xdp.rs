@@ -20,7 +20,7 @@ use std::net::IpAddr;
 use std::os::fd::RawFd;
 
 mod handover;
-pub use handover::{pin_dir, Adoption};
+pub use handover::Adoption;
 
 /// The XDP backend needs the embedded object (absent when the crate was
 /// built without the BPF toolchain, or stale against this binary's layout).

@@ -28,6 +28,7 @@ pub mod mirror;
 pub mod provider;
 pub mod proxmox;
 mod readiness;
+mod road;
 pub(crate) mod site;
 pub mod space;
 pub mod ssh;
@@ -208,9 +209,9 @@ pub fn install_interrupt_handler() {
 }
 
 pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunResult> {
-    let mut provider = match provider::Road::for_scenario(scenario, options) {
-        provider::Road::Elsewhere(spec) => return ssh::run(scenario, spec, options),
-        provider::Road::Here(provider) => provider,
+    let mut provider = match road::Road::for_scenario(scenario, options) {
+        road::Road::Elsewhere(spec) => return ssh::run(scenario, spec, options),
+        road::Road::Here(provider) => provider,
     };
     let result = provider.prepare().and_then(|ready| {
         let options = RunOptions {

@@ -2,7 +2,7 @@
 //! up, proves where the DUT's receive path runs, describes the host for the
 //! manifest, and tears down what it created.
 //!
-//! One road for every provider: `Road::for_scenario` picks it, the runner
+//! One road for every provider: `road::Road::for_scenario` picks it, the runner
 //! calls `prepare`, runs each DUT on the `Site` it returned, and calls
 //! `teardown`. `Local` is the network-namespace lab on this machine;
 //! `hosts::ThreeHosts` the DUT, the peer and the observer on three SSH
@@ -15,7 +15,7 @@ use super::site::Site;
 use super::RunOptions;
 use crate::lab::{self, check};
 use crate::manifest::HostFacts;
-use crate::scenario::{ProviderKind, Scenario, SshSpec};
+use crate::scenario::{ProviderKind, Scenario};
 use anyhow::{bail, Context, Result};
 use std::process::Command;
 
@@ -38,36 +38,6 @@ pub(crate) struct Ready<'a> {
     pub run_id: Option<String>,
 }
 
-/// How `linecard run` reaches a scenario's hosts.
-pub(crate) enum Road<'a> {
-    /// `[ssh] target`: the whole command runs on one remote host, which
-    /// brings its own local lab up; the run directory comes back here
-    /// (`ssh.rs`). Nothing here provides hosts.
-    Elsewhere(&'a SshSpec),
-    /// A provider brings the hosts up here, and this process runs them.
-    Here(Box<dyn Provider + 'a>),
-}
-
-impl<'a> Road<'a> {
-    pub fn for_scenario(scenario: &'a Scenario, options: &'a RunOptions) -> Road<'a> {
-        match (scenario.provider, &scenario.ssh, &scenario.proxmox) {
-            (ProviderKind::Ssh, Some(spec), _) if spec.target.is_some() => Road::Elsewhere(spec),
-            (ProviderKind::Ssh, Some(spec), _) => {
-                Road::Here(Box::new(super::hosts::ThreeHosts::new(
-                    scenario,
-                    spec.clone(),
-                    options.clone(),
-                    Box::new(|facts| facts),
-                )))
-            }
-            (ProviderKind::Proxmox, _, Some(spec)) => Road::Here(Box::new(
-                super::proxmox::Proxmox::new(scenario, spec, options),
-            )),
-            _ => Road::Here(Box::new(Local::new(scenario, options))),
-        }
-    }
-}
-
 /// The local lab of network namespaces.
 pub struct Local<'a> {
     scenario: &'a Scenario,
@@ -80,7 +50,7 @@ pub struct Local<'a> {
 }
 
 impl<'a> Local<'a> {
-    fn new(scenario: &'a Scenario, options: &'a RunOptions) -> Self {
+    pub(super) fn new(scenario: &'a Scenario, options: &'a RunOptions) -> Self {
         Self {
             scenario,
             options,

@@ -2,7 +2,7 @@
 //! the kernel goes on answering and detecting while no process runs
 //! (a hitless restart). The running engine pins its maps and its XDP
 //! attachments in a folder of its own on the BPF filesystem
-//! ([`pin_dir`]) and exits without AdminDown; the next one loads its
+//! (`engine.handover_dir`) and exits without AdminDown; the next one loads its
 //! program on those maps, swaps it into the attachments atomically
 //! (BPF_LINK_UPDATE), and removes the pins once it holds them. The
 //! sweep's timer lives in a pinned map and runs on throughout; the
@@ -21,21 +21,6 @@ use std::path::{Path, PathBuf};
 const MAP_PREFIX: &str = "LC_";
 /// A pinned attachment: `link-IFACE`.
 const LINK_PREFIX: &str = "link-";
-
-/// Where the engine answering on `control_socket` pins its fast path for
-/// a handover: one folder per engine instance, named by its socket (two
-/// engines never share a socket), under the `linecardd-` prefix.
-pub fn pin_dir(control_socket: &Path) -> PathBuf {
-    // FNV-1a: stable across builds and processes, unlike std's hasher.
-    let hash = control_socket
-        .as_os_str()
-        .as_encoded_bytes()
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-    PathBuf::from(format!("/sys/fs/bpf/linecardd-{hash:016x}"))
-}
 
 /// The data of the map kinds we define.
 fn data(map: &Map) -> Option<&MapData> {
