@@ -184,18 +184,6 @@ impl Responder {
     /// It stamps each own-clock packet it sends in `clock_sent` (slot ->
     /// CLOCK_MONOTONIC ns), the only writer of that map, and reads the
     /// kernel's `states` to skip a request the fast path overtook.
-    pub fn start(
-        events: RingBuf<MapData>,
-        clock_sent: Array<MapData, u64>,
-        states: Array<MapData, SessionState>,
-        heartbeat: Heartbeat,
-        want: Timeliness,
-    ) -> Result<Self> {
-        let mut responder = Self::idle(events, clock_sent, states, heartbeat, want)?;
-        responder.run()?;
-        Ok(responder)
-    }
-
     /// A responder whose thread has not started ([`Responder::run`]): it
     /// takes arming, but reads no event and beats nothing yet. An engine
     /// taking over from a running one starts it only once that one's has

@@ -159,7 +159,7 @@ impl FastPath {
         };
         let sweep_len = handover::sweep_len(&bpf);
         let taking_over = adoption.is_some();
-        Ok(Self {
+        let mut fast = Self {
             xmit_seq,
             bpf,
             interfaces: Vec::new(),
@@ -172,26 +172,20 @@ impl FastPath {
             adoption,
             sweep_len,
             keys: std::collections::HashMap::new(),
-            // Taking over, the responder starts once the running engine's
-            // has stopped (`adopted`).
-            responder: if taking_over {
-                Responder::idle(
-                    events,
-                    clock_sent,
-                    states,
-                    heartbeat,
-                    config.responder_scheduling(),
-                )?
-            } else {
-                Responder::start(
-                    events,
-                    clock_sent,
-                    states,
-                    heartbeat,
-                    config.responder_scheduling(),
-                )?
-            },
-        })
+            responder: Responder::idle(
+                events,
+                clock_sent,
+                states,
+                heartbeat,
+                config.responder_scheduling(),
+            )?,
+        };
+        // Taking over, the responder starts once the running engine's has
+        // stopped (`start_responder`).
+        if !taking_over {
+            fast.responder.run()?;
+        }
+        Ok(fast)
     }
 
     /// Attaches in native (driver) mode; generic mode would say nothing

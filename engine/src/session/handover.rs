@@ -97,46 +97,14 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::Repr;
+    use crate::session::tests::{up_session, MS};
 
-    const MS: Nanos = 1_000_000;
-
-    fn config(discr: u32) -> SessionConfig {
-        SessionConfig {
-            local_discr: discr,
-            desired_min_tx_us: 10_000,
-            required_min_rx_us: 10_000,
-            detect_mult: 3,
-            required_min_echo_rx_us: 0,
-            passive: false,
-            demand: false,
-            demand_verify_us: 0,
-        }
-    }
-
-    /// Two sessions brought Up against each other at explicit times.
-    fn up_pair() -> (Session, Session, Nanos) {
-        let (mut a, mut b) = (Session::new(config(1), 0, 7), Session::new(config(2), 0, 9));
-        let mut now = 0;
-        let exchange = |from: &mut Session, to: &mut Session, now: Nanos| {
-            if let Some(p) = from.poll_transmit(now) {
-                let bytes = p.to_bytes();
-                let repr = Repr::parse_bytes(&bytes).unwrap();
-                let _ = to.receive(now, &repr, &bytes);
-            }
-        };
-        for _ in 0..8 {
-            exchange(&mut a, &mut b, now);
-            exchange(&mut b, &mut a, now);
-            now += 10 * MS;
-        }
-        assert_eq!((a.state(), b.state()), (State::Up, State::Up));
-        (a, b, now)
-    }
+    /// When the session tests' `up_session` has come Up.
+    const UP_AT: Nanos = 3 * MS;
 
     #[test]
     fn an_adopted_session_says_on_the_wire_what_the_old_one_said() {
-        let (a, _, now) = up_pair();
+        let (a, now) = (up_session(), UP_AT);
         let snapshot = a.snapshot().unwrap();
         // A process started later, its clock elsewhere.
         let later = now + 123_456 * MS;
@@ -150,7 +118,7 @@ mod tests {
 
     #[test]
     fn an_adopted_session_is_heard_at_adoption_and_sends_an_interval_later() {
-        let (a, _, now) = up_pair();
+        let (a, now) = (up_session(), UP_AT);
         let later = now + 5_000 * MS;
         let mut adopted = Session::adopt(*a.config(), &a.snapshot().unwrap(), later, 99);
         // Not declared down for the time no process was there to hear.
@@ -162,7 +130,7 @@ mod tests {
     #[test]
     fn an_authenticated_or_demanding_session_is_not_handed_over() {
         use crate::session::auth::{Auth, AuthConfig, AuthKey};
-        let (a, _, _) = up_pair();
+        let a = up_session();
         let auth = AuthConfig {
             auth_type: linecard_api::AuthType::KeyedSha1,
             keys: vec![AuthKey {

@@ -871,6 +871,18 @@ impl AddressPairs {
         pairs
     }
 
+    /// One 3 x 10 ms session per pair, as the peer host's daemon sees it.
+    pub fn peer_sessions(&self) -> Vec<linecard_harness::procs::PeerSession> {
+        (0..self.0)
+            .map(|i| {
+                session_3x10(
+                    &pair_peer_address(i).to_string(),
+                    &pair_dut_address(i).to_string(),
+                )
+            })
+            .collect()
+    }
+
     fn addresses(&self) -> Vec<(&'static str, std::net::IpAddr)> {
         use linecard_harness::lab::spec::{DUT, PEER};
         (0..self.0)

@@ -24,7 +24,7 @@ use linecard_capture_analyzer::decode::State;
 use linecard_capture_analyzer::model::FlowResult;
 use linecard_capture_analyzer::{analyze, Options, Phase};
 use linecard_harness::lab::spec::{self, PEER};
-use linecard_harness::procs::{start_frr_bfdd, PeerSession};
+use linecard_harness::procs::start_frr_bfdd;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -95,21 +95,9 @@ fn a_handover_keeps_every_session_up_on_the_wire() {
             std::fs::remove_dir_all(entry.path()).unwrap();
         }
     }
-    let _addresses = AddressPairs::add(SESSIONS);
+    let addresses = AddressPairs::add(SESSIONS);
     let rest = spec::cpuset_dir(spec::REST_CPUSET);
-    let at_frr: Vec<PeerSession> = (0..SESSIONS)
-        .map(|i| PeerSession {
-            local: pair_peer_address(i),
-            peer: pair_dut_address(i),
-            tx_ms: 10,
-            rx_ms: 10,
-            multiplier: 3,
-            multihop: false,
-            min_ttl: None,
-            echo: false,
-            auth: None,
-        })
-        .collect();
+    let at_frr = addresses.peer_sessions();
     let _frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &at_frr).unwrap();
     let socket = dir.join("dut.sock");
     let mut dut = start_linecardd_toml(&dir, &dut_config(&socket));

@@ -14,7 +14,7 @@ use linecard_capture_analyzer::decode::State;
 use linecard_capture_analyzer::model::FlowResult;
 use linecard_capture_analyzer::{analyze, Options, Phase};
 use linecard_harness::lab::spec::{self, PEER};
-use linecard_harness::procs::{start_frr_bfdd, PeerSession};
+use linecard_harness::procs::start_frr_bfdd;
 use std::time::Duration;
 
 /// Sessions the DUT runs before and after the reload.
@@ -49,21 +49,9 @@ fn a_reload_changes_only_the_sessions_its_file_changed() {
     let _lock = lock_lab();
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
     let dir = scratch_dir("reload");
-    let _addresses = AddressPairs::add(SESSIONS + 1);
+    let addresses = AddressPairs::add(SESSIONS + 1);
     let rest = spec::cpuset_dir(spec::REST_CPUSET);
-    let at_frr: Vec<PeerSession> = (0..=ADDED)
-        .map(|i| PeerSession {
-            local: pair_peer_address(i),
-            peer: pair_dut_address(i),
-            tx_ms: 10,
-            rx_ms: 10,
-            multiplier: 3,
-            multihop: false,
-            min_ttl: None,
-            echo: false,
-            auth: None,
-        })
-        .collect();
+    let at_frr = addresses.peer_sessions();
     let _frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &at_frr).unwrap();
     let socket = dir.join("dut.sock");
     let before: Vec<(usize, u32)> = (0..SESSIONS).map(|i| (i, 10)).collect();

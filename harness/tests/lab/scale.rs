@@ -10,7 +10,7 @@
 use crate::common::*;
 use linecard_capture_analyzer::{analyze, Options, Phase};
 use linecard_harness::lab::spec::{self, PEER};
-use linecard_harness::procs::{start_frr_bfdd, PeerSession};
+use linecard_harness::procs::start_frr_bfdd;
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -26,21 +26,9 @@ fn sixty_four_xdp_sessions_come_up_offloaded_and_are_answered_by_the_kernel() {
     let _lock = lock_lab();
     assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
     let dir = scratch_dir("scale");
-    let _addresses = AddressPairs::add(SESSIONS);
+    let addresses = AddressPairs::add(SESSIONS);
     let rest = spec::cpuset_dir(spec::REST_CPUSET);
-    let sessions: Vec<PeerSession> = (0..SESSIONS)
-        .map(|i| PeerSession {
-            local: pair_peer_address(i),
-            peer: pair_dut_address(i),
-            tx_ms: 10,
-            rx_ms: 10,
-            multiplier: 3,
-            multihop: false,
-            min_ttl: None,
-            echo: false,
-            auth: None,
-        })
-        .collect();
+    let sessions = addresses.peer_sessions();
     let _frr = start_frr_bfdd("frr", PEER.namespace, Some(&rest), &dir, &sessions).unwrap();
     let socket = dir.join("dut.sock");
     let sessions: Vec<DutSession> = (0..SESSIONS)
