@@ -54,6 +54,10 @@ status=0
         # is this one's.
         cargo build --locked -p linecard-engine --bin linecardd --features regress-xdp-replies &&
             mkdir -p target/regressed && cp target/debug/linecardd target/regressed/linecardd &&
+            # The second build the upgrade scenario hands the engine over to
+            # (harness/tests/runs/handover.rs): the same engine, another binary.
+            cargo build --locked -p linecard-engine --bin linecardd --features second-build &&
+            mkdir -p target/second && cp target/debug/linecardd target/second/linecardd &&
             # The privileged tests run the real binaries (linecardd among them).
             cargo build --locked --bins &&
             # Default members; xdp/ is built by bpf-objects.

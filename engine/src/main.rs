@@ -23,8 +23,24 @@ const VERSION: &str = concat!(
     " (",
     env!("LINECARDD_BUILD"),
     ")",
-    regression!()
+    regression!(),
+    second_build!()
 );
+
+/// Names the second build the upgrade scenario hands over to.
+#[cfg(feature = "second-build")]
+macro_rules! second_build {
+    () => {
+        " (second build, for the upgrade scenario)"
+    };
+}
+#[cfg(not(feature = "second-build"))]
+macro_rules! second_build {
+    () => {
+        ""
+    };
+}
+use second_build;
 
 /// Names the deliberate regression of a build that has one.
 #[cfg(feature = "regress-xdp-replies")]

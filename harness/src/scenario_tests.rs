@@ -233,6 +233,30 @@ fn faults_are_checked_key_by_key() {
         "{:?}",
         ok.err()
     );
+    // An upgrade hands over to the second build the DUT names.
+    let upgrade = handover.replace("engine_handover", "engine_upgrade");
+    let refused = error(&upgrade);
+    assert!(
+        refused.contains("phase[0].fault.kind = engine_upgrade")
+            && refused.contains("names no linecardd_upgrade"),
+        "{refused}"
+    );
+    let named = upgrade.replace(
+        "backend = \"xdp\"",
+        "backend = \"xdp\"\nlinecardd_upgrade = \"/opt/second/linecardd\"",
+    );
+    let ok = Scenario::parse("s.toml", &named, &|_| {
+        Profile::parse("p", "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n")
+            .map_err(|e| e.to_string())
+    });
+    assert!(
+        ok.as_ref()
+            .is_ok_and(|s| s.phases[0].fault == Some(Fault::EngineUpgrade)
+                && s.duts[0].programs.linecardd_upgrade.as_deref()
+                    == Some(std::path::Path::new("/opt/second/linecardd"))),
+        "{:?}",
+        ok.err()
+    );
     let stall = "{ kind = \"peer_stall\", stall_ms = 18, times = 16, every_ms = 308 }";
     let ok = Scenario::parse("s.toml", &with(stall), &|_| {
         Profile::parse("p", "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n")

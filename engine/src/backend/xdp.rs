@@ -112,7 +112,7 @@ impl FastPath {
             crate::log::line(&if loaded {
                 format!("taking over with a program of our own (lc_bfd {identity}): loaded and swapped in")
             } else {
-                format!("taking over the running program (lc_bfd {identity}, the same build): nothing to load")
+                format!("taking over the running program (lc_bfd {identity}, the same as this build's): nothing to load")
             });
         }
         if loaded {

@@ -97,6 +97,10 @@ pub struct Applied {
     /// engine's authentication refusals (`FloodCounts`).
     #[serde(default)]
     pub flood: Option<FloodCounts>,
+    /// A handover's or upgrade's: the file its successor engine was seen
+    /// running (`/proc/PID/exe`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub successor: Option<std::path::PathBuf>,
 }
 
 /// The bring-up window: from the daemons' start to readiness (or its

@@ -28,8 +28,20 @@ pub(super) struct Starters<'a> {
     pub peer: &'a dyn Fn(u64) -> Result<Box<dyn BfdDaemon>>,
     /// The DUT again, after it was killed.
     pub dut: &'a dyn Fn() -> Result<Box<dyn BfdDaemon>>,
-    /// A successor beside the running DUT, to take its sessions over.
-    pub successor: &'a dyn Fn() -> Result<Box<dyn BfdDaemon>>,
+    /// A successor beside the running DUT, to take its sessions over, and
+    /// the file it was seen running.
+    pub successor: &'a dyn Fn(Successor) -> Result<(Box<dyn BfdDaemon>, std::path::PathBuf)>,
+}
+
+/// Which build takes the running engine's sessions over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Successor {
+    /// The build running now (`engine_handover`).
+    SameBuild,
+    /// The DUT's other build (`engine_upgrade`): its `linecardd_upgrade`
+    /// while its `linecardd` runs, and back again (a rollback) while the
+    /// second build runs; `running` is the engine's PID.
+    OtherBuild { running: u32 },
 }
 
 /// Runs a fault's action (not a loss: that lasts the phase), one second
@@ -45,7 +57,7 @@ pub(super) fn act(
 ) -> Result<crate::manifest::evidence::Applied> {
     let (restart_peer, restart_dut, take_over_dut) = (start.peer, start.dut, start.successor);
     let start = unix_ns();
-    let mut flood = None;
+    let (mut flood, mut successor) = (None, None);
     match fault {
         Fault::Loss { .. } => {}
         Fault::LinkFlap { down_ms } => {
@@ -101,11 +113,16 @@ pub(super) fn act(
             dut.stop_hard()?;
             *dut = restart_dut()?;
         }
-        Fault::EngineHandover => {
+        Fault::EngineHandover | Fault::EngineUpgrade => {
             // The successor takes the sessions over and the running engine
             // exits once relieved (bounded: a take-over takes well under a
             // second; its program's load, if another build, a second more).
-            let next = take_over_dut()?;
+            let (next, exe) = take_over_dut(if *fault == Fault::EngineUpgrade {
+                Successor::OtherBuild { running: dut.pid() }
+            } else {
+                Successor::SameBuild
+            })?;
+            successor = Some(exe);
             let deadline = std::time::Instant::now() + Duration::from_secs(30);
             while !dut.exited() {
                 if std::time::Instant::now() > deadline {
@@ -149,6 +166,7 @@ pub(super) fn act(
         start_ns: start,
         end_ns: unix_ns(),
         flood,
+        successor,
         ..crate::manifest::evidence::Applied::default()
     })
 }

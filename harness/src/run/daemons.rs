@@ -611,11 +611,13 @@ fn spawn_linecardd(
     Ok((daemon, socket))
 }
 
-/// A successor for the DUT's running linecardd (the `engine_handover`
-/// fault): `linecardd --config FILE --take-over` with the running engine's
-/// own file in `dir` (so its socket and handover folder), in the DUT's
-/// namespace and cpuset, its log appended to the running one's.
-pub fn take_over_dut(dut: &crate::scenario::DutSpec, dir: &Path) -> Result<Bfd> {
+/// A successor for the DUT's running linecardd (the `engine_handover` and
+/// `engine_upgrade` faults): `program --config FILE --take-over`, where
+/// `program` is the DUT's linecardd or the second build it is upgraded
+/// to, with the running engine's own file in `dir` (so its socket and
+/// handover folder), in the DUT's namespace and cpuset, its log appended
+/// to the running one's.
+pub fn take_over_dut(dut: &crate::scenario::DutSpec, dir: &Path, program: &Path) -> Result<Bfd> {
     let DutImplementation::Linecardd {
         backend: BackendKind::Xdp,
     } = dut.implementation
@@ -626,7 +628,6 @@ pub fn take_over_dut(dut: &crate::scenario::DutSpec, dir: &Path) -> Result<Bfd> 
         );
     };
     let name = "linecardd";
-    let program = dut.programs.linecardd();
     let daemon = Daemon::spawn(
         name,
         spec::DUT.namespace,

@@ -106,6 +106,14 @@ pub(super) fn run_dut(
     if up.is_ok() {
         running.phases(capture.as_mut(), &mut outcome.phases)?;
     }
+    // A handover's successor, seen running its file when it took over.
+    let successors: Vec<PathBuf> = (outcome.phases.iter())
+        .filter_map(|p| p.fault.as_ref()?.successor.clone())
+        .collect();
+    for exe in successors {
+        crate::scenario::programs::seen_running(&mut outcome.programs, "dut", &exe)
+            .map_err(|why| anyhow::anyhow!(why))?;
+    }
     let steal_after = steal_ms(site);
     let Running {
         mut peer,
@@ -262,7 +270,8 @@ impl Running<'_> {
                     acted = true;
                     let done = self.act(fault, i)?;
                     if let Some(a) = applied.as_mut() {
-                        (a.start_ns, a.end_ns, a.flood) = (done.start_ns, done.end_ns, done.flood);
+                        (a.start_ns, a.end_ns, a.flood, a.successor) =
+                            (done.start_ns, done.end_ns, done.flood, done.successor);
                     }
                 }
             }

@@ -276,6 +276,7 @@ impl FaultFigures {
             Fault::EngineStop { .. }
             | Fault::EngineRestart
             | Fault::EngineHandover
+            | Fault::EngineUpgrade
             | Fault::Flood { .. } => true,
         })
     }
@@ -477,7 +478,7 @@ fn fault_rules(f: &FaultFigures, fault: &Fault, detection_ms: f64) -> Result<(),
             }
         }
         Fault::Flood { .. } => flood_rules(f)?,
-        Fault::EngineHandover => {
+        Fault::EngineHandover | Fault::EngineUpgrade => {
             if let Some(ms) = f.peer_detections_ms.first() {
                 return fail(format!(
                     "the peer declared us Down {ms:.2} ms after our last packet"

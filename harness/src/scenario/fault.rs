@@ -44,6 +44,14 @@ pub enum Fault {
     /// backend). Nothing may show on the wire: no Down on either side, the
     /// same discriminator after, our own clock on schedule throughout.
     EngineHandover,
+    /// [`Fault::EngineHandover`] to the DUT's other build: its
+    /// `linecardd_upgrade` while its `linecardd` runs, and back (a
+    /// rollback) while the second build runs. The same handover record
+    /// and pinned maps read by another binary, which keeps the running XDP
+    /// program when its own is the same (`linecard_bpf_objects::identity`)
+    /// and otherwise loads, verifies and swaps in its own. Judged as a
+    /// handover.
+    EngineUpgrade,
     /// The peer daemon killed one second into the phase while an impostor
     /// on the link (the lab's spare host) sends as the peer for
     /// `run::faults::IMPOSTOR_MS`, with both discriminators: packets under a guessed
@@ -90,6 +98,7 @@ impl Fault {
             Self::EngineStop { stop_ms } => format!("engine stopped {stop_ms} ms"),
             Self::EngineRestart => "engine restarted".into(),
             Self::EngineHandover => "engine handed over to a new process".into(),
+            Self::EngineUpgrade => "engine handed over to its other build".into(),
             Self::Impostor => "peer killed, an impostor sending as it".into(),
             Self::Flood { frames } => {
                 format!("an impostor's flood of {frames} forged and replayed packets")
@@ -107,6 +116,7 @@ impl Fault {
             Self::EngineStop { .. } => "engine_stop",
             Self::EngineRestart => "engine_restart",
             Self::EngineHandover => "engine_handover",
+            Self::EngineUpgrade => "engine_upgrade",
             Self::Impostor => "impostor",
             Self::Flood { .. } => "flood",
         }
@@ -126,7 +136,14 @@ impl Fault {
                 | Fault::Impostor
                 | Fault::Flood { .. }
                 | Fault::EngineHandover
+                | Fault::EngineUpgrade
         )
+    }
+
+    /// Whether a successor process takes the running engine's sessions
+    /// over (the same build or a second one).
+    pub fn hands_over(&self) -> bool {
+        matches!(self, Fault::EngineHandover | Fault::EngineUpgrade)
     }
 }
 
@@ -187,16 +204,20 @@ pub(super) fn parse_fault(f: &RawFault, seconds: u64) -> Result<Fault, KeyError>
             }
             Ok(Fault::EngineRestart)
         }
-        "engine_handover" => {
-            only("engine_handover", &[])?;
+        kind @ ("engine_handover" | "engine_upgrade") => {
+            only(kind, &[])?;
             if seconds < 5 {
                 return err(
                     "kind",
-                    &"engine_handover",
+                    &kind,
                     "needs a phase of at least 5 s (the handover 1 s in, then the sessions watched)",
                 );
             }
-            Ok(Fault::EngineHandover)
+            Ok(if kind == "engine_upgrade" {
+                Fault::EngineUpgrade
+            } else {
+                Fault::EngineHandover
+            })
         }
         "peer_stall" => {
             only("peer_stall", &["stall_ms", "times", "every_ms"])?;
@@ -220,7 +241,7 @@ pub(super) fn parse_fault(f: &RawFault, seconds: u64) -> Result<Fault, KeyError>
         k => err(
             "kind",
             &k,
-            "must be loss, link_flap, peer_restart, peer_stall, engine_stop, engine_restart, engine_handover, impostor or flood",
+            "must be loss, link_flap, peer_restart, peer_stall, engine_stop, engine_restart, engine_handover, engine_upgrade, impostor or flood",
         ),
     }
 }

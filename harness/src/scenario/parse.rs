@@ -418,17 +418,30 @@ impl In<'_> {
                 ));
             }
         }
-        if let Some(i) = phases
+        if let Some((i, fault)) = phases
             .iter()
-            .position(|p| p.fault == Some(Fault::EngineHandover))
+            .enumerate()
+            .find_map(|(i, p)| Some((i, p.fault.as_ref().filter(|f| f.hands_over())?)))
         {
             if let Some(j) = duts.iter().position(|d| {
                 d.implementation != "linecardd" || d.backend.as_deref() != Some("xdp")
             }) {
                 return Err(self.invalid(
                     &format!("phase[{i}].fault.kind"),
-                    &"engine_handover",
+                    &fault.kind_name(),
                     &format!("dut[{j}] is not linecardd on the xdp backend: only its kernel side answers while one process hands over to the next"),
+                ));
+            }
+        }
+        if let Some(i) = phases
+            .iter()
+            .position(|p| p.fault == Some(Fault::EngineUpgrade))
+        {
+            if let Some(j) = duts.iter().position(|d| d.linecardd_upgrade.is_none()) {
+                return Err(self.invalid(
+                    &format!("phase[{i}].fault.kind"),
+                    &"engine_upgrade",
+                    &format!("dut[{j}] names no linecardd_upgrade: the second build the engine is handed over to"),
                 ));
             }
         }
@@ -463,11 +476,10 @@ impl In<'_> {
         }
         // A handover is judged on every session, each on its own packets;
         // the other faults' rules follow one session.
-        if let Some(i) = phases.iter().position(|p| {
-            p.fault
-                .as_ref()
-                .is_some_and(|f| *f != Fault::EngineHandover)
-        }) {
+        if let Some(i) = phases
+            .iter()
+            .position(|p| p.fault.as_ref().is_some_and(|f| !f.hands_over()))
+        {
             if sessions.total() != 1 {
                 return Err(self.invalid(
                     &format!("phase[{i}].fault"),

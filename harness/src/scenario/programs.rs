@@ -2,7 +2,9 @@
 //! machine's FRR (`/usr/lib/frr/bfdd`, `zebra`) and BIRD (`bird` on the
 //! PATH) and this build's linecardd; a scenario may name others
 //! (`bfdd = "/opt/frr/sbin/bfdd"` in `[peer]` or a `[[dut]]`, relative
-//! paths from the scenario file), and `linecard run --dut-binary
+//! paths from the scenario file; `linecardd_upgrade` in a linecardd
+//! `[[dut]]` is the build its `engine_upgrade` fault hands over to), and
+//! `linecard run --dut-binary
 //! LABEL=PATH` names one DUT's for a single run. Each named program is
 //! checked before anything starts (it exists, it is an executable file);
 //! it is asked its `--version` only by a run that will start it, never
@@ -31,6 +33,10 @@ pub struct Programs {
     pub bird: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub linecardd: Option<PathBuf>,
+    /// The second build an `engine_upgrade` fault hands the engine over
+    /// to (a linecardd DUT's only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linecardd_upgrade: Option<PathBuf>,
 }
 
 impl Programs {
@@ -59,6 +65,7 @@ impl Programs {
             ("zebra", &self.zebra),
             ("bird", &self.bird),
             ("linecardd", &self.linecardd),
+            ("linecardd_upgrade", &self.linecardd_upgrade),
         ]
         .into_iter()
         .filter_map(|(key, path)| Some((key, path.as_deref()?)))
@@ -100,6 +107,7 @@ impl Programs {
             zebra: path("zebra", &raw.zebra)?,
             bird: path("bird", &raw.bird)?,
             linecardd: path("linecardd", &raw.linecardd)?,
+            linecardd_upgrade: path("linecardd_upgrade", &raw.linecardd_upgrade)?,
         })
     }
 }
@@ -111,16 +119,21 @@ pub(super) struct RawPrograms {
     zebra: Option<String>,
     bird: Option<String>,
     linecardd: Option<String>,
+    linecardd_upgrade: Option<String>,
 }
 
 impl RawPrograms {
-    /// From the table's `bfdd`, `zebra`, `bird` and `linecardd` keys.
-    pub(super) fn of([bfdd, zebra, bird, linecardd]: [&Option<String>; 4]) -> Self {
+    /// From the table's `bfdd`, `zebra`, `bird`, `linecardd` and
+    /// `linecardd_upgrade` keys.
+    pub(super) fn of(
+        [bfdd, zebra, bird, linecardd, linecardd_upgrade]: [&Option<String>; 5],
+    ) -> Self {
         Self {
             bfdd: bfdd.clone(),
             zebra: zebra.clone(),
             bird: bird.clone(),
             linecardd: linecardd.clone(),
+            linecardd_upgrade: linecardd_upgrade.clone(),
         }
     }
 }
@@ -138,7 +151,7 @@ pub(super) fn peer_keys(peer: PeerImplementation) -> &'static [&'static str] {
 pub(super) fn dut_keys(dut: &DutImplementation) -> &'static [&'static str] {
     match dut {
         DutImplementation::Frr => &["bfdd", "zebra"],
-        DutImplementation::Linecardd { .. } => &["linecardd"],
+        DutImplementation::Linecardd { .. } => &["linecardd", "linecardd_upgrade"],
         DutImplementation::FrrDataplane { .. } => &["bfdd", "zebra", "linecardd"],
     }
 }

@@ -100,6 +100,7 @@ pub(super) struct RawDut {
     pub(super) zebra: Option<String>,
     pub(super) bird: Option<String>,
     pub(super) linecardd: Option<String>,
+    pub(super) linecardd_upgrade: Option<String>,
 }
 
 /// `dut.peer_timers = { tx_interval_ms = 10, rx_interval_ms = 50 }`.
@@ -123,12 +124,24 @@ pub(super) struct RawLimits {
 
 impl RawPeer {
     pub(super) fn programs(&self) -> super::programs::RawPrograms {
-        super::programs::RawPrograms::of([&self.bfdd, &self.zebra, &self.bird, &self.linecardd])
+        super::programs::RawPrograms::of([
+            &self.bfdd,
+            &self.zebra,
+            &self.bird,
+            &self.linecardd,
+            &None,
+        ])
     }
 }
 
 impl RawDut {
     pub(super) fn programs(&self) -> super::programs::RawPrograms {
-        super::programs::RawPrograms::of([&self.bfdd, &self.zebra, &self.bird, &self.linecardd])
+        super::programs::RawPrograms::of([
+            &self.bfdd,
+            &self.zebra,
+            &self.bird,
+            &self.linecardd,
+            &self.linecardd_upgrade,
+        ])
     }
 }

@@ -7,6 +7,7 @@
 //! the gate with it.
 
 use crate::common::*;
+use std::path::PathBuf;
 
 /// The fault phases of `dut` in a manifest.
 fn fault_phases(manifest: &serde_json::Value, label: &str) -> Vec<serde_json::Value> {
@@ -91,5 +92,78 @@ fn the_handover_scenario_keeps_every_session_and_its_control_fails() {
             && !l.contains("missing")),
         "the gate did not measure idle#1's fault_failures over its limit: {diff}"
     );
+    let _ = std::fs::remove_dir_all(&results);
+}
+
+/// `scenarios/upgrade.toml` end to end: the engine handed over to the
+/// second build (`target/second/linecardd`, which `scripts/test.sh`
+/// builds with the `second-build` feature) idle, then back to this build
+/// under L4, every session judged on each, gated against
+/// `baselines/upgrade.toml`.
+#[test]
+fn the_upgrade_scenario_hands_over_to_the_second_build_and_back() {
+    if !privileged("the_upgrade_scenario") {
+        return;
+    }
+    let second = repo().join("target/second/linecardd");
+    let version = std::process::Command::new(&second)
+        .arg("--version")
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}: build it with `cargo build -p linecard-engine --bin linecardd --features second-build` and copy target/debug/linecardd there (scripts/test.sh does)",
+                second.display()
+            )
+        });
+    // Precondition: another binary, not a copy of this one.
+    assert!(
+        String::from_utf8_lossy(&version.stdout).contains("second build"),
+        "{}: {version:?}",
+        second.display()
+    );
+    let _lock = lock_lab();
+    let results = scratch_dir("ru");
+    let profiles = repo().join("stress-profiles");
+    let profiles = ["--profiles", profiles.to_str().unwrap()];
+    let scenario = repo().join("scenarios/upgrade.toml");
+    let Some((out, dir)) = judged_run(&scenario, "upgrade", &results, "u", &profiles) else {
+        return;
+    };
+    eprintln!(
+        "{}",
+        std::fs::read_to_string(dir.join("summary.md")).unwrap()
+    );
+    assert_exit(&out, 0, "the upgrade scenario");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    let upgrades = fault_phases(&manifest, "xdp");
+    assert_eq!(upgrades.len(), 2, "two upgrade phases");
+    for f in &upgrades {
+        assert_eq!(f["sessions_judged"], 64, "{f:#}");
+        assert!(f["our_discr_before"].is_u64(), "{f:#}");
+        assert_eq!(f["our_discr_before"], f["our_discr_after"], "{f:#}");
+    }
+    // The successors ran the builds asked for: the second, then this one.
+    let successors: Vec<PathBuf> = dut(&manifest, "xdp")["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["fault"]["successor"].as_str().map(PathBuf::from))
+        .map(|p| std::fs::canonicalize(p).unwrap())
+        .collect();
+    let this = std::fs::canonicalize(repo().join("target/debug/linecardd")).unwrap();
+    assert_eq!(
+        successors,
+        [std::fs::canonicalize(&second).unwrap(), this],
+        "the successors' files"
+    );
+    let log = std::fs::read_to_string(dir.join("xdp/linecardd.log")).unwrap();
+    assert_eq!(
+        log.matches("adopted 64 sessions").count(),
+        2,
+        "two successors adopted every session:\n{log}"
+    );
+    let (gated, _) = gate(&dir, "upgrade");
+    assert_exit(&gated, 0, "the gate on the upgrade scenario");
     let _ = std::fs::remove_dir_all(&results);
 }

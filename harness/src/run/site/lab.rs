@@ -180,7 +180,17 @@ impl Site for LabSite {
         let echo = scenario.sessions.echo;
         let mut started: Vec<(&str, PathBuf)> = match &dut.implementation {
             DutImplementation::Frr => vec![("dut bfdd", d.bfdd())],
-            DutImplementation::Linecardd { .. } => vec![("dut linecardd", d.linecardd())],
+            DutImplementation::Linecardd { .. } => {
+                let mut started = vec![("dut linecardd", d.linecardd())];
+                let upgrades = scenario
+                    .phases
+                    .iter()
+                    .any(|ph| ph.fault == Some(crate::scenario::Fault::EngineUpgrade));
+                if let (true, Some(second)) = (upgrades, &d.linecardd_upgrade) {
+                    started.push(("dut linecardd_upgrade", second.clone()));
+                }
+                started
+            }
             DutImplementation::FrrDataplane { .. } => {
                 vec![("dut bfdd", d.bfdd()), ("dut linecardd", d.linecardd())]
             }
@@ -252,12 +262,44 @@ impl Site for LabSite {
             .context("starting the DUT again")?;
             Ok(Box::new(daemon))
         };
-        // A successor with the running engine's own file, socket and log.
-        let take_over_dut = || -> Result<Box<dyn BfdDaemon>> {
-            let daemon = daemons::take_over_dut(fault.dut_spec, &fault.dir.local)
-                .context("starting the successor engine")?;
-            Ok(Box::new(daemon))
-        };
+        // A successor with the running engine's own file, socket and log,
+        // seen running the build it was asked for.
+        let same = |p: &Path| std::fs::canonicalize(p).ok();
+        let take_over_dut =
+            |successor: actions::Successor| -> Result<(Box<dyn BfdDaemon>, PathBuf)> {
+                let programs = &fault.dut_spec.programs;
+                let program = match successor {
+                    actions::Successor::SameBuild => programs.linecardd(),
+                    actions::Successor::OtherBuild { running } => {
+                        let second = programs
+                            .linecardd_upgrade
+                            .clone()
+                            .context("engine_upgrade without linecardd_upgrade (validated)")?;
+                        let now = self.exe(running).and_then(|exe| same(&exe));
+                        if now.is_some() && now == same(&second) {
+                            programs.linecardd()
+                        } else {
+                            second
+                        }
+                    }
+                };
+                let daemon = daemons::take_over_dut(fault.dut_spec, &fault.dir.local, &program)
+                    .context("starting the successor engine")?;
+                // `ip netns exec` execs it: bounded, until it has.
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+                loop {
+                    let running = self.exe(daemon.pid());
+                    if running.as_deref().and_then(same) == same(&program) {
+                        break Ok((Box::new(daemon), program));
+                    }
+                    anyhow::ensure!(
+                        std::time::Instant::now() < deadline,
+                        "the successor runs {running:?}, not {}",
+                        program.display()
+                    );
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            };
         actions::act(
             fault.fault,
             fault.scenario.sessions.auth.as_ref(),
