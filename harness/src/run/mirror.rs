@@ -88,19 +88,52 @@ pub struct Witnesses<'a> {
     /// The phases without stress, where a canary stall is a disturbance
     /// (under stress it is the stress itself).
     pub unstressed: Vec<(i64, i64)>,
+    /// The phases where a successor engine starts on the DUT's CPUs (a
+    /// handover, an upgrade): a canary stall or a freeze there is the
+    /// engine's own doing (an upgrade's program load: the kernel's
+    /// verifier held the CPU 12-16 ms at a stretch, measured by the freeze
+    /// witness), so only the hypervisor's steal may excuse a gap.
+    pub successors: Vec<(i64, i64)>,
 }
 
 impl Witnesses<'_> {
-    /// Fills in what a disturbance took inside `gap`: steal and freezes
-    /// anywhere; a canary stall only in a phase without stress.
+    /// Fills in what a disturbance took inside `gap`: steal anywhere;
+    /// freezes where no successor engine starts; a canary stall only in a
+    /// phase without stress or a successor.
     pub fn place(&self, gap: &mut LongGap) {
         let (start, end) = (gap.start_ns(), gap.end_ns);
+        let within = |windows: &[(i64, i64)]| windows.iter().any(|&(a, b)| (a..b).contains(&end));
         gap.stolen_ms = self.steal.within(start, end);
+        if within(&self.successors) {
+            return;
+        }
         gap.frozen_ms = crate::freeze::frozen_within_ms(self.freezes, start, end);
-        if self.unstressed.iter().any(|&(a, b)| (a..b).contains(&end)) {
+        if within(&self.unstressed) {
             gap.stalled_ms = crate::canary::longest_stall_ms(self.stalls, start, end);
         }
     }
+}
+
+/// Phases as time windows, CLOCK_REALTIME ns, [start, end).
+pub type Windows = Vec<(i64, i64)>;
+
+/// The windows of the phases without stress ([`Witnesses::unstressed`])
+/// and of those where a successor engine starts on the DUT's CPUs
+/// ([`Witnesses::successors`]).
+pub fn phase_windows(
+    records: &[crate::manifest::PhaseRecord],
+    specs: &[crate::scenario::PhaseSpec],
+) -> (Windows, Windows) {
+    let window = |record: &crate::manifest::PhaseRecord| (record.start_ns, record.end_ns);
+    let unstressed = (records.iter())
+        .filter(|record| record.stress_ng.is_none())
+        .map(window)
+        .collect();
+    let successors = (records.iter().zip(specs))
+        .filter(|(_, spec)| (spec.fault.as_ref()).is_some_and(crate::scenario::Fault::hands_over))
+        .map(|(record, _)| window(record))
+        .collect();
+    (unstressed, successors)
 }
 
 /// The long gaps of the flows in `dut_flows` within [start, end), each
@@ -177,6 +210,93 @@ mod tests {
     }
 
     const MS: i64 = 1_000_000;
+
+    #[test]
+    fn where_a_successor_starts_only_steal_excuses_a_gap() {
+        let idle = crate::profile::Profile::parse(
+            "idle",
+            "schema_version = 1\nname = \"idle\"\nwhat = \"x\"\n",
+        )
+        .unwrap();
+        let spec = |fault| crate::scenario::PhaseSpec {
+            profile: idle.clone(),
+            seconds: 5,
+            fault,
+        };
+        let record = |i: i64, stress: bool| crate::manifest::PhaseRecord {
+            name: format!("p#{i}"),
+            profile: "p".into(),
+            start_ns: i * 1000 * MS,
+            end_ns: (i + 1) * 1000 * MS,
+            stress_ng: stress.then(|| "stress-ng --cpu 1".to_string()),
+            fault: None,
+            cpu: None,
+        };
+        use crate::scenario::Fault;
+        let specs = [
+            spec(None),
+            spec(Some(Fault::EngineUpgrade)),
+            spec(Some(Fault::EngineHandover)),
+            spec(Some(Fault::EngineRestart)),
+            spec(None),
+        ];
+        let records = [
+            record(0, false),
+            record(1, false),
+            record(2, false),
+            record(3, false),
+            record(4, true),
+        ];
+        let (unstressed, successors) = phase_windows(&records, &specs);
+        assert_eq!(unstressed.len(), 4);
+        assert_eq!(successors, [(1000 * MS, 2000 * MS), (2000 * MS, 3000 * MS)]);
+        // A freeze and a canary stall of 12 ms inside a 17 ms gap: an
+        // excuse in a plain idle phase, none where a successor started.
+        let steal = crate::steal::StealTrace::default();
+        let disturbance = [crate::canary::Stall {
+            from_unix_ns: 1,
+            to_unix_ns: 12 * MS + 1,
+        }];
+        let witnesses = Witnesses {
+            steal: &steal,
+            freezes: &disturbance,
+            stalls: &disturbance,
+            unstressed,
+            successors,
+        };
+        let gap_ending = |offset_ns: i64| {
+            let mut gap = LongGap {
+                gap_ms: 17.0,
+                end_ns: offset_ns + 17 * MS,
+                mirrors_peer: false,
+                stolen_ms: 0.0,
+                stalled_ms: 0.0,
+                frozen_ms: 0.0,
+            };
+            witnesses.place(&mut gap);
+            gap
+        };
+        let plain = gap_ending(0);
+        assert_eq!((plain.frozen_ms, plain.stalled_ms), (12.0, 12.0));
+        let mut upgrade_disturbance = disturbance;
+        upgrade_disturbance[0].from_unix_ns += 1000 * MS;
+        upgrade_disturbance[0].to_unix_ns += 1000 * MS;
+        let witnesses = Witnesses {
+            freezes: &upgrade_disturbance,
+            stalls: &upgrade_disturbance,
+            ..witnesses
+        };
+        let mut gap = LongGap {
+            gap_ms: 17.0,
+            end_ns: 1000 * MS + 17 * MS,
+            mirrors_peer: false,
+            stolen_ms: 0.0,
+            stalled_ms: 0.0,
+            frozen_ms: 0.0,
+        };
+        witnesses.place(&mut gap);
+        assert_eq!((gap.frozen_ms, gap.stalled_ms), (0.0, 0.0));
+    }
 
     #[test]
     fn a_reply_after_the_peer_s_silence_mirrors_it_and_a_late_own_packet_does_not() {

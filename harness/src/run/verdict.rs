@@ -146,16 +146,13 @@ pub(crate) fn judge_dut(
     };
     let (premature_peer_detections_ms, silent_peer_detections_ms) =
         detections(&analysis.all.flows, &sides);
+    let (unstressed, successors) = mirror::phase_windows(&outcome.phases, &scenario.phases);
     let witnesses = mirror::Witnesses {
         steal: &m.steal,
         freezes: &m.freezes,
         stalls: &m.stalls,
-        unstressed: outcome
-            .phases
-            .iter()
-            .filter(|p| p.stress_ng.is_none())
-            .map(|p| (p.start_ns, p.end_ns))
-            .collect(),
+        unstressed,
+        successors,
     };
     let walked = walk_the_wire(
         &analysis.all.flows,
