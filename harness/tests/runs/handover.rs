@@ -1,4 +1,5 @@
-//! `scenarios/handover.toml` end to end (issue 39): 64 xdp sessions at
+//! `scenarios/handover.toml`, `upgrade.toml` and `handover-bird.toml` end
+//! to end (issue 39). The first: 64 xdp sessions at
 //! 3 x 10 ms against FRR bfdd, the engine handed over to a new process
 //! idle and under L4, each handover phase judged on every session and the
 //! run gated against `baselines/handover.toml`. Then its negative control,
@@ -95,16 +96,8 @@ fn the_handover_scenario_keeps_every_session_and_its_control_fails() {
     let _ = std::fs::remove_dir_all(&results);
 }
 
-/// `scenarios/upgrade.toml` end to end: the engine handed over to the
-/// second build (`target/second/linecardd`, which `scripts/test.sh`
-/// builds with the `second-build` feature) idle, then back to this build
-/// under L4, every session judged on each, gated against
-/// `baselines/upgrade.toml`.
-#[test]
-fn the_upgrade_scenario_hands_over_to_the_second_build_and_back() {
-    if !privileged("the_upgrade_scenario") {
-        return;
-    }
+/// Where `scripts/test.sh` puts the second build, checked to be one.
+fn second_build() -> PathBuf {
     let second = repo().join("target/second/linecardd");
     let version = std::process::Command::new(&second)
         .arg("--version")
@@ -121,6 +114,20 @@ fn the_upgrade_scenario_hands_over_to_the_second_build_and_back() {
         "{}: {version:?}",
         second.display()
     );
+    second
+}
+
+/// `scenarios/upgrade.toml` end to end: the engine handed over to the
+/// second build (`target/second/linecardd`, which `scripts/test.sh`
+/// builds with the `second-build` feature) idle, then back to this build
+/// under L4, every session judged on each, gated against
+/// `baselines/upgrade.toml`.
+#[test]
+fn the_upgrade_scenario_hands_over_to_the_second_build_and_back() {
+    if !privileged("the_upgrade_scenario") {
+        return;
+    }
+    let second = second_build();
     let _lock = lock_lab();
     let results = scratch_dir("ru");
     let profiles = repo().join("stress-profiles");
@@ -165,5 +172,54 @@ fn the_upgrade_scenario_hands_over_to_the_second_build_and_back() {
     );
     let (gated, _) = gate(&dir, "upgrade");
     assert_exit(&gated, 0, "the gate on the upgrade scenario");
+    let _ = std::fs::remove_dir_all(&results);
+}
+
+/// `scenarios/handover-bird.toml` end to end: against BIRD, a handover of
+/// the same build, an upgrade to the second build and the rollback under
+/// L4, each judged on every session, gated against
+/// `baselines/handover-bird.toml`.
+#[test]
+fn handover_and_upgrade_hold_against_bird() {
+    if !privileged("handover_and_upgrade_hold_against_bird") {
+        return;
+    }
+    second_build();
+    let _lock = lock_lab();
+    let results = scratch_dir("rb");
+    let profiles = repo().join("stress-profiles");
+    let profiles = ["--profiles", profiles.to_str().unwrap()];
+    let scenario = repo().join("scenarios/handover-bird.toml");
+    let Some((out, dir)) = judged_run(&scenario, "handover-bird", &results, "b", &profiles) else {
+        return;
+    };
+    eprintln!(
+        "{}",
+        std::fs::read_to_string(dir.join("summary.md")).unwrap()
+    );
+    assert_exit(&out, 0, "the handover scenario against BIRD");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    // Preconditions: BIRD was the peer, and three successors each took
+    // every session over under one discriminator.
+    assert!(
+        manifest.to_string().contains("\"peer bird\""),
+        "BIRD is not among the programs the run started"
+    );
+    let handovers = fault_phases(&manifest, "xdp");
+    assert_eq!(handovers.len(), 3, "three handover phases");
+    for f in &handovers {
+        assert_eq!(f["sessions_judged"], 64, "{f:#}");
+        assert!(f["our_discr_before"].is_u64(), "{f:#}");
+        assert_eq!(f["our_discr_before"], f["our_discr_after"], "{f:#}");
+    }
+    let log = std::fs::read_to_string(dir.join("xdp/linecardd.log")).unwrap();
+    assert_eq!(
+        log.matches("adopted 64 sessions").count(),
+        3,
+        "three successors adopted every session:\n{log}"
+    );
+    let (gated, _) = gate(&dir, "handover-bird");
+    assert_exit(&gated, 0, "the gate on the handover scenario against BIRD");
     let _ = std::fs::remove_dir_all(&results);
 }
