@@ -11,6 +11,14 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+/// linecardd's exit status after a handover no running successor took
+/// (SIGUSR2, `ctl handover`): the sessions wait in the kernel, answered
+/// RX-clocked for `engine.handover_window_ms`, for the next start to
+/// adopt them. A service manager restarts on it
+/// (`RestartForceExitStatus=75` in linecardd.service); 75 is sysexits'
+/// EX_TEMPFAIL. A take-over's predecessor exits 0: its successor runs.
+pub const EXIT_AWAITING_NEXT_START: u8 = 75;
+
 /// Session state (RFC 5880 section 4.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

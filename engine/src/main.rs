@@ -67,8 +67,11 @@ use regression;
                   `linecardd --config FILE` runs in the foreground and logs to stderr. Signals: \
                   SIGHUP reads FILE again and changes only the sessions it changed (as \
                   `linecardd ctl reload` does); SIGTERM and SIGINT send AdminDown to every peer \
-                  and exit. The packaged service reads /etc/linecardd/linecardd.toml and answers \
-                  on /run/linecardd/linecardd.sock.",
+                  and exit; SIGUSR2 (xdp) leaves the sessions to the kernel for the next start to \
+                  adopt and exits 75 (`--take-over` starts the next one beside this one instead). \
+                  Exit status: 0 stopped, 75 handed over to the next start, 2 an error. The \
+                  packaged service reads /etc/linecardd/linecardd.toml, answers on \
+                  /run/linecardd/linecardd.sock, and restarts on 75.",
     args_conflicts_with_subcommands = true,
     after_help = "Run:     linecardd --config linecardd.toml\n\
                   Inspect: linecardd ctl list            (like FRR's `show bfd peers`)\n\
@@ -237,8 +240,21 @@ fn run_daemon(path: PathBuf, take_over: bool) -> Result<()> {
         engine.session_count(),
         engine.loop_kind()
     );
-    if let Ending::HandedOver(n) = engine.run(&SIGNALS)? {
-        eprintln!("linecardd: {n} sessions handed over; exiting without AdminDown");
+    let ending = engine.run(&SIGNALS)?;
+    // Released as a return would, before an exit that skips destructors.
+    drop(engine);
+    match ending {
+        Ending::Stopped => {}
+        Ending::HandedOver(n) => {
+            eprintln!("linecardd: {n} sessions handed over; exiting without AdminDown");
+        }
+        Ending::AwaitingNextStart(n) => {
+            eprintln!(
+                "linecardd: {n} sessions handed over, waiting in the kernel for the next start; exiting {} without AdminDown",
+                linecard_api::control::EXIT_AWAITING_NEXT_START
+            );
+            std::process::exit(i32::from(linecard_api::control::EXIT_AWAITING_NEXT_START));
+        }
     }
     Ok(())
 }

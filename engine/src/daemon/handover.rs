@@ -260,6 +260,7 @@ impl Engine {
             "pinned {pinned} maps at {} for the next process",
             self.config.handover_dir.display()
         ));
+        self.successor_prepared = true;
         Ok(serde_json::json!({
             "pinned": pinned,
             "format": HANDOVER_FORMAT,

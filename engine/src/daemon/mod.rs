@@ -123,6 +123,9 @@ pub struct Engine {
     /// A take-over's successor, on the connection that asked for the
     /// handover: our responder runs until it closes it.
     successor: Option<std::os::unix::net::UnixStream>,
+    /// A successor prepared the handover (a take-over's first phase): it
+    /// runs, so handing over ends this process's part entirely.
+    successor_prepared: bool,
     /// Taking over: the connection to the engine that handed over, closed
     /// once our first pass has armed our responder.
     predecessor: Option<std::os::unix::net::UnixStream>,
@@ -159,8 +162,13 @@ impl Default for Signals {
 pub enum Ending {
     /// Every peer was sent AdminDown.
     Stopped,
-    /// The sessions were handed over; the peers saw nothing.
+    /// The sessions were handed to a successor that runs now (a
+    /// take-over); the peers saw nothing.
     HandedOver(usize),
+    /// The sessions were handed over with no successor running yet
+    /// (SIGUSR2, `ctl handover`): the kernel answers them until the next
+    /// start adopts them (`linecard_api::control::EXIT_AWAITING_NEXT_START`).
+    AwaitingNextStart(usize),
 }
 
 /// Where the receive socket of a family and kind lives in `Engine::rx`.
@@ -458,7 +466,12 @@ impl Engine {
         }
         if self.handed_over {
             self.release();
-            return Ok(Ending::HandedOver(self.table.len()));
+            let sessions = self.table.len();
+            return Ok(if self.successor_prepared {
+                Ending::HandedOver(sessions)
+            } else {
+                Ending::AwaitingNextStart(sessions)
+            });
         }
         self.shutdown();
         Ok(Ending::Stopped)

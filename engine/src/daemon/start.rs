@@ -163,6 +163,7 @@ impl Engine {
             due: DueQueue::default(),
             handed_over: false,
             successor: None,
+            successor_prepared: false,
             predecessor,
         };
         let record = match record {

@@ -127,6 +127,20 @@ fn status_field(pid: u32, field: &str) -> String {
         .to_string()
 }
 
+/// The Downs FRR's bfdd counted on the lab's one session.
+fn frr_session_downs(dir: &Path) -> u64 {
+    let out = linecard_harness::procs::vtysh(
+        PEER.namespace,
+        &dir.join("frr"),
+        &["show bfd peers counters json"],
+    )
+    .unwrap();
+    let peers: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    peers[0]["session-down"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("FRR's counters: {peers:#}"))
+}
+
 /// The PID of `program`'s process under `parent` (setpriv execs it, `ip
 /// netns exec` execs setpriv: the PID is the spawned one's).
 fn linecardd_pid(dut: &linecard_harness::procs::Daemon) -> u32 {
@@ -274,10 +288,26 @@ fn the_debian_packages_install_run_as_their_own_user_and_purge_clean() {
     let (head, example) = sample
         .split_once("# [[session]]")
         .expect("the sample has an example session");
+    // The BPF filesystem the unit mounts for handovers, here in the
+    // scratch directory: the unit's own ExecStartPre, as root (systemd
+    // runs `+` commands so), its path and owner substituted.
+    let pins = dir.join("bpf");
+    let pre_start = unit_value(&unit, "ExecStartPre");
+    let pre_start = pre_start
+        .strip_prefix('+')
+        .expect("the unit's ExecStartPre runs privileged")
+        .replace("/run/linecardd-bpf", pins.to_str().unwrap())
+        .replace("linecardd:linecardd", &format!("{uid}:{gid}"));
+    run(Command::new("sh").arg("-c").arg(&pre_start));
     let config = format!(
         "{}[[session]]{}",
-        head.replace("/run/linecardd/linecardd.sock", socket.to_str().unwrap()),
+        head.replace("/run/linecardd/linecardd.sock", socket.to_str().unwrap())
+            .replace("/run/linecardd-bpf", pins.to_str().unwrap()),
         example.replace("\n# ", "\n")
+    );
+    assert!(
+        config.contains(&format!("handover_dir = \"{}\"", pins.display())),
+        "the sample names the unit's BPF filesystem as its handover folder"
     );
     assert!(config.contains(&format!("local = \"{}\"", DUT.ipv4)));
     assert!(config.contains(&format!("peer = \"{}\"", PEER.ipv4)));
@@ -358,6 +388,57 @@ fn the_debian_packages_install_run_as_their_own_user_and_purge_clean() {
         said.trim(),
         "reloaded: 0 added, 0 removed, 0 retimed, 0 rekeyed, 0 restarted, 1 unchanged"
     );
+    // The restart peers do not see: SIGUSR2, exit 75, and the unit's
+    // restart (RestartForceExitStatus) adopts the session.
+    assert_eq!(unit_value(&unit, "RestartForceExitStatus"), "75");
+    assert_eq!(unit_value(&unit, "RuntimeDirectoryPreserve"), "restart");
+    let discr = |socket: &Path| ctl(socket, &["list"])["sessions"][0]["local_discr"].clone();
+    let before_restart = (discr(&socket), frr_session_downs(&dir));
+    // SAFETY: kill on the PID of the engine this test started.
+    unsafe { libc::kill(pid as i32, libc::SIGUSR2) };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while dut.running() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "linecardd still runs 5 s after SIGUSR2: {}",
+            dut.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let handed = dut.stop().unwrap();
+    assert_eq!(
+        handed.code(),
+        Some(i32::from(linecard_api::control::EXIT_AWAITING_NEXT_START)),
+        "linecardd's exit after SIGUSR2: {}",
+        dut.log_tail()
+    );
+    let mut dut = linecard_harness::procs::Daemon::spawn(
+        "linecardd",
+        DUT.namespace,
+        Some(&spec::cpuset_dir(spec::DUT_CPUSET)),
+        "setpriv",
+        &args,
+        &dir.join("linecardd.log"),
+    )
+    .unwrap();
+    wait_sessions(
+        &socket,
+        &mut dut,
+        Duration::from_secs(10),
+        "the session adopted, Up and offloaded",
+        |s| s.len() == 1 && s[0]["state"] == "up" && s[0]["offloaded"] == true,
+    );
+    let log = std::fs::read_to_string(dir.join("linecardd.log")).unwrap();
+    assert_eq!(
+        log.matches("adopted 1 sessions").count(),
+        1,
+        "the restarted engine adopted the session once: {log}"
+    );
+    assert_eq!(
+        (discr(&socket), frr_session_downs(&dir)),
+        before_restart,
+        "the same discriminator, and no Down counted by FRR, across the restart"
+    );
     std::thread::sleep(Duration::from_millis(500));
     let stopped = dut.stop().unwrap();
     assert!(
@@ -386,6 +467,8 @@ fn the_debian_packages_install_run_as_their_own_user_and_purge_clean() {
         Some(State::AdminDown),
         "a stop says AdminDown last"
     );
+
+    run(Command::new("umount").arg(&pins));
 
     // Purge: nothing left but dpkg's database, the user gone.
     std::fs::remove_dir_all(root.join("run")).unwrap();
