@@ -913,3 +913,22 @@ impl Drop for AddressPairs {
         }
     }
 }
+
+/// FRR's count of Downs across its `sessions` sessions in the lab's peer
+/// (`show bfd peers counters json`, the bfdd whose files are in
+/// `dir/frr`); every session must be listed.
+pub fn frr_session_downs(dir: &Path, sessions: usize) -> u64 {
+    let out = linecard_harness::procs::vtysh(
+        linecard_harness::lab::spec::PEER.namespace,
+        &dir.join("frr"),
+        &["show bfd peers counters json"],
+    )
+    .unwrap();
+    let peers: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let peers = peers.as_array().cloned().unwrap_or_default();
+    assert_eq!(peers.len(), sessions, "FRR's counters: {peers:#?}");
+    peers
+        .iter()
+        .map(|p| p["session-down"].as_u64().expect("FRR counts session-down"))
+        .sum()
+}

@@ -63,23 +63,6 @@ fn discriminators(sessions: &[serde_json::Value]) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// FRR's count of Downs across its sessions (`show bfd peers counters`).
-fn frr_downs(dir: &std::path::Path) -> u64 {
-    let out = linecard_harness::procs::vtysh(
-        PEER.namespace,
-        &dir.join("frr"),
-        &["show bfd peers counters json"],
-    )
-    .unwrap();
-    let peers: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    let peers = peers.as_array().cloned().unwrap_or_default();
-    assert_eq!(peers.len(), SESSIONS, "FRR's counters: {peers:#?}");
-    peers
-        .iter()
-        .map(|p| p["session-down"].as_u64().expect("FRR counts session-down"))
-        .sum()
-}
-
 #[test]
 fn a_handover_keeps_every_session_up_on_the_wire() {
     if !privileged("a_handover_keeps_every_session_up_on_the_wire") {
@@ -113,7 +96,7 @@ fn a_handover_keeps_every_session_up_on_the_wire() {
         "all sessions Up and offloaded",
         all_up_and_offloaded,
     );
-    let downs_before = frr_downs(&dir);
+    let downs_before = frr_session_downs(&dir, SESSIONS);
     let capture = capture_dut_port(&dir);
     std::thread::sleep(Duration::from_millis(200));
     // The same engine steady, for comparison: as long as a take-over takes.
@@ -170,7 +153,7 @@ fn a_handover_keeps_every_session_up_on_the_wire() {
         2,
         "both new engines kept the running program:\n{log}"
     );
-    let downs_after = frr_downs(&dir);
+    let downs_after = frr_session_downs(&dir, SESSIONS);
 
     // 3. A handover this build refuses: AdminDown to every peer, at once.
     let said = ctl(&socket, &["handover"]);

@@ -127,20 +127,6 @@ fn status_field(pid: u32, field: &str) -> String {
         .to_string()
 }
 
-/// The Downs FRR's bfdd counted on the lab's one session.
-fn frr_session_downs(dir: &Path) -> u64 {
-    let out = linecard_harness::procs::vtysh(
-        PEER.namespace,
-        &dir.join("frr"),
-        &["show bfd peers counters json"],
-    )
-    .unwrap();
-    let peers: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    peers[0]["session-down"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("FRR's counters: {peers:#}"))
-}
-
 /// The PID of `program`'s process under `parent` (setpriv execs it, `ip
 /// netns exec` execs setpriv: the PID is the spawned one's).
 fn linecardd_pid(dut: &linecard_harness::procs::Daemon) -> u32 {
@@ -340,15 +326,19 @@ fn the_debian_packages_install_run_as_their_own_user_and_purge_clean() {
     let engine = root.join("usr/sbin/linecardd");
     let mut args = as_the_unit(&engine);
     args.extend(["--config".into(), config_path.display().to_string()]);
-    let mut dut = linecard_harness::procs::Daemon::spawn(
-        "linecardd",
-        DUT.namespace,
-        Some(&spec::cpuset_dir(spec::DUT_CPUSET)),
-        "setpriv",
-        &args,
-        &dir.join("linecardd.log"),
-    )
-    .unwrap();
+    // As the unit starts it (and restarts it), its log appended.
+    let start_engine = || {
+        linecard_harness::procs::Daemon::spawn(
+            "linecardd",
+            DUT.namespace,
+            Some(&spec::cpuset_dir(spec::DUT_CPUSET)),
+            "setpriv",
+            &args,
+            &dir.join("linecardd.log"),
+        )
+        .unwrap()
+    };
+    let mut dut = start_engine();
     wait_sessions(
         &socket,
         &mut dut,
@@ -393,7 +383,7 @@ fn the_debian_packages_install_run_as_their_own_user_and_purge_clean() {
     assert_eq!(unit_value(&unit, "RestartForceExitStatus"), "75");
     assert_eq!(unit_value(&unit, "RuntimeDirectoryPreserve"), "restart");
     let discr = |socket: &Path| ctl(socket, &["list"])["sessions"][0]["local_discr"].clone();
-    let before_restart = (discr(&socket), frr_session_downs(&dir));
+    let before_restart = (discr(&socket), frr_session_downs(&dir, 1));
     // SAFETY: kill on the PID of the engine this test started.
     unsafe { libc::kill(pid as i32, libc::SIGUSR2) };
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
@@ -412,15 +402,7 @@ fn the_debian_packages_install_run_as_their_own_user_and_purge_clean() {
         "linecardd's exit after SIGUSR2: {}",
         dut.log_tail()
     );
-    let mut dut = linecard_harness::procs::Daemon::spawn(
-        "linecardd",
-        DUT.namespace,
-        Some(&spec::cpuset_dir(spec::DUT_CPUSET)),
-        "setpriv",
-        &args,
-        &dir.join("linecardd.log"),
-    )
-    .unwrap();
+    let mut dut = start_engine();
     wait_sessions(
         &socket,
         &mut dut,
@@ -435,7 +417,7 @@ fn the_debian_packages_install_run_as_their_own_user_and_purge_clean() {
         "the restarted engine adopted the session once: {log}"
     );
     assert_eq!(
-        (discr(&socket), frr_session_downs(&dir)),
+        (discr(&socket), frr_session_downs(&dir, 1)),
         before_restart,
         "the same discriminator, and no Down counted by FRR, across the restart"
     );
