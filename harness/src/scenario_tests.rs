@@ -257,6 +257,20 @@ fn faults_are_checked_key_by_key() {
         "{:?}",
         ok.err()
     );
+    // Relative to the scenario's folder, `..` folded away.
+    let relative = upgrade.replace(
+        "backend = \"xdp\"",
+        "backend = \"xdp\"\nlinecardd_upgrade = \"../target/./second/linecardd\"",
+    );
+    let ok = Scenario::parse("/repo/scenarios/u.toml", &relative, &|_| {
+        Profile::parse("p", "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n")
+            .map_err(|e| e.to_string())
+    });
+    assert_eq!(
+        ok.map_err(|e| e.to_string())
+            .map(|s| s.duts[0].programs.linecardd_upgrade.clone()),
+        Ok(Some("/repo/target/second/linecardd".into()))
+    );
     let stall = "{ kind = \"peer_stall\", stall_ms = 18, times = 16, every_ms = 308 }";
     let ok = Scenario::parse("s.toml", &with(stall), &|_| {
         Profile::parse("p", "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n")

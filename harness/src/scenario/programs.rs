@@ -97,10 +97,11 @@ impl Programs {
                 return Err((key.to_string(), format!("{text:?}"), why.into()));
             }
             // Absolute, so that the manifest names the file wherever it is
-            // read.
-            Ok(Some(
-                std::path::absolute(base.join(text)).unwrap_or_else(|_| base.join(text)),
-            ))
+            // read, and without `..` (`scenarios/../target/x` is
+            // `target/x`).
+            Ok(Some(lexically_normal(
+                &std::path::absolute(base.join(text)).unwrap_or_else(|_| base.join(text)),
+            )))
         };
         Ok(Self {
             bfdd: path("bfdd", &raw.bfdd)?,
@@ -110,6 +111,23 @@ impl Programs {
             linecardd_upgrade: path("linecardd_upgrade", &raw.linecardd_upgrade)?,
         })
     }
+}
+
+/// `path` with its `.` and `..` components folded away, without asking
+/// the file system (a symbolic link is taken as written).
+fn lexically_normal(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut normal = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                normal.pop();
+            }
+            other => normal.push(other),
+        }
+    }
+    normal
 }
 
 /// The program keys of a `[peer]` or `[[dut]]` table, as written.
