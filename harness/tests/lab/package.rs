@@ -127,6 +127,16 @@ fn status_field(pid: u32, field: &str) -> String {
         .to_string()
 }
 
+/// A mount this test made, unmounted when the test ends, a failed
+/// assertion included (a bpffs left under /tmp cannot be removed).
+struct Unmount(PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
 /// The PID of `program`'s process under `parent` (setpriv execs it, `ip
 /// netns exec` execs setpriv: the PID is the spawned one's).
 fn linecardd_pid(dut: &linecard_harness::procs::Daemon) -> u32 {
@@ -285,6 +295,7 @@ fn the_debian_packages_install_run_as_their_own_user_and_purge_clean() {
         .replace("/run/linecardd-bpf", pins.to_str().unwrap())
         .replace("linecardd:linecardd", &format!("{uid}:{gid}"));
     run(Command::new("sh").arg("-c").arg(&pre_start));
+    let _unmounted_however_this_ends = Unmount(pins.clone());
     let config = format!(
         "{}[[session]]{}",
         head.replace("/run/linecardd/linecardd.sock", socket.to_str().unwrap())
