@@ -187,6 +187,9 @@ fn the_debian_packages_install_run_as_their_own_user_and_purge_clean() {
         .map(String::from)
         .collect();
     let out = Command::new("lintian")
+        // Its scratch files (mldbm-elf-*, which it leaves behind) go with
+        // this test's directory.
+        .env("TMPDIR", &dir)
         .args(["--no-tag-display-limit", "--display-info"])
         .args(&debs)
         .output()
