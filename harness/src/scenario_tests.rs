@@ -51,6 +51,12 @@ fn error(text: &str) -> String {
 }
 
 fn parse(text: &str) -> Result<Scenario, InputError> {
+    parse_at("s.toml", text)
+}
+
+/// [`parse`] as if read from `file` (its folder is where relative
+/// program paths start).
+fn parse_at(file: &str, text: &str) -> Result<Scenario, InputError> {
     let profile = |name: &str| -> Result<Profile, String> {
         if name == "L4" {
             Profile::parse(
@@ -62,7 +68,7 @@ fn parse(text: &str) -> Result<Scenario, InputError> {
             Err("no such profile".into())
         }
     };
-    Scenario::parse("s.toml", text, &profile)
+    Scenario::parse(file, text, &profile)
 }
 
 const GOOD: &str = r#"
@@ -137,12 +143,6 @@ fn dual_stack_keys_are_checked() {
         GOOD.replace("[[phase]]", "[sessions]\nfamily = \"dual\"\n[[phase]]")
             .replace("max_flaps = 0\n", dut)
     };
-    let parse = |text: &str| {
-        Scenario::parse("s.toml", text, &|_| {
-            Profile::parse("p", "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n")
-                .map_err(|e| e.to_string())
-        })
-    };
     let split = parse(&dual(
         "offload = \"ipv4\"\nipv4 = { max_flaps = 0 }\nipv6 = { positive_control = true }\n",
     ))
@@ -177,15 +177,7 @@ fn dual_stack_keys_are_checked() {
 fn faults_are_checked_key_by_key() {
     let with =
         |fault: &str| GOOD.replace("seconds = 10", &format!("seconds = 10\nfault = {fault}"));
-    let ok = Scenario::parse(
-        "s.toml",
-        &with("{ kind = \"loss\", percent = 30, seed = 3 }"),
-        &|_| {
-            Profile::parse("p", "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n")
-                .map_err(|e| e.to_string())
-        },
-    )
-    .unwrap();
+    let ok = parse(&with("{ kind = \"loss\", percent = 30, seed = 3 }")).unwrap();
     assert_eq!(
         ok.phases[0].fault,
         Some(Fault::Loss {
@@ -223,10 +215,7 @@ fn faults_are_checked_key_by_key() {
             && refused.contains("not linecardd on the xdp backend"),
         "{refused}"
     );
-    let ok = Scenario::parse("s.toml", &handover, &|_| {
-        Profile::parse("p", "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n")
-            .map_err(|e| e.to_string())
-    });
+    let ok = parse(&handover);
     assert!(
         ok.as_ref()
             .is_ok_and(|s| s.phases[0].fault == Some(Fault::EngineHandover)),
@@ -245,10 +234,7 @@ fn faults_are_checked_key_by_key() {
         "backend = \"xdp\"",
         "backend = \"xdp\"\nlinecardd_upgrade = \"/opt/second/linecardd\"",
     );
-    let ok = Scenario::parse("s.toml", &named, &|_| {
-        Profile::parse("p", "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n")
-            .map_err(|e| e.to_string())
-    });
+    let ok = parse(&named);
     assert!(
         ok.as_ref()
             .is_ok_and(|s| s.phases[0].fault == Some(Fault::EngineUpgrade)
@@ -262,21 +248,14 @@ fn faults_are_checked_key_by_key() {
         "backend = \"xdp\"",
         "backend = \"xdp\"\nlinecardd_upgrade = \"../target/./second/linecardd\"",
     );
-    let ok = Scenario::parse("/repo/scenarios/u.toml", &relative, &|_| {
-        Profile::parse("p", "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n")
-            .map_err(|e| e.to_string())
-    });
+    let ok = parse_at("/repo/scenarios/u.toml", &relative);
     assert_eq!(
         ok.map_err(|e| e.to_string())
             .map(|s| s.duts[0].programs.linecardd_upgrade.clone()),
         Ok(Some("/repo/target/second/linecardd".into()))
     );
     let stall = "{ kind = \"peer_stall\", stall_ms = 18, times = 16, every_ms = 308 }";
-    let ok = Scenario::parse("s.toml", &with(stall), &|_| {
-        Profile::parse("p", "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n")
-            .map_err(|e| e.to_string())
-    })
-    .unwrap();
+    let ok = parse(&with(stall)).unwrap();
     assert_eq!(
         ok.phases[0].fault,
         Some(Fault::PeerStall {
@@ -301,12 +280,6 @@ fn faults_are_checked_key_by_key() {
             .replace("[[phase]]", &format!("[sessions]\n{sessions}\n[[phase]]"))
     };
     let auth = "auth = { type = \"keyed_md5\", key_id = 1, secret = \"s\" }";
-    let parse = |text: &str| {
-        Scenario::parse("s.toml", text, &|_| {
-            Profile::parse("p", "schema_version = 1\nname = \"L4\"\nwhat = \"x\"\n")
-                .map_err(|e| e.to_string())
-        })
-    };
     assert_eq!(
         parse(&impostor(auth)).unwrap().phases[0].fault,
         Some(Fault::Impostor)

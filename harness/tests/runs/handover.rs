@@ -8,7 +8,7 @@
 //! the gate with it.
 
 use crate::common::*;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The fault phases of `dut` in a manifest.
 fn fault_phases(manifest: &serde_json::Value, label: &str) -> Vec<serde_json::Value> {
@@ -21,6 +21,47 @@ fn fault_phases(manifest: &serde_json::Value, label: &str) -> Vec<serde_json::Va
         .collect()
 }
 
+/// Runs `scenarios/NAME.toml` into `results/tag` and asserts what every
+/// hitless scenario must show: exit 0; `handovers` fault phases, each
+/// judging all 64 sessions, each seen Up before and after under one
+/// discriminator; a successor's "adopted 64 sessions" per handover in
+/// the engine's log; the gate against `baselines/NAME.toml` passed.
+/// The run's directory and manifest (None: `judged_run` gave up).
+fn hitless_run(
+    name: &str,
+    results: &Path,
+    tag: &str,
+    handovers: usize,
+) -> Option<(PathBuf, serde_json::Value)> {
+    let profiles = repo().join("stress-profiles");
+    let profiles = ["--profiles", profiles.to_str().unwrap()];
+    let scenario = repo().join(format!("scenarios/{name}.toml"));
+    let (out, dir) = judged_run(&scenario, name, results, tag, &profiles)?;
+    eprintln!(
+        "{}",
+        std::fs::read_to_string(dir.join("summary.md")).unwrap()
+    );
+    assert_exit(&out, 0, name);
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    let phases = fault_phases(&manifest, "xdp");
+    assert_eq!(phases.len(), handovers, "{name}: its handover phases");
+    for f in &phases {
+        assert_eq!(f["sessions_judged"], 64, "{f:#}");
+        assert!(f["our_discr_before"].is_u64(), "{f:#}");
+        assert_eq!(f["our_discr_before"], f["our_discr_after"], "{f:#}");
+    }
+    let log = std::fs::read_to_string(dir.join("xdp/linecardd.log")).unwrap();
+    assert_eq!(
+        log.matches("adopted 64 sessions").count(),
+        handovers,
+        "{name}: a successor adopted every session at each handover:\n{log}"
+    );
+    let (gated, _) = gate(&dir, name);
+    assert_exit(&gated, 0, &format!("the gate on {name}"));
+    Some((dir, manifest))
+}
+
 #[test]
 fn the_handover_scenario_keeps_every_session_and_its_control_fails() {
     if !privileged("the_handover_scenario") {
@@ -29,37 +70,12 @@ fn the_handover_scenario_keeps_every_session_and_its_control_fails() {
     let _lock = lock_lab();
     // Short: the daemons' unix sockets live under it (`sun_path`).
     let results = scratch_dir("rh");
+    if hitless_run("handover", &results, "h", 2).is_none() {
+        return;
+    }
     let profiles = repo().join("stress-profiles");
     let profiles = ["--profiles", profiles.to_str().unwrap()];
     let scenario = repo().join("scenarios/handover.toml");
-    let Some((out, dir)) = judged_run(&scenario, "handover", &results, "h", &profiles) else {
-        return;
-    };
-    eprintln!(
-        "{}",
-        std::fs::read_to_string(dir.join("summary.md")).unwrap()
-    );
-    assert_exit(&out, 0, "the handover scenario");
-    let manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
-    let handovers = fault_phases(&manifest, "xdp");
-    assert_eq!(handovers.len(), 2, "two handover phases");
-    for f in &handovers {
-        // Preconditions: every session judged, each seen Up before and
-        // after under one discriminator, and the successor really took
-        // over (its log says so, below).
-        assert_eq!(f["sessions_judged"], 64, "{f:#}");
-        assert!(f["our_discr_before"].is_u64(), "{f:#}");
-        assert_eq!(f["our_discr_before"], f["our_discr_after"], "{f:#}");
-    }
-    let log = std::fs::read_to_string(dir.join("xdp/linecardd.log")).unwrap();
-    assert_eq!(
-        log.matches("adopted 64 sessions").count(),
-        2,
-        "two successors adopted every session:\n{log}"
-    );
-    let (gated, _) = gate(&dir, "handover");
-    assert_exit(&gated, 0, "the gate on the handover scenario");
 
     // The negative control, idle only: the successor adopts nothing.
     let text = std::fs::read_to_string(&scenario).unwrap();
@@ -130,26 +146,9 @@ fn the_upgrade_scenario_hands_over_to_the_second_build_and_back() {
     let second = second_build();
     let _lock = lock_lab();
     let results = scratch_dir("ru");
-    let profiles = repo().join("stress-profiles");
-    let profiles = ["--profiles", profiles.to_str().unwrap()];
-    let scenario = repo().join("scenarios/upgrade.toml");
-    let Some((out, dir)) = judged_run(&scenario, "upgrade", &results, "u", &profiles) else {
+    let Some((_, manifest)) = hitless_run("upgrade", &results, "u", 2) else {
         return;
     };
-    eprintln!(
-        "{}",
-        std::fs::read_to_string(dir.join("summary.md")).unwrap()
-    );
-    assert_exit(&out, 0, "the upgrade scenario");
-    let manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
-    let upgrades = fault_phases(&manifest, "xdp");
-    assert_eq!(upgrades.len(), 2, "two upgrade phases");
-    for f in &upgrades {
-        assert_eq!(f["sessions_judged"], 64, "{f:#}");
-        assert!(f["our_discr_before"].is_u64(), "{f:#}");
-        assert_eq!(f["our_discr_before"], f["our_discr_after"], "{f:#}");
-    }
     // The successors ran the builds asked for: the second, then this one.
     let successors: Vec<PathBuf> = dut(&manifest, "xdp")["phases"]
         .as_array()
@@ -164,14 +163,6 @@ fn the_upgrade_scenario_hands_over_to_the_second_build_and_back() {
         [std::fs::canonicalize(&second).unwrap(), this],
         "the successors' files"
     );
-    let log = std::fs::read_to_string(dir.join("xdp/linecardd.log")).unwrap();
-    assert_eq!(
-        log.matches("adopted 64 sessions").count(),
-        2,
-        "two successors adopted every session:\n{log}"
-    );
-    let (gated, _) = gate(&dir, "upgrade");
-    assert_exit(&gated, 0, "the gate on the upgrade scenario");
     let _ = std::fs::remove_dir_all(&results);
 }
 
@@ -187,39 +178,13 @@ fn handover_and_upgrade_hold_against_bird() {
     second_build();
     let _lock = lock_lab();
     let results = scratch_dir("rb");
-    let profiles = repo().join("stress-profiles");
-    let profiles = ["--profiles", profiles.to_str().unwrap()];
-    let scenario = repo().join("scenarios/handover-bird.toml");
-    let Some((out, dir)) = judged_run(&scenario, "handover-bird", &results, "b", &profiles) else {
+    let Some((_, manifest)) = hitless_run("handover-bird", &results, "b", 3) else {
         return;
     };
-    eprintln!(
-        "{}",
-        std::fs::read_to_string(dir.join("summary.md")).unwrap()
-    );
-    assert_exit(&out, 0, "the handover scenario against BIRD");
-    let manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
-    // Preconditions: BIRD was the peer, and three successors each took
-    // every session over under one discriminator.
+    // Precondition: BIRD was the peer.
     assert!(
         manifest.to_string().contains("\"peer bird\""),
         "BIRD is not among the programs the run started"
     );
-    let handovers = fault_phases(&manifest, "xdp");
-    assert_eq!(handovers.len(), 3, "three handover phases");
-    for f in &handovers {
-        assert_eq!(f["sessions_judged"], 64, "{f:#}");
-        assert!(f["our_discr_before"].is_u64(), "{f:#}");
-        assert_eq!(f["our_discr_before"], f["our_discr_after"], "{f:#}");
-    }
-    let log = std::fs::read_to_string(dir.join("xdp/linecardd.log")).unwrap();
-    assert_eq!(
-        log.matches("adopted 64 sessions").count(),
-        3,
-        "three successors adopted every session:\n{log}"
-    );
-    let (gated, _) = gate(&dir, "handover-bird");
-    assert_exit(&gated, 0, "the gate on the handover scenario against BIRD");
     let _ = std::fs::remove_dir_all(&results);
 }
