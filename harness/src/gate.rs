@@ -206,6 +206,14 @@ pub struct Comparison {
     pub slack: f64,
     pub limit: f64,
     pub passed: bool,
+    /// Gaps of this phase the run's verdict excused (`max_gap_ms` only):
+    /// counted here, and left out of `value`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub excused: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Serialize)]
@@ -233,7 +241,7 @@ fn value(manifest: &Manifest, dut: &str, phase: &str, metric: &str) -> Option<f6
             e.fault_breach(p),
             Some(crate::run::faults::FaultBreach::Fail(_))
         ))),
-        "max_gap_ms" => p.max_ms,
+        "max_gap_ms" => max_gap_not_excused(d, e, p),
         "p999_ms" => p.p999_ms,
         "flaps" => p.flaps as f64,
         "over_budget" => p.over_budget? as f64,
@@ -246,6 +254,42 @@ fn value(manifest: &Manifest, dut: &str, phase: &str, metric: &str) -> Option<f6
         }
         _ => return None,
     })
+}
+
+/// A phase's largest gap less those its DUT's excused pass excused: the
+/// largest long gap of the phase it did not excuse, or when it excused
+/// them all, the most any gap not kept one by one can have been
+/// (`KEPT_FROM_INTERVALS` intervals, capped by the phase's max).
+fn max_gap_not_excused(
+    d: &crate::manifest::DutOutcome,
+    e: &crate::manifest::evidence::Evidence,
+    p: &crate::manifest::figures::PhaseFigures,
+) -> f64 {
+    let excused: Vec<i64> = d.verdict.excused_in(&p.phase).map(|g| g.end_ns).collect();
+    if excused.is_empty() {
+        return p.max_ms;
+    }
+    let interval_ms = e.interval_ms.unwrap_or(e.detection_ms / 3.0);
+    let not_kept = (crate::run::mirror::KEPT_FROM_INTERVALS * interval_ms).min(p.max_ms);
+    (e.long_gaps.iter())
+        .filter(|g| g.phase == p.phase && !excused.contains(&g.end_ns))
+        .map(|g| g.gap_ms)
+        .fold(not_kept, f64::max)
+}
+
+/// How many of a phase's gaps its DUT's verdict excused (`max_gap_ms`).
+fn excused(manifest: &Manifest, dut: &str, phase: &str, metric: &str) -> usize {
+    let d = manifest.duts.iter().find(|d| d.label == dut);
+    match d.and_then(|d| Some((d, d.evidence.as_ref()?))) {
+        Some((d, e)) if metric == "max_gap_ms" => {
+            let named = e
+                .phases
+                .iter()
+                .find(|p| p.phase == phase || p.profile == phase);
+            named.map_or(0, |p| d.verdict.excused_in(&p.phase).count())
+        }
+        _ => 0,
+    }
 }
 
 pub fn load_manifest(run_dir: &Path) -> Result<Manifest> {
@@ -303,6 +347,7 @@ pub fn gate_manifest(
                 slack: c.slack,
                 limit,
                 passed: v.is_some_and(|v| v <= limit),
+                excused: excused(manifest, &c.dut, &c.phase, &c.metric),
             }
         })
         .collect();
@@ -494,6 +539,72 @@ mod tests {
         assert_eq!(median(&[30.05, 30.04, 33.4, 30.06, 30.05]), Some(30.05));
         assert_eq!(median(&[30.0, 30.5]), Some(30.25));
         assert_eq!(median(&[]), None);
+    }
+
+    /// A complete run of DUT `xdp` (gap limit 15 ms) whose phase L3#1
+    /// holds `long_gaps` (gap ms, end ns, frozen ms) and whose verdict is
+    /// `verdict`.
+    fn run_with(verdict: serde_json::Value, long_gaps: &[(f64, i64, f64)]) -> Manifest {
+        let max = long_gaps.iter().map(|g| g.0).fold(10.2, f64::max);
+        let gaps: Vec<serde_json::Value> = (long_gaps.iter())
+            .map(|&(gap_ms, end_ns, frozen_ms)| {
+                serde_json::json!({"gap_ms": gap_ms, "end_ns": end_ns, "mirrors_peer": false,
+                                   "frozen_ms": frozen_ms, "phase": "L3#1"})
+            })
+            .collect();
+        let manifest = serde_json::json!({
+            "schema_version": 1,
+            "scenario": {"name": "ladder", "description": "t", "provider": "local", "peer": "frr",
+                         "peer_rt_priority": 20, "phases": [], "duts": [], "file": "t",
+                         "sessions": {"ipv6": false, "tx_interval_ms": 10, "rx_interval_ms": 10, "multiplier": 3}},
+            "run_id": "20261207T000000Z", "status": "complete",
+            "host": {"provider": "local", "kernel": "6.1", "online_cpus": [0, 1], "dut_cpus": [1],
+                     "sched_rt_runtime_us": 950000, "placement_share_on_dut_cpus": 1.0,
+                     "git_revision": "t", "linecard_version": "0", "tools": []},
+            "duts": [{
+                "label": "xdp",
+                "spec": {"label": "xdp", "implementation": "frr", "rt_throttling": "shipped",
+                         "expect": {"positive_control": false, "max_flaps": 0, "max_gap_ms": 15.0}, "engine": ""},
+                "verdict": verdict,
+                "evidence": {
+                    "capture_died_early": false, "capture_dropped": 0, "up_before_phases": {"Ok": null},
+                    "fast_path_on_dut_cpus": null, "steal_ms": 0.0, "detection_ms": 30.0, "interval_ms": 10.0,
+                    "long_gaps": gaps,
+                    "phases": [{"phase": "L3#1", "profile": "L3", "packets": 900, "flaps": 0,
+                                "p50_ms": 8.7, "p99_ms": 10.1, "p999_ms": 10.2, "max_ms": max,
+                                "over_budget": 0, "canary_stall_ms": 40.0, "canary_required_ms": null}]
+                },
+                "phases": [], "sched_rt_runtime_us": 950000, "spoiled_attempts": []
+            }]
+        });
+        parse_manifest("t", &manifest.to_string())
+            .map_err(|e| format!("{e:#}"))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_gap_the_verdict_excused_is_counted_beside_the_max_not_in_it() {
+        let baseline = sealed(vec![Check {
+            phase: "L3".into(),
+            ..check("max_gap_ms", &[11.5, 12.1], 2.0)
+        }]);
+        let gate = |m: &Manifest| {
+            let r = gate_manifest(&baseline, m, Path::new("b"), Path::new("r"));
+            (r.passed, r.comparisons[0].value, r.comparisons[0].excused)
+        };
+        let excused = serde_json::json!({"status": "excused", "why": [
+            {"phase": "L3#1", "gap_ms": 16.08, "end_ns": 5000, "by": "freeze", "disturbed_ms": 6.0}]});
+        // The 16.08 ms gap excused, the largest other one 13.1 ms.
+        let m = run_with(excused.clone(), &[(16.08, 5000, 6.0), (13.1, 9000, 0.0)]);
+        assert_eq!(gate(&m), (true, Some(13.1), 1));
+        // Every long gap excused: the rest were under 1.2 intervals.
+        assert_eq!(
+            gate(&run_with(excused, &[(16.08, 5000, 6.0)])),
+            (true, Some(12.0), 1)
+        );
+        // The same gaps in a plain pass (no excuse): the max, over the limit.
+        let plain = run_with(serde_json::json!({"status": "pass"}), &[(16.08, 5000, 6.0)]);
+        assert_eq!(gate(&plain), (false, Some(16.08), 0));
     }
 
     #[test]

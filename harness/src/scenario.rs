@@ -171,6 +171,25 @@ pub struct Expectation {
     /// (`sessions.demand`).
     #[serde(default)]
     pub demand: Option<DemandAsker>,
+    /// What a gap over `max_gap_ms` with a disturbance measured inside it
+    /// that accounts for its excess makes of the run (`excused_gaps`).
+    #[serde(default)]
+    pub excused_gaps: ExcusedGaps,
+}
+
+/// `[[dut]] excused_gaps`: what a gap over the DUT's gap limit is worth
+/// when a freeze, steal or idle-phase canary stall measured inside that
+/// very gap accounts for its excess. Flaps are never excused this way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExcusedGaps {
+    /// A pass with the gaps listed (`pass, N gaps excused`): a long run on
+    /// a noisy host still concludes.
+    #[default]
+    Pass,
+    /// The run is invalid (repeated once, then inconclusive): nothing the
+    /// host disturbed is accepted.
+    Invalid,
 }
 
 /// Authentication as the wire must show it: this Auth Type and Key ID on

@@ -590,3 +590,21 @@ fn a_manifest_s_engine_settings_read_back_as_a_table_or_as_older_toml_text() {
         }
     );
 }
+
+#[test]
+fn a_disturbed_gap_makes_an_excused_pass_unless_the_dut_says_invalid() {
+    let dut = |s: Scenario| s.duts[0].expect.excused_gaps;
+    assert_eq!(dut(parse(GOOD).unwrap()), ExcusedGaps::Pass);
+    let with = |value: &str| {
+        GOOD.replace(
+            "backend = \"xdp\"",
+            &format!("backend = \"xdp\"\nexcused_gaps = \"{value}\""),
+        )
+    };
+    assert_eq!(dut(parse(&with("invalid")).unwrap()), ExcusedGaps::Invalid);
+    assert_eq!(dut(parse(&with("pass")).unwrap()), ExcusedGaps::Pass);
+    assert_eq!(
+        error(&with("maybe")),
+        "s.toml: dut[0].excused_gaps = maybe: must be pass or invalid"
+    );
+}

@@ -26,7 +26,7 @@ pub fn text(r: &GateResult) -> String {
             c.limit,
             c.worst_observed,
             c.slack
-        )
+        ) + &excused(c)
     };
     for c in r.comparisons.iter().filter(|c| !c.passed) {
         out.push_str(&line(c));
@@ -40,6 +40,18 @@ pub fn text(r: &GateResult) -> String {
         "gate: FAILED\n"
     });
     out
+}
+
+/// The gaps the run's verdict excused in a comparison's phase, said after
+/// its line (left out of its value).
+fn excused(c: &Comparison) -> String {
+    match c.excused {
+        0 => String::new(),
+        n => format!(
+            "             {n} gap{} over the DUT's limit excused by a disturbance measured inside it\n",
+            if n == 1 { "" } else { "s" }
+        ),
+    }
 }
 
 /// JUnit XML: one test case per comparison, plus the run's status.
@@ -94,6 +106,7 @@ mod tests {
                 slack: 1.0,
                 limit: 15.0,
                 passed: value.is_some_and(|v| v <= 15.0),
+                excused: 0,
             }],
         }
     }
@@ -104,6 +117,14 @@ mod tests {
         assert!(text.contains("REGRESSED  xdp"), "{text}");
         assert!(
             text.contains("21.53 >  limit 15.00 (worst observed 14.00 + slack 1.00)"),
+            "{text}"
+        );
+        assert!(!text.contains("excused"), "{text}");
+        let mut excused = result(Some(12.0), "complete");
+        excused.comparisons[0].excused = 2;
+        let text = super::text(&excused);
+        assert!(
+            text.contains("2 gaps over the DUT's limit excused"),
             "{text}"
         );
         let missing = super::text(&result(None, "failed: xdp: FAIL: 3 flaps"));

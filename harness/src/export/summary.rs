@@ -6,6 +6,7 @@
 use super::document::{markdown, Align, Block, Cell, Inline, Table};
 use super::table::{bakeoff, Column};
 use crate::manifest::figures::{AuthFigures, DemandFigures, IntervalFigures, PhaseFigures};
+use crate::manifest::verdict::Verdict;
 use crate::manifest::{DutOutcome, Manifest};
 use crate::scenario::Fault;
 use std::path::Path;
@@ -469,7 +470,8 @@ pub(super) fn flapped_together(d: &DutOutcome) -> Vec<String> {
         .collect()
 }
 
-/// The notes on one DUT: sessions that flapped together, excused flaps,
+/// The notes on one DUT: sessions that flapped together, excused flaps
+/// and gaps,
 /// spoiled attempts, where its fast path ran, gaps that followed the
 /// peer's, its control plane.
 fn notes(d: &DutOutcome) -> Vec<String> {
@@ -487,6 +489,22 @@ fn notes(d: &DutOutcome) -> Vec<String> {
                 "; it declared dead a peer silent on the wire for",
                 &e.silent_peer_detections_ms
             ),
+        ));
+    }
+    if let Verdict::Excused(excused) = &d.verdict {
+        notes.push(format!(
+            "{}: {} of its gaps over its {} ms limit are excused from its verdict, each inside a disturbance of its CPUs measured in that very gap: {}. The max column counts them.",
+            d.label,
+            excused.len(),
+            d.spec.expect.max_gap_ms.map_or("gap".into(), |ms| ms.to_string()),
+            excused
+                .iter()
+                .map(|g| format!(
+                    "{} {:.2} ms (ending at {} ns) inside {:.1} ms of {}",
+                    g.phase, g.gap_ms, g.end_ns, g.disturbed_ms, g.by
+                ))
+                .collect::<Vec<_>>()
+                .join("; ")
         ));
     }
     for (i, spoiled) in d.spoiled_attempts.iter().enumerate() {

@@ -121,7 +121,7 @@ pub fn bakeoff(m: &Manifest, columns: &[Column], captures_under: &Path) -> Table
                             p.over_budget.map_or("-".into(), |n| n.to_string()).into()
                         }
                         Column::CanaryStall => format!("{:.1}", p.canary_stall_ms).into(),
-                        Column::Verdict => Cell::Verdict(verdict.clone()),
+                        Column::Verdict => Cell::Verdict(d.shown_verdict_in(&p.phase)),
                         Column::Capture => Cell::File(capture.clone()),
                     })
                     .collect(),

@@ -118,4 +118,8 @@ pub struct LongGap {
     /// (the freeze witness: the machine stood still, steal or not), ms.
     #[serde(default)]
     pub frozen_ms: f64,
+    /// The phase it ended in (empty in manifests written before it was
+    /// recorded, and in a fault's own figures).
+    #[serde(default)]
+    pub phase: String,
 }

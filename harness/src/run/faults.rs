@@ -160,6 +160,7 @@ pub fn walk(
                             stolen_ms: 0.0,
                             stalled_ms: 0.0,
                             frozen_ms: 0.0,
+                            phase: String::new(),
                         });
                     }
                 }

@@ -97,6 +97,7 @@ fn gap(gap_ms: f64, end_ms: i64) -> LongGap {
         stolen_ms: 0.0,
         stalled_ms: 0.0,
         frozen_ms: 0.0,
+        phase: String::new(),
     }
 }
 

@@ -2,11 +2,12 @@
 //! matters: a run that cannot be trusted is `invalid` whatever its numbers
 //! say; only a trusted run can `pass` or `fail`.
 
+use super::mirror::KEPT_FROM_INTERVALS;
 use super::readiness::{DUT_EXITED, DUT_SILENT, PEER_EXITED};
 use crate::manifest::evidence::{BringUp, Evidence};
 use crate::manifest::figures::{EchoFigures, PhaseFigures};
-use crate::manifest::verdict::Verdict;
-use crate::scenario::{DemandAsker, Expectation, PeerEcho};
+use crate::manifest::verdict::{ExcusedGap, Verdict};
+use crate::scenario::{DemandAsker, ExcusedGaps, Expectation, PeerEcho};
 
 impl PhaseFigures {
     /// A phase the DUT's limits (and positive control) apply to.
@@ -159,13 +160,19 @@ impl super::DutOutcome {
     /// Its verdict as tables show it ([`Verdict::shown`]): judged by its
     /// limits, any family's, or a fault phase's own checks.
     pub fn shown_verdict(&self) -> String {
-        let judged = self
-            .spec
-            .per_family
-            .iter()
-            .any(|(_, e)| e.judges_anything())
-            || self.phases.iter().any(|p| p.fault.is_some());
-        self.verdict.shown(&self.spec.expect, judged)
+        self.verdict
+            .shown(&self.spec.expect, self.faults_or_families_judged())
+    }
+
+    /// Its verdict on one phase's row ([`Verdict::shown_in`]): an excused
+    /// pass names only that phase's excused gaps.
+    pub fn shown_verdict_in(&self, phase: &str) -> String {
+        (self.verdict).shown_in(phase, &self.spec.expect, self.faults_or_families_judged())
+    }
+
+    fn faults_or_families_judged(&self) -> bool {
+        (self.spec.per_family.iter()).any(|(_, e)| e.judges_anything())
+            || self.phases.iter().any(|p| p.fault.is_some())
     }
 }
 
@@ -304,6 +311,14 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
             e.peer_steal_ms
         ));
     }
+    // Gaps over the gap limit, each inside a disturbance measured in it
+    // that accounts for its excess, and nothing else broken: a pass with
+    // those gaps listed, if the scenario accepts it.
+    if let Some(excused) = excused_gaps(expect, e) {
+        if expect.excused_gaps == ExcusedGaps::Pass {
+            return Verdict::Excused(excused);
+        }
+    }
     // A stall the DUT never saw coming: the hypervisor took its CPU. It
     // excuses only what it could have caused, inside the gap it fell in.
     if let Some(stolen) = steal_explains(expect, e) {
@@ -319,7 +334,8 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
 /// by the DUT: the peer host stalled, or the DUT's limits broke only in
 /// gaps the hypervisor's steal, placed inside them, can account for.
 pub fn spoiled(expect: &Expectation, e: &Evidence) -> bool {
-    if e.capture_died_early {
+    // A pass, gaps excused or not, is no reason to run again.
+    if e.capture_died_early || judge(expect, e).passed() {
         return false;
     }
     // Sessions that never came Up: worth a second run only when the judge
@@ -348,6 +364,42 @@ pub fn spoiled(expect: &Expectation, e: &Evidence) -> bool {
     steal_explains(expect, e).is_some()
         && !broken_limits(expect, e).is_empty()
         && matches!(judge(expect, &without_steal), Verdict::Fail(_))
+}
+
+/// The DUT's gaps over its gap limit when every one of them lies inside a
+/// disturbance measured in that very gap that accounts for its excess
+/// (`LongGap::excuse_beyond`) and no other limit is broken: its flaps
+/// within theirs (a flap is never excused this way). `None` when any gap
+/// over the limit is unexplained, or when the limit is below the gaps
+/// kept one by one (`KEPT_FROM_INTERVALS`): a gap between the two could
+/// not be placed.
+fn excused_gaps(expect: &Expectation, e: &Evidence) -> Option<Vec<ExcusedGap>> {
+    let limit = expect.max_gap_ms?;
+    if e.plain_max_ms() <= limit || limit < KEPT_FROM_INTERVALS * e.interval_ms() {
+        return None;
+    }
+    let other_limits = Expectation {
+        max_gap_ms: None,
+        ..expect.clone()
+    };
+    if !broken_limits(&other_limits, e).is_empty() {
+        return None;
+    }
+    e.long_gaps
+        .iter()
+        .filter(|g| g.gap_ms > limit)
+        .map(|g| {
+            let (by, disturbed_ms) = g.excuse_beyond(limit)?;
+            Some(ExcusedGap {
+                phase: g.phase.clone(),
+                gap_ms: g.gap_ms,
+                end_ns: g.end_ns,
+                by: by.into(),
+                disturbed_ms,
+            })
+        })
+        .collect::<Option<Vec<_>>>()
+        .filter(|excused| !excused.is_empty())
 }
 
 /// Whether a disturbance placed in time (steal, freeze, an idle CPU's

@@ -17,8 +17,12 @@ use std::collections::{HashMap, HashSet};
 /// A DUT packet this soon after the peer's counts as an answer to it.
 const REPLY_WITHIN_NS: i64 = 2_000_000;
 
-/// Gaps at least this long are kept (shorter ones never break a limit
-/// worth judging).
+/// Gaps of at least this many intervals are kept one by one, each to be
+/// placed among the disturbances (shorter ones never break a limit worth
+/// judging): a gap limit below it cannot be excused gap by gap.
+pub const KEPT_FROM_INTERVALS: f64 = 1.2;
+
+/// Gaps at least this long are kept (`KEPT_FROM_INTERVALS`).
 #[derive(Debug)]
 pub struct LongGaps {
     threshold_ns: u64,
@@ -67,10 +71,21 @@ impl LongGap {
     /// excuses nothing: ten stolen ms inside a 21.9 ms gap excuse it
     /// against a 15 ms bar, never against 956 ms.
     pub fn excused_beyond(&self, bar_ms: f64) -> bool {
+        self.excuse_beyond(bar_ms).is_some()
+    }
+
+    /// The disturbance that excuses this gap's excess over `bar_ms`
+    /// (`excused_beyond`), named, with what it took inside the gap, ms.
+    pub fn excuse_beyond(&self, bar_ms: f64) -> Option<(&'static str, f64)> {
         let excess = self.gap_ms - bar_ms;
-        (self.stolen_ms > 0.0 && excess <= self.stolen_ms + STEAL_TICK_MS)
-            || (self.stalled_ms > 0.0 && excess <= self.stalled_ms)
-            || (self.frozen_ms > 0.0 && excess <= self.frozen_ms + FREEZE_GRAIN_MS)
+        [
+            ("freeze", self.frozen_ms, FREEZE_GRAIN_MS),
+            ("steal", self.stolen_ms, STEAL_TICK_MS),
+            ("canary stall", self.stalled_ms, 0.0),
+        ]
+        .into_iter()
+        .find(|&(_, took, grain)| took > 0.0 && excess <= took + grain)
+        .map(|(by, took, _)| (by, took))
     }
 
     /// The largest disturbance measured inside the gap, ms.
@@ -177,6 +192,7 @@ pub fn judge_gaps(
                 stolen_ms: 0.0,
                 stalled_ms: 0.0,
                 frozen_ms: 0.0,
+                phase: String::new(),
             }
         })
         .collect()
@@ -272,6 +288,7 @@ mod tests {
                 stolen_ms: 0.0,
                 stalled_ms: 0.0,
                 frozen_ms: 0.0,
+                phase: String::new(),
             };
             witnesses.place(&mut gap);
             gap
@@ -293,6 +310,7 @@ mod tests {
             stolen_ms: 0.0,
             stalled_ms: 0.0,
             frozen_ms: 0.0,
+            phase: String::new(),
         };
         witnesses.place(&mut gap);
         assert_eq!((gap.frozen_ms, gap.stalled_ms), (0.0, 0.0));
@@ -326,6 +344,7 @@ mod tests {
                     stolen_ms: 0.0,
                     stalled_ms: 0.0,
                     frozen_ms: 0.0,
+                    phase: String::new(),
                 },
                 LongGap {
                     gap_ms: 25.0,
@@ -334,6 +353,7 @@ mod tests {
                     stolen_ms: 0.0,
                     stalled_ms: 0.0,
                     frozen_ms: 0.0,
+                    phase: String::new(),
                 }
             ]
         );

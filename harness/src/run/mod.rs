@@ -482,7 +482,8 @@ fn phase_over(stress: &mut [Box<dyn site::Process>], started: Instant, seconds: 
 }
 
 /// The verdict of a DUT judged per family: the first family's invalid
-/// verdict, else its failure, else a pass.
+/// verdict, else its failure, else a pass (with every family's excused
+/// gaps, if any).
 fn worst_of_families(families: &[FamilyOutcome]) -> Verdict {
     let named = |f: &FamilyOutcome, why: &str| format!("{}: {why}", f.family.name());
     families
@@ -497,7 +498,19 @@ fn worst_of_families(families: &[FamilyOutcome]) -> Verdict {
                 _ => None,
             })
         })
-        .unwrap_or(Verdict::Pass)
+        .unwrap_or_else(|| {
+            let excused: Vec<_> = (families.iter())
+                .flat_map(|f| match &f.verdict {
+                    Verdict::Excused(gaps) => gaps.clone(),
+                    _ => Vec::new(),
+                })
+                .collect();
+            if excused.is_empty() {
+                Verdict::Pass
+            } else {
+                Verdict::Excused(excused)
+            }
+        })
 }
 
 /// The most sessions that flapped within one `window`: 1 or 0 for

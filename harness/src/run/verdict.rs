@@ -80,7 +80,7 @@ pub(crate) fn judge_dut(
     // One pass over the capture: every phase sliced out of it, its files
     // written, and the packet-by-packet walk's sinks fed.
     let interval_ns = (interval_ms * 1e6) as u64;
-    let mut long = mirror::LongGaps::new(interval_ns * 6 / 5);
+    let mut long = mirror::LongGaps::new((interval_ns as f64 * mirror::KEPT_FROM_INTERVALS) as u64);
     let mut rows = faults::Rows::default();
     let phases: Vec<Phase> = outcome.phases.iter().map(PhaseRecord::window).collect();
     let analysis = crate::analysis_files::analyse(
@@ -249,7 +249,13 @@ fn walk_the_wire(
     let mut long_gaps: Vec<crate::manifest::faults::LongGap> = (sides.plain.iter())
         .flat_map(|&(start, end)| mirror::judge_gaps(long, &dut_flows, reverse, start, end))
         .collect();
-    let place_disturbances = |gap: &mut crate::manifest::faults::LongGap| witnesses.place(gap);
+    let place_disturbances = |gap: &mut crate::manifest::faults::LongGap| {
+        witnesses.place(gap);
+        let ended_in = records
+            .iter()
+            .find(|r| (r.start_ns..r.end_ns).contains(&gap.end_ns));
+        gap.phase = ended_in.map(|r| r.name.clone()).unwrap_or_default();
+    };
     long_gaps.iter_mut().for_each(place_disturbances);
     // Each fault's phase, walked packet by packet.
     let who: Vec<faults::Side> = flows

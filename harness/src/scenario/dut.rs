@@ -6,8 +6,8 @@
 use super::parse::In;
 use super::programs::{self};
 use super::{
-    echo_expectation, expectation, DutImplementation, DutSpec, Expectation, Family, PeerTimers,
-    RawDut, RtThrottling, Sessions, WireAuth,
+    echo_expectation, expectation, DutImplementation, DutSpec, ExcusedGaps, Expectation, Family,
+    PeerTimers, RawDut, RtThrottling, Sessions, WireAuth,
 };
 use linecard_api::config::EngineSettings;
 use linecard_api::{BackendKind, InputError};
@@ -216,12 +216,21 @@ impl In<'_> {
                 "with limits per family (ipv4, ipv6), put every limit in them",
             ));
         }
+        let excused_gaps = match d.excused_gaps.as_deref() {
+            None | Some("pass") => ExcusedGaps::Pass,
+            Some("invalid") => ExcusedGaps::Invalid,
+            Some(other) => {
+                return Err(self.invalid(&key("excused_gaps"), &other, "must be pass or invalid"))
+            }
+        };
         let wire_auth = sessions.auth.as_ref().map(WireAuth::of);
         expect.auth = wire_auth;
         expect.demand = sessions.demand;
+        expect.excused_gaps = excused_gaps;
         for (_, limits) in &mut per_family {
             limits.auth = wire_auth;
             limits.demand = sessions.demand;
+            limits.excused_gaps = excused_gaps;
         }
         Ok((expect, per_family))
     }

@@ -89,6 +89,7 @@ pub(super) struct RawDut {
     pub(super) positive_control: Option<bool>,
     pub(super) max_flaps: Option<i64>,
     pub(super) max_gap_ms: Option<f64>,
+    pub(super) excused_gaps: Option<String>,
     pub(super) engine: Option<toml::Table>,
     pub(super) offload: Option<String>,
     pub(super) ipv4: Option<RawLimits>,

@@ -681,6 +681,12 @@ pub fn phase<'a>(dut: &'a serde_json::Value, profile: &str) -> &'a serde_json::V
         .unwrap_or_else(|| panic!("no {profile} phase in {dut:#}"))
 }
 
+/// Whether a manifest's DUT passed: outright, or with gaps over its limit
+/// that a disturbance measured inside each excused (`excused_gaps`).
+pub fn passed(d: &serde_json::Value) -> bool {
+    matches!(d["verdict"]["status"].as_str(), Some("pass" | "excused"))
+}
+
 /// The DUT labelled `label` in a run manifest.
 pub fn dut<'a>(manifest: &'a serde_json::Value, label: &str) -> &'a serde_json::Value {
     manifest["duts"]
