@@ -21,6 +21,7 @@ pub mod manifest;
 pub mod plots;
 pub mod procs;
 pub mod profile;
+pub mod receive_path;
 pub mod remote;
 pub mod report;
 pub mod rt_throttle;

@@ -41,6 +41,30 @@ pub(crate) fn dut_addresses(m: &Manifest) -> Vec<String> {
         .collect()
 }
 
+/// A warning per phase and receive-path interface whose drop counters
+/// moved.
+fn drops_moved(d: &crate::manifest::DutOutcome) -> Vec<Warning> {
+    let mut warnings = Vec::new();
+    for phase in &d.phases {
+        for drops in &phase.drops {
+            let moved = drops.moved();
+            if moved.is_empty() {
+                continue;
+            }
+            warnings.push(Warning::DropsMoved {
+                dut: d.label.clone(),
+                phase: phase.name.clone(),
+                interface: format!("{}/{}", drops.at, drops.name),
+                moved: (moved.iter())
+                    .map(|(name, delta)| format!("{name} +{delta}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+    }
+    warnings
+}
+
 pub fn load(run_dir: &Path) -> Result<RunView> {
     let manifest = load_manifest(run_dir)?;
     let mut warnings = Vec::new();
@@ -70,6 +94,7 @@ pub fn load(run_dir: &Path) -> Result<RunView> {
                 verdict: format!("{:?}", spoiled.verdict),
             });
         }
+        warnings.extend(drops_moved(d));
         let Some(e) = &d.evidence else { continue };
         if e.steal_ms > 0.0 {
             warnings.push(Warning::Steal {

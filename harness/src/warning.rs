@@ -36,6 +36,15 @@ pub enum Warning {
         host: String,
         seconds: f64,
     },
+    /// A drop counter of an interface in the DUT's receive path moved in
+    /// a phase: frames lost before any daemon saw them.
+    DropsMoved {
+        dut: String,
+        phase: String,
+        interface: String,
+        /// `name +delta` of each counter that moved.
+        moved: String,
+    },
     /// What the analyzer said of a capture.
     Capture {
         dut: String,
@@ -88,6 +97,15 @@ impl std::fmt::Display for Warning {
                 f,
                 "{dut}: the harness could not reach the {host} host for {seconds:.1} s; the run's processes ran on there and the verdict is the capture's (a steadier management network avoids it)"
             ),
+            Self::DropsMoved {
+                dut,
+                phase,
+                interface,
+                moved,
+            } => write!(
+                f,
+                "{dut}: in phase {phase}, {interface} counted drops ({moved}): frames lost on the receive path before any daemon saw them (the manifest's receive_path says what decides it)"
+            ),
             Self::Capture { dut, code, message } => write!(f, "{dut}: capture: [{code}] {message}"),
         }
     }
@@ -122,6 +140,15 @@ mod tests {
             serde_json::to_value(&drops).unwrap(),
             serde_json::Value::String(drops.to_string())
         );
+        let moved = Warning::DropsMoved {
+            dut: "xdp".into(),
+            phase: "L4#3".into(),
+            interface: "lc-dut/eth0".into(),
+            moved: "rx_queue_0_drops +4".into(),
+        };
+        assert!(moved
+            .to_string()
+            .starts_with("xdp: in phase L4#3, lc-dut/eth0 counted drops (rx_queue_0_drops +4)"));
         let status = Warning::RunNotComplete(RunStatus::Failed("interrupted".into()));
         assert!(status
             .to_string()

@@ -339,6 +339,73 @@ fn intervals_section(m: &Manifest) -> Vec<Block> {
     )
 }
 
+/// What decides each DUT's receive path, interface by interface
+/// (`crate::receive_path`), and the drops its counters took in all phases.
+fn receive_path_section(m: &Manifest) -> Vec<Block> {
+    let mut rows = Vec::new();
+    for d in &m.duts {
+        for i in &d.receive_path {
+            let dropped: u64 = (d.phases.iter())
+                .flat_map(|p| &p.drops)
+                .filter(|x| x.at == i.at && x.name == i.name)
+                .flat_map(|x| x.moved().into_iter().map(|(_, n)| n))
+                .sum();
+            let irqs = if i.irqs.is_empty() {
+                "none".to_string()
+            } else {
+                (i.irqs.iter())
+                    .map(|q| format!("{} on {}", q.irq, q.affinity))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let firmware = if i.firmware.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", i.firmware)
+            };
+            rows.push(vec![
+                d.label.clone().into(),
+                format!("{}/{}", i.at, i.name).into(),
+                format!("{}{firmware}", i.driver).into(),
+                (i.xdp.as_ref())
+                    .map_or("-".into(), |x| format!("{} {}", x.program, x.mode))
+                    .into(),
+                format!(
+                    "{}/{}",
+                    i.rx_queues.map_or("?".into(), |n| n.to_string()),
+                    i.tx_queues.map_or("?".into(), |n| n.to_string())
+                )
+                .into(),
+                i.udp4_hash.clone().into(),
+                i.flow_control.clone().into(),
+                i.coalescing.clone().into(),
+                irqs.into(),
+                i.threaded_napi
+                    .map_or("?", |on| if on { "on" } else { "off" })
+                    .into(),
+                dropped.to_string().into(),
+            ]);
+        }
+    }
+    section_blocks(
+        "The receive path as each DUT's host reported it once its sessions were Up (driver and firmware from `ethtool -i`, the XDP mode the kernel reports in force, queues, the fields UDP over IPv4 is hashed on, flow control, coalescing, each queue's interrupt and its CPUs, threaded NAPI), and the frames its drop counters counted over all phases (a phase whose counters moved is named in the report's warnings).",
+        &[
+            ("DUT", L),
+            ("interface", L),
+            ("driver", L),
+            ("XDP", L),
+            ("rx/tx queues", R),
+            ("UDP4 hash", L),
+            ("flow control", L),
+            ("coalescing", L),
+            ("IRQs", L),
+            ("threaded NAPI", L),
+            ("dropped", R),
+        ],
+        rows,
+    )
+}
+
 /// What ran: every program each DUT's run started, with its SHA-256 and
 /// the first line of its `--version`.
 pub(super) fn programs_section(m: &Manifest) -> Vec<Block> {
@@ -378,7 +445,7 @@ pub(super) fn programs_section(m: &Manifest) -> Vec<Block> {
 /// The tables of `summary.md` that a published file may embed by name
 /// (`linecard tables`: `<!-- evidence: RUN_DIR NAME -->`), each with its
 /// one-paragraph legend.
-pub const SECTIONS: [&str; 8] = [
+pub const SECTIONS: [&str; 9] = [
     "faults",
     "families",
     "echo",
@@ -387,6 +454,7 @@ pub const SECTIONS: [&str; 8] = [
     "intervals",
     "cpu",
     "programs",
+    "receive_path",
 ];
 
 /// The blocks of section `name`.
@@ -400,6 +468,7 @@ fn section_of(name: &str, m: &Manifest) -> Option<Vec<Block>> {
         "intervals" => intervals_section,
         "cpu" => cpu_section,
         "programs" => programs_section,
+        "receive_path" => receive_path_section,
         _ => return None,
     };
     Some(render(m))

@@ -65,6 +65,10 @@ pub struct DutOutcome {
     /// Every program the DUT's run started: path, SHA-256, version.
     #[serde(default)]
     pub programs: Vec<crate::scenario::programs::ProgramRecord>,
+    /// What decides the DUT's receive path, interface by interface, read
+    /// once its sessions were Up (`crate::receive_path`).
+    #[serde(default)]
+    pub receive_path: Vec<crate::receive_path::InterfaceRecord>,
 }
 
 /// One address family's sessions in a dual-stack run.
@@ -93,6 +97,10 @@ pub struct PhaseRecord {
     /// What the phase cost the DUT's CPUs (`run::cpu`).
     #[serde(default)]
     pub cpu: Option<crate::manifest::evidence::CpuCost>,
+    /// Each receive-path interface's drop counters before and after the
+    /// phase (`receive_path`).
+    #[serde(default)]
+    pub drops: Vec<crate::receive_path::InterfaceDrops>,
 }
 
 impl PhaseRecord {

@@ -11,6 +11,7 @@ use super::{cpu, daemons, phase_over, readiness, Progress, INTERRUPTED};
 use crate::manifest::verdict::Verdict;
 use crate::manifest::{DutOutcome, PhaseRecord};
 use crate::profile::stress_ng_line;
+use crate::receive_path::{self, Detail};
 use crate::scenario::{DutImplementation, DutSpec, Fault, PhaseSpec, Scenario};
 use crate::sys::unix_ns;
 use anyhow::Result;
@@ -42,6 +43,7 @@ pub(super) fn run_dut(
         spoiled_attempts: Vec::new(),
         families: Vec::new(),
         programs: Vec::new(),
+        receive_path: Vec::new(),
     };
     if let DutImplementation::Linecardd { backend } | DutImplementation::FrrDataplane { backend } =
         &dut.implementation
@@ -104,6 +106,8 @@ pub(super) fn run_dut(
         capture_alive: true,
     };
     if up.is_ok() {
+        // Read with the fast path attached: the mode in force is its.
+        outcome.receive_path = site.receive_path(Detail::Full);
         running.phases(capture.as_mut(), &mut outcome.phases)?;
     }
     // A handover's successor, seen running its file when it took over.
@@ -244,6 +248,7 @@ impl Running<'_> {
             .map(|_| crate::manifest::evidence::Applied::default());
         // A loss lasts the phase; every other fault acts once, a moment in.
         let mut acted = matches!(phase.fault, None | Some(Fault::Loss { .. }));
+        let drops_before = site.receive_path(Detail::Counters);
         let start_ns = unix_ns();
         let started = Instant::now();
         let pid = self.dut_daemon.pid();
@@ -293,6 +298,7 @@ impl Running<'_> {
             s.stop()?;
         }
         let end_ns = unix_ns();
+        let drops = receive_path::drops_around(&drops_before, &site.receive_path(Detail::Counters));
         let cpu_cost = cpu::cost(
             &cpu_before,
             &self.cpu_sample(pid),
@@ -313,6 +319,7 @@ impl Running<'_> {
             stress_ng: (!processes.is_empty()).then(|| stress_ng_line(&processes)),
             fault: applied,
             cpu: Some(cpu_cost),
+            drops,
         })
     }
 

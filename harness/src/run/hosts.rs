@@ -29,6 +29,7 @@ use super::ssh::{Staged, Staging};
 use super::RunOptions;
 use crate::manifest::HostFacts;
 use crate::procs::{self, Capture, Daemon};
+use crate::receive_path::{Detail, InterfaceRecord};
 use crate::remote::{Connection, Mode, RemoteHost};
 use crate::scenario::value::quote;
 use crate::scenario::{DutImplementation, DutSpec, PeerImplementation, ProviderKind, Scenario};
@@ -768,6 +769,16 @@ impl Site for Hosts {
             }
         }
         all
+    }
+
+    /// The DUT host's session interface.
+    fn receive_path(&self, detail: Detail) -> Vec<InterfaceRecord> {
+        let interface = &self.dut.spec.interface;
+        let script = crate::receive_path::script(interface, detail);
+        let text = (self.dut.conn.exec(&script, None))
+            .map(|o| String::from_utf8_lossy(&o).into_owned())
+            .unwrap_or_else(|e| format!("{e:#}"));
+        vec![InterfaceRecord::parse(self.dut.role, interface, &text)]
     }
 
     fn proc_stat(&self, role: Role, pid: Option<u32>) -> (String, Option<String>) {

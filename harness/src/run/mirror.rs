@@ -247,6 +247,7 @@ mod tests {
             stress_ng: stress.then(|| "stress-ng --cpu 1".to_string()),
             fault: None,
             cpu: None,
+            drops: Vec::new(),
         };
         use crate::scenario::Fault;
         let specs = [

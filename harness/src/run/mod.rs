@@ -436,6 +436,7 @@ fn attempt(
                 spoiled_attempts: Vec::new(),
                 families: Vec::new(),
                 programs: Vec::new(),
+                receive_path: Vec::new(),
             };
             (outcome, full)
         }

@@ -17,6 +17,7 @@ mod mock;
 use super::daemons::{Bfd, EngineView, Pair};
 use crate::lab::loss::{LossCounts, LossyLink};
 use crate::procs::{Capture, CaptureOutcome, Daemon};
+use crate::receive_path::{Detail, InterfaceRecord};
 use crate::scenario::programs::ProgramRecord;
 use crate::scenario::Fault;
 use crate::scenario::{DutSpec, Scenario};
@@ -220,6 +221,12 @@ pub(crate) trait Site {
     /// A lossy link on the peer's side (a `loss` fault).
     fn lossy_link(&self, _percent: f64, _seed: u64) -> Result<Box<dyn FrameCounter>> {
         bail!("faults run only in the local lab (the scenario is refused elsewhere)")
+    }
+    /// Each interface of the DUT's receive path read at `detail`
+    /// (`crate::receive_path`); none where the site has no interface to
+    /// read (the tests' stand-in).
+    fn receive_path(&self, _detail: Detail) -> Vec<InterfaceRecord> {
+        Vec::new()
     }
     /// The file a process of this run executes (`/proc/PID/exe`), where
     /// the site can tell.

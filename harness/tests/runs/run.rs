@@ -152,7 +152,70 @@ fn the_bakeoff_reproduces_the_reference_table_with_this_kernels_physics() {
         summary.contains("| xdp | L4#1 | 0 |") || summary.contains("| xdp | L4 | 0 |"),
         "{summary}"
     );
+    receive_path_is_recorded(duts, &summary);
+    assert_eq!(xdp["receive_path"][0]["xdp"]["mode"], "native", "{xdp:#}");
+    assert_eq!(
+        xdp["receive_path"][0]["xdp"]["program"], "lc_bfd",
+        "{xdp:#}"
+    );
     let _ = std::fs::remove_dir_all(&results);
+}
+
+/// Every DUT that ran has its receive path on record, as veth has it: the
+/// DUT's interface and the bridge port that delivers to it, each with its
+/// driver, queues, drop counters and what veth cannot say (UDP hashing),
+/// and every phase has both interfaces' counters before and after it.
+fn receive_path_is_recorded(duts: &[serde_json::Value], summary: &str) {
+    for d in duts.iter().filter(|d| d["evidence"].is_object()) {
+        let path = d["receive_path"].as_array().unwrap();
+        let named: Vec<String> = (path.iter())
+            .map(|i| {
+                format!(
+                    "{}/{}",
+                    i["at"].as_str().unwrap(),
+                    i["name"].as_str().unwrap()
+                )
+            })
+            .collect();
+        assert_eq!(named, ["lc-dut/eth0", "lc-obs/lc-dut-port"], "{d:#}");
+        for i in path {
+            assert_eq!(i["driver"], "veth", "{i}");
+            assert!(i["rx_queues"].as_u64().unwrap() >= 1, "{i}");
+            assert!(i["drop_counters"]["rx.dropped"].is_u64(), "{i}");
+            assert!(i["drop_counters"]["rx_queue_0_drops"].is_u64(), "{i}");
+            assert!(
+                i["udp4_hash"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("unsupported: "),
+                "{i}"
+            );
+            assert!(i["threaded_napi"].is_boolean(), "{i}");
+        }
+        for record in d["phases"].as_array().unwrap() {
+            let drops = record["drops"].as_array().unwrap();
+            assert_eq!(drops.len(), 2, "{record}");
+            for x in drops {
+                let keys = |side: &str| {
+                    x[side]
+                        .as_object()
+                        .unwrap()
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                };
+                assert!(
+                    !keys("before").is_empty() && keys("before") == keys("after"),
+                    "{x}"
+                );
+            }
+        }
+        let label = d["label"].as_str().unwrap();
+        assert!(
+            summary.contains(&format!("| {label} | lc-dut/eth0 | veth |")),
+            "{summary}"
+        );
+    }
 }
 
 /// tcpdump processes writing into `dir` (started by the run under test).

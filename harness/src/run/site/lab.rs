@@ -10,6 +10,7 @@ use super::{
 use crate::lab::spec;
 use crate::manifest::HostFacts;
 use crate::procs::{Capture, Daemon};
+use crate::receive_path::{self, Detail, InterfaceRecord};
 use crate::rt_throttle;
 use crate::run::actions;
 use crate::run::daemons::{self, Pair};
@@ -169,6 +170,22 @@ impl Site for LabSite {
             std::fs::read_to_string("/proc/stat").unwrap_or_default(),
             pid.and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()),
         )
+    }
+
+    /// The DUT's interface and the bridge port that delivers to it.
+    fn receive_path(&self, detail: Detail) -> Vec<InterfaceRecord> {
+        [
+            (spec::DUT.namespace, spec::HOST_IFACE),
+            (spec::OBSERVER_NS, spec::DUT.bridge_port),
+        ]
+        .into_iter()
+        .map(|(ns, interface)| {
+            let script = receive_path::script(interface, detail);
+            let text = crate::sys::run("ip", ["netns", "exec", ns, "sh", "-c", &script])
+                .unwrap_or_else(|e| format!("{e:#}"));
+            InterfaceRecord::parse(ns, interface, &text)
+        })
+        .collect()
     }
 
     fn exe(&self, pid: u32) -> Option<PathBuf> {
