@@ -226,13 +226,28 @@ pub struct GateResult {
 }
 
 /// A metric of one phase of one DUT in a run manifest.
-fn value(manifest: &Manifest, dut: &str, phase: &str, metric: &str) -> Option<f64> {
+/// DUT `dut`'s phase `phase` in a run manifest: by its name, or by its
+/// profile when one phase has it.
+fn phase_of<'a>(
+    manifest: &'a Manifest,
+    dut: &str,
+    phase: &str,
+) -> Option<(
+    &'a crate::manifest::DutOutcome,
+    &'a crate::manifest::evidence::Evidence,
+    &'a crate::manifest::figures::PhaseFigures,
+)> {
     let d = manifest.duts.iter().find(|d| d.label == dut)?;
     let e = d.evidence.as_ref()?;
     let p = e.phases.iter().find(|p| {
         p.phase == phase
             || (p.profile == phase && e.phases.iter().filter(|q| q.profile == phase).count() == 1)
     })?;
+    Some((d, e, p))
+}
+
+fn value(manifest: &Manifest, dut: &str, phase: &str, metric: &str) -> Option<f64> {
+    let (d, e, p) = phase_of(manifest, dut, phase)?;
     if !gated_in(metric, p.fault.is_some()) {
         return None;
     }
@@ -279,15 +294,8 @@ fn max_gap_not_excused(
 
 /// How many of a phase's gaps its DUT's verdict excused (`max_gap_ms`).
 fn excused(manifest: &Manifest, dut: &str, phase: &str, metric: &str) -> usize {
-    let d = manifest.duts.iter().find(|d| d.label == dut);
-    match d.and_then(|d| Some((d, d.evidence.as_ref()?))) {
-        Some((d, e)) if metric == "max_gap_ms" => {
-            let named = e
-                .phases
-                .iter()
-                .find(|p| p.phase == phase || p.profile == phase);
-            named.map_or(0, |p| d.verdict.excused_in(&p.phase).count())
-        }
+    match phase_of(manifest, dut, phase) {
+        Some((d, _, p)) if metric == "max_gap_ms" => d.verdict.excused_in(&p.phase).count(),
         _ => 0,
     }
 }

@@ -568,10 +568,7 @@ fn notes(d: &DutOutcome) -> Vec<String> {
             d.spec.expect.max_gap_ms.map_or("gap".into(), |ms| ms.to_string()),
             excused
                 .iter()
-                .map(|g| format!(
-                    "{} {:.2} ms (ending at {} ns) inside {:.1} ms of {}",
-                    g.phase, g.gap_ms, g.end_ns, g.disturbed_ms, g.by
-                ))
+                .map(|g| format!("{} (ending at {} ns)", g.describe(), g.end_ns))
                 .collect::<Vec<_>>()
                 .join("; ")
         ));

@@ -124,7 +124,7 @@ fn ip(args: &[&str]) -> Result<()> {
 
 /// Runs a shell snippet inside a namespace (`ip netns exec` remounts /sys so
 /// that sysfs shows the namespace's own interfaces).
-fn netns_sh(ns: &str, script: &str) -> Result<String> {
+pub(crate) fn netns_sh(ns: &str, script: &str) -> Result<String> {
     sys::run("ip", ["netns", "exec", ns, "sh", "-c", script])
 }
 

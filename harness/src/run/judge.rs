@@ -5,6 +5,7 @@
 use super::mirror::KEPT_FROM_INTERVALS;
 use super::readiness::{DUT_EXITED, DUT_SILENT, PEER_EXITED};
 use crate::manifest::evidence::{BringUp, Evidence};
+use crate::manifest::faults::LongGap;
 use crate::manifest::figures::{EchoFigures, PhaseFigures};
 use crate::manifest::verdict::{ExcusedGap, Verdict};
 use crate::scenario::{DemandAsker, ExcusedGaps, Expectation, PeerEcho};
@@ -385,42 +386,43 @@ fn excused_gaps(expect: &Expectation, e: &Evidence) -> Option<Vec<ExcusedGap>> {
     if !broken_limits(&other_limits, e).is_empty() {
         return None;
     }
-    e.long_gaps
-        .iter()
-        .filter(|g| g.gap_ms > limit)
-        .map(|g| {
-            let (by, disturbed_ms) = g.excuse_beyond(limit)?;
-            Some(ExcusedGap {
-                phase: g.phase.clone(),
-                gap_ms: g.gap_ms,
-                end_ns: g.end_ns,
-                by: by.into(),
-                disturbed_ms,
-            })
-        })
-        .collect::<Option<Vec<_>>>()
-        .filter(|excused| !excused.is_empty())
+    let covered = covered_beyond(e, limit)?;
+    let excused = covered.into_iter().map(|(g, by, disturbed_ms)| ExcusedGap {
+        phase: g.phase.clone(),
+        gap_ms: g.gap_ms,
+        end_ns: g.end_ns,
+        by: by.into(),
+        disturbed_ms,
+    });
+    Some(excused.collect())
+}
+
+/// Every DUT gap over `bar_ms` with the disturbance measured inside it
+/// that accounts for its excess (`LongGap::excuse_beyond`): `None` when
+/// one has none, or when no gap over the bar is on record (the broken
+/// limit is then not a gap a disturbance could have stretched: a flap the
+/// wire does not explain).
+fn covered_beyond(e: &Evidence, bar_ms: f64) -> Option<Vec<(&LongGap, &'static str, f64)>> {
+    let over = e.long_gaps.iter().filter(|g| g.gap_ms > bar_ms);
+    let covered = over
+        .map(|g| g.excuse_beyond(bar_ms).map(|(by, ms)| (g, by, ms)))
+        .collect::<Option<Vec<_>>>()?;
+    (!covered.is_empty()).then_some(covered)
 }
 
 /// Whether a disturbance placed in time (steal, freeze, an idle CPU's
 /// canary stall) can have caused every DUT gap over what it had to hold
 /// (the gap limit if one is broken, else the detection time: a flap needs
 /// a gap beyond it), each by what was measured inside that very gap
-/// (`LongGap::excused_beyond`). Returns the disturbance that did.
+/// (`covered_beyond`). Returns the disturbance that did.
 fn steal_explains(expect: &Expectation, e: &Evidence) -> Option<f64> {
     let max = e.plain_max_ms();
     let bar = match expect.max_gap_ms {
         Some(limit) if max > limit => limit,
         _ => e.detection_ms,
     };
-    let over: Vec<&crate::manifest::faults::LongGap> =
-        e.long_gaps.iter().filter(|g| g.gap_ms > bar).collect();
-    // No gap over the bar on record: the broken limit is not a gap steal
-    // could have stretched (a flap the wire does not explain).
-    if over.is_empty() || !over.iter().all(|g| g.excused_beyond(bar)) {
-        return None;
-    }
-    Some(over.iter().map(|g| g.disturbed_ms()).sum())
+    let covered = covered_beyond(e, bar)?;
+    Some(covered.iter().map(|(g, _, _)| g.disturbed_ms()).sum())
 }
 
 fn broken_limits(expect: &Expectation, e: &Evidence) -> Vec<String> {

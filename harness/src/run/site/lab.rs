@@ -181,8 +181,7 @@ impl Site for LabSite {
         .into_iter()
         .map(|(ns, interface)| {
             let script = receive_path::script(interface, detail);
-            let text = crate::sys::run("ip", ["netns", "exec", ns, "sh", "-c", &script])
-                .unwrap_or_else(|e| format!("{e:#}"));
+            let text = crate::lab::netns_sh(ns, &script).unwrap_or_else(|e| format!("{e:#}"));
             InterfaceRecord::parse(ns, interface, &text)
         })
         .collect()
