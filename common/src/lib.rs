@@ -8,12 +8,14 @@
 //! none is needed), and has its size and offsets pinned by a test below.
 //! `checksum` is the Internet checksum userspace's frame builders share;
 //! `digest` the single-block MD5 and SHA-1 the fast path verifies with;
-//! `verify` what bounds the digests it computes per session.
+//! `verify` what bounds the digests it computes per session; `gaps` the
+//! gap histograms both planes record.
 #![no_std]
 
 pub mod bfd;
 pub mod checksum;
 pub mod digest;
+pub mod gaps;
 pub mod loss;
 pub mod placement;
 pub mod verify;
@@ -45,6 +47,9 @@ pub mod names {
     pub const DROPS_MAP: &str = "LC_DROPS";
     /// Per-CPU array of u64 verdict counters, indexed by `bfd::verdict::*`.
     pub const VERDICTS_MAP: &str = "LC_VERDICTS";
+    /// Per-CPU array: slot -> [`crate::gaps::SessionGaps`], the fast
+    /// path's receive and transmit gaps (kernel-written).
+    pub const GAPS_MAP: &str = "LC_GAPS";
     /// Array: slot -> [`crate::bfd::SlotConfig`] (userspace-written).
     pub const SLOTS_MAP: &str = "LC_SLOTS";
     /// Array of one u32: how many slots from 0 the sweep visits, the
@@ -104,4 +109,4 @@ pub mod names {
 /// Bumped whenever a shared type changes layout. The object records the
 /// version it was built with, and the loader refuses a mismatch so that a
 /// stale object fails loudly instead of misreading maps.
-pub const LAYOUT_VERSION: u32 = 16;
+pub const LAYOUT_VERSION: u32 = 17;

@@ -37,6 +37,7 @@ use linecard_common::bfd::{
     FLAG_AUTH_IN_USERSPACE, FLAG_MULTIHOP, FLAG_POLLS_ONLY, FLAG_REPLY, MAX_AUTH_KEYS,
     MAX_SESSIONS, PORT_ECHO, PORT_MULTI_HOP, PORT_SINGLE_HOP, SWEEP_SLOTS, VERDICTS,
 };
+use linecard_common::gaps::SessionGaps;
 use linecard_common::verify::VerifyGuard;
 
 mod auth;
@@ -56,6 +57,10 @@ static LC_STATE: Array<SessionState> = Array::with_max_entries(MAX_SESSIONS, 0);
 static LC_DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(DROP_REASONS, 0);
 #[map]
 static LC_VERDICTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(VERDICTS, 0);
+/// By slot: the gaps the fast path measured where the packets are
+/// (issue 41), summed over CPUs by the engine's metrics endpoint.
+#[map]
+static LC_GAPS: PerCpuArray<SessionGaps> = PerCpuArray::with_max_entries(MAX_SESSIONS, 0);
 #[map]
 static LC_SLOTS: Array<SlotConfig> = Array::with_max_entries(SWEEP_SLOTS, 0);
 /// How many slots from 0 the sweep visits (written by userspace only).
@@ -224,6 +229,18 @@ fn count(map: &PerCpuArray<u64>, index: u32) {
     if let Some(counter) = map.get_ptr_mut(index) {
         // SAFETY: this CPU's slot of a per-CPU array; no other writer.
         unsafe { *counter += 1 };
+    }
+}
+
+/// One gap of `slot`'s, received (`transmit` false) or sent, into this
+/// CPU's histogram.
+#[inline(always)]
+fn record_gap(slot: u32, transmit: bool, gap_ns: u64, detect_ns: u64) {
+    if let Some(gaps) = LC_GAPS.get_ptr_mut(slot) {
+        // SAFETY: this CPU's value of a per-CPU array; no other writer.
+        let gaps = unsafe { &mut *gaps };
+        let histogram = if transmit { &mut gaps.tx } else { &mut gaps.rx };
+        histogram.record(gap_ns, detect_ns);
     }
 }
 
@@ -596,6 +613,12 @@ fn hear(
             our_required_min_rx_us,
         };
         verify_auth(ctx, &packet, header.your, config.auth_type, session)?;
+    }
+    // The receive gap this packet ends, against the detection time the
+    // peer's previous packet set (6.8.4): what the sweep waited against.
+    let previous = session.last_rx_ns;
+    if previous != 0 && arrived > previous {
+        record_gap(config.slot, false, arrived - previous, session.detect_ns);
     }
     session.last_rx_ns = arrived;
     session.rx_packets += 1;

@@ -6,8 +6,8 @@
 use super::sign::Signer;
 use super::sweep::clock_sent;
 use super::{
-    count, max, payload_sum, ptr_at, sign, signer, to_userspace, word, Eth, Header, Ip, Ipv4,
-    Network, Stage, IPV4_LEN, LC_DEAD_MAN, LC_SLOTS, LC_VERDICTS, PROTO_UDP, REPLY_LEN_V4,
+    count, max, payload_sum, ptr_at, record_gap, sign, signer, to_userspace, word, Eth, Header, Ip,
+    Ipv4, Network, Stage, IPV4_LEN, LC_DEAD_MAN, LC_SLOTS, LC_VERDICTS, PROTO_UDP, REPLY_LEN_V4,
     REPLY_LEN_V6, UDP_LEN,
 };
 use aya_ebpf::bindings::xdp_action;
@@ -64,15 +64,16 @@ pub(super) fn decide_reply(
         u64::from(word(&config.reply, field::DESIRED_MIN_TX)) * 1_000,
         session.remote_required_min_rx_us,
     );
+    // Our last packet, whoever sent it.
+    let user_tx = LC_SLOTS.get(config.slot).map_or(0, |s| s.user_tx_ns);
+    let last_tx = max(max(user_tx, session.last_tx_ns), clock_sent(config.slot));
     if !poll {
         if interval == 0 {
             return heard();
         }
-        // Too soon after our last packet, whoever sent it: heard, not
-        // answered (an answer to our own answer among them: two
-        // RX-clocked engines would otherwise ping-pong at wire speed).
-        let user_tx = LC_SLOTS.get(config.slot).map_or(0, |s| s.user_tx_ns);
-        let last_tx = max(max(user_tx, session.last_tx_ns), clock_sent(config.slot));
+        // Too soon after our last packet: heard, not answered (an answer
+        // to our own answer among them: two RX-clocked engines would
+        // otherwise ping-pong at wire speed).
         let floor = reply_floor_ns(
             interval,
             session.remote_desired_min_tx_us,
@@ -100,6 +101,12 @@ pub(super) fn decide_reply(
     // SAFETY: a helper without arguments.
     let draw = unsafe { bpf_get_prandom_u32() };
     session.next_gap_ns = jittered_gap_ns(interval, config.reply[field::DETECT_MULT], draw);
+    // The transmit gap this reply ends, against the peer's detection time
+    // (6.8.4: its Detect Mult times the interval we send at).
+    if last_tx != 0 && now > last_tx {
+        let peer_detect_ns = u64::from(session.remote_detect_mult) * interval;
+        record_gap(config.slot, true, now - last_tx, peer_detect_ns);
+    }
     Ok(ControlFlow::Continue(signing))
 }
 

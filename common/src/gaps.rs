@@ -1,0 +1,235 @@
+//! Gap histograms: how long each session went between two packets, as the
+//! plane that handled them measured it (issue 41). The fast path records
+//! into the per-CPU `LC_GAPS` map by slot; userspace keeps the same type
+//! for the packets it handles itself; the engine's metrics endpoint sums
+//! both. One definition of the buckets for both planes, so that the
+//! kernel's and userspace's counts add up.
+//!
+//! Two views of every gap: in seconds ([`GAP_BOUNDS_NS`]), and as a
+//! fraction of the detection time it ran against ([`RATIO_BUCKETS`], in
+//! tenths): the operator's signal, which compares sessions with different
+//! timers and which a p99 hides (a gap of 0.9 of the detection time is one
+//! late packet from a false Down, RFC 5880 6.8.4).
+
+/// Upper bounds (inclusive) of the seconds buckets, ns; one more bucket
+/// above the last holds the rest (+Inf). From 1 ms, under the fastest
+/// interval a 3 x 10 ms session can carry jittered, to 5 s, past the
+/// slowest detection time the lab runs.
+pub const GAP_BOUNDS_NS: [u64; 15] = [
+    1_000_000,
+    2_000_000,
+    5_000_000,
+    10_000_000,
+    15_000_000,
+    20_000_000,
+    30_000_000,
+    50_000_000,
+    100_000_000,
+    200_000_000,
+    300_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_000_000_000,
+    5_000_000_000,
+];
+/// The seconds buckets, +Inf included.
+pub const GAP_BUCKETS: usize = GAP_BOUNDS_NS.len() + 1;
+/// The ratio buckets, by [`ratio_bucket`]: gap / detection time 0, then at
+/// most 0.1, 0.2, ... 1.0, then above it (+Inf).
+pub const RATIO_BUCKETS: usize = 12;
+
+/// The seconds bucket of `gap_ns`: the first whose bound it does not
+/// exceed. A compare chain without a loop variable the verifier must
+/// bound.
+#[inline(always)]
+pub const fn gap_bucket(gap_ns: u64) -> usize {
+    let mut i = 0;
+    while i < GAP_BOUNDS_NS.len() {
+        if gap_ns <= GAP_BOUNDS_NS[i] {
+            return i;
+        }
+        i += 1;
+    }
+    GAP_BOUNDS_NS.len()
+}
+
+/// The ratio bucket of `gap_ns` against `detect_ns`: the least number of
+/// tenths of the detection time that holds the gap (0 for no gap at all),
+/// 11 beyond a whole detection time; `None` without a detection time
+/// (nothing heard yet to set it). Clamped last and by one compare, so that
+/// the verifier sees the index bounded (an index one below, as LLVM
+/// rewrote it, was refused; a compare chain per tenth cost 200 000
+/// verified instructions).
+#[inline(always)]
+pub const fn ratio_bucket(gap_ns: u64, detect_ns: u64) -> Option<usize> {
+    if detect_ns == 0 {
+        return None;
+    }
+    // ceil(10 gap / detect). Wrapping only past 58 years of gap (a checked
+    // multiply needs a 128-bit helper BPF does not have).
+    let tenths = gap_ns.wrapping_mul(10).wrapping_add(detect_ns - 1) / detect_ns;
+    let last = RATIO_BUCKETS as u64 - 1;
+    Some(if tenths > last { last } else { tenths } as usize)
+}
+
+/// The ratio thresholds the over-budget counters count gaps beyond, in
+/// tenths of the detection time: 0.5, 0.8 and 1.0. Each is a bucket
+/// boundary, so the counts are exact sums of [`GapHistogram::ratio`]
+/// ([`GapHistogram::over_budget`]).
+pub const OVER_BUDGET_TENTHS: [usize; 3] = [5, 8, 10];
+
+/// One direction's gaps of one session, as one plane (one CPU of the fast
+/// path, or userspace) measured them. 16 + 12 + 3 = 31 u64s, 248 bytes,
+/// no padding.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GapHistogram {
+    /// Counts by [`gap_bucket`].
+    pub seconds: [u64; GAP_BUCKETS],
+    /// Counts by [`ratio_bucket`] (gaps without a detection time are in
+    /// `seconds` only).
+    pub ratio: [u64; RATIO_BUCKETS],
+    /// Gaps recorded, and their sum, ns.
+    pub count: u64,
+    pub sum_ns: u64,
+    /// The largest gap recorded, ns.
+    pub max_ns: u64,
+}
+
+impl Default for GapHistogram {
+    fn default() -> Self {
+        Self::EMPTY
+    }
+}
+
+impl GapHistogram {
+    pub const EMPTY: Self = Self {
+        seconds: [0; GAP_BUCKETS],
+        ratio: [0; RATIO_BUCKETS],
+        count: 0,
+        sum_ns: 0,
+        max_ns: 0,
+    };
+
+    /// Records one gap that ran against `detect_ns` (0: none yet).
+    #[inline(always)]
+    pub fn record(&mut self, gap_ns: u64, detect_ns: u64) {
+        let bucket = gap_bucket(gap_ns);
+        if bucket < GAP_BUCKETS {
+            self.seconds[bucket] += 1;
+        }
+        if let Some(r) = ratio_bucket(gap_ns, detect_ns) {
+            self.ratio[r] += 1;
+        }
+        self.count += 1;
+        self.sum_ns += gap_ns;
+        if gap_ns > self.max_ns {
+            self.max_ns = gap_ns;
+        }
+    }
+
+    /// `other`'s counts added to these (per-CPU values, or both planes).
+    pub fn add(&mut self, other: &Self) {
+        for (a, b) in self.seconds.iter_mut().zip(other.seconds) {
+            *a += b;
+        }
+        for (a, b) in self.ratio.iter_mut().zip(other.ratio) {
+            *a += b;
+        }
+        self.count += other.count;
+        self.sum_ns += other.sum_ns;
+        self.max_ns = self.max_ns.max(other.max_ns);
+    }
+
+    /// Gaps longer than `tenths` tenths of their detection time.
+    pub fn over_budget(&self, tenths: usize) -> u64 {
+        self.ratio.iter().skip(tenths + 1).sum()
+    }
+}
+
+/// Value of the per-CPU `LC_GAPS` array by slot: the fast path's receive
+/// gaps (between valid packets from the peer, against our detection time)
+/// and transmit gaps (before each RX-clocked reply, since our last packet
+/// whoever sent it, against the peer's detection time). 496 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SessionGaps {
+    pub rx: GapHistogram,
+    pub tx: GapHistogram,
+}
+
+#[cfg(feature = "user")]
+// SAFETY: repr(C), Copy, u64s only, no padding (pinned below): every bit
+// pattern is a valid value.
+unsafe impl aya::Pod for SessionGaps {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::mem::{offset_of, size_of};
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn layout_is_pinned() {
+        assert_eq!(size_of::<GapHistogram>(), 248);
+        assert_eq!(offset_of!(GapHistogram, ratio), 128);
+        assert_eq!(offset_of!(GapHistogram, count), 224);
+        assert_eq!(offset_of!(GapHistogram, max_ns), 240);
+        assert_eq!(size_of::<SessionGaps>(), 496);
+        assert_eq!(offset_of!(SessionGaps, tx), 248);
+    }
+
+    #[test]
+    fn a_gap_on_a_bound_is_in_that_bucket_and_one_past_it_in_the_next() {
+        assert_eq!(gap_bucket(0), 0);
+        assert_eq!(gap_bucket(10 * MS), 3);
+        assert_eq!(gap_bucket(10 * MS + 1), 4);
+        assert_eq!(gap_bucket(5_000 * MS), 14);
+        assert_eq!(gap_bucket(5_000 * MS + 1), 15);
+        assert_eq!(gap_bucket(u64::MAX), GAP_BUCKETS - 1);
+    }
+
+    #[test]
+    fn the_ratio_bucket_holds_the_gap_in_tenths_of_the_detection_time() {
+        // 3 x 10 ms: a detection time of 30 ms.
+        let detect = 30 * MS;
+        assert_eq!(ratio_bucket(0, detect), Some(0));
+        assert_eq!(ratio_bucket(1, detect), Some(1));
+        assert_eq!(ratio_bucket(3 * MS, detect), Some(1));
+        assert_eq!(ratio_bucket(3 * MS + 1, detect), Some(2));
+        assert_eq!(ratio_bucket(10 * MS, detect), Some(4));
+        assert_eq!(ratio_bucket(24 * MS, detect), Some(8));
+        assert_eq!(ratio_bucket(24 * MS + 1, detect), Some(9));
+        assert_eq!(ratio_bucket(30 * MS, detect), Some(10));
+        assert_eq!(ratio_bucket(30 * MS + 1, detect), Some(11));
+        assert_eq!(ratio_bucket(3_600_000 * MS, detect), Some(11), "an hour");
+        assert_eq!(ratio_bucket(5 * MS, 0), None);
+    }
+
+    #[test]
+    fn over_budget_counts_exactly_the_gaps_beyond_each_threshold() {
+        let mut h = GapHistogram::EMPTY;
+        let detect = 30 * MS;
+        // 0.5 exactly (not over), just over 0.5, 0.8 exactly, just over
+        // 0.8, a whole detection time, past it; and one without a
+        // detection time (seconds only).
+        for gap in [15 * MS, 15 * MS + 1, 24 * MS, 24 * MS + 1, 30 * MS, 31 * MS] {
+            h.record(gap, detect);
+        }
+        h.record(40 * MS, 0);
+        assert_eq!(h.over_budget(5), 5);
+        assert_eq!(h.over_budget(8), 3);
+        assert_eq!(h.over_budget(10), 1);
+        assert_eq!(h.count, 7);
+        assert_eq!(h.seconds.iter().sum::<u64>(), 7);
+        assert_eq!(h.ratio.iter().sum::<u64>(), 6);
+        assert_eq!(h.max_ns, 40 * MS);
+        let mut twice = h;
+        twice.add(&h);
+        assert_eq!(
+            (twice.count, twice.over_budget(8), twice.max_ns),
+            (14, 6, 40 * MS)
+        );
+    }
+}
