@@ -38,6 +38,10 @@ pub struct EngineSettings {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub frr_backend: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Where linecardd serves OpenMetrics text (`ADDRESS:PORT`, GET
+    /// /metrics); unset: no endpoint.
+    pub metrics: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub frr_hold_seconds: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub txtime_depth: Option<i64>,

@@ -478,6 +478,17 @@ pub mod verdict {
     /// echoes of peers without the echo function, anything off-link or
     /// malformed): passed to the stack untouched.
     pub const ECHO_PASSED: u32 = 7;
+    /// Each verdict's name, by index, for people and metrics.
+    pub const NAMES: [&str; super::VERDICTS as usize] = [
+        "not_bfd",
+        "passed",
+        "replied",
+        "dropped",
+        "heard",
+        "orphaned",
+        "echo_reflected",
+        "echo_passed",
+    ];
 }
 pub const VERDICTS: u32 = 8;
 

@@ -53,23 +53,42 @@ pub const fn gap_bucket(gap_ns: u64) -> usize {
     GAP_BOUNDS_NS.len()
 }
 
-/// The ratio bucket of `gap_ns` against `detect_ns`: the least number of
-/// tenths of the detection time that holds the gap (0 for no gap at all),
-/// 11 beyond a whole detection time; `None` without a detection time
-/// (nothing heard yet to set it). Clamped last and by one compare, so that
+/// `gap_ns` in thousandths of `detect_ns`, rounded up; `None` without a
+/// detection time (nothing heard yet to set it). Wrapping only past 200
+/// days of gap (a checked multiply needs a 128-bit helper BPF does not
+/// have).
+#[inline(always)]
+pub const fn ratio_permille(gap_ns: u64, detect_ns: u64) -> Option<u64> {
+    if detect_ns == 0 {
+        return None;
+    }
+    Some(gap_ns.wrapping_mul(1000).wrapping_add(detect_ns - 1) / detect_ns)
+}
+
+/// The ratio bucket of a gap `permille` thousandths of its detection time
+/// ([`ratio_permille`]): the least number of tenths that holds it
+/// (ceil(ceil(1000 r) / 100) = ceil(10 r): exact), 0 for no gap at all, 11
+/// beyond a whole detection time. Clamped last and by one compare, so that
 /// the verifier sees the index bounded (an index one below, as LLVM
 /// rewrote it, was refused; a compare chain per tenth cost 200 000
 /// verified instructions).
 #[inline(always)]
-pub const fn ratio_bucket(gap_ns: u64, detect_ns: u64) -> Option<usize> {
-    if detect_ns == 0 {
-        return None;
-    }
-    // ceil(10 gap / detect). Wrapping only past 58 years of gap (a checked
-    // multiply needs a 128-bit helper BPF does not have).
-    let tenths = gap_ns.wrapping_mul(10).wrapping_add(detect_ns - 1) / detect_ns;
+pub const fn ratio_bucket_of(permille: u64) -> usize {
+    // Not div_ceil: its remainder test is a branch the verifier explores
+    // twice on every path after it.
+    #[allow(clippy::manual_div_ceil)]
+    let tenths = (permille + 99) / 100;
     let last = RATIO_BUCKETS as u64 - 1;
-    Some(if tenths > last { last } else { tenths } as usize)
+    (if tenths > last { last } else { tenths }) as usize
+}
+
+/// The ratio bucket of `gap_ns` against `detect_ns` (`None`: no detection
+/// time).
+pub const fn ratio_bucket(gap_ns: u64, detect_ns: u64) -> Option<usize> {
+    match ratio_permille(gap_ns, detect_ns) {
+        Some(permille) => Some(ratio_bucket_of(permille)),
+        None => None,
+    }
 }
 
 /// The ratio thresholds the over-budget counters count gaps beyond, in
@@ -79,7 +98,7 @@ pub const fn ratio_bucket(gap_ns: u64, detect_ns: u64) -> Option<usize> {
 pub const OVER_BUDGET_TENTHS: [usize; 3] = [5, 8, 10];
 
 /// One direction's gaps of one session, as one plane (one CPU of the fast
-/// path, or userspace) measured them. 16 + 12 + 3 = 31 u64s, 248 bytes,
+/// path, or userspace) measured them. 16 + 12 + 4 = 32 u64s, 256 bytes,
 /// no padding.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +111,9 @@ pub struct GapHistogram {
     /// Gaps recorded, and their sum, ns.
     pub count: u64,
     pub sum_ns: u64,
+    /// The sum of the ratios counted in `ratio`, in thousandths (each
+    /// rounded up).
+    pub ratio_sum_permille: u64,
     /// The largest gap recorded, ns.
     pub max_ns: u64,
 }
@@ -108,6 +130,7 @@ impl GapHistogram {
         ratio: [0; RATIO_BUCKETS],
         count: 0,
         sum_ns: 0,
+        ratio_sum_permille: 0,
         max_ns: 0,
     };
 
@@ -118,8 +141,9 @@ impl GapHistogram {
         if bucket < GAP_BUCKETS {
             self.seconds[bucket] += 1;
         }
-        if let Some(r) = ratio_bucket(gap_ns, detect_ns) {
-            self.ratio[r] += 1;
+        if let Some(permille) = ratio_permille(gap_ns, detect_ns) {
+            self.ratio[ratio_bucket_of(permille)] += 1;
+            self.ratio_sum_permille += permille;
         }
         self.count += 1;
         self.sum_ns += gap_ns;
@@ -138,6 +162,7 @@ impl GapHistogram {
         }
         self.count += other.count;
         self.sum_ns += other.sum_ns;
+        self.ratio_sum_permille += other.ratio_sum_permille;
         self.max_ns = self.max_ns.max(other.max_ns);
     }
 
@@ -150,7 +175,7 @@ impl GapHistogram {
 /// Value of the per-CPU `LC_GAPS` array by slot: the fast path's receive
 /// gaps (between valid packets from the peer, against our detection time)
 /// and transmit gaps (before each RX-clocked reply, since our last packet
-/// whoever sent it, against the peer's detection time). 496 bytes.
+/// whoever sent it, against the peer's detection time). 512 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SessionGaps {
@@ -172,12 +197,12 @@ mod tests {
 
     #[test]
     fn layout_is_pinned() {
-        assert_eq!(size_of::<GapHistogram>(), 248);
+        assert_eq!(size_of::<GapHistogram>(), 256);
         assert_eq!(offset_of!(GapHistogram, ratio), 128);
         assert_eq!(offset_of!(GapHistogram, count), 224);
-        assert_eq!(offset_of!(GapHistogram, max_ns), 240);
-        assert_eq!(size_of::<SessionGaps>(), 496);
-        assert_eq!(offset_of!(SessionGaps, tx), 248);
+        assert_eq!(offset_of!(GapHistogram, max_ns), 248);
+        assert_eq!(size_of::<SessionGaps>(), 512);
+        assert_eq!(offset_of!(SessionGaps, tx), 256);
     }
 
     #[test]
@@ -225,6 +250,8 @@ mod tests {
         assert_eq!(h.seconds.iter().sum::<u64>(), 7);
         assert_eq!(h.ratio.iter().sum::<u64>(), 6);
         assert_eq!(h.max_ns, 40 * MS);
+        // 500 + 501 + 800 + 801 + 1000 + 1034 thousandths.
+        assert_eq!(h.ratio_sum_permille, 4636);
         let mut twice = h;
         twice.add(&h);
         assert_eq!(

@@ -79,6 +79,9 @@ pub struct EngineConfig {
     /// adopted; its sessions are sent AdminDown and start afresh (the
     /// restart scenario's handover phases must fail with it).
     pub handover_adopt: bool,
+    /// Where the OpenMetrics endpoint listens (`[engine] metrics =
+    /// "127.0.0.1:9788"`, issue 41); `None` (the default): no endpoint.
+    pub metrics: Option<std::net::SocketAddr>,
     /// FRR bfdd's dataplane listener (`bfdd --dplaneaddr ipv4:ADDR:PORT`):
     /// the engine connects and runs the sessions bfdd hands it.
     pub frr_dataplane: Option<std::net::SocketAddr>,
@@ -222,6 +225,16 @@ impl EngineConfig {
                 )
             })?),
         };
+        let metrics = match raw.engine.metrics {
+            None => None,
+            Some(addr) => Some(addr.parse().map_err(|_| {
+                invalid(
+                    "engine.metrics",
+                    &addr,
+                    "must be ADDRESS:PORT for the OpenMetrics endpoint, e.g. 127.0.0.1:9788",
+                )
+            })?),
+        };
         let frr_backend_name = raw.engine.frr_backend.as_deref().unwrap_or("xdp");
         let frr_backend: BackendKind = frr_backend_name.parse().map_err(|_| {
             invalid(
@@ -304,6 +317,7 @@ impl EngineConfig {
                         .unwrap_or(Path::new(DEFAULT_CONTROL_SOCKET)),
                 ),
             },
+            metrics,
             frr_dataplane,
             frr_backend,
             frr_hold_seconds: frr_hold_seconds as u32,

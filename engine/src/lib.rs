@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod echo;
 pub mod io;
 pub mod log;
+pub mod metrics;
 pub mod reload_plan;
 pub mod session;
 pub mod wire;

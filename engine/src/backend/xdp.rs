@@ -417,6 +417,21 @@ impl FastPath {
         Ok(slots.get(&slot, 0)?)
     }
 
+    /// Handles of their own on the maps the metrics endpoint reads per
+    /// slot (`LC_GAPS`, `LC_STATE`), for its thread.
+    pub fn metrics_maps(&self) -> Result<crate::metrics::KernelMaps> {
+        let fd = |name: &str| -> Result<MapData> {
+            let (_, fd) = (self.maps.iter())
+                .find(|(n, _)| n == name)
+                .with_context(|| format!("no {name} map"))?;
+            Ok(MapData::from_fd(fd.try_clone()?)?)
+        };
+        Ok(crate::metrics::KernelMaps {
+            gaps: PerCpuArray::try_from(aya::maps::Map::PerCpuArray(fd(names::GAPS_MAP)?))?,
+            state: Array::try_from(aya::maps::Map::Array(fd(names::STATE_MAP)?))?,
+        })
+    }
+
     /// The kernel's view of the session in `slot`.
     pub fn state(&self, slot: u32) -> Result<SessionState> {
         let states: Array<&MapData, SessionState> =

@@ -18,6 +18,7 @@ pub mod offload;
 mod reload;
 mod sessions;
 mod start;
+mod telemetry;
 
 use crate::backend::xdp::{self as fast_path, FastPath};
 use crate::backend::{txtime, Departure, Transmitter};
@@ -129,6 +130,9 @@ pub struct Engine {
     /// Taking over: the connection to the engine that handed over, closed
     /// once our first pass has armed our responder.
     predecessor: Option<std::os::unix::net::UnixStream>,
+    /// The OpenMetrics endpoint's scrapes, answered after each wait
+    /// (`[engine] metrics`).
+    metrics: Option<crate::metrics::LoopSide>,
 }
 
 /// What the signal handlers tell the loop (`linecardd`'s main sets them).
@@ -454,6 +458,7 @@ impl Engine {
             }
             self.wait(wait_ns)?;
             self.serve_control();
+            self.serve_metrics();
             if signals.reload.swap(false, Ordering::Relaxed) {
                 self.reload();
             }
@@ -544,6 +549,13 @@ impl Engine {
                 } else {
                     libc::POLLIN
                 },
+                revents: 0,
+            });
+        }
+        if let Some(metrics) = self.metrics.as_ref() {
+            fds.push(libc::pollfd {
+                fd: metrics.fd(),
+                events: libc::POLLIN,
                 revents: 0,
             });
         }

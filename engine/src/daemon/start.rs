@@ -140,6 +140,13 @@ impl Engine {
         let frr = config
             .frr_dataplane
             .map(|addr| frr::FrrLink::new(addr, config.frr_hold_seconds));
+        let metrics = match config.metrics {
+            Some(addr) => {
+                let kernel = fast.as_ref().map(FastPath::metrics_maps).transpose()?;
+                Some(crate::metrics::start(addr, kernel)?)
+            }
+            None => None,
+        };
         let mut engine = Self {
             config,
             config_path: None,
@@ -165,6 +172,7 @@ impl Engine {
             successor: None,
             successor_prepared: false,
             predecessor,
+            metrics,
         };
         let record = match record {
             Some(record) if !engine.config.handover_adopt => {

@@ -12,6 +12,7 @@ mod auth_tests;
 mod demand_tests;
 pub mod handover;
 pub mod table;
+pub mod telemetry;
 #[cfg(test)]
 mod tests;
 
@@ -96,6 +97,8 @@ pub struct Session {
     auth: Option<Auth>,
     rng: u64,
     counters: Counters,
+    /// For the metrics endpoint only (never read by the state machine).
+    telemetry: telemetry::Telemetry,
     /// The negative control `engine.never_leave_init`: the three-way
     /// handshake never completes (6.8.6's Init -> Up is skipped).
     handshake_broken: bool,
@@ -136,6 +139,7 @@ impl Session {
             auth: None,
             rng: seed | 1,
             counters: Counters::default(),
+            telemetry: telemetry::Telemetry::default(),
             handshake_broken: false,
         }
     }
@@ -190,6 +194,11 @@ impl Session {
     pub fn remote_demand_active(&self) -> bool {
         self.remote.demand && self.state == State::Up && self.remote.state == State::Up
     }
+    /// What the metrics endpoint shows of this session (`telemetry`).
+    pub fn telemetry(&self) -> &telemetry::Telemetry {
+        &self.telemetry
+    }
+
     pub fn counters(&self) -> Counters {
         self.counters
     }
@@ -210,6 +219,7 @@ impl Session {
         self.state = to;
         self.local_diag = diag;
         self.counters.transitions += 1;
+        self.telemetry.transition(&transition);
         if to == State::Up {
             // Leaving slow start changes Desired Min TX: Poll (6.8.3).
             self.change_timers(
@@ -394,6 +404,7 @@ impl Session {
             return Err(DropReason::AdminDown);
         }
         self.counters.packets_in += 1;
+        self.telemetry.received(now, detection_before as Nanos);
         let previous_min_rx = self.remote.min_rx_us;
         self.remote = Remote {
             discr: packet.my_discr,
@@ -634,7 +645,7 @@ impl Session {
             self.counters.packets_out += 1;
             self.counters.finals_sent += 1;
             // P and F are never set together (4.1); P rides the next packet.
-            return Some(self.sent(self.packet(false, true)));
+            return Some(self.sent(now, self.packet(false, true)));
         }
         let due = self.next_tx_ns?;
         if now - due < 0 || !self.may_transmit() {
@@ -646,13 +657,17 @@ impl Session {
         if self.polling && self.poll_sent_ns.is_none() {
             self.poll_sent_ns = Some(now);
         }
-        Some(self.sent(self.packet(self.polling, false)))
+        Some(self.sent(now, self.packet(self.polling, false)))
     }
 
     /// A packet leaves: it carries the sequence number it takes (shared
     /// with the kernel's replies on the xdp backend), the next one the
     /// next.
-    fn sent(&mut self, mut packet: Repr) -> Repr {
+    fn sent(&mut self, now: Nanos, mut packet: Repr) -> Repr {
+        // The peer's detection time (6.8.4): its Detect Mult times the
+        // interval we send at.
+        let peer_detect = Nanos::from(self.remote.detect_mult) * self.tx_interval_ns();
+        self.telemetry.sent(now, peer_detect);
         if let Some(auth) = &mut self.auth {
             let sequence = auth.take_sequence();
             if let Some(section) = packet.auth.as_mut().filter(|s| s.sequence.is_some()) {

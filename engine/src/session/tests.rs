@@ -517,3 +517,54 @@ fn the_broken_handshake_negative_control_stops_at_init() {
     fresh.receive_repr(MS, &remote(State::Init, 0)).unwrap();
     assert_eq!(fresh.state(), State::Init);
 }
+
+/// The metrics endpoint's view (issue 41): each gap userspace saw, in
+/// seconds and against the detection time it ran under; each departure
+/// from Up by its diagnostic. Read only, never part of a decision.
+#[test]
+fn telemetry_records_each_gap_against_its_detection_time_and_each_down() {
+    use linecard_common::gaps::{gap_bucket, ratio_bucket};
+    let mut s = up_session();
+    let before = s.telemetry().gaps.rx;
+    // Up since 3 ms; 30 ms detection time (3 x 10 ms). A packet 27 ms
+    // later: 0.9 of it, over budget at 0.5 and 0.8.
+    s.receive_repr(30 * MS, &remote(State::Up, 0x1111)).unwrap();
+    let rx = s.telemetry().gaps.rx;
+    assert_eq!(rx.count, before.count + 1);
+    assert_eq!(rx.max_ns, 27_000_000);
+    assert_eq!(
+        rx.seconds[gap_bucket(27_000_000)],
+        before.seconds[gap_bucket(27_000_000)] + 1
+    );
+    assert_eq!(rx.ratio[ratio_bucket(27_000_000, 30_000_000).unwrap()], 1);
+    assert_eq!(
+        (rx.over_budget(5), rx.over_budget(8), rx.over_budget(10)),
+        (1, 1, 0)
+    );
+
+    // Our packets: the peer's detection time is its mult (3) times our
+    // 10 ms interval.
+    let tx_before = s.telemetry().gaps.tx.count;
+    let first = s.next_transmit_ns().unwrap();
+    s.poll_transmit(first).unwrap();
+    let second = s.next_transmit_ns().unwrap();
+    s.poll_transmit(second).unwrap();
+    let tx = s.telemetry().gaps.tx;
+    assert_eq!(tx.count, tx_before + 2);
+    let gap = (second - first) as u64;
+    assert!(
+        tx.ratio[ratio_bucket(gap, 30_000_000).unwrap()] >= 1,
+        "{tx:?}"
+    );
+
+    // A detection: one Down, Diag 1; Down -> Init -> Up again is no down.
+    assert_eq!(s.telemetry().downs.iter().sum::<u64>(), 0);
+    s.on_timer(60 * MS).unwrap();
+    assert_eq!(s.telemetry().downs[1], 1);
+    assert_eq!(s.telemetry().downs.iter().sum::<u64>(), 1);
+    let last = s.telemetry().last_down.unwrap();
+    assert_eq!(
+        (last.to, last.diag),
+        (State::Down, D::ControlDetectionTimeExpired)
+    );
+}

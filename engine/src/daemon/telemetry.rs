@@ -1,0 +1,89 @@
+//! The loop's side of the metrics endpoint (`crate::metrics`): a scrape
+//! waiting is answered with a copy of what userspace knows of each
+//! session; the endpoint's thread reads the kernel's maps and encodes.
+
+use super::Engine;
+use crate::metrics::{SessionRow, Snapshot};
+use linecard_api::control::{Diagnostic, ThreadPolicy};
+use linecard_common::bfd::{verdict, DropReason};
+
+impl Engine {
+    /// Answers the scrapes waiting, if any (the loop polls their eventfd).
+    pub(super) fn serve_metrics(&self) {
+        if let Some(metrics) = &self.metrics {
+            metrics.serve(|| self.metrics_snapshot());
+        }
+    }
+
+    fn metrics_snapshot(&self) -> Snapshot {
+        let kernel = self.fast_path_counters();
+        let sessions = self
+            .table
+            .ids()
+            .filter_map(|id| {
+                let (path, session, peer) = self.table.get(id)?;
+                let telemetry = session.telemetry();
+                let counters = session.counters();
+                Some(SessionRow {
+                    local: path.local,
+                    peer: path.peer,
+                    multihop: path.multihop,
+                    backend: peer.spec.backend.to_string(),
+                    state: session.state(),
+                    downs: (telemetry.downs.iter().enumerate())
+                        .filter(|(_, &n)| n > 0)
+                        .map(|(bits, &n)| (Diagnostic::from_bits(bits as u8), n))
+                        .collect(),
+                    last_down: telemetry.last_down.map(|t| (self.unix_ns(t.at_ns), t.diag)),
+                    userspace_in: counters.packets_in,
+                    userspace_out: counters.packets_out,
+                    userspace_gaps: telemetry.gaps,
+                    // The slot is the session's index in the kernel's
+                    // per-session arrays (`handover::SessionRecord`).
+                    kernel_slot: self.fast.as_ref().map(|_| id as u32),
+                })
+            })
+            .collect();
+        let mut drops = self.drops;
+        if let Some(k) = &kernel {
+            for (total, kernel) in drops.iter_mut().zip(&k.drops) {
+                *total += kernel;
+            }
+        }
+        for (_, _, peer) in self.table.ids().filter_map(|id| self.table.get(id)) {
+            for (total, own) in drops.iter_mut().zip(peer.drops) {
+                *total += own;
+            }
+        }
+        Snapshot {
+            sessions,
+            drops: (DropReason::ALL.iter().zip(drops))
+                .map(|(reason, n)| {
+                    (
+                        linecard_common::bfd::drop::name(*reason as u32).to_string(),
+                        n,
+                    )
+                })
+                .collect(),
+            verdicts: kernel
+                .as_ref()
+                .map(|k| {
+                    (verdict::NAMES.iter().enumerate())
+                        .map(|(i, name)| {
+                            let n = k.verdicts_per_cpu.iter().map(|cpu| cpu[i]).sum();
+                            (name.to_string(), n)
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            responder: kernel.and_then(|k| k.responder).map(|policy| {
+                match policy {
+                    ThreadPolicy::Deadline { .. } => "SCHED_DEADLINE",
+                    ThreadPolicy::Fifo { .. } => "SCHED_FIFO",
+                    ThreadPolicy::Normal { .. } => "SCHED_OTHER",
+                }
+                .to_string()
+            }),
+        }
+    }
+}

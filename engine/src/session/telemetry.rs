@@ -1,0 +1,73 @@
+//! What a session keeps for the metrics endpoint (issue 41): the gaps
+//! userspace measured between the packets it handled itself, and each
+//! time the session left Up, by diagnostic. Kept beside the state machine,
+//! never read by it: nothing here decides anything on the wire.
+//!
+//! The gaps are userspace's own, at the instant the loop judged a packet
+//! heard or handed one to the backend. On the xdp backend the kernel
+//! measures where the packet is (`LC_GAPS`), and the endpoint shows the
+//! kernel's figures for those sessions instead.
+
+use super::Nanos;
+use linecard_api::control::{State, Transition};
+use linecard_common::gaps::SessionGaps;
+
+/// Diagnostic codes are 5 bits (RFC 5880 4.1).
+pub const DIAGNOSTICS: usize = 32;
+
+#[derive(Clone, Debug)]
+pub struct Telemetry {
+    /// Receive gaps against our detection time, transmit gaps against the
+    /// peer's (6.8.4).
+    pub gaps: SessionGaps,
+    /// Transitions out of Up, by the diagnostic they carried: what pulls
+    /// a route.
+    pub downs: [u64; DIAGNOSTICS],
+    /// The last of them.
+    pub last_down: Option<Transition>,
+    last_rx_ns: Option<Nanos>,
+    last_tx_ns: Option<Nanos>,
+}
+
+impl Default for Telemetry {
+    fn default() -> Self {
+        Self {
+            gaps: SessionGaps::default(),
+            downs: [0; DIAGNOSTICS],
+            last_down: None,
+            last_rx_ns: None,
+            last_tx_ns: None,
+        }
+    }
+}
+
+impl Telemetry {
+    pub fn transition(&mut self, t: &Transition) {
+        if t.from == State::Up && t.to != State::Up {
+            self.downs[usize::from(t.diag.bits()) % DIAGNOSTICS] += 1;
+            self.last_down = Some(*t);
+        }
+    }
+
+    /// A valid packet heard at `now`, while `detect_ns` (0: none yet) was
+    /// the detection time running.
+    pub fn received(&mut self, now: Nanos, detect_ns: Nanos) {
+        if let Some(previous) = self.last_rx_ns.filter(|&p| now > p) {
+            self.gaps
+                .rx
+                .record((now - previous) as u64, detect_ns.max(0) as u64);
+        }
+        self.last_rx_ns = Some(now);
+    }
+
+    /// A packet handed to the backend at `now`, while `peer_detect_ns` (0:
+    /// not known) was the peer's detection time.
+    pub fn sent(&mut self, now: Nanos, peer_detect_ns: Nanos) {
+        if let Some(previous) = self.last_tx_ns.filter(|&p| now > p) {
+            self.gaps
+                .tx
+                .record((now - previous) as u64, peer_detect_ns.max(0) as u64);
+        }
+        self.last_tx_ns = Some(now);
+    }
+}
