@@ -15,6 +15,7 @@ fi
 PACKAGES=(
     frr bird2 stress-ng tcpdump libpcap-dev bpftool iproute2 ethtool
     openssh-server netcat-openbsd iputils-ping procps python3 tshark chromium
+    prometheus curl
     lintian dpkg-dev man-db passwd util-linux systemd
 )
 missing=()

@@ -29,12 +29,18 @@ fn answer(
     stream.set_read_timeout(Some(Duration::from_secs(1)))?;
     stream.set_write_timeout(Some(Duration::from_secs(5)))?;
     let Some(head) = read_head(&mut stream)? else {
-        return respond(
+        respond(
             &mut stream,
             "400 Bad Request",
             "text/plain",
             "bad request\n",
-        );
+        )?;
+        // Unread bytes at close would reset the connection and lose the
+        // answer: read what is left, briefly and bounded.
+        stream.shutdown(std::net::Shutdown::Write)?;
+        stream.set_read_timeout(Some(Duration::from_millis(100)))?;
+        let _ = std::io::copy(&mut (&stream).take(1 << 16), &mut std::io::sink());
+        return Ok(());
     };
     let request_line = head.lines().next().unwrap_or_default();
     let mut parts = request_line.split_whitespace();
@@ -92,4 +98,60 @@ fn respond(
     )?;
     stream.write_all(body.as_bytes())?;
     stream.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{start, Snapshot};
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+
+    /// One request's whole answer from an endpoint on loopback.
+    fn ask(addr: std::net::SocketAddr, request: &[u8]) -> String {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        stream.write_all(request).unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    }
+
+    #[test]
+    fn a_scrape_gets_the_loop_s_snapshot_and_anything_else_a_clear_refusal() {
+        // Port 0: the kernel picks; read it back from a probe bind.
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = probe.local_addr().unwrap();
+        drop(probe);
+        let loop_side = start(addr, None).unwrap();
+        // The loop's part, on a thread of the test: answer each wake.
+        std::thread::spawn(move || loop {
+            let mut fd = libc::pollfd {
+                fd: loop_side.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one pollfd of ours, 1 s timeout.
+            unsafe { libc::poll(&mut fd, 1, 1000) };
+            loop_side.serve(Snapshot::default);
+        });
+        let scraped = ask(addr, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(scraped.starts_with("HTTP/1.1 200 OK\r\n"), "{scraped}");
+        assert!(
+            scraped.contains("application/openmetrics-text"),
+            "{scraped}"
+        );
+        assert!(scraped.ends_with("# EOF\n"), "{scraped}");
+        let other = ask(addr, b"GET /admin HTTP/1.1\r\n\r\n");
+        assert!(other.starts_with("HTTP/1.1 404 Not Found\r\n"), "{other}");
+        let posted = ask(addr, b"POST /metrics HTTP/1.1\r\n\r\n");
+        assert!(posted.starts_with("HTTP/1.1 404"), "{posted}");
+        // A head past the limit is refused without waiting for its end.
+        let flood = vec![b'a'; super::HEAD_LIMIT + 2048];
+        let flooded = ask(addr, &flood);
+        assert!(
+            flooded.starts_with("HTTP/1.1 400 Bad Request\r\n"),
+            "{flooded}"
+        );
+        // And the endpoint still serves.
+        assert!(ask(addr, b"GET /metrics HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 200"));
+    }
 }

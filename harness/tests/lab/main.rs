@@ -20,6 +20,7 @@ mod handover;
 mod inject;
 mod interop;
 mod local_lab;
+mod metrics;
 mod multihop;
 mod package;
 mod reload;

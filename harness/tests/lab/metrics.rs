@@ -1,0 +1,296 @@
+//! linecardd's OpenMetrics endpoint scraped by a real Prometheus (Debian's
+//! `prometheus`, issue 41): two xdp sessions at 10 x 100 ms (a detection
+//! time of 1 s) against FRR bfdd. A quiet window first, where no gap may
+//! count over budget; then FRR stopped (SIGSTOP) for 850 ms, so that one
+//! receive gap per session lands between 0.85 and 0.95 of the detection
+//! time: over budget at 0.5 and 0.8, not at 1.0, and no Down. The
+//! kernel's histogram must hold the capture's largest peer-to-DUT gap in
+//! its highest non-empty bucket, and Prometheus must hold what the
+//! endpoint said. Then FRR killed: each session leaves Up once, with
+//! Diag 1, in the endpoint's words and in Prometheus's.
+
+use crate::common::*;
+use linecard_harness::lab::spec::{self, DUT};
+use linecard_harness::procs::{start_frr_bfdd, Daemon, PeerSession};
+use std::time::{Duration, Instant};
+
+const SESSIONS: usize = 2;
+/// Where linecardd listens for scrapes and Prometheus for queries, both
+/// on the DUT namespace's loopback.
+const METRICS: &str = "127.0.0.1:19788";
+const PROMETHEUS: &str = "127.0.0.1:19790";
+/// How long FRR is stopped: 0.85 of the 1 s detection time.
+const STOP_MS: u64 = 850;
+
+/// `curl -s ARGS` in the DUT's namespace: its output.
+fn curl(args: &[&str]) -> String {
+    let out = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            DUT.namespace,
+            "curl",
+            "-s",
+            "--max-time",
+            "5",
+        ])
+        .args(args)
+        .output()
+        .expect("curl (apt-get install curl)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The endpoint's text.
+fn scrape() -> String {
+    curl(&[&format!("http://{METRICS}/metrics")])
+}
+
+/// The values of the endpoint's samples whose line starts with `name{`
+/// and contains every one of `having`.
+fn samples(text: &str, name: &str, having: &[&str]) -> Vec<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) && having.iter().all(|h| l.contains(h)))
+        .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+        .collect()
+}
+
+/// Prometheus's instant value of `query` (one series, or their sum), or
+/// `None` if it has none yet.
+fn prometheus(query: &str) -> Option<f64> {
+    let body = curl(&[
+        "-G",
+        &format!("http://{PROMETHEUS}/api/v1/query"),
+        "--data-urlencode",
+        &format!("query={query}"),
+    ]);
+    let reply: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let result = reply["data"]["result"].as_array()?;
+    let first = result.first()?;
+    first["value"][1].as_str()?.parse().ok()
+}
+
+/// Waits (bounded) until Prometheus's `query` is `want`.
+fn wait_prometheus(query: &str, want: f64, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    loop {
+        let got = prometheus(query);
+        if got == Some(want) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus: {query} is {got:?}, not {want}, after {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn start_prometheus(dir: &std::path::Path) -> Daemon {
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+             scrape_configs:\n  - job_name: linecardd\n    static_configs:\n      - targets: ['{METRICS}']\n"
+        ),
+    )
+    .unwrap();
+    Daemon::spawn(
+        "prometheus",
+        DUT.namespace,
+        Some(&spec::cpuset_dir(spec::REST_CPUSET)),
+        "prometheus",
+        &[
+            format!("--config.file={}", config.display()),
+            format!("--storage.tsdb.path={}", dir.join("tsdb").display()),
+            format!("--web.listen-address={PROMETHEUS}"),
+        ],
+        &dir.join("prometheus.log"),
+    )
+    .expect("prometheus (apt-get install prometheus)")
+}
+
+#[test]
+fn prometheus_holds_the_fast_path_s_gaps_and_downs_as_the_wire_shows_them() {
+    if !privileged("prometheus_holds_the_fast_path_s_gaps_and_downs_as_the_wire_shows_them") {
+        return;
+    }
+    let _lock = lock_lab();
+    assert_exit(&linecard(&["lab", "up"]), 0, "lab up");
+    let dir = scratch_dir("metrics");
+    let pairs = AddressPairs::add(SESSIONS);
+    let peer_sessions: Vec<PeerSession> = (pairs.peer_sessions().into_iter())
+        .map(|s| PeerSession {
+            tx_ms: 100,
+            rx_ms: 100,
+            multiplier: 10,
+            ..s
+        })
+        .collect();
+    let rest = spec::cpuset_dir(spec::REST_CPUSET);
+    let mut frr = start_frr_bfdd(
+        "frr",
+        spec::PEER.namespace,
+        Some(&rest),
+        &dir,
+        &peer_sessions,
+    )
+    .unwrap();
+    let socket = dir.join("dut.sock");
+    let mut config = format!(
+        "[engine]\ncontrol_socket = \"{}\"\nmetrics = \"{METRICS}\"\n",
+        socket.display()
+    );
+    for i in 0..SESSIONS {
+        config.push_str(&format!(
+            "\n[[session]]\npeer = \"{}\"\nlocal = \"{}\"\ntx_interval_ms = 100\nrx_interval_ms = 100\n\
+             multiplier = 10\nbackend = \"xdp\"\ninterface = \"eth0\"\n",
+            pair_peer_address(i),
+            pair_dut_address(i)
+        ));
+    }
+    let mut dut = start_linecardd_toml(&dir, &config);
+    wait_sessions(
+        &socket,
+        &mut dut,
+        Duration::from_secs(30),
+        "both sessions Up and offloaded",
+        |s| {
+            (s.iter())
+                .filter(|s| s["state"] == "up" && s["offloaded"] == true)
+                .count()
+                == SESSIONS
+        },
+    );
+    let capture = capture_dut_port(&dir);
+    let mut prometheus_daemon = start_prometheus(&dir);
+    wait_prometheus(r#"up{job="linecardd"}"#, 1.0, Duration::from_secs(60));
+
+    // The quiet window: gaps measured in the kernel, none over budget.
+    std::thread::sleep(Duration::from_secs(3));
+    let window_start = epoch_ns();
+    let quiet = scrape();
+    let kernel = [r#"path="kernel""#, r#"direction="receive""#];
+    let rx_counts = samples(
+        &quiet,
+        "linecard_bfd_receive_gap_seconds_count",
+        &[r#"path="kernel""#],
+    );
+    assert_eq!(rx_counts.len(), SESSIONS, "{quiet}");
+    assert!(
+        rx_counts.iter().all(|&n| n >= 20.0),
+        "the kernel measured: {rx_counts:?}"
+    );
+    let over = |text: &str, threshold: &str| -> Vec<f64> {
+        let t = format!(r#"threshold="{threshold}""#);
+        samples(
+            text,
+            "linecard_bfd_gap_over_budget_total",
+            &[kernel[0], kernel[1], &t],
+        )
+    };
+    assert_eq!(
+        over(&quiet, "0.5"),
+        [0.0; SESSIONS],
+        "a quiet window has no gap over budget"
+    );
+
+    // FRR stopped for 0.85 of the detection time.
+    let frr_pid = frr.pid() as libc::pid_t;
+    // SAFETY: signals to the bfdd this test started, by PID.
+    unsafe { libc::kill(frr_pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(STOP_MS));
+    // SAFETY: as above.
+    unsafe { libc::kill(frr_pid, libc::SIGCONT) };
+    std::thread::sleep(Duration::from_secs(3));
+    let after = scrape();
+    let window_end = epoch_ns();
+    assert_eq!(over(&after, "0.5"), [1.0; SESSIONS], "{after}");
+    assert_eq!(over(&after, "0.8"), [1.0; SESSIONS], "{after}");
+    assert_eq!(over(&after, "1.0"), [0.0; SESSIONS], "{after}");
+    assert_eq!(
+        samples(&after, "linecard_bfd_session_state", &[]),
+        [3.0; SESSIONS],
+        "still Up"
+    );
+    // Prometheus holds what the endpoint said.
+    wait_prometheus(
+        r#"sum(linecard_bfd_gap_over_budget_total{path="kernel",direction="receive",threshold="0.8"})"#,
+        SESSIONS as f64,
+        Duration::from_secs(10),
+    );
+
+    // The capture's largest peer-to-DUT gap of each session between the
+    // two scrapes lies in the highest bucket the kernel's histogram
+    // gained a gap in over them.
+    let pcap = capture.finish().unwrap();
+    let analysis = analyze_window(pcap, "stop", window_start, window_end);
+    let buckets_of = |text: &str, peer_label: &str| -> Vec<(f64, f64)> {
+        (text.lines())
+            .filter(|l| {
+                l.starts_with("linecard_bfd_receive_gap_seconds_bucket{") && l.contains(peer_label)
+            })
+            .map(|l| {
+                let le = l.split("le=\"").nth(1).unwrap().split('"').next().unwrap();
+                let le = if le == "+Inf" {
+                    f64::INFINITY
+                } else {
+                    le.parse().unwrap()
+                };
+                (le, l.rsplit(' ').next().unwrap().parse().unwrap())
+            })
+            .collect()
+    };
+    for i in 0..SESSIONS {
+        let (peer, ours) = (
+            pair_peer_address(i).to_string(),
+            pair_dut_address(i).to_string(),
+        );
+        let flow = (analysis.phases[0].result.flows.iter())
+            .find(|f| f.src == peer && f.dst == ours)
+            .unwrap_or_else(|| panic!("no {peer} -> {ours} on the capture"));
+        let wire_max_s = flow.gap_ms.max / 1000.0;
+        let peer_label = format!(r#"peer="{peer}""#);
+        let before = buckets_of(&quiet, &peer_label);
+        let buckets: Vec<(f64, f64)> = (buckets_of(&after, &peer_label).into_iter())
+            .zip(before)
+            .map(|((le, n), (_, was))| (le, n - was))
+            .collect();
+        let total = buckets.last().unwrap().1;
+        // The highest non-empty bucket: the first bound whose cumulative
+        // count reaches the total; its lower bound the previous one.
+        let top = buckets.iter().position(|&(_, n)| n == total).unwrap();
+        let (low, high) = (
+            if top == 0 { 0.0 } else { buckets[top - 1].0 },
+            buckets[top].0,
+        );
+        assert!(
+            (0.85..0.95).contains(&wire_max_s) && low < wire_max_s && wire_max_s <= high,
+            "session {i}: the capture's largest gap {wire_max_s} s is not in ({low}, {high}]"
+        );
+    }
+
+    // FRR gone without a farewell: each session leaves Up once, Diag 1.
+    frr.kill().unwrap();
+    wait_sessions(
+        &socket,
+        &mut dut,
+        Duration::from_secs(10),
+        "both sessions Down",
+        |s| s.iter().all(|s| s["state"] == "down"),
+    );
+    let downs = samples(
+        &scrape(),
+        "linecard_bfd_session_down_total",
+        &[r#"diag="control_detection_time_expired""#],
+    );
+    assert_eq!(downs, [1.0; SESSIONS]);
+    wait_prometheus(
+        r#"sum(linecard_bfd_session_down_total{diag="control_detection_time_expired"})"#,
+        SESSIONS as f64,
+        Duration::from_secs(10),
+    );
+    prometheus_daemon.stop().unwrap();
+    dut.stop().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
