@@ -55,6 +55,8 @@ pub struct Switches {
     pub echo_unlisted: bool,
     /// `names::GTSM_FIRST_GLOBAL`: GTSM before the echo branch.
     pub gtsm_first: bool,
+    /// `names::NO_GAPS_GLOBAL`: no gap recorded (the bench's comparison).
+    pub no_gaps: bool,
 }
 
 /// What a loaded `lc_bfd` is: the embedded object's bytes and the
@@ -67,6 +69,7 @@ pub fn identity(switches: Switches) -> Result<String, ObjectError> {
         u8::from(switches.unverified_auth),
         u8::from(switches.echo_unlisted),
         u8::from(switches.gtsm_first),
+        u8::from(switches.no_gaps),
     ]);
     let hash = bytes.fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
@@ -98,6 +101,7 @@ pub fn load_adopting(
             u8::from(switches.echo_unlisted),
         ),
         (names::GTSM_FIRST_GLOBAL, u8::from(switches.gtsm_first)),
+        (names::NO_GAPS_GLOBAL, u8::from(switches.no_gaps)),
     ];
     let mut loader = aya::EbpfLoader::new();
     for (name, value) in &values {

@@ -103,3 +103,30 @@ fn a_reply_records_both_gaps_and_a_packet_heard_only_the_receive_gap() {
         "{third:?}"
     );
 }
+
+/// The negative control: the same program loaded with `LC_NO_GAPS`
+/// answers the same packet and records nothing (what `linecard bench xdp`
+/// prices the histograms against).
+#[test]
+fn with_no_gaps_set_a_reply_records_nothing() {
+    if !test_run::privileged(module_path!()) {
+        return;
+    }
+    let switches = Switches {
+        no_gaps: true,
+        ..Switches::default()
+    };
+    let mut fast = FastPath::new(session(true), switches);
+    let now = monotonic_ns();
+    let state = SessionState {
+        last_rx_ns: now - 12 * MS,
+        last_tx_ns: now - 11 * MS,
+        detect_ns: 30 * MS,
+        ..fast.state()
+    };
+    fast.set(names::STATE_MAP, SLOT, state);
+    let up = frame(255, &bfd(3, 0, PEER_DISCR, OUR_DISCR));
+    assert_eq!(fast.run(&up).action, XDP_TX, "answered");
+    assert_eq!(fast.state().rx_packets, 1, "heard");
+    assert_eq!(gaps(&fast), SessionGaps::default());
+}

@@ -104,6 +104,10 @@ pub mod names {
     /// branch, so our own echo returning at TTL 254 is dropped. A negative
     /// control of the fast-path tests.
     pub const GTSM_FIRST_GLOBAL: &str = "LC_GTSM_FIRST";
+    /// Load-time constant (`.rodata`, u8): 1 records no gap into
+    /// `GAPS_MAP`. Only `linecard bench xdp` sets it, to price the
+    /// histograms against the same program without them.
+    pub const NO_GAPS_GLOBAL: &str = "LC_NO_GAPS";
 }
 
 /// Bumped whenever a shared type changes layout. The object records the

@@ -78,24 +78,9 @@ pub fn run(repeat: u32) -> Result<XdpBench> {
         0,
     )?;
     let auth_cases = install_authenticated_sessions(&mut bpf)?;
-    // Our last reply is forgotten before each replying run: the fast path
-    // hears, not answers, a packet that follows its own sooner than RFC
-    // 5880 6.8.7 allows, and the runs follow each other by microseconds.
-    let mut states: aya::maps::Array<MapData, linecard_common::bfd::SessionState> =
+    let states: aya::maps::Array<MapData, linecard_common::bfd::SessionState> =
         aya::maps::Array::try_from(bpf.take_map(names::STATE_MAP).context("no state map")?)?;
-    let mut forget_our_last_reply = || -> Result<()> {
-        for slot in 0..craft::SLOT + 0x30 {
-            let state = states.get(&slot, 0)?;
-            if state.last_tx_ns != 0 {
-                let forgotten = linecard_common::bfd::SessionState {
-                    last_tx_ns: 0,
-                    ..state
-                };
-                states.set(slot, forgotten, 0)?;
-            }
-        }
-        Ok(())
-    };
+    let mut forget_our_last_reply = forgetting(states);
     let mut guards: aya::maps::Array<MapData, VerifyGuard> =
         aya::maps::Array::try_from(bpf.take_map(names::VERIFY_MAP).context("no verify map")?)?;
     // The authenticated sessions' digest budgets and expected digests, as
@@ -176,6 +161,7 @@ pub fn run(repeat: u32) -> Result<XdpBench> {
             method,
         });
     }
+    rows.push(reply_without_gaps()?);
     Ok(XdpBench {
         repeat,
         verified_instructions,
@@ -183,6 +169,76 @@ pub fn run(repeat: u32) -> Result<XdpBench> {
         userspace_auth: userspace_auth(repeat)?,
         reference_reply_ns: REFERENCE_REPLY_NS,
         goal_reply_ns: GOAL_REPLY_NS,
+    })
+}
+
+/// Our last reply, pushed an age into the past before each replying run:
+/// the fast path hears, not answers, a packet that follows its own sooner
+/// than RFC 5880 6.8.7 allows, and the runs follow each other by
+/// microseconds. Not forgotten (0): then the reply would record no
+/// transmit gap, and the bench would not price it.
+fn forgetting(
+    mut states: aya::maps::Array<MapData, linecard_common::bfd::SessionState>,
+) -> impl FnMut() -> Result<()> {
+    move || {
+        for slot in 0..craft::SLOT + 0x30 {
+            let state = states.get(&slot, 0)?;
+            if state.last_tx_ns > 1 {
+                let long_ago = linecard_common::bfd::SessionState {
+                    last_tx_ns: 1,
+                    ..state
+                };
+                states.set(slot, long_ago, 0)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The plain reply again, on the program loaded with
+/// `names::NO_GAPS_GLOBAL` (no gap recorded), measured as the first row
+/// is: the gap histograms' price is the difference, in one run.
+fn reply_without_gaps() -> Result<XdpRow> {
+    let switches = linecard_bpf_objects::Switches {
+        no_gaps: true,
+        ..Default::default()
+    };
+    let mut bpf = linecard_bpf_objects::load_with(switches)?;
+    let program: &mut Xdp = bpf
+        .program_mut(names::BFD_PROGRAM)
+        .context("no lc_bfd program")?
+        .try_into()?;
+    program.load().context("loading lc_bfd without gaps")?;
+    let mut sessions: HashMap<&mut MapData, u32, SessionConfig> = HashMap::try_from(
+        bpf.map_mut(names::SESSIONS_MAP)
+            .context("no sessions map")?,
+    )?;
+    sessions.insert(craft::OUR_DISCR, craft::session(true), 0)?;
+    let states =
+        aya::maps::Array::try_from(bpf.take_map(names::STATE_MAP).context("no state map")?)?;
+    let mut forget_our_last_reply = forgetting(states);
+    let program: &Xdp = bpf
+        .program(names::BFD_PROGRAM)
+        .context("lc_bfd in the object")?
+        .try_into()?;
+    let frame = craft::frame(255, &craft::peer_up());
+    let mut samples = Vec::with_capacity(SINGLE_RUN_SAMPLES);
+    for _ in 0..SINGLE_RUN_SAMPLES {
+        forget_our_last_reply()?;
+        let out = test_run::run(program, &frame, 1)?;
+        anyhow::ensure!(
+            out.action == XDP_TX,
+            "no reply without gaps ({})",
+            out.action
+        );
+        samples.push(out.mean_ns);
+    }
+    samples.sort_unstable();
+    Ok(XdpRow {
+        case: "reply (Up, XDP_TX), no gap recorded (LC_NO_GAPS)".into(),
+        action: XDP_TX,
+        ns_per_packet: samples[SINGLE_RUN_SAMPLES / 2],
+        method: format!("median of {SINGLE_RUN_SAMPLES} single runs"),
     })
 }
 

@@ -138,6 +138,11 @@ static LC_ECHO_UNLISTED: u8 = 0;
 #[no_mangle]
 static LC_GTSM_FIRST: u8 = 0;
 
+/// `names::NO_GAPS_GLOBAL`: 1 only for `linecard bench xdp`'s reply
+/// without the gap histograms, which prices them.
+#[no_mangle]
+static LC_NO_GAPS: u8 = 0;
+
 /// Reads a load-time constant (`.rodata`): the volatile read keeps LLVM
 /// from folding the default 0, so the loader's value is what runs.
 #[inline(always)]
@@ -236,6 +241,9 @@ fn count(map: &PerCpuArray<u64>, index: u32) {
 /// CPU's histogram.
 #[inline(always)]
 fn record_gap(slot: u32, transmit: bool, gap_ns: u64, detect_ns: u64) {
+    if switch_on(&LC_NO_GAPS) {
+        return;
+    }
     if let Some(gaps) = LC_GAPS.get_ptr_mut(slot) {
         // SAFETY: this CPU's value of a per-CPU array; no other writer.
         let gaps = unsafe { &mut *gaps };
