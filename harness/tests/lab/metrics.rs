@@ -167,8 +167,11 @@ fn prometheus_holds_the_fast_path_s_gaps_and_downs_as_the_wire_shows_them() {
     wait_prometheus(r#"up{job="linecardd"}"#, 1.0, Duration::from_secs(60));
 
     // The quiet window: gaps measured in the kernel, none over budget.
-    std::thread::sleep(Duration::from_secs(3));
+    // The capture's window opens a second before the quiet scrape, so
+    // that it holds the peer's last packet before the stop.
+    std::thread::sleep(Duration::from_secs(2));
     let window_start = epoch_ns();
+    std::thread::sleep(Duration::from_secs(1));
     let quiet = scrape();
     let kernel = [r#"path="kernel""#, r#"direction="receive""#];
     let rx_counts = samples(
