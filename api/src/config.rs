@@ -42,6 +42,9 @@ pub struct EngineSettings {
     /// /metrics); unset: no endpoint.
     pub metrics: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// How many sessions get gap histograms of their own (default 1024).
+    pub metrics_sessions: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub frr_hold_seconds: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub txtime_depth: Option<i64>,

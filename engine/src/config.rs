@@ -82,6 +82,9 @@ pub struct EngineConfig {
     /// Where the OpenMetrics endpoint listens (`[engine] metrics =
     /// "127.0.0.1:9788"`, issue 41); `None` (the default): no endpoint.
     pub metrics: Option<std::net::SocketAddr>,
+    /// How many sessions get gap histograms of their own at the endpoint
+    /// (default 1024); the rest are summed per timer class.
+    pub metrics_sessions: usize,
     /// FRR bfdd's dataplane listener (`bfdd --dplaneaddr ipv4:ADDR:PORT`):
     /// the engine connects and runs the sessions bfdd hands it.
     pub frr_dataplane: Option<std::net::SocketAddr>,
@@ -235,6 +238,14 @@ impl EngineConfig {
                 )
             })?),
         };
+        let metrics_sessions = raw.engine.metrics_sessions.unwrap_or(1024);
+        if !(0..=65_536).contains(&metrics_sessions) {
+            return Err(invalid(
+                "engine.metrics_sessions",
+                &metrics_sessions,
+                "must be 0 to 65536: how many sessions get gap histograms of their own",
+            ));
+        }
         let frr_backend_name = raw.engine.frr_backend.as_deref().unwrap_or("xdp");
         let frr_backend: BackendKind = frr_backend_name.parse().map_err(|_| {
             invalid(
@@ -318,6 +329,7 @@ impl EngineConfig {
                 ),
             },
             metrics,
+            metrics_sessions: metrics_sessions as usize,
             frr_dataplane,
             frr_backend,
             frr_hold_seconds: frr_hold_seconds as u32,

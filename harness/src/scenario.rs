@@ -670,11 +670,12 @@ fn engine_settings_or_text<'de, D: serde::Deserializer<'de>>(
     #[derive(serde::Deserialize)]
     #[serde(untagged)]
     enum Either {
-        Settings(EngineSettings),
+        // Boxed: the settings outweigh the text tenfold.
+        Settings(Box<EngineSettings>),
         Text(String),
     }
     match <Either as serde::Deserialize>::deserialize(d)? {
-        Either::Settings(settings) => Ok(settings),
+        Either::Settings(settings) => Ok(*settings),
         Either::Text(text) => toml::from_str(&text).map_err(serde::de::Error::custom),
     }
 }

@@ -7,6 +7,15 @@ use crate::metrics::{SessionRow, Snapshot};
 use linecard_api::control::{Diagnostic, ThreadPolicy};
 use linecard_common::bfd::{verdict, DropReason};
 
+/// `3x10ms` (`3x500us` below a millisecond's multiple).
+fn timer_class(detect_mult: u8, desired_min_tx_us: u32) -> String {
+    if desired_min_tx_us.is_multiple_of(1000) {
+        format!("{detect_mult}x{}ms", desired_min_tx_us / 1000)
+    } else {
+        format!("{detect_mult}x{desired_min_tx_us}us")
+    }
+}
+
 impl Engine {
     /// Answers the scrapes waiting, if any (the loop polls their eventfd).
     pub(super) fn serve_metrics(&self) {
@@ -41,6 +50,10 @@ impl Engine {
                     // The slot is the session's index in the kernel's
                     // per-session arrays (`handover::SessionRecord`).
                     kernel_slot: self.fast.as_ref().map(|_| id as u32),
+                    timer_class: timer_class(
+                        session.config().detect_mult,
+                        session.config().desired_min_tx_us,
+                    ),
                 })
             })
             .collect();
@@ -57,6 +70,7 @@ impl Engine {
         }
         Snapshot {
             sessions,
+            detailed_sessions: self.config.metrics_sessions,
             drops: (DropReason::ALL.iter().zip(drops))
                 .map(|(reason, n)| {
                     (

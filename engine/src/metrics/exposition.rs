@@ -17,6 +17,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
+use std::collections::BTreeMap;
 
 type Labels = Vec<(&'static str, String)>;
 
@@ -39,6 +40,7 @@ pub fn encode_rows(snapshot: &Snapshot, rows: Vec<(SessionRow, Option<KernelRow>
     let mut registry = Registry::default();
     registry.register_collector(Box::new(Exposition {
         rows,
+        detailed: snapshot.detailed_sessions,
         drops: snapshot.drops.clone(),
         verdicts: snapshot.verdicts.clone(),
         responder: snapshot.responder.clone(),
@@ -53,6 +55,8 @@ pub fn encode_rows(snapshot: &Snapshot, rows: Vec<(SessionRow, Option<KernelRow>
 #[derive(Debug)]
 struct Exposition {
     rows: Vec<(SessionRow, Option<KernelRow>)>,
+    /// How many sessions get histograms of their own ([`Snapshot`]).
+    detailed: usize,
     drops: Vec<(String, u64)>,
     verdicts: Vec<(String, u64)>,
     responder: Option<String>,
@@ -127,6 +131,44 @@ type EachSession<'a> =
     &'a dyn Fn(&mut MetricEncoder, &SessionRow, &Option<KernelRow>) -> std::fmt::Result;
 
 impl Exposition {
+    /// A histogram family: a series per session for the first `detailed`
+    /// sessions, then one per timer class, backend and plane for the rest
+    /// (the cardinality bound: each series is ~15 lines of text).
+    #[allow(clippy::too_many_arguments)]
+    fn histogram_family(
+        &self,
+        encoder: &mut DescriptorEncoder,
+        name: &str,
+        help: &str,
+        unit: Option<&Unit>,
+        pick: fn(&GapHistogramPair) -> GapHistogram,
+        encode: fn(&mut MetricEncoder, &GapHistogram) -> std::fmt::Result,
+    ) -> std::fmt::Result {
+        let mut family = encoder.encode_descriptor(name, help, unit, MetricType::Histogram)?;
+        let mut classes: BTreeMap<(&str, &str, &str), GapHistogram> = BTreeMap::new();
+        for (i, (row, kernel)) in self.rows.iter().enumerate() {
+            let Some((path, pair)) = gaps_of(row, kernel) else {
+                continue;
+            };
+            if i < self.detailed {
+                let labels = with(labels(row), &[("path", path.into())]);
+                encode(&mut family.encode_family(&labels)?, &pick(&pair))?;
+            } else {
+                let key = (row.timer_class.as_str(), row.backend.as_str(), path);
+                classes.entry(key).or_default().add(&pick(&pair));
+            }
+        }
+        for ((timer_class, backend, path), h) in classes {
+            let labels: Labels = vec![
+                ("timer_class", timer_class.to_string()),
+                ("backend", backend.to_string()),
+                ("path", path.to_string()),
+            ];
+            encode(&mut family.encode_family(&labels)?, &h)?;
+        }
+        Ok(())
+    }
+
     /// A family with a sample set per session.
     fn per_session(
         &self,
@@ -231,47 +273,34 @@ impl Collector for Exposition {
             } else {
                 "the peer's detection time"
             };
-            self.per_session(
+            self.histogram_family(
                 &mut encoder,
                 &format!("linecard_bfd_{direction}_gap"),
                 &format!("Gaps between the session's {direction}d packets, measured by the plane in `path`"),
                 Some(&Unit::Seconds),
-                MetricType::Histogram,
-                &|family, row, kernel| {
-                    let Some((path, pair)) = gaps_of(row, kernel) else {
-                        return Ok(());
-                    };
-                    let h = pick(&pair);
-                    family
-                        .encode_family(&with(labels(row), &[("path", path.into())]))?
-                        .encode_histogram::<Labels>(
-                            h.sum_ns as f64 / 1e9,
-                            h.count,
-                            &seconds_buckets(&h),
-                            None,
-                        )
+                pick,
+                |family, h| {
+                    family.encode_histogram::<Labels>(
+                        h.sum_ns as f64 / 1e9,
+                        h.count,
+                        &seconds_buckets(h),
+                        None,
+                    )
                 },
             )?;
-            self.per_session(
+            self.histogram_family(
                 &mut encoder,
                 &format!("linecard_bfd_{direction}_gap_detection_ratio"),
                 &format!("Each {direction} gap as a fraction of {against} it ran against (RFC 5880 6.8.4), each rounded up to a thousandth"),
                 None,
-                MetricType::Histogram,
-                &|family, row, kernel| {
-                    let Some((path, pair)) = gaps_of(row, kernel) else {
-                        return Ok(());
-                    };
-                    let h = pick(&pair);
-                    let judged = h.ratio.iter().sum();
-                    family
-                        .encode_family(&with(labels(row), &[("path", path.into())]))?
-                        .encode_histogram::<Labels>(
-                            h.ratio_sum_permille as f64 / 1000.0,
-                            judged,
-                            &ratio_buckets(&h),
-                            None,
-                        )
+                pick,
+                |family, h| {
+                    family.encode_histogram::<Labels>(
+                        h.ratio_sum_permille as f64 / 1000.0,
+                        h.ratio.iter().sum(),
+                        &ratio_buckets(h),
+                        None,
+                    )
                 },
             )?;
             self.per_session(
@@ -379,6 +408,14 @@ mod tests {
             userspace_out: 6,
             userspace_gaps: SessionGaps::default(),
             kernel_slot,
+            timer_class: "3x10ms".into(),
+        }
+    }
+
+    fn detailed(n: usize) -> Snapshot {
+        Snapshot {
+            detailed_sessions: n,
+            ..Snapshot::default()
         }
     }
 
@@ -402,7 +439,7 @@ mod tests {
             kernel.gaps.rx.record(gap, 30 * MS);
         }
         kernel.gaps.tx.record(11 * MS, 30 * MS);
-        let text = encode_rows(&Snapshot::default(), vec![(row(Some(0)), Some(kernel))]);
+        let text = encode_rows(&detailed(1024), vec![(row(Some(0)), Some(kernel))]);
         let labels =
             r#"local="192.0.2.1",peer="192.0.2.2",family="ipv4",hop="single",backend="xdp""#;
         assert!(line(&text, "linecard_bfd_session_state{").ends_with(" 3"));
@@ -467,12 +504,61 @@ mod tests {
         let mut r = row(None);
         r.backend = "naive".into();
         r.userspace_gaps.rx.record(31 * MS, 30 * MS);
-        let text = encode_rows(&Snapshot::default(), vec![(r, None)]);
+        let text = encode_rows(&detailed(1024), vec![(r, None)]);
         assert!(line(&text, "linecard_bfd_gap_over_budget_total{").contains(r#"path="userspace""#));
         assert!(!text.contains(r#"path="kernel""#), "{text}");
         assert!(
             text.contains(r#"direction="receive",threshold="1.0"} 1"#),
             "{text}"
         );
+    }
+
+    #[test]
+    fn beyond_the_bound_histograms_are_summed_per_timer_class_and_the_rest_stays_per_session() {
+        let session = |peer: &str, gap_ms: u64| {
+            let mut r = row(None);
+            r.backend = "naive".into();
+            r.peer = peer.parse().unwrap();
+            r.userspace_gaps.rx.record(gap_ms * MS, 30 * MS);
+            (r, None)
+        };
+        let rows = vec![
+            session("192.0.2.2", 10),
+            session("192.0.2.3", 27),
+            session("192.0.2.4", 12),
+        ];
+        let text = encode_rows(&detailed(1), rows);
+        let histogram_series = |peer: &str| {
+            text.lines()
+                .filter(|l| {
+                    l.starts_with("linecard_bfd_receive_gap_seconds_count{")
+                        && l.contains(&format!("peer=\"{peer}\""))
+                })
+                .count()
+        };
+        assert_eq!(
+            (histogram_series("192.0.2.2"), histogram_series("192.0.2.3")),
+            (1, 0),
+            "{text}"
+        );
+        let class = line(
+            &text,
+            r#"linecard_bfd_receive_gap_seconds_count{timer_class="3x10ms",backend="naive",path="userspace"}"#,
+        );
+        assert!(
+            class.ends_with(" 2"),
+            "the two beyond the bound, summed: {class}"
+        );
+        // Every session keeps its maximum and over-budget counters.
+        for peer in ["192.0.2.2", "192.0.2.3", "192.0.2.4"] {
+            let max = line(
+                &text,
+                &format!(
+                    r#"linecard_bfd_receive_gap_max_seconds{{local="192.0.2.1",peer="{peer}""#
+                ),
+            );
+            assert!(!max.ends_with(" 0.0"), "{max}");
+        }
+        assert!(text.contains(r#"peer="192.0.2.3",family="ipv4",hop="single",backend="naive",path="userspace",direction="receive",threshold="0.8"} 1"#), "{text}");
     }
 }

@@ -45,12 +45,20 @@ pub struct SessionRow {
     /// The session's slot in the fast path's maps (xdp backend): its
     /// gaps and kernel counters are read there.
     pub kernel_slot: Option<u32>,
+    /// Its configured timers, e.g. `3x10ms` (Detect Mult x Desired Min
+    /// TX): the class its histograms join beyond the cardinality bound.
+    pub timer_class: String,
 }
 
 /// What the loop hands a scrape.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     pub sessions: Vec<SessionRow>,
+    /// The first this many sessions (in table order) get gap histograms of
+    /// their own; the rest are summed per timer class, backend and plane
+    /// (`[engine] metrics_sessions`, default 1024). Every session keeps
+    /// its state, downs, packets, maxima and over-budget counters.
+    pub detailed_sessions: usize,
     /// Refused before reaching a session or after demultiplexing, by
     /// reason, userspace and kernel summed: (reason, count).
     pub drops: Vec<(String, u64)>,
