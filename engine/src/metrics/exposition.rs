@@ -415,40 +415,32 @@ fn write_sessions(text: &mut Text, sessions: &[Session], detailed: usize) {
     }
 }
 
+/// A counter family with one label: a sample per (value, count).
+fn counters_by(text: &mut Text, name: &str, help: &str, label: &str, counts: &[(String, u64)]) {
+    text.family(name, help, None, "counter");
+    let total = format!("{name}_total");
+    for (value, count) in counts {
+        let labels = format!("{label}=\"{}\"", escape(value));
+        text.count(&total, "", &labels, "", *count);
+    }
+}
+
 /// The process's families: drops, verdicts, the responder's class.
 fn write_process(text: &mut Text, snapshot: &Snapshot) {
-    text.family(
+    counters_by(
+        text,
         "linecard_bfd_dropped_packets",
         "Packets refused, by reason (userspace and the fast path summed; no peer label)",
-        None,
-        "counter",
+        "reason",
+        &snapshot.drops,
     );
-    for (reason, count) in &snapshot.drops {
-        let labels = format!("reason=\"{}\"", escape(reason));
-        text.sample(
-            "linecard_bfd_dropped_packets_total",
-            "",
-            &labels,
-            "",
-            &count.to_string(),
-        );
-    }
-    text.family(
+    counters_by(
+        text,
         "linecard_bfd_fast_path_verdicts",
         "The fast path's verdicts on the frames it judged, summed over CPUs",
-        None,
-        "counter",
+        "verdict",
+        &snapshot.verdicts,
     );
-    for (verdict, count) in &snapshot.verdicts {
-        let labels = format!("verdict=\"{}\"", escape(verdict));
-        text.sample(
-            "linecard_bfd_fast_path_verdicts_total",
-            "",
-            &labels,
-            "",
-            &count.to_string(),
-        );
-    }
     if let Some(policy) = &snapshot.responder {
         let name = "linecard_bfd_responder_scheduling";
         text.family(
