@@ -32,6 +32,23 @@ fn gaps(fast: &FastPath) -> SessionGaps {
     sum
 }
 
+/// The peer's previous packet placed 12 ms ago, having set a 30 ms
+/// detection time (3 x 10 ms), our last packet 11 ms ago; then the peer's
+/// Up packet run, which must be answered. The state before the run.
+fn reply_after_placed_gaps(fast: &mut FastPath) -> SessionState {
+    let now = monotonic_ns();
+    let state = SessionState {
+        last_rx_ns: now - 12 * MS,
+        last_tx_ns: now - 11 * MS,
+        detect_ns: 30 * MS,
+        ..fast.state()
+    };
+    fast.set(names::STATE_MAP, SLOT, state);
+    let up = frame(255, &bfd(3, 0, PEER_DISCR, OUR_DISCR));
+    assert_eq!(fast.run(&up).action, XDP_TX, "answered");
+    state
+}
+
 #[test]
 fn a_reply_records_both_gaps_and_a_packet_heard_only_the_receive_gap() {
     if !test_run::privileged(module_path!()) {
@@ -43,18 +60,8 @@ fn a_reply_records_both_gaps_and_a_packet_heard_only_the_receive_gap() {
         SessionGaps::default(),
         "nothing before a packet"
     );
-    // The peer's previous packet 12 ms ago set a 30 ms detection time
-    // (3 x 10 ms); our last packet left 11 ms ago.
-    let now = monotonic_ns();
-    let state = SessionState {
-        last_rx_ns: now - 12 * MS,
-        last_tx_ns: now - 11 * MS,
-        detect_ns: 30 * MS,
-        ..fast.state()
-    };
-    fast.set(names::STATE_MAP, SLOT, state);
+    let state = reply_after_placed_gaps(&mut fast);
     let up = frame(255, &bfd(3, 0, PEER_DISCR, OUR_DISCR));
-    assert_eq!(fast.run(&up).action, XDP_TX, "answered");
     let after = fast.state();
     let (rx_gap, tx_gap) = (
         after.last_rx_ns - state.last_rx_ns,
@@ -117,16 +124,6 @@ fn with_no_gaps_set_a_reply_records_nothing() {
         ..Switches::default()
     };
     let mut fast = FastPath::new(session(true), switches);
-    let now = monotonic_ns();
-    let state = SessionState {
-        last_rx_ns: now - 12 * MS,
-        last_tx_ns: now - 11 * MS,
-        detect_ns: 30 * MS,
-        ..fast.state()
-    };
-    fast.set(names::STATE_MAP, SLOT, state);
-    let up = frame(255, &bfd(3, 0, PEER_DISCR, OUR_DISCR));
-    assert_eq!(fast.run(&up).action, XDP_TX, "answered");
-    assert_eq!(fast.state().rx_packets, 1, "heard");
+    reply_after_placed_gaps(&mut fast);
     assert_eq!(gaps(&fast), SessionGaps::default());
 }

@@ -10,7 +10,7 @@
 
 use super::Nanos;
 use linecard_api::control::{State, Transition};
-use linecard_common::gaps::SessionGaps;
+use linecard_common::gaps::{GapHistogram, SessionGaps};
 
 /// Diagnostic codes are 5 bits (RFC 5880 4.1).
 pub const DIAGNOSTICS: usize = 32;
@@ -52,22 +52,21 @@ impl Telemetry {
     /// A valid packet heard at `now`, while `detect_ns` (0: none yet) was
     /// the detection time running.
     pub fn received(&mut self, now: Nanos, detect_ns: Nanos) {
-        if let Some(previous) = self.last_rx_ns.filter(|&p| now > p) {
-            self.gaps
-                .rx
-                .record((now - previous) as u64, detect_ns.max(0) as u64);
-        }
-        self.last_rx_ns = Some(now);
+        record(&mut self.gaps.rx, &mut self.last_rx_ns, now, detect_ns);
     }
 
     /// A packet handed to the backend at `now`, while `peer_detect_ns` (0:
     /// not known) was the peer's detection time.
     pub fn sent(&mut self, now: Nanos, peer_detect_ns: Nanos) {
-        if let Some(previous) = self.last_tx_ns.filter(|&p| now > p) {
-            self.gaps
-                .tx
-                .record((now - previous) as u64, peer_detect_ns.max(0) as u64);
-        }
-        self.last_tx_ns = Some(now);
+        record(&mut self.gaps.tx, &mut self.last_tx_ns, now, peer_detect_ns);
     }
+}
+
+/// The gap from `last` to `now` into `histogram` (none before the first
+/// packet, or if the clock did not move on), and `now` as the last.
+fn record(histogram: &mut GapHistogram, last: &mut Option<Nanos>, now: Nanos, detect_ns: Nanos) {
+    if let Some(previous) = last.filter(|&p| now > p) {
+        histogram.record((now - previous) as u64, detect_ns.max(0) as u64);
+    }
+    *last = Some(now);
 }

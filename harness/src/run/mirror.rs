@@ -293,10 +293,11 @@ mod tests {
             unstressed,
             successors,
         };
-        let gap_ending = |offset_ns: i64| {
+        // A 17 ms gap ending at `end_ns`, as the witnesses place it.
+        let placed = |witnesses: &Witnesses, end_ns: i64| {
             let mut gap = LongGap {
                 gap_ms: 17.0,
-                end_ns: offset_ns + 17 * MS,
+                end_ns,
                 mirrors_peer: false,
                 stolen_ms: 0.0,
                 stalled_ms: 0.0,
@@ -306,7 +307,7 @@ mod tests {
             witnesses.place(&mut gap);
             gap
         };
-        let plain = gap_ending(0);
+        let plain = placed(&witnesses, 17 * MS);
         assert_eq!((plain.frozen_ms, plain.stalled_ms), (12.0, 12.0));
         // The same inside an upgrade phase: none while its successor
         // starts (a gap ending in the window, or beginning in it and ending
@@ -326,16 +327,7 @@ mod tests {
                 unstressed: witnesses.unstressed.clone(),
                 successors: witnesses.successors.clone(),
             };
-            let mut gap = LongGap {
-                gap_ms: 17.0,
-                end_ns: (offset_ms + 17) * MS,
-                mirrors_peer: false,
-                stolen_ms: 0.0,
-                stalled_ms: 0.0,
-                frozen_ms: 0.0,
-                phase: String::new(),
-            };
-            witnesses.place(&mut gap);
+            let gap = placed(&witnesses, (offset_ms + 17) * MS);
             let expected = if excused { 12.0 } else { 0.0 };
             assert_eq!(
                 (gap.frozen_ms, gap.stalled_ms),
