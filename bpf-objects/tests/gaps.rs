@@ -111,6 +111,39 @@ fn a_reply_records_both_gaps_and_a_packet_heard_only_the_receive_gap() {
     );
 }
 
+/// The scrape window (`LC_GAPS_WINDOW`): each gap's largest of the window
+/// open when it was recorded, with the kernel's time it ended; a window
+/// the endpoint closed stays readable while the next fills.
+#[test]
+fn each_scrape_window_keeps_its_largest_gap_and_when_it_ended() {
+    if !test_run::privileged(module_path!()) {
+        return;
+    }
+    let mut fast = FastPath::new(session(true), Switches::default());
+    reply_after_placed_gaps(&mut fast);
+    let heard_at = fast.state().last_rx_ns;
+    let first = gaps(&fast);
+    assert_eq!(
+        first.rx.window_max(0),
+        Some((first.rx.max_ns, heard_at)),
+        "window 0, the one open since load"
+    );
+    // The endpoint opens window 1; a silence of 20 ms ends in it.
+    fast.set(names::GAPS_WINDOW_MAP, 0, 1u64);
+    let state = SessionState {
+        last_rx_ns: monotonic_ns() - 20 * MS,
+        ..fast.state()
+    };
+    fast.set(names::STATE_MAP, SLOT, state);
+    fast.run(&frame(255, &bfd(3, 0, PEER_DISCR, OUR_DISCR)));
+    let second = gaps(&fast);
+    assert_eq!(second.rx.window_max(0), first.rx.window_max(0), "closed, kept");
+    let (gap, at) = second.rx.window_max(1).expect("window 1's gap");
+    assert!((20 * MS..21 * MS).contains(&gap), "{gap}");
+    assert_eq!(at, fast.state().last_rx_ns);
+    assert_eq!(second.rx.max_ns, gap, "the largest since start too");
+}
+
 /// The negative control: the same program loaded with `LC_NO_GAPS`
 /// answers the same packet and records nothing (what `linecard bench xdp`
 /// prices the histograms against).

@@ -98,8 +98,14 @@ pub const fn ratio_bucket(gap_ns: u64, detect_ns: u64) -> Option<usize> {
 pub const OVER_BUDGET_TENTHS: [usize; 3] = [5, 8, 10];
 
 /// One direction's gaps of one session, as one plane (one CPU of the fast
-/// path, or userspace) measured them. 16 + 12 + 4 = 32 u64s, 256 bytes,
-/// no padding.
+/// path, or userspace) measured them. 16 + 12 + 4 + 6 = 38 u64s, 304
+/// bytes, no padding.
+///
+/// Besides the counts since start, the largest gap of the current scrape
+/// window and when it ended, in two slots by the window's parity: the
+/// endpoint opens window `w + 1` (the kernel's `LC_GAPS_WINDOW`) before it
+/// reads window `w`'s slot, so that a packet recorded meanwhile lands in
+/// the other slot instead of overwriting what is being read.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GapHistogram {
@@ -116,6 +122,11 @@ pub struct GapHistogram {
     pub ratio_sum_permille: u64,
     /// The largest gap recorded, ns.
     pub max_ns: u64,
+    /// Per slot (window parity): the window it holds, its largest gap, ns,
+    /// and the clock (the recorder's, `CLOCK_MONOTONIC`) when it ended.
+    pub window: [u64; 2],
+    pub window_max_ns: [u64; 2],
+    pub window_max_at_ns: [u64; 2],
 }
 
 impl Default for GapHistogram {
@@ -132,11 +143,15 @@ impl GapHistogram {
         sum_ns: 0,
         ratio_sum_permille: 0,
         max_ns: 0,
+        window: [0; 2],
+        window_max_ns: [0; 2],
+        window_max_at_ns: [0; 2],
     };
 
-    /// Records one gap that ran against `detect_ns` (0: none yet).
+    /// Records one gap that ran against `detect_ns` (0: none yet) and
+    /// ended at `at_ns`, in scrape window `window`.
     #[inline(always)]
-    pub fn record(&mut self, gap_ns: u64, detect_ns: u64) {
+    pub fn record(&mut self, gap_ns: u64, detect_ns: u64, at_ns: u64, window: u64) {
         let bucket = gap_bucket(gap_ns);
         if bucket < GAP_BUCKETS {
             self.seconds[bucket] += 1;
@@ -150,6 +165,23 @@ impl GapHistogram {
         if gap_ns > self.max_ns {
             self.max_ns = gap_ns;
         }
+        // A bit mask, not `% 2`: the verifier sees the index bounded.
+        let slot = (window & 1) as usize;
+        // One branch, not two (`|`, not `||`): each is a path the verifier
+        // walks on to the program's end.
+        if (self.window[slot] != window) | (gap_ns > self.window_max_ns[slot]) {
+            self.window[slot] = window;
+            self.window_max_ns[slot] = gap_ns;
+            self.window_max_at_ns[slot] = at_ns;
+        }
+    }
+
+    /// The largest gap of scrape window `window` and when it ended, if
+    /// one was recorded in it.
+    pub fn window_max(&self, window: u64) -> Option<(u64, u64)> {
+        let slot = (window & 1) as usize;
+        (self.window[slot] == window && self.window_max_ns[slot] > 0)
+            .then(|| (self.window_max_ns[slot], self.window_max_at_ns[slot]))
     }
 
     /// `other`'s counts added to these (per-CPU values, or both planes).
@@ -164,6 +196,18 @@ impl GapHistogram {
         self.sum_ns += other.sum_ns;
         self.ratio_sum_permille += other.ratio_sum_permille;
         self.max_ns = self.max_ns.max(other.max_ns);
+        // Each slot keeps the larger of the two for the later window.
+        for slot in 0..2 {
+            let (a, b) = (
+                (self.window[slot], self.window_max_ns[slot]),
+                (other.window[slot], other.window_max_ns[slot]),
+            );
+            if b.0 > a.0 || (b.0 == a.0 && b.1 > a.1) {
+                self.window[slot] = other.window[slot];
+                self.window_max_ns[slot] = other.window_max_ns[slot];
+                self.window_max_at_ns[slot] = other.window_max_at_ns[slot];
+            }
+        }
     }
 
     /// Gaps longer than `tenths` tenths of their detection time.
@@ -175,7 +219,7 @@ impl GapHistogram {
 /// Value of the per-CPU `LC_GAPS` array by slot: the fast path's receive
 /// gaps (between valid packets from the peer, against our detection time)
 /// and transmit gaps (before each RX-clocked reply, since our last packet
-/// whoever sent it, against the peer's detection time). 512 bytes.
+/// whoever sent it, against the peer's detection time). 608 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SessionGaps {
@@ -197,12 +241,14 @@ mod tests {
 
     #[test]
     fn layout_is_pinned() {
-        assert_eq!(size_of::<GapHistogram>(), 256);
+        assert_eq!(size_of::<GapHistogram>(), 304);
         assert_eq!(offset_of!(GapHistogram, ratio), 128);
         assert_eq!(offset_of!(GapHistogram, count), 224);
         assert_eq!(offset_of!(GapHistogram, max_ns), 248);
-        assert_eq!(size_of::<SessionGaps>(), 512);
-        assert_eq!(offset_of!(SessionGaps, tx), 256);
+        assert_eq!(offset_of!(GapHistogram, window), 256);
+        assert_eq!(offset_of!(GapHistogram, window_max_at_ns), 288);
+        assert_eq!(size_of::<SessionGaps>(), 608);
+        assert_eq!(offset_of!(SessionGaps, tx), 304);
     }
 
     #[test]
@@ -240,9 +286,9 @@ mod tests {
         // 0.8, a whole detection time, past it; and one without a
         // detection time (seconds only).
         for gap in [15 * MS, 15 * MS + 1, 24 * MS, 24 * MS + 1, 30 * MS, 31 * MS] {
-            h.record(gap, detect);
+            h.record(gap, detect, 0, 0);
         }
-        h.record(40 * MS, 0);
+        h.record(40 * MS, 0, 0, 0);
         assert_eq!(h.over_budget(5), 5);
         assert_eq!(h.over_budget(8), 3);
         assert_eq!(h.over_budget(10), 1);
@@ -258,5 +304,33 @@ mod tests {
             (twice.count, twice.over_budget(8), twice.max_ns),
             (14, 6, 40 * MS)
         );
+    }
+
+    #[test]
+    fn a_window_keeps_its_largest_gap_until_the_one_after_next_reuses_its_slot() {
+        let mut h = GapHistogram::EMPTY;
+        assert_eq!(h.window_max(0), None, "nothing recorded");
+        h.record(12 * MS, 0, 100, 0);
+        h.record(17 * MS, 0, 200, 0);
+        h.record(9 * MS, 0, 300, 0);
+        assert_eq!(h.window_max(0), Some((17 * MS, 200)));
+        // The endpoint opened window 1: window 0 stays readable.
+        h.record(5 * MS, 0, 400, 1);
+        assert_eq!(h.window_max(0), Some((17 * MS, 200)));
+        assert_eq!(h.window_max(1), Some((5 * MS, 400)));
+        // Window 2 reuses window 0's slot, from its first gap on.
+        assert_eq!(h.window_max(2), None);
+        h.record(3 * MS, 0, 500, 2);
+        assert_eq!(h.window_max(2), Some((3 * MS, 500)));
+        assert_eq!(h.window_max(0), None);
+        assert_eq!(h.max_ns, 17 * MS, "the maximum since start stays");
+        // Per-CPU values summed: the later window's slot wins, then the
+        // larger gap of the same window.
+        let mut other = GapHistogram::EMPTY;
+        other.record(8 * MS, 0, 600, 2);
+        other.record(30 * MS, 0, 700, 1);
+        h.add(&other);
+        assert_eq!(h.window_max(2), Some((8 * MS, 600)));
+        assert_eq!(h.window_max(1), Some((30 * MS, 700)));
     }
 }

@@ -50,6 +50,10 @@ pub mod names {
     /// Per-CPU array: slot -> [`crate::gaps::SessionGaps`], the fast
     /// path's receive and transmit gaps (kernel-written).
     pub const GAPS_MAP: &str = "LC_GAPS";
+    /// Array of one u64: the scrape window the fast path records each
+    /// window maximum into (`GapHistogram::window`; userspace-written,
+    /// bumped at each scrape).
+    pub const GAPS_WINDOW_MAP: &str = "LC_GAPS_WINDOW";
     /// Array: slot -> [`crate::bfd::SlotConfig`] (userspace-written).
     pub const SLOTS_MAP: &str = "LC_SLOTS";
     /// Array of one u32: how many slots from 0 the sweep visits, the
@@ -113,4 +117,4 @@ pub mod names {
 /// Bumped whenever a shared type changes layout. The object records the
 /// version it was built with, and the loader refuses a mismatch so that a
 /// stale object fails loudly instead of misreading maps.
-pub const LAYOUT_VERSION: u32 = 17;
+pub const LAYOUT_VERSION: u32 = 18;

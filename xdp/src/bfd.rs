@@ -61,6 +61,10 @@ static LC_VERDICTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(VERDICTS, 0
 /// (issue 41), summed over CPUs by the engine's metrics endpoint.
 #[map]
 static LC_GAPS: PerCpuArray<SessionGaps> = PerCpuArray::with_max_entries(MAX_SESSIONS, 0);
+/// The scrape window the gaps' window maxima belong to (userspace bumps
+/// it at each scrape).
+#[map]
+static LC_GAPS_WINDOW: Array<u64> = Array::with_max_entries(1, 0);
 #[map]
 static LC_SLOTS: Array<SlotConfig> = Array::with_max_entries(SWEEP_SLOTS, 0);
 /// How many slots from 0 the sweep visits (written by userspace only).
@@ -239,16 +243,17 @@ fn count(map: &PerCpuArray<u64>, index: u32) {
 
 /// One gap of `slot`'s, received (`transmit` false) or sent, into this
 /// CPU's histogram.
-#[inline(always)]
-fn record_gap(slot: u32, transmit: bool, gap_ns: u64, detect_ns: u64) {
+#[inline(never)]
+fn record_gap(slot: u32, transmit: bool, gap_ns: u64, detect_ns: u64, at_ns: u64) {
     if switch_on(&LC_NO_GAPS) {
         return;
     }
+    let window = LC_GAPS_WINDOW.get(0).copied().unwrap_or(0);
     if let Some(gaps) = LC_GAPS.get_ptr_mut(slot) {
         // SAFETY: this CPU's value of a per-CPU array; no other writer.
         let gaps = unsafe { &mut *gaps };
         let histogram = if transmit { &mut gaps.tx } else { &mut gaps.rx };
-        histogram.record(gap_ns, detect_ns);
+        histogram.record(gap_ns, detect_ns, at_ns, window);
     }
 }
 
@@ -626,7 +631,13 @@ fn hear(
     // peer's previous packet set (6.8.4): what the sweep waited against.
     let previous = session.last_rx_ns;
     if previous != 0 && arrived > previous {
-        record_gap(config.slot, false, arrived - previous, session.detect_ns);
+        record_gap(
+            config.slot,
+            false,
+            arrived - previous,
+            session.detect_ns,
+            arrived,
+        );
     }
     session.last_rx_ns = arrived;
     session.rx_packets += 1;

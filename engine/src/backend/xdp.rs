@@ -418,7 +418,8 @@ impl FastPath {
     }
 
     /// Handles of their own on the maps the metrics endpoint reads per
-    /// slot (`LC_GAPS`, `LC_STATE`), for its thread.
+    /// slot (`LC_GAPS`, `LC_STATE`) and the scrape window it opens
+    /// (`LC_GAPS_WINDOW`), for its thread.
     pub fn metrics_maps(&self) -> Result<crate::metrics::KernelMaps> {
         let fd = |name: &str| -> Result<MapData> {
             let (_, fd) = (self.maps.iter())
@@ -429,6 +430,7 @@ impl FastPath {
         Ok(crate::metrics::KernelMaps {
             gaps: PerCpuArray::try_from(aya::maps::Map::PerCpuArray(fd(names::GAPS_MAP)?))?,
             state: Array::try_from(aya::maps::Map::Array(fd(names::STATE_MAP)?))?,
+            window: Array::try_from(aya::maps::Map::Array(fd(names::GAPS_WINDOW_MAP)?))?,
         })
     }
 

@@ -18,19 +18,26 @@ fn timer_class(detect_mult: u8, desired_min_tx_us: u32) -> String {
 
 impl Engine {
     /// Answers the scrapes waiting, if any (the loop polls their eventfd).
-    pub(super) fn serve_metrics(&self) {
-        if let Some(metrics) = &self.metrics {
+    pub(super) fn serve_metrics(&mut self) {
+        if let Some(metrics) = self.metrics.take() {
             metrics.serve(|| self.metrics_snapshot());
+            self.metrics = Some(metrics);
         }
     }
 
-    fn metrics_snapshot(&self) -> Snapshot {
+    /// What a scrape shows; it closes each session's scrape window.
+    fn metrics_snapshot(&mut self) -> Snapshot {
         let kernel = self.fast_path_counters();
-        let sessions = self
-            .table
-            .ids()
+        let ids: Vec<_> = self.table.ids().collect();
+        let epoch_unix_ns = self.epoch_unix_ns;
+        let fast_path = self.fast.is_some();
+        let sessions = ids
+            .into_iter()
             .filter_map(|id| {
-                let (path, session, peer) = self.table.get(id)?;
+                let (path, session, peer) = self.table.get_mut(id)?;
+                let window = session
+                    .close_metrics_window()
+                    .map(|w| w.map(|(gap, at)| (gap, epoch_unix_ns + at)));
                 let telemetry = session.telemetry();
                 let counters = session.counters();
                 Some(SessionRow {
@@ -43,13 +50,16 @@ impl Engine {
                         .filter(|(_, &n)| n > 0)
                         .map(|(bits, &n)| (Diagnostic::from_bits(bits as u8), n))
                         .collect(),
-                    last_down: telemetry.last_down.map(|t| (self.unix_ns(t.at_ns), t.diag)),
+                    last_down: telemetry
+                        .last_down
+                        .map(|t| (epoch_unix_ns + t.at_ns, t.diag)),
                     userspace_in: counters.packets_in,
                     userspace_out: counters.packets_out,
                     userspace_gaps: telemetry.gaps,
+                    userspace_window: window,
                     // The slot is the session's index in the kernel's
                     // per-session arrays (`handover::SessionRecord`).
-                    kernel_slot: self.fast.as_ref().map(|_| id as u32),
+                    kernel_slot: fast_path.then_some(id as u32),
                     timer_class: timer_class(
                         session.config().detect_mult,
                         session.config().desired_min_tx_us,

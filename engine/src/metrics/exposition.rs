@@ -19,18 +19,23 @@
 //! 0`), not on a percentile, which stays healthy while the maximum pulls
 //! routes.
 
-use super::{KernelMaps, KernelRow, SessionRow, Snapshot};
-use linecard_common::gaps::{GapHistogram, GAP_BOUNDS_NS, OVER_BUDGET_TENTHS, RATIO_BUCKETS};
+use super::{KernelMaps, KernelRow, SessionRow, Snapshot, WindowMax};
+use linecard_common::gaps::{
+    gap_bucket, GapHistogram, GAP_BOUNDS_NS, OVER_BUDGET_TENTHS, RATIO_BUCKETS,
+};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-/// The text a scrape returns.
-pub fn encode(snapshot: &Snapshot, kernel: Option<&KernelMaps>) -> String {
+/// The text a scrape returns; it closes the kernel's scrape window (the
+/// loop closed its own when it took the snapshot).
+pub fn encode(snapshot: &Snapshot, mut kernel: Option<&mut KernelMaps>) -> String {
+    let window = kernel.as_deref_mut().and_then(KernelMaps::close_window);
+    let kernel = kernel.as_deref();
     let rows = snapshot
         .sessions
         .iter()
         .map(|row| {
-            let kernel_row = row.kernel_slot.and_then(|slot| kernel?.row(slot));
+            let kernel_row = row.kernel_slot.and_then(|slot| kernel?.row(slot, window));
             (row.clone(), kernel_row)
         })
         .collect();
@@ -61,8 +66,17 @@ struct Session<'a> {
     row: &'a SessionRow,
     /// `local="..",peer="..",family="..",hop="..",backend=".."`.
     labels: String,
-    gaps: Option<(&'static str, GapHistogramPair)>,
+    gaps: Option<Gaps>,
     kernel: Option<&'a KernelRow>,
+}
+
+/// A session's gaps as one plane measured them: receive, then transmit.
+struct Gaps {
+    /// `kernel` or `userspace`.
+    path: &'static str,
+    histograms: [GapHistogram; 2],
+    /// Each direction's largest gap since the previous scrape.
+    window: [WindowMax; 2],
 }
 
 fn session_labels(row: &SessionRow) -> String {
@@ -94,18 +108,24 @@ fn escape(value: &str) -> std::borrow::Cow<'_, str> {
 /// The plane whose gaps a session shows, and they; none for a session of
 /// the fast path whose kernel figures could not be read (userspace's
 /// would mislead: it sees only the packets passed up).
-fn gaps_of(
-    row: &SessionRow,
-    kernel: &Option<KernelRow>,
-) -> Option<(&'static str, GapHistogramPair)> {
+fn gaps_of(row: &SessionRow, kernel: &Option<KernelRow>) -> Option<Gaps> {
     match (row.kernel_slot, kernel) {
-        (Some(_), Some(k)) => Some(("kernel", (k.gaps.rx, k.gaps.tx))),
+        (Some(_), Some(k)) => Some(Gaps {
+            path: "kernel",
+            histograms: [k.gaps.rx, k.gaps.tx],
+            window: k.window,
+        }),
         (Some(_), None) => None,
-        (None, _) => Some(("userspace", (row.userspace_gaps.rx, row.userspace_gaps.tx))),
+        (None, _) => Some(Gaps {
+            path: "userspace",
+            histograms: [row.userspace_gaps.rx, row.userspace_gaps.tx],
+            window: row.userspace_window,
+        }),
     }
 }
 
-type GapHistogramPair = (GapHistogram, GapHistogram);
+/// The directions, as [`Gaps`] orders them.
+const DIRECTIONS: [&str; 2] = ["receive", "transmit"];
 
 /// The seconds buckets' `le` labels.
 fn seconds_les() -> Vec<String> {
@@ -186,15 +206,28 @@ impl Text {
         self.0.push_str("} ");
     }
 
-    /// One histogram series: sum, count, then its buckets cumulated.
-    fn histogram(&mut self, names: &HistogramNames, labels: &str, series: (f64, u64, Vec<u64>)) {
+    /// One histogram series: sum, count, then its buckets cumulated; the
+    /// bucket `exemplar` names (by index) carries it.
+    fn histogram(
+        &mut self,
+        names: &HistogramNames,
+        labels: &str,
+        series: (f64, u64, Vec<u64>),
+        exemplar: Option<(usize, String)>,
+    ) {
         let (sum, count, buckets) = series;
         self.sample(&names.sum, "", labels, "", &float(sum));
         self.count(&names.count, "", labels, "", count);
         let mut cumulative = 0;
-        for (le, n) in names.les.iter().zip(buckets) {
+        for (i, (le, n)) in names.les.iter().zip(buckets).enumerate() {
             cumulative += n;
-            self.count(&names.bucket, le, labels, "", cumulative);
+            match &exemplar {
+                Some((bucket, text)) if *bucket == i => {
+                    self.labels(&names.bucket, le, labels, "");
+                    let _ = writeln!(self.0, "{cumulative} {text}");
+                }
+                _ => self.count(&names.bucket, le, labels, "", cumulative),
+            }
         }
     }
 }
@@ -218,32 +251,59 @@ impl HistogramNames {
     }
 }
 
-/// What a histogram family shows of a session's pair: (sum, count,
-/// bucket counts, not cumulative).
+/// What a histogram family shows of one direction's histogram: (sum,
+/// count, bucket counts, not cumulative).
 type HistogramOf = fn(&GapHistogram) -> (f64, u64, Vec<u64>);
 
-/// A histogram family: a series per session for the first `detailed`
-/// sessions, then one per timer class, backend and plane for the rest
-/// (the cardinality bound: each series is ~15 lines of text).
+/// The seconds histogram's exemplar: the window's largest gap, on its
+/// bucket, with the wall-clock time it ended (OpenMetrics exemplar
+/// syntax), so that it can be found in a capture.
+fn window_exemplar(window: WindowMax) -> Option<(usize, String)> {
+    let (gap_ns, at_ns) = window?;
+    // The time from its integer ns: an f64 of Unix seconds keeps only
+    // a quarter of a microsecond.
+    let at = format!(
+        "{}.{:09}",
+        at_ns.div_euclid(1_000_000_000),
+        at_ns.rem_euclid(1_000_000_000)
+    );
+    let at = at.trim_end_matches('0').trim_end_matches('.');
+    let text = format!("# {{}} {} {at}", float(gap_ns as f64 / 1e9));
+    Some((gap_bucket(gap_ns), text))
+}
+
+/// A histogram family of one direction: a series per session for the
+/// first `detailed` sessions, then one per timer class, backend and plane
+/// for the rest (the cardinality bound: each series is ~15 lines of
+/// text). `exemplars`: whether its series carry the window's largest gap.
 fn histogram_family(
     text: &mut Text,
     sessions: &[Session],
     detailed: usize,
     names: &HistogramNames,
-    pick: fn(&GapHistogramPair) -> GapHistogram,
+    direction: usize,
     of: HistogramOf,
+    exemplars: bool,
 ) {
     let mut classes: BTreeMap<(&str, &str, &str), GapHistogram> = BTreeMap::new();
     for (i, s) in sessions.iter().enumerate() {
-        let Some((path, pair)) = &s.gaps else {
+        let Some(gaps) = &s.gaps else {
             continue;
         };
+        let histogram = &gaps.histograms[direction];
         if i < detailed {
-            let labels = format!("{},path=\"{path}\"", s.labels);
-            text.histogram(names, &labels, of(&pick(pair)));
+            let labels = format!("{},path=\"{}\"", s.labels, gaps.path);
+            let exemplar = exemplars
+                .then(|| window_exemplar(gaps.window[direction]))
+                .flatten();
+            text.histogram(names, &labels, of(histogram), exemplar);
         } else {
-            let key = (s.row.timer_class.as_str(), s.row.backend.as_str(), *path);
-            classes.entry(key).or_default().add(&pick(pair));
+            let key = (
+                s.row.timer_class.as_str(),
+                s.row.backend.as_str(),
+                gaps.path,
+            );
+            classes.entry(key).or_default().add(histogram);
         }
     }
     for ((timer_class, backend, path), h) in classes {
@@ -252,7 +312,7 @@ fn histogram_family(
             escape(timer_class),
             escape(backend)
         );
-        text.histogram(names, &labels, of(&h));
+        text.histogram(names, &labels, of(&h), None);
     }
 }
 
@@ -326,13 +386,7 @@ fn write_sessions(text: &mut Text, sessions: &[Session], detailed: usize) {
             }
         }
     }
-    for (direction, pick) in [
-        (
-            "receive",
-            (|p: &GapHistogramPair| p.0) as fn(&GapHistogramPair) -> GapHistogram,
-        ),
-        ("transmit", |p: &GapHistogramPair| p.1),
-    ] {
+    for (index, direction) in DIRECTIONS.into_iter().enumerate() {
         let against = if direction == "receive" {
             "our detection time"
         } else {
@@ -342,15 +396,14 @@ fn write_sessions(text: &mut Text, sessions: &[Session], detailed: usize) {
         text.family(
             &name,
             &format!(
-                "Gaps between the session's {direction}d packets, measured by the plane in `path`"
+                "Gaps between the session's {direction}d packets, measured by the plane in `path`; the exemplar is the largest since the previous scrape, with when it ended"
             ),
             Some("seconds"),
             "histogram",
         );
         let names = HistogramNames::new(&name, seconds_les());
-        histogram_family(text, sessions, detailed, &names, pick, |h| {
-            (h.sum_ns as f64 / 1e9, h.count, h.seconds.to_vec())
-        });
+        let seconds: HistogramOf = |h| (h.sum_ns as f64 / 1e9, h.count, h.seconds.to_vec());
+        histogram_family(text, sessions, detailed, &names, index, seconds, true);
         let name = format!("linecard_bfd_{direction}_gap_detection_ratio");
         text.family(
             &name,
@@ -359,30 +412,33 @@ fn write_sessions(text: &mut Text, sessions: &[Session], detailed: usize) {
             "histogram",
         );
         let names = HistogramNames::new(&name, ratio_les());
-        histogram_family(text, sessions, detailed, &names, pick, |h| {
+        let ratio: HistogramOf = |h| {
             (
                 h.ratio_sum_permille as f64 / 1000.0,
                 h.ratio.iter().sum(),
                 ratio_counts(h),
             )
-        });
-        let name = format!("linecard_bfd_{direction}_gap_max_seconds");
-        text.family(
-            &name,
-            &format!("The largest {direction} gap since the engine started"),
-            Some("seconds"),
-            "gauge",
-        );
-        for s in sessions {
-            if let Some((path, pair)) = &s.gaps {
-                let extra = format!("path=\"{path}\"");
-                text.sample(
-                    &name,
-                    "",
-                    &s.labels,
-                    &extra,
-                    &float(pick(pair).max_ns as f64 / 1e9),
-                );
+        };
+        histogram_family(text, sessions, detailed, &names, index, ratio, false);
+        for (name, help, value) in [
+            (
+                format!("linecard_bfd_{direction}_gap_max_seconds"),
+                format!("The largest {direction} gap since the engine started"),
+                (|g: &Gaps, i: usize| g.histograms[i].max_ns) as fn(&Gaps, usize) -> u64,
+            ),
+            (
+                format!("linecard_bfd_{direction}_gap_window_max_seconds"),
+                format!("The largest {direction} gap since the endpoint's previous scrape, whoever made it (0: none)"),
+                |g: &Gaps, i: usize| g.window[i].map_or(0, |(gap, _)| gap),
+            ),
+        ] {
+            text.family(&name, &help, Some("seconds"), "gauge");
+            for s in sessions {
+                if let Some(gaps) = &s.gaps {
+                    let extra = format!("path=\"{}\"", gaps.path);
+                    let seconds = float(value(gaps, index) as f64 / 1e9);
+                    text.sample(&name, "", &s.labels, &extra, &seconds);
+                }
             }
         }
     }
@@ -393,13 +449,14 @@ fn write_sessions(text: &mut Text, sessions: &[Session], detailed: usize) {
         "counter",
     );
     for s in sessions {
-        let Some((path, (rx, tx))) = &s.gaps else {
+        let Some(gaps) = &s.gaps else {
             continue;
         };
-        for (direction, h) in [("receive", rx), ("transmit", tx)] {
+        for (direction, h) in DIRECTIONS.into_iter().zip(&gaps.histograms) {
             for tenths in OVER_BUDGET_TENTHS {
                 let extra = format!(
-                    "path=\"{path}\",direction=\"{direction}\",threshold=\"{:.1}\"",
+                    "path=\"{}\",direction=\"{direction}\",threshold=\"{:.1}\"",
+                    gaps.path,
                     tenths as f64 / 10.0
                 );
                 let count = h.over_budget(tenths);
@@ -477,6 +534,7 @@ mod tests {
             userspace_in: 5,
             userspace_out: 6,
             userspace_gaps: SessionGaps::default(),
+            userspace_window: [None, None],
             kernel_slot,
             timer_class: "3x10ms".into(),
         }
@@ -506,9 +564,11 @@ mod tests {
         // 3 x 10 ms: gaps of 9, 10 and 27 ms received (0.3, 0.34, 0.9 of
         // the detection time), one of 11 ms sent.
         for gap in [9 * MS, 10 * MS, 27 * MS] {
-            kernel.gaps.rx.record(gap, 30 * MS);
+            kernel.gaps.rx.record(gap, 30 * MS, 0, 0);
         }
-        kernel.gaps.tx.record(11 * MS, 30 * MS);
+        kernel.gaps.tx.record(11 * MS, 30 * MS, 0, 0);
+        // The window's largest receive gap, ended at a known wall time.
+        kernel.window = [Some((27 * MS, 1_700_000_001_250_000_000)), None];
         let text = encode_rows(&detailed(1024), vec![(row(Some(0)), Some(kernel))]);
         let labels =
             r#"local="192.0.2.1",peer="192.0.2.2",family="ipv4",hop="single",backend="xdp""#;
@@ -516,11 +576,28 @@ mod tests {
         assert!(line(&text, "linecard_bfd_session_down_total{")
             .contains(r#"diag="control_detection_time_expired""#));
         // Cumulative buckets: 2 gaps at most 10 ms, all 3 at most 30 ms.
-        let bucket = |le: &str| {
+        let bucket_line = |le: &str| {
             line(
                 &text,
                 &format!(
                     r#"linecard_bfd_receive_gap_seconds_bucket{{le="{le}",{labels},path="kernel"}}"#
+                ),
+            )
+            .split_once("} ")
+            .unwrap()
+            .1
+            .to_string()
+        };
+        let bucket = |le: &str| bucket_line(le).split(' ').next().unwrap().to_string();
+        // The window's largest gap is the exemplar of the bucket holding
+        // it, and of no other.
+        assert_eq!(bucket_line("0.03"), "3 # {} 0.027 1700000001.25");
+        assert_eq!(bucket_line("0.02"), "2");
+        let window_max = |direction: &str| {
+            line(
+                &text,
+                &format!(
+                    r#"linecard_bfd_{direction}_gap_window_max_seconds{{{labels},path="kernel"}}"#
                 ),
             )
             .rsplit(' ')
@@ -528,6 +605,10 @@ mod tests {
             .unwrap()
             .to_string()
         };
+        assert_eq!(
+            (window_max("receive"), window_max("transmit")),
+            ("0.027".into(), "0.0".into())
+        );
         assert_eq!(
             (
                 bucket("0.01"),
@@ -573,7 +654,7 @@ mod tests {
     fn without_the_kernel_s_row_a_session_shows_userspace_s_own_gaps() {
         let mut r = row(None);
         r.backend = "naive".into();
-        r.userspace_gaps.rx.record(31 * MS, 30 * MS);
+        r.userspace_gaps.rx.record(31 * MS, 30 * MS, 0, 0);
         let text = encode_rows(&detailed(1024), vec![(r, None)]);
         assert!(line(&text, "linecard_bfd_gap_over_budget_total{").contains(r#"path="userspace""#));
         assert!(!text.contains(r#"path="kernel""#), "{text}");
@@ -589,7 +670,7 @@ mod tests {
             let mut r = row(None);
             r.backend = "naive".into();
             r.peer = peer.parse().unwrap();
-            r.userspace_gaps.rx.record(gap_ms * MS, 30 * MS);
+            r.userspace_gaps.rx.record(gap_ms * MS, 30 * MS, 0, 0);
             (r, None)
         };
         let rows = vec![
@@ -646,7 +727,7 @@ mod tests {
         let mut r = row(None);
         r.backend = "naive".into();
         for gap in [9 * MS, 27 * MS, 700 * MS] {
-            r.userspace_gaps.rx.record(gap, 30 * MS);
+            r.userspace_gaps.rx.record(gap, 30 * MS, 0, 0);
         }
         let ours = encode_rows(&detailed(1024), vec![(r.clone(), None)]);
 
@@ -695,7 +776,7 @@ mod tests {
                 encoder
                     .encode_descriptor(
                         "linecard_bfd_receive_gap",
-                        "Gaps between the session's received packets, measured by the plane in `path`",
+                        "Gaps between the session's received packets, measured by the plane in `path`; the exemplar is the largest since the previous scrape, with when it ended",
                         Some(&Unit::Seconds),
                         MetricType::Histogram,
                     )?

@@ -14,17 +14,21 @@ const HEAD_LIMIT: usize = 8192;
 /// answer in this long is itself the news: the scrape fails (503).
 const LOOP_WAIT: Duration = Duration::from_secs(2);
 
-pub(super) fn serve(listener: &TcpListener, scrape: &ScrapeSide, kernel: Option<&KernelMaps>) {
+pub(super) fn serve(
+    listener: &TcpListener,
+    scrape: &ScrapeSide,
+    mut kernel: Option<&mut KernelMaps>,
+) {
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
-        let _ = answer(stream, scrape, kernel);
+        let _ = answer(stream, scrape, kernel.as_deref_mut());
     }
 }
 
 fn answer(
     mut stream: TcpStream,
     scrape: &ScrapeSide,
-    kernel: Option<&KernelMaps>,
+    kernel: Option<&mut KernelMaps>,
 ) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(1)))?;
     stream.set_write_timeout(Some(Duration::from_secs(5)))?;

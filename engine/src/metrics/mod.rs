@@ -42,6 +42,9 @@ pub struct SessionRow {
     pub userspace_out: u64,
     /// Userspace's own gaps (`session::telemetry`).
     pub userspace_gaps: SessionGaps,
+    /// Userspace's largest receive and transmit gaps since the previous
+    /// scrape: ns, and when each ended (CLOCK_REALTIME ns).
+    pub userspace_window: [WindowMax; 2],
     /// The session's slot in the fast path's maps (xdp backend): its
     /// gaps and kernel counters are read there.
     pub kernel_slot: Option<u32>,
@@ -68,34 +71,73 @@ pub struct Snapshot {
     pub responder: Option<String>,
 }
 
+/// The largest gap of a scrape window: ns, and when it ended
+/// (CLOCK_REALTIME ns); none if the window had no gap.
+pub type WindowMax = Option<(u64, i64)>;
+
 /// The kernel's figures of one slot, read on the metrics thread.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct KernelRow {
     pub gaps: SessionGaps,
     pub received: u64,
     pub replied: u64,
+    /// The largest receive and transmit gaps since the previous scrape.
+    pub window: [WindowMax; 2],
 }
 
 /// Where the metrics thread reads the fast path's per-slot figures.
 pub struct KernelMaps {
     pub gaps: aya::maps::PerCpuArray<aya::maps::MapData, SessionGaps>,
     pub state: aya::maps::Array<aya::maps::MapData, SessionState>,
+    /// The scrape window the fast path records into (`LC_GAPS_WINDOW`).
+    pub window: aya::maps::Array<aya::maps::MapData, u64>,
+}
+
+/// The window a scrape reads, and how to put the kernel's clock
+/// (CLOCK_MONOTONIC) on the wall's.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelWindow {
+    closed: u64,
+    realtime_minus_monotonic_ns: i64,
 }
 
 impl KernelMaps {
+    /// Opens the next scrape window and returns the one it closed. The
+    /// next is opened before the closed one is read: a packet recorded
+    /// meanwhile lands in the other slot (`GapHistogram::window`). The
+    /// number lives in the map, so that an engine taking over the maps
+    /// carries on where its predecessor was. `None` if the map could not
+    /// be read or written (the rows then carry no window maximum).
+    pub fn close_window(&mut self) -> Option<KernelWindow> {
+        let closed = self.window.get(&0, 0).ok()?;
+        self.window.set(0, closed.wrapping_add(1), 0).ok()?;
+        let realtime = crate::io::clock_ns(libc::CLOCK_REALTIME) as i64;
+        let monotonic = crate::io::clock_ns(libc::CLOCK_MONOTONIC) as i64;
+        Some(KernelWindow {
+            closed,
+            realtime_minus_monotonic_ns: realtime - monotonic,
+        })
+    }
+
     /// `slot`'s figures, summed over CPUs (none if the read fails: the
-    /// row then shows userspace's alone).
-    pub fn row(&self, slot: u32) -> Option<KernelRow> {
+    /// row then shows userspace's alone), with `window`'s maxima.
+    pub fn row(&self, slot: u32, window: Option<KernelWindow>) -> Option<KernelRow> {
         let mut gaps = SessionGaps::default();
         for cpu in self.gaps.get(&slot, 0).ok()?.iter() {
             gaps.rx.add(&cpu.rx);
             gaps.tx.add(&cpu.tx);
         }
         let state = self.state.get(&slot, 0).ok()?;
+        let window_max = |h: &linecard_common::gaps::GapHistogram| {
+            let w = window?;
+            let (gap, at) = h.window_max(w.closed)?;
+            Some((gap, at as i64 + w.realtime_minus_monotonic_ns))
+        };
         Some(KernelRow {
             gaps,
             received: state.rx_packets,
             replied: state.tx_packets,
+            window: [window_max(&gaps.rx), window_max(&gaps.tx)],
         })
     }
 }
@@ -151,7 +193,7 @@ impl ScrapeSide {
 /// Binds `addr` now (so that a taken port fails the start, with the
 /// reason) and serves it on a thread of its own; the loop's end is
 /// returned. `kernel` reads the fast path's maps (xdp backend).
-pub fn start(addr: SocketAddr, kernel: Option<KernelMaps>) -> Result<LoopSide> {
+pub fn start(addr: SocketAddr, mut kernel: Option<KernelMaps>) -> Result<LoopSide> {
     let listener = listen(addr).with_context(|| format!("binding the metrics endpoint {addr}"))?;
     // SAFETY: eventfd returns a new descriptor we own, or -1.
     let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
@@ -167,7 +209,7 @@ pub fn start(addr: SocketAddr, kernel: Option<KernelMaps>) -> Result<LoopSide> {
     };
     std::thread::Builder::new()
         .name("lc-metrics".into())
-        .spawn(move || http::serve(&listener, &scrape, kernel.as_ref()))
+        .spawn(move || http::serve(&listener, &scrape, kernel.as_mut()))
         .context("starting the metrics thread")?;
     Ok(LoopSide {
         wake,

@@ -198,6 +198,11 @@ impl Session {
     pub fn telemetry(&self) -> &telemetry::Telemetry {
         &self.telemetry
     }
+    /// The largest receive and transmit gaps since the previous scrape
+    /// (`Telemetry::close_window`).
+    pub fn close_metrics_window(&mut self) -> [telemetry::WindowMax; 2] {
+        self.telemetry.close_window()
+    }
 
     pub fn counters(&self) -> Counters {
         self.counters

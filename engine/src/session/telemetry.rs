@@ -27,7 +27,13 @@ pub struct Telemetry {
     pub last_down: Option<Transition>,
     last_rx_ns: Option<Nanos>,
     last_tx_ns: Option<Nanos>,
+    /// The scrape window the gaps' window maxima are recorded into
+    /// (`GapHistogram::window`), closed by [`Telemetry::close_window`].
+    window: u64,
 }
+
+/// The largest gap of a scrape window and when it ended (engine time).
+pub type WindowMax = Option<(u64, Nanos)>;
 
 impl Default for Telemetry {
     fn default() -> Self {
@@ -37,6 +43,7 @@ impl Default for Telemetry {
             last_down: None,
             last_rx_ns: None,
             last_tx_ns: None,
+            window: 0,
         }
     }
 }
@@ -52,21 +59,50 @@ impl Telemetry {
     /// A valid packet heard at `now`, while `detect_ns` (0: none yet) was
     /// the detection time running.
     pub fn received(&mut self, now: Nanos, detect_ns: Nanos) {
-        record(&mut self.gaps.rx, &mut self.last_rx_ns, now, detect_ns);
+        record(
+            &mut self.gaps.rx,
+            &mut self.last_rx_ns,
+            now,
+            detect_ns,
+            self.window,
+        );
     }
 
     /// A packet handed to the backend at `now`, while `peer_detect_ns` (0:
     /// not known) was the peer's detection time.
     pub fn sent(&mut self, now: Nanos, peer_detect_ns: Nanos) {
-        record(&mut self.gaps.tx, &mut self.last_tx_ns, now, peer_detect_ns);
+        record(
+            &mut self.gaps.tx,
+            &mut self.last_tx_ns,
+            now,
+            peer_detect_ns,
+            self.window,
+        );
+    }
+
+    /// The largest receive and transmit gaps since the previous scrape
+    /// (or the start), and the next window opened: called once per scrape,
+    /// on the loop, so that no gap is in two windows or none.
+    pub fn close_window(&mut self) -> [WindowMax; 2] {
+        let closing = self.window;
+        self.window += 1;
+        [&self.gaps.rx, &self.gaps.tx]
+            .map(|h| h.window_max(closing).map(|(gap, at)| (gap, at as Nanos)))
     }
 }
 
 /// The gap from `last` to `now` into `histogram` (none before the first
 /// packet, or if the clock did not move on), and `now` as the last.
-fn record(histogram: &mut GapHistogram, last: &mut Option<Nanos>, now: Nanos, detect_ns: Nanos) {
+fn record(
+    histogram: &mut GapHistogram,
+    last: &mut Option<Nanos>,
+    now: Nanos,
+    detect_ns: Nanos,
+    window: u64,
+) {
     if let Some(previous) = last.filter(|&p| now > p) {
-        histogram.record((now - previous) as u64, detect_ns.max(0) as u64);
+        let gap = (now - previous) as u64;
+        histogram.record(gap, detect_ns.max(0) as u64, now.max(0) as u64, window);
     }
     *last = Some(now);
 }

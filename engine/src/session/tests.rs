@@ -557,6 +557,13 @@ fn telemetry_records_each_gap_against_its_detection_time_and_each_down() {
         "{tx:?}"
     );
 
+    // A scrape closes the window: its largest receive gap (the 27 ms one,
+    // ended at 30 ms) and transmit gap; the next window starts empty.
+    let [rx_window, tx_window] = s.close_metrics_window();
+    assert_eq!(rx_window, Some((27_000_000, 30 * MS)));
+    assert!(tx_window.is_some_and(|(g, _)| g >= gap), "{tx_window:?}");
+    assert_eq!(s.close_metrics_window(), [None, None]);
+
     // A detection: one Down, Diag 1; Down -> Init -> Up again is no down.
     assert_eq!(s.telemetry().downs.iter().sum::<u64>(), 0);
     s.on_timer(60 * MS).unwrap();

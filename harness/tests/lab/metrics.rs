@@ -85,6 +85,32 @@ fn wait_prometheus(query: &str, want: f64, limit: Duration) {
     }
 }
 
+/// The largest exemplar over 0.5 s Prometheus holds on the receive-gap
+/// buckets of the session whose labels contain `peer_label` between two
+/// instants (ns): its value and time, s.
+fn exemplar(peer_label: &str, from_ns: i64, to_ns: i64) -> Option<(f64, f64)> {
+    let peer = peer_label.split('"').nth(1)?;
+    let body = curl(&[
+        "-G",
+        &format!("http://{PROMETHEUS}/api/v1/query_exemplars"),
+        "--data-urlencode",
+        &format!(r#"query=linecard_bfd_receive_gap_seconds_bucket{{peer="{peer}"}}"#),
+        "--data-urlencode",
+        &format!("start={}", from_ns as f64 / 1e9),
+        "--data-urlencode",
+        &format!("end={}", to_ns as f64 / 1e9 + 5.0),
+    ]);
+    let reply: serde_json::Value = serde_json::from_str(&body).ok()?;
+    (reply["data"].as_array()?.iter())
+        .flat_map(|series| series["exemplars"].as_array().cloned().unwrap_or_default())
+        .filter_map(|e| {
+            let value: f64 = e["value"].as_str()?.parse().ok()?;
+            Some((value, e["timestamp"].as_f64()?))
+        })
+        .filter(|&(value, _)| value > 0.5)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+}
+
 fn start_prometheus(dir: &std::path::Path) -> Daemon {
     let config = dir.join("prometheus.yml");
     std::fs::write(
@@ -104,6 +130,8 @@ fn start_prometheus(dir: &std::path::Path) -> Daemon {
             format!("--config.file={}", config.display()),
             format!("--storage.tsdb.path={}", dir.join("tsdb").display()),
             format!("--web.listen-address={PROMETHEUS}"),
+            // The window's largest gap is an exemplar (OpenMetrics).
+            "--enable-feature=exemplar-storage".to_string(),
         ],
         &dir.join("prometheus.log"),
     )
@@ -240,7 +268,9 @@ fn prometheus_holds_the_fast_path_s_gaps_and_downs_as_the_wire_shows_them() {
                 } else {
                     le.parse().unwrap()
                 };
-                (le, l.rsplit(' ').next().unwrap().parse().unwrap())
+                // The count, before any exemplar (`# {} gap time`).
+                let value = l.split_once("} ").unwrap().1.split(' ').next().unwrap();
+                (le, value.parse().unwrap())
             })
             .collect()
     };
@@ -270,6 +300,17 @@ fn prometheus_holds_the_fast_path_s_gaps_and_downs_as_the_wire_shows_them() {
         assert!(
             (0.85..0.95).contains(&wire_max_s) && low < wire_max_s && wire_max_s <= high,
             "session {i}: the capture's largest gap {wire_max_s} s is not in ({low}, {high}]"
+        );
+        // Prometheus holds the scrape window's largest gap as the
+        // exemplar of that bucket, with when it ended: the stop, within
+        // 2 ms of the wire's figure (the kernel hears the packet after
+        // the observer saw it on the bridge).
+        let (gap_s, at_s) = exemplar(&peer_label, window_start, window_end)
+            .unwrap_or_else(|| panic!("session {i}: no exemplar over 0.5 s in Prometheus"));
+        assert!(
+            (gap_s - wire_max_s).abs() < 0.002
+                && (window_start as f64 / 1e9..window_end as f64 / 1e9).contains(&at_s),
+            "session {i}: exemplar {gap_s} s at {at_s} against the wire's {wire_max_s} s"
         );
     }
 

@@ -105,7 +105,7 @@ pub(super) fn decide_reply(
     // (6.8.4: its Detect Mult times the interval we send at).
     if last_tx != 0 && now > last_tx {
         let peer_detect_ns = u64::from(session.remote_detect_mult) * interval;
-        record_gap(config.slot, true, now - last_tx, peer_detect_ns);
+        record_gap(config.slot, true, now - last_tx, peer_detect_ns, now);
     }
     Ok(ControlFlow::Continue(signing))
 }
