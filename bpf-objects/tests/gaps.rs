@@ -137,7 +137,11 @@ fn each_scrape_window_keeps_its_largest_gap_and_when_it_ended() {
     fast.set(names::STATE_MAP, SLOT, state);
     fast.run(&frame(255, &bfd(3, 0, PEER_DISCR, OUR_DISCR)));
     let second = gaps(&fast);
-    assert_eq!(second.rx.window_max(0), first.rx.window_max(0), "closed, kept");
+    assert_eq!(
+        second.rx.window_max(0),
+        first.rx.window_max(0),
+        "closed, kept"
+    );
     let (gap, at) = second.rx.window_max(1).expect("window 1's gap");
     assert!((20 * MS..21 * MS).contains(&gap), "{gap}");
     assert_eq!(at, fast.state().last_rx_ns);

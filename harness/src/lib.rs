@@ -27,6 +27,7 @@ pub mod report;
 pub mod rt_throttle;
 pub mod run;
 pub mod scenario;
+pub mod scrape;
 pub mod steal;
 pub mod sys;
 pub mod warning;

@@ -190,6 +190,53 @@ fn cpu_section(m: &Manifest) -> Vec<Block> {
     )
 }
 
+/// The engine's own view beside the wire's, per DUT and phase
+/// (`crate::scrape`): where they disagree is the engine's blind spot.
+fn engine_view_section(m: &Manifest) -> Vec<Block> {
+    let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+    let mut rows = Vec::new();
+    for d in &m.duts {
+        for v in &d.engine_view {
+            let agree = match v.disagreements.is_empty() {
+                true => "agree".to_string(),
+                false => v.disagreements.join("; "),
+            };
+            rows.push(vec![
+                d.label.clone().into(),
+                v.phase.clone().into(),
+                v.path.clone().into(),
+                format!("{} / {}", v.engine_downs, v.wire_flaps).into(),
+                format!(
+                    "{} / {}",
+                    ms(v.engine_receive_max_ms),
+                    ms(v.wire_receive_max_ms)
+                )
+                .into(),
+                format!(
+                    "{} / {}",
+                    ms(v.engine_transmit_max_ms),
+                    ms(v.wire_transmit_max_ms)
+                )
+                .into(),
+                agree.into(),
+            ]);
+        }
+    }
+    section_blocks(
+        "The engine's own view, from its metrics endpoint scraped once a second during the run (docs/metrics.md), beside the capture's (engine / wire): departures from Up against flaps, and the largest gap each way in ms (receive: between the peer's packets; transmit: between the DUT's). Never a verdict's figure: a starved engine thinks it is on time. A scrape's window is the second before it, so the engine's figures may reach a second past the phase's edges; gaps differing by more than the larger of 1 ms and a tenth are called out.",
+        &[
+            ("DUT", L),
+            ("phase", L),
+            ("measured in", L),
+            ("downs / flaps", R),
+            ("receive max ms", R),
+            ("transmit max ms", R),
+            ("engine and wire", L),
+        ],
+        rows,
+    )
+}
+
 /// A section of per-side figures of every phase of the DUTs `wanted`
 /// picks (`row` gives one row's cells after DUT, phase and side), under
 /// `legend`; empty when no DUT has any.
@@ -445,7 +492,7 @@ pub(super) fn programs_section(m: &Manifest) -> Vec<Block> {
 /// The tables of `summary.md` that a published file may embed by name
 /// (`linecard tables`: `<!-- evidence: RUN_DIR NAME -->`), each with its
 /// one-paragraph legend.
-pub const SECTIONS: [&str; 9] = [
+pub const SECTIONS: [&str; 10] = [
     "faults",
     "families",
     "echo",
@@ -453,6 +500,7 @@ pub const SECTIONS: [&str; 9] = [
     "demand",
     "intervals",
     "cpu",
+    "engine_view",
     "programs",
     "receive_path",
 ];
@@ -467,6 +515,7 @@ fn section_of(name: &str, m: &Manifest) -> Option<Vec<Block>> {
         "demand" => demand_section,
         "intervals" => intervals_section,
         "cpu" => cpu_section,
+        "engine_view" => engine_view_section,
         "programs" => programs_section,
         "receive_path" => receive_path_section,
         _ => return None,

@@ -3,6 +3,7 @@
 //! renderer: the runner fills it (`run/`), the exporters render it
 //! (`export/`).
 
+pub mod engine_view;
 pub mod evidence;
 pub mod faults;
 pub mod figures;
@@ -69,6 +70,10 @@ pub struct DutOutcome {
     /// once its sessions were Up (`crate::receive_path`).
     #[serde(default)]
     pub receive_path: Vec<crate::receive_path::InterfaceRecord>,
+    /// Per phase, the engine's own view (its metrics endpoint, scraped
+    /// once a second) beside the wire's; empty for a DUT without one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub engine_view: Vec<engine_view::PhaseEngineView>,
 }
 
 /// One address family's sessions in a dual-stack run.

@@ -525,6 +525,13 @@ struct LinecarddHost<'a> {
 }
 
 /// What a linecardd's configuration says of its host.
+/// Where a DUT linecardd serves its metrics during a run: its host's
+/// loopback (the lab's DUT namespace, or an SSH host's), scraped once a
+/// second by `linecard engine-scrape` beside it. A scenario's `[engine]
+/// metrics` is replaced by it, so that the run always scrapes what the
+/// engine serves.
+pub const DUT_METRICS: &str = "127.0.0.1:19788";
+
 pub(crate) struct EngineSite<'a> {
     /// Its CPUs; the engine is pinned to the first.
     pub cpus: &'a [usize],
@@ -532,6 +539,8 @@ pub(crate) struct EngineSite<'a> {
     pub asks_demand: bool,
     /// The sessions' interface (the fast path attaches to it).
     pub interface: &'a str,
+    /// Where it serves metrics (the DUT: [`DUT_METRICS`]).
+    pub metrics: Option<&'static str>,
 }
 
 impl<'a> LinecarddHost<'a> {
@@ -552,6 +561,7 @@ impl<'a> EngineSite<'a> {
             cpus,
             asks_demand: sessions.demand.is_some_and(|d| d.dut_asks()),
             interface,
+            metrics: Some(DUT_METRICS),
         }
     }
 }

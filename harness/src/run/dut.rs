@@ -44,6 +44,7 @@ pub(super) fn run_dut(
         families: Vec::new(),
         programs: Vec::new(),
         receive_path: Vec::new(),
+        engine_view: Vec::new(),
     };
     if let DutImplementation::Linecardd { backend } | DutImplementation::FrrDataplane { backend } =
         &dut.implementation
@@ -91,8 +92,9 @@ pub(super) fn run_dut(
     }
     // The witnesses outlive the phases by 2 s.
     let seconds = scenario.seconds_per_dut() + 2;
+    let recorders_started = Recorder::for_dut(dut);
     let mut recorders = Vec::new();
-    for recorder in Recorder::ALL {
+    for &recorder in &recorders_started {
         recorders.push(site.start_recorder(recorder, seconds, &dir)?);
     }
     let mut running = Running {
@@ -150,6 +152,9 @@ pub(super) fn run_dut(
             dir.local.join(recorder.record())
         }
     };
+    let scrapes = (recorders_started.contains(&Recorder::EngineScrape))
+        .then(|| crate::scrape::read(&record(Recorder::EngineScrape)))
+        .filter(|scrapes| !scrapes.is_empty());
     let measured = Measured {
         stalls: crate::canary::read(&record(Recorder::Canary)).unwrap_or_default(),
         freezes: crate::canary::read(&record(Recorder::FreezeWitness)).unwrap_or_default(),
@@ -169,6 +174,10 @@ pub(super) fn run_dut(
     };
     drop(prepared);
     judge_dut(scenario, dut, &mut outcome, measured)?;
+    if let (Some(scrapes), Some(evidence)) = (scrapes, &outcome.evidence) {
+        outcome.engine_view =
+            crate::scrape::phase_views(&scrapes, &outcome.phases, &evidence.phases);
+    }
     Ok(outcome)
 }
 

@@ -437,6 +437,7 @@ fn attempt(
                 families: Vec::new(),
                 programs: Vec::new(),
                 receive_path: Vec::new(),
+                engine_view: Vec::new(),
             };
             (outcome, full)
         }

@@ -20,7 +20,7 @@ use crate::procs::{Capture, CaptureOutcome, Daemon};
 use crate::receive_path::{Detail, InterfaceRecord};
 use crate::scenario::programs::ProgramRecord;
 use crate::scenario::Fault;
-use crate::scenario::{DutSpec, Scenario};
+use crate::scenario::{DutImplementation, DutSpec, Scenario};
 use anyhow::{bail, Result};
 use linecard_api::BackendKind;
 use std::path::{Path, PathBuf};
@@ -82,10 +82,26 @@ pub(crate) enum Recorder {
     FreezeWitness,
     /// The hypervisor's steal on the DUT's CPUs; runs off them.
     StealWitness,
+    /// The DUT engine's metrics endpoint, scraped once a second
+    /// (`crate::scrape`); runs off the DUT's CPUs, beside the engine.
+    EngineScrape,
 }
 
 impl Recorder {
     pub(crate) const ALL: [Recorder; 3] = [Self::Canary, Self::FreezeWitness, Self::StealWitness];
+
+    /// The recorders a DUT's run starts: the witnesses always, the
+    /// scraper where the DUT is a linecardd (it serves the endpoint).
+    pub(crate) fn for_dut(dut: &DutSpec) -> Vec<Recorder> {
+        let mut recorders = Self::ALL.to_vec();
+        if matches!(
+            dut.implementation,
+            DutImplementation::Linecardd { .. } | DutImplementation::FrrDataplane { .. }
+        ) {
+            recorders.push(Self::EngineScrape);
+        }
+        recorders
+    }
 
     /// Its subcommand, and its log's and record's names.
     pub(crate) fn name(self) -> &'static str {
@@ -93,6 +109,7 @@ impl Recorder {
             Self::Canary => "canary",
             Self::FreezeWitness => "freeze-witness",
             Self::StealWitness => "steal-witness",
+            Self::EngineScrape => "engine-scrape",
         }
     }
 
@@ -102,13 +119,20 @@ impl Recorder {
             Self::Canary => "canary.jsonl",
             Self::FreezeWitness => "freeze.jsonl",
             Self::StealWitness => "steal.jsonl",
+            Self::EngineScrape => "engine-scrape.jsonl",
         }
     }
 
     /// Whether it must run off the DUT's CPUs: the steal witness watches
     /// them and must not be starved by what they run.
     pub(crate) fn off_dut(self) -> bool {
-        self == Self::StealWitness
+        matches!(self, Self::StealWitness | Self::EngineScrape)
+    }
+
+    /// Whether it runs in the DUT's network namespace (the lab's): the
+    /// scraper reaches the engine's endpoint on its loopback.
+    pub(crate) fn in_dut_namespace(self) -> bool {
+        !self.off_dut() || self == Self::EngineScrape
     }
 
     /// What its record's absence costs the judge.
@@ -121,6 +145,9 @@ impl Recorder {
             Self::StealWitness => {
                 "the steal witness's record did not come back (no steal can excuse a gap)"
             }
+            Self::EngineScrape => {
+                "the engine's scrapes did not come back (the report has no engine view)"
+            }
         }
     }
 
@@ -129,6 +156,10 @@ impl Recorder {
         let mut args = vec![self.name().to_string()];
         if self == Self::StealWitness {
             args.extend(["--cpus".into(), crate::remote::cpu_list(dut_cpus)]);
+        }
+        if self == Self::EngineScrape {
+            let address = crate::run::daemons::DUT_METRICS;
+            args.extend(["--address".into(), address.to_string()]);
         }
         args.extend([
             "--seconds".into(),

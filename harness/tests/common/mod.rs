@@ -4,6 +4,8 @@
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure, with its line
 #![allow(dead_code)]
 
+pub mod prometheus;
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -9,36 +9,17 @@
 //! endpoint said. Then FRR killed: each session leaves Up once, with
 //! Diag 1, in the endpoint's words and in Prometheus's.
 
+use crate::common::prometheus::*;
 use crate::common::*;
-use linecard_harness::lab::spec::{self, DUT};
-use linecard_harness::procs::{start_frr_bfdd, Daemon, PeerSession};
-use std::time::{Duration, Instant};
+use linecard_harness::lab::spec;
+use linecard_harness::procs::{start_frr_bfdd, PeerSession};
+use std::time::Duration;
 
 const SESSIONS: usize = 2;
-/// Where linecardd listens for scrapes and Prometheus for queries, both
-/// on the DUT namespace's loopback.
+/// Where linecardd listens for scrapes, on the DUT namespace's loopback.
 const METRICS: &str = "127.0.0.1:19788";
-const PROMETHEUS: &str = "127.0.0.1:19790";
 /// How long FRR is stopped: 0.85 of the 1 s detection time.
 const STOP_MS: u64 = 850;
-
-/// `curl -s ARGS` in the DUT's namespace: its output.
-fn curl(args: &[&str]) -> String {
-    let out = std::process::Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            DUT.namespace,
-            "curl",
-            "-s",
-            "--max-time",
-            "5",
-        ])
-        .args(args)
-        .output()
-        .expect("curl (apt-get install curl)");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// The endpoint's text.
 fn scrape() -> String {
@@ -54,54 +35,23 @@ fn samples(text: &str, name: &str, having: &[&str]) -> Vec<f64> {
         .collect()
 }
 
-/// Prometheus's instant value of `query` (one series, or their sum), or
-/// `None` if it has none yet.
-fn prometheus(query: &str) -> Option<f64> {
-    let body = curl(&[
-        "-G",
-        &format!("http://{PROMETHEUS}/api/v1/query"),
-        "--data-urlencode",
-        &format!("query={query}"),
-    ]);
-    let reply: serde_json::Value = serde_json::from_str(&body).ok()?;
-    let result = reply["data"]["result"].as_array()?;
-    let first = result.first()?;
-    first["value"][1].as_str()?.parse().ok()
-}
-
-/// Waits (bounded) until Prometheus's `query` is `want`.
-fn wait_prometheus(query: &str, want: f64, limit: Duration) {
-    let deadline = Instant::now() + limit;
-    loop {
-        let got = prometheus(query);
-        if got == Some(want) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "Prometheus: {query} is {got:?}, not {want}, after {limit:?}"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
-
 /// The largest exemplar over 0.5 s Prometheus holds on the receive-gap
 /// buckets of the session whose labels contain `peer_label` between two
 /// instants (ns): its value and time, s.
 fn exemplar(peer_label: &str, from_ns: i64, to_ns: i64) -> Option<(f64, f64)> {
     let peer = peer_label.split('"').nth(1)?;
-    let body = curl(&[
-        "-G",
-        &format!("http://{PROMETHEUS}/api/v1/query_exemplars"),
-        "--data-urlencode",
-        &format!(r#"query=linecard_bfd_receive_gap_seconds_bucket{{peer="{peer}"}}"#),
-        "--data-urlencode",
-        &format!("start={}", from_ns as f64 / 1e9),
-        "--data-urlencode",
-        &format!("end={}", to_ns as f64 / 1e9 + 5.0),
-    ]);
-    let reply: serde_json::Value = serde_json::from_str(&body).ok()?;
-    (reply["data"].as_array()?.iter())
+    let data = api(
+        "query_exemplars",
+        &[
+            (
+                "query",
+                format!(r#"linecard_bfd_receive_gap_seconds_bucket{{peer="{peer}"}}"#),
+            ),
+            ("start", (from_ns as f64 / 1e9).to_string()),
+            ("end", (to_ns as f64 / 1e9 + 5.0).to_string()),
+        ],
+    )?;
+    (data.as_array()?.iter())
         .flat_map(|series| series["exemplars"].as_array().cloned().unwrap_or_default())
         .filter_map(|e| {
             let value: f64 = e["value"].as_str()?.parse().ok()?;
@@ -109,33 +59,6 @@ fn exemplar(peer_label: &str, from_ns: i64, to_ns: i64) -> Option<(f64, f64)> {
         })
         .filter(|&(value, _)| value > 0.5)
         .max_by(|a, b| a.0.total_cmp(&b.0))
-}
-
-fn start_prometheus(dir: &std::path::Path) -> Daemon {
-    let config = dir.join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
-             scrape_configs:\n  - job_name: linecardd\n    static_configs:\n      - targets: ['{METRICS}']\n"
-        ),
-    )
-    .unwrap();
-    Daemon::spawn(
-        "prometheus",
-        DUT.namespace,
-        Some(&spec::cpuset_dir(spec::REST_CPUSET)),
-        "prometheus",
-        &[
-            format!("--config.file={}", config.display()),
-            format!("--storage.tsdb.path={}", dir.join("tsdb").display()),
-            format!("--web.listen-address={PROMETHEUS}"),
-            // The window's largest gap is an exemplar (OpenMetrics).
-            "--enable-feature=exemplar-storage".to_string(),
-        ],
-        &dir.join("prometheus.log"),
-    )
-    .expect("prometheus (apt-get install prometheus)")
 }
 
 #[test]
@@ -191,7 +114,7 @@ fn prometheus_holds_the_fast_path_s_gaps_and_downs_as_the_wire_shows_them() {
         },
     );
     let capture = capture_dut_port(&dir);
-    let mut prometheus_daemon = start_prometheus(&dir);
+    let mut prometheus_daemon = start_prometheus(&dir, METRICS);
     wait_prometheus(r#"up{job="linecardd"}"#, 1.0, Duration::from_secs(60));
 
     // The quiet window: gaps measured in the kernel, none over budget.

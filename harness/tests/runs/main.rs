@@ -12,6 +12,7 @@
 mod common;
 
 mod compare;
+mod engine_view;
 mod faults;
 mod handover;
 mod run;

@@ -205,6 +205,19 @@ enum Command {
         #[arg(long)]
         out: std::path::PathBuf,
     },
+    /// The engine scraper (started by `linecard run` beside a linecardd DUT, off its CPUs):
+    /// reads the engine's OpenMetrics endpoint once a second and records as JSON lines each
+    /// session's state, departures from Up and gaps, for the report's engine view
+    #[command(hide = true)]
+    EngineScrape {
+        /// The endpoint, ADDRESS:PORT
+        #[arg(long)]
+        address: std::net::SocketAddr,
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        seconds: u64,
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
     /// Write this program's man pages (section 1) or shell completions into DIR (packaging)
     #[command(hide = true)]
     Generate {
@@ -448,6 +461,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::FreezeWitness { seconds, out } => {
             linecard_harness::freeze::run(seconds, &out)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::EngineScrape {
+            address,
+            seconds,
+            out,
+        } => {
+            linecard_harness::scrape::run(address, seconds, &out)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Canary { seconds, out } => {

@@ -80,6 +80,7 @@ pub(super) fn start_peer_daemon(
                         cpus: &cpus,
                         asks_demand: sessions.demand.is_some_and(|d| d.peer_asks()),
                         interface: spec::HOST_IFACE,
+                        metrics: None,
                     },
                 },
                 BackendKind::Rt,
@@ -142,6 +143,9 @@ pub(crate) fn linecardd_config(
         ..engine.clone()
     };
     engine.rt_priority.get_or_insert(90);
+    if let Some(address) = site.metrics {
+        engine.metrics = Some(address.to_string());
+    }
     if let Some(&cpu) = site.cpus.first() {
         engine.cpu.get_or_insert(cpu as i64);
     }

@@ -46,10 +46,15 @@ pub(crate) fn spawn_recorder(
     seconds: u64,
     dir: &Path,
 ) -> Result<Daemon> {
-    let (namespace, cpuset) = if recorder.off_dut() {
-        (spec::OBSERVER_NS, spec::cpuset_dir(spec::REST_CPUSET))
+    let namespace = if recorder.in_dut_namespace() {
+        spec::DUT.namespace
     } else {
-        (spec::DUT.namespace, spec::cpuset_dir(spec::DUT_CPUSET))
+        spec::OBSERVER_NS
+    };
+    let cpuset = if recorder.off_dut() {
+        spec::cpuset_dir(spec::REST_CPUSET)
+    } else {
+        spec::cpuset_dir(spec::DUT_CPUSET)
     };
     let out = dir.join(recorder.record());
     let args = recorder.args(dut_cpus, seconds, &out.display().to_string());

@@ -394,8 +394,8 @@ max_gap_ms = 15.0
             .as_deref()
             .unwrap()
             .contains("--sched fifo"));
-        // The capture first, then the peer, the DUT, the witnesses, and
-        // the L4 phase's stress.
+        // The capture first, then the peer, the DUT, the witnesses, the
+        // engine's scraper, and the L4 phase's stress.
         assert_eq!(
             started,
             [
@@ -405,6 +405,7 @@ max_gap_ms = 15.0
                 "canary",
                 "freeze-witness",
                 "steal-witness",
+                "engine-scrape",
                 "stress-1-0"
             ]
         );
