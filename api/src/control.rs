@@ -225,6 +225,31 @@ pub struct SessionStatus {
     /// What the kernel's digest verification cost for this session
     /// (authenticated sessions on the xdp backend).
     pub kernel_digests: Option<KernelDigests>,
+    /// How the session was configured (`[[session]]`): RFC 5883's
+    /// multihop, the interface, passive (6.1: it waits to hear first),
+    /// and the least TTL accepted on a multihop session. Absent from a
+    /// linecardd that predates them.
+    #[serde(default)]
+    pub multihop: bool,
+    #[serde(default)]
+    pub interface: Option<String>,
+    #[serde(default)]
+    pub passive: bool,
+    #[serde(default)]
+    pub min_ttl: u8,
+    /// Transitions into Up and out of it since the session was added
+    /// (FRR's `session-up` and `session-down`).
+    #[serde(default)]
+    pub ups: u64,
+    #[serde(default)]
+    pub downs: u64,
+    /// The fast path's own counts for the session (xdp backend): every
+    /// valid packet it heard (those it passed up included) and every
+    /// reply it sent.
+    #[serde(default)]
+    pub kernel_packets_in: Option<u64>,
+    #[serde(default)]
+    pub kernel_packets_out: Option<u64>,
 }
 
 /// One session as `linecardd ctl readiness` shows it: whether it is Up

@@ -10,6 +10,7 @@ pub mod bfddp;
 pub mod config;
 pub mod daemon;
 pub mod echo;
+pub mod frr_json;
 pub mod io;
 pub mod log;
 pub mod metrics;

@@ -149,6 +149,13 @@ enum CtlOp {
         #[arg(long)]
         json: bool,
     },
+    /// Show sessions as FRR's bfdd prints `show bfd peers json` (FRR's
+    /// keys, units and words), for tools that already parse FRR
+    Peers {
+        /// As `show bfd peers counters json` instead
+        #[arg(long)]
+        counters: bool,
+    },
     /// Add a session
     Add {
         #[command(flatten)]
@@ -333,7 +340,7 @@ fn json_name<T: serde::Serialize>(value: &T) -> String {
 
 fn run_ctl(ctl: Ctl) -> Result<()> {
     let request = match &ctl.op {
-        CtlOp::List { .. } => Request::List,
+        CtlOp::List { .. } | CtlOp::Peers { .. } => Request::List,
         CtlOp::Reload => Request::Reload,
         CtlOp::Handover => Request::Handover,
         CtlOp::Drops => Request::Drops,
@@ -395,6 +402,17 @@ fn run_ctl(ctl: Ctl) -> Result<()> {
     let reply = call(&ctl.socket, &request)?;
     match ctl.op {
         CtlOp::List { json: false } => print_sessions(&serde_json::from_value(reply)?),
+        CtlOp::Peers { counters } => {
+            let list: linecard_api::control::ListReply = serde_json::from_value(reply)?;
+            let now = linecard_engine::io::clock_ns(libc::CLOCK_REALTIME) as i64;
+            let rows: Vec<serde_json::Value> = (list.sessions.iter())
+                .map(|s| match counters {
+                    true => linecard_engine::frr_json::counters(s),
+                    false => linecard_engine::frr_json::peer(s, now),
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&rows)?);
+        }
         CtlOp::Reload => {
             // A refused or partial reload fails the command (systemd's
             // `reload` reports it).

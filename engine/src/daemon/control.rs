@@ -162,6 +162,7 @@ impl Engine {
                 ),
                 _ => (peer.own_clock_requests, peer.last_own_clock),
             };
+            let kernel_state = self.fast.as_ref().and_then(|f| f.state(id as u32).ok());
             // Recent: within the last three intervals.
             let own_clock_recent =
                 last_own_clock.is_some_and(|t| now - t < 3 * session.tx_interval_ns());
@@ -214,6 +215,14 @@ impl Engine {
                     }
                     _ => None,
                 },
+                multihop: path.multihop,
+                interface: peer.spec.interface.clone(),
+                passive: peer.spec.passive,
+                min_ttl: peer.spec.min_ttl,
+                ups: session.telemetry().ups,
+                downs: session.telemetry().downs.iter().sum(),
+                kernel_packets_in: kernel_state.map(|k| k.rx_packets),
+                kernel_packets_out: kernel_state.map(|k| k.tx_packets),
             }
         })
     }

@@ -25,6 +25,8 @@ pub struct Telemetry {
     pub downs: [u64; DIAGNOSTICS],
     /// The last of them.
     pub last_down: Option<Transition>,
+    /// Transitions into Up.
+    pub ups: u64,
     last_rx_ns: Option<Nanos>,
     last_tx_ns: Option<Nanos>,
     /// The scrape window the gaps' window maxima are recorded into
@@ -41,6 +43,7 @@ impl Default for Telemetry {
             gaps: SessionGaps::default(),
             downs: [0; DIAGNOSTICS],
             last_down: None,
+            ups: 0,
             last_rx_ns: None,
             last_tx_ns: None,
             window: 0,
@@ -50,6 +53,9 @@ impl Default for Telemetry {
 
 impl Telemetry {
     pub fn transition(&mut self, t: &Transition) {
+        if t.to == State::Up && t.from != State::Up {
+            self.ups += 1;
+        }
         if t.from == State::Up && t.to != State::Up {
             self.downs[usize::from(t.diag.bits()) % DIAGNOSTICS] += 1;
             self.last_down = Some(*t);

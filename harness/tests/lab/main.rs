@@ -16,6 +16,7 @@ mod conformance;
 mod demand;
 mod detection;
 mod frr_dataplane;
+mod frr_json;
 mod handover;
 mod inject;
 mod interop;

@@ -7,7 +7,9 @@
 //! kernel's histogram must hold the capture's largest peer-to-DUT gap in
 //! its highest non-empty bucket, and Prometheus must hold what the
 //! endpoint said. Then FRR killed: each session leaves Up once, with
-//! Diag 1, in the endpoint's words and in Prometheus's.
+//! Diag 1, in the endpoint's words and in Prometheus's. Before all that,
+//! `ctl peers` is held to FRR's own JSON of the same sessions
+//! (`frr_json.rs`).
 
 use crate::common::prometheus::*;
 use crate::common::*;
@@ -113,6 +115,8 @@ fn prometheus_holds_the_fast_path_s_gaps_and_downs_as_the_wire_shows_them() {
                 == SESSIONS
         },
     );
+    // The FRR-shaped view of the same sessions, against FRR's own.
+    crate::frr_json::ctl_peers_reads_as_frr_s_own(&socket, &dir.join("frr"));
     let capture = capture_dut_port(&dir);
     let mut prometheus_daemon = start_prometheus(&dir, METRICS);
     wait_prometheus(r#"up{job="linecardd"}"#, 1.0, Duration::from_secs(60));
