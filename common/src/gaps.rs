@@ -97,9 +97,23 @@ pub const fn ratio_bucket(gap_ns: u64, detect_ns: u64) -> Option<usize> {
 /// ([`GapHistogram::over_budget`]).
 pub const OVER_BUDGET_TENTHS: [usize; 3] = [5, 8, 10];
 
+/// The largest gap of one scrape window, in one of
+/// [`GapHistogram::windows`]' two slots.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WindowSlot {
+    /// The window it holds.
+    pub window: u64,
+    /// Its largest gap, ns, and the recorder's clock (`CLOCK_MONOTONIC`
+    /// in the kernel) when that gap ended.
+    pub max_ns: u64,
+    pub max_at_ns: u64,
+}
+
 /// One direction's gaps of one session, as one plane (one CPU of the fast
-/// path, or userspace) measured them. 16 + 12 + 4 + 6 = 38 u64s, 304
-/// bytes, no padding.
+/// path, or userspace) measured them. 4 + 6 + 16 + 12 = 38 u64s, 304
+/// bytes, no padding; what every gap writes (the sums, the maxima, the
+/// window's slot) first, in the first 80 bytes.
 ///
 /// Besides the counts since start, the largest gap of the current scrape
 /// window and when it ended, in two slots by the window's parity: the
@@ -109,11 +123,6 @@ pub const OVER_BUDGET_TENTHS: [usize; 3] = [5, 8, 10];
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GapHistogram {
-    /// Counts by [`gap_bucket`].
-    pub seconds: [u64; GAP_BUCKETS],
-    /// Counts by [`ratio_bucket`] (gaps without a detection time are in
-    /// `seconds` only).
-    pub ratio: [u64; RATIO_BUCKETS],
     /// Gaps recorded, and their sum, ns.
     pub count: u64,
     pub sum_ns: u64,
@@ -122,11 +131,13 @@ pub struct GapHistogram {
     pub ratio_sum_permille: u64,
     /// The largest gap recorded, ns.
     pub max_ns: u64,
-    /// Per slot (window parity): the window it holds, its largest gap, ns,
-    /// and the clock (the recorder's, `CLOCK_MONOTONIC`) when it ended.
-    pub window: [u64; 2],
-    pub window_max_ns: [u64; 2],
-    pub window_max_at_ns: [u64; 2],
+    /// By the window's parity.
+    pub windows: [WindowSlot; 2],
+    /// Counts by [`gap_bucket`].
+    pub seconds: [u64; GAP_BUCKETS],
+    /// Counts by [`ratio_bucket`] (gaps without a detection time are in
+    /// `seconds` only).
+    pub ratio: [u64; RATIO_BUCKETS],
 }
 
 impl Default for GapHistogram {
@@ -143,9 +154,11 @@ impl GapHistogram {
         sum_ns: 0,
         ratio_sum_permille: 0,
         max_ns: 0,
-        window: [0; 2],
-        window_max_ns: [0; 2],
-        window_max_at_ns: [0; 2],
+        windows: [WindowSlot {
+            window: 0,
+            max_ns: 0,
+            max_at_ns: 0,
+        }; 2],
     };
 
     /// Records one gap that ran against `detect_ns` (0: none yet) and
@@ -166,22 +179,23 @@ impl GapHistogram {
             self.max_ns = gap_ns;
         }
         // A bit mask, not `% 2`: the verifier sees the index bounded.
-        let slot = (window & 1) as usize;
+        let slot = &mut self.windows[(window & 1) as usize];
         // One branch, not two (`|`, not `||`): each is a path the verifier
         // walks on to the program's end.
-        if (self.window[slot] != window) | (gap_ns > self.window_max_ns[slot]) {
-            self.window[slot] = window;
-            self.window_max_ns[slot] = gap_ns;
-            self.window_max_at_ns[slot] = at_ns;
+        if (slot.window != window) | (gap_ns > slot.max_ns) {
+            *slot = WindowSlot {
+                window,
+                max_ns: gap_ns,
+                max_at_ns: at_ns,
+            };
         }
     }
 
     /// The largest gap of scrape window `window` and when it ended, if
     /// one was recorded in it.
     pub fn window_max(&self, window: u64) -> Option<(u64, u64)> {
-        let slot = (window & 1) as usize;
-        (self.window[slot] == window && self.window_max_ns[slot] > 0)
-            .then(|| (self.window_max_ns[slot], self.window_max_at_ns[slot]))
+        let slot = &self.windows[(window & 1) as usize];
+        (slot.window == window && slot.max_ns > 0).then_some((slot.max_ns, slot.max_at_ns))
     }
 
     /// `other`'s counts added to these (per-CPU values, or both planes).
@@ -196,16 +210,10 @@ impl GapHistogram {
         self.sum_ns += other.sum_ns;
         self.ratio_sum_permille += other.ratio_sum_permille;
         self.max_ns = self.max_ns.max(other.max_ns);
-        // Each slot keeps the larger of the two for the later window.
-        for slot in 0..2 {
-            let (a, b) = (
-                (self.window[slot], self.window_max_ns[slot]),
-                (other.window[slot], other.window_max_ns[slot]),
-            );
-            if b.0 > a.0 || (b.0 == a.0 && b.1 > a.1) {
-                self.window[slot] = other.window[slot];
-                self.window_max_ns[slot] = other.window_max_ns[slot];
-                self.window_max_at_ns[slot] = other.window_max_at_ns[slot];
+        // Each slot keeps the later window's, the larger gap of the same.
+        for (mine, theirs) in self.windows.iter_mut().zip(other.windows) {
+            if (theirs.window, theirs.max_ns) > (mine.window, mine.max_ns) {
+                *mine = theirs;
             }
         }
     }
@@ -241,12 +249,12 @@ mod tests {
 
     #[test]
     fn layout_is_pinned() {
+        assert_eq!(size_of::<WindowSlot>(), 24);
         assert_eq!(size_of::<GapHistogram>(), 304);
-        assert_eq!(offset_of!(GapHistogram, ratio), 128);
-        assert_eq!(offset_of!(GapHistogram, count), 224);
-        assert_eq!(offset_of!(GapHistogram, max_ns), 248);
-        assert_eq!(offset_of!(GapHistogram, window), 256);
-        assert_eq!(offset_of!(GapHistogram, window_max_at_ns), 288);
+        assert_eq!(offset_of!(GapHistogram, max_ns), 24);
+        assert_eq!(offset_of!(GapHistogram, windows), 32);
+        assert_eq!(offset_of!(GapHistogram, seconds), 80);
+        assert_eq!(offset_of!(GapHistogram, ratio), 208);
         assert_eq!(size_of::<SessionGaps>(), 608);
         assert_eq!(offset_of!(SessionGaps, tx), 304);
     }

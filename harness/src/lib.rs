@@ -5,6 +5,7 @@ pub mod analysis_files;
 pub mod analyze;
 pub mod backends;
 pub mod bench;
+pub mod bench_metrics;
 pub mod bench_xdp;
 pub mod canary;
 pub mod compare;

@@ -94,7 +94,7 @@ pub fn run(address: SocketAddr, seconds: u64, out: &Path) -> Result<()> {
 }
 
 /// `GET /metrics` on `address`: the body.
-fn fetch(address: SocketAddr) -> Result<String> {
+pub fn fetch(address: SocketAddr) -> Result<String> {
     let mut stream = TcpStream::connect_timeout(&address, Duration::from_millis(500))
         .with_context(|| format!("connecting to {address}"))?;
     stream.set_read_timeout(Some(Duration::from_secs(3)))?;

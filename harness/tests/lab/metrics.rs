@@ -265,3 +265,50 @@ fn prometheus_holds_the_fast_path_s_gaps_and_downs_as_the_wire_shows_them() {
     dut.stop().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `linecard bench metrics`, short: the engine's CPU time with and
+/// without a scrape a second, side by side, and a scrape of every session
+/// (the README's figure is the full run's, 1024 sessions).
+#[test]
+fn bench_metrics_prices_a_scrape_beside_none() {
+    if !privileged("bench_metrics_prices_a_scrape_beside_none") {
+        return;
+    }
+    // Its engine runs in this namespace: the lab's lock keeps others out.
+    let _lock = lock_lab();
+    let dir = scratch_dir("benchm");
+    let out = linecard(&[
+        "bench",
+        "metrics",
+        "--sessions",
+        "16",
+        "--seconds",
+        "5",
+        "--pairs",
+        "1",
+        "--json",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert_exit(&out, 0, "linecard bench metrics");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["sessions"], 16);
+    assert!(report["engine"].as_str().unwrap().starts_with("linecardd "));
+    let pair = &report["pairs"][0];
+    assert!(
+        pair["idle_cpu_ms_per_s"].is_f64() && pair["cost_percent"].is_f64(),
+        "{report:#}"
+    );
+    assert!(report["bytes"].as_u64().unwrap() > 16 * 1000, "{report:#}");
+    assert!(report["scrape_ms_p50"].as_f64().unwrap() > 0.0);
+    // The engine it started is gone, and went without a panic.
+    let config = dir.join("linecardd.toml");
+    let left = std::process::Command::new("pgrep")
+        .args(["-f", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(left.stdout.is_empty(), "left running: {:?}", left.stdout);
+    let log = std::fs::read_to_string(dir.join("linecardd.log")).unwrap();
+    assert!(!log.contains("panicked"), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -267,6 +267,24 @@ enum BenchCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// What scraping linecardd's metrics endpoint once a second costs the engine: its CPU time
+    /// unscraped and scraped, in pairs of equal windows, one run
+    Metrics {
+        /// Sessions the engine holds (naive backend, loopback)
+        #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=4096))]
+        sessions: u64,
+        /// Each window's length
+        #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(5..=3600))]
+        seconds: u64,
+        /// Pairs of windows (unscraped, then scraped)
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=10))]
+        pairs: u64,
+        /// Where the engine's config, socket and log go
+        #[arg(long, default_value = "/tmp/linecard-bench-metrics")]
+        dir: std::path::PathBuf,
+        #[command(flatten)]
+        output: Output,
+    },
     /// Analyzer speed and peak memory on a synthetic capture: linecard analyze vs tshark -T
     /// fields vs cat, one CPU
     Analyze {
@@ -478,6 +496,26 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Generate { what, dir } => {
             use clap::CommandFactory;
             linecard_api::cli_docs::generate(Cli::command(), what, "1", &dir)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(BenchCommand::Metrics {
+            sessions,
+            seconds,
+            pairs,
+            dir,
+            output,
+        }) => {
+            let report = linecard_harness::bench_metrics::run(
+                sessions as usize,
+                seconds,
+                pairs as usize,
+                &dir,
+            )?;
+            if output.json {
+                print_json(&report)?;
+            } else {
+                print!("{}", linecard_harness::bench_metrics::render(&report));
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(BenchCommand::Xdp { repeat, output }) => {
