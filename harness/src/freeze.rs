@@ -117,11 +117,40 @@ pub fn frozen_within_ms(freezes: &[Stall], start_ns: i64, end_ns: i64) -> f64 {
         / 1e6
 }
 
+/// How long, ms, both `dut` and `rest` were frozen at once within [start,
+/// end): the machine standing still, not something on the DUT's CPUs
+/// alone (the witness on the other CPUs froze at the same instants).
+pub fn frozen_together_within_ms(dut: &[Stall], rest: &[Stall], start_ns: i64, end_ns: i64) -> f64 {
+    let mut together = 0;
+    for a in dut {
+        for b in rest {
+            let from = a.from_unix_ns.max(b.from_unix_ns).max(start_ns);
+            let to = a.to_unix_ns.min(b.to_unix_ns).min(end_ns);
+            together += (to - from).max(0);
+        }
+    }
+    together as f64 / 1e6
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const MS: i64 = 1_000_000;
+
+    #[test]
+    fn only_what_both_witnesses_froze_at_once_counts_as_together() {
+        let dut = [freeze(100, 118), freeze(500, 520)];
+        // The other CPUs froze 105-125 (with the first) and 600-610 (alone).
+        let rest = [freeze(105, 125), freeze(600, 610)];
+        assert_eq!(frozen_together_within_ms(&dut, &rest, 0, 1000 * MS), 13.0);
+        // Within a gap 110-700 ms: 110-118 only.
+        assert_eq!(
+            frozen_together_within_ms(&dut, &rest, 110 * MS, 700 * MS),
+            8.0
+        );
+        assert_eq!(frozen_together_within_ms(&dut, &[], 0, 1000 * MS), 0.0);
+    }
 
     fn freeze(from_ms: i64, to_ms: i64) -> Stall {
         Stall {

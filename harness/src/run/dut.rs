@@ -158,6 +158,7 @@ pub(super) fn run_dut(
     let measured = Measured {
         stalls: crate::canary::read(&record(Recorder::Canary)).unwrap_or_default(),
         freezes: crate::canary::read(&record(Recorder::FreezeWitness)).unwrap_or_default(),
+        rest_freezes: crate::canary::read(&record(Recorder::RestFreezeWitness)).unwrap_or_default(),
         steal: crate::steal::StealTrace::read(&record(Recorder::StealWitness)),
         pairs,
         captured,
@@ -244,11 +245,7 @@ impl Running<'_> {
     ) -> Result<PhaseRecord> {
         let site = self.site;
         let loss = match &phase.fault {
-            Some(Fault::Loss { percent, seed }) => {
-                let link = site.lossy_link(*percent, *seed)?;
-                let before = link.counts()?;
-                Some((link, before))
-            }
+            Some(Fault::Loss { percent, seed }) => Some(site.lossy_link(*percent, *seed)?),
             _ => None,
         };
         let mut applied = phase
@@ -258,6 +255,16 @@ impl Running<'_> {
         // A loss lasts the phase; every other fault acts once, a moment in.
         let mut acted = matches!(phase.fault, None | Some(Fault::Loss { .. }));
         let drops_before = site.receive_path(Detail::Counters);
+        // The loss program's counts are read next to the phase's edges: the
+        // capture's frames are counted between them, and a frame every
+        // 10 ms passes in the tens of ms the receive path's script takes.
+        let loss = match loss {
+            Some(link) => {
+                let before = link.counts()?;
+                Some((link, before))
+            }
+            None => None,
+        };
         let start_ns = unix_ns();
         let started = Instant::now();
         let pid = self.dut_daemon.pid();
@@ -307,14 +314,17 @@ impl Running<'_> {
             s.stop()?;
         }
         let end_ns = unix_ns();
+        let loss_after = match &loss {
+            Some((link, _)) => Some(link.counts()?),
+            None => None,
+        };
         let drops = receive_path::drops_around(&drops_before, &site.receive_path(Detail::Counters));
         let cpu_cost = cpu::cost(
             &cpu_before,
             &self.cpu_sample(pid),
             (end_ns - start_ns) as f64 / 1e9,
         );
-        if let (Some((link, before)), Some(a)) = (loss, applied.as_mut()) {
-            let after = link.counts()?;
+        if let (Some((_, before)), Some(after), Some(a)) = (loss, loss_after, applied.as_mut()) {
             a.start_ns = start_ns;
             a.end_ns = end_ns;
             a.frames_seen = Some(after.seen - before.seen);

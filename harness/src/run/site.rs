@@ -80,6 +80,9 @@ pub(crate) enum Recorder {
     Canary,
     /// When no CPU of the DUT's could run anything (SCHED_DEADLINE).
     FreezeWitness,
+    /// The same witness on the other CPUs: a freeze there at the same
+    /// instants as the DUT's is the machine's, whatever runs on the DUT's.
+    RestFreezeWitness,
     /// The hypervisor's steal on the DUT's CPUs; runs off them.
     StealWitness,
     /// The DUT engine's metrics endpoint, scraped once a second
@@ -88,7 +91,12 @@ pub(crate) enum Recorder {
 }
 
 impl Recorder {
-    pub(crate) const ALL: [Recorder; 3] = [Self::Canary, Self::FreezeWitness, Self::StealWitness];
+    pub(crate) const ALL: [Recorder; 4] = [
+        Self::Canary,
+        Self::FreezeWitness,
+        Self::RestFreezeWitness,
+        Self::StealWitness,
+    ];
 
     /// The recorders a DUT's run starts: the witnesses always, the
     /// scraper where the DUT is a linecardd (it serves the endpoint).
@@ -103,11 +111,12 @@ impl Recorder {
         recorders
     }
 
-    /// Its subcommand, and its log's and record's names.
+    /// Its name (its log's: `NAME.log`).
     pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Canary => "canary",
             Self::FreezeWitness => "freeze-witness",
+            Self::RestFreezeWitness => "rest-freeze-witness",
             Self::StealWitness => "steal-witness",
             Self::EngineScrape => "engine-scrape",
         }
@@ -118,6 +127,7 @@ impl Recorder {
         match self {
             Self::Canary => "canary.jsonl",
             Self::FreezeWitness => "freeze.jsonl",
+            Self::RestFreezeWitness => "freeze-rest.jsonl",
             Self::StealWitness => "steal.jsonl",
             Self::EngineScrape => "engine-scrape.jsonl",
         }
@@ -126,7 +136,18 @@ impl Recorder {
     /// Whether it must run off the DUT's CPUs: the steal witness watches
     /// them and must not be starved by what they run.
     pub(crate) fn off_dut(self) -> bool {
-        matches!(self, Self::StealWitness | Self::EngineScrape)
+        matches!(
+            self,
+            Self::StealWitness | Self::RestFreezeWitness | Self::EngineScrape
+        )
+    }
+
+    /// The `linecard` subcommand it runs.
+    fn subcommand(self) -> &'static str {
+        match self {
+            Self::RestFreezeWitness => Self::FreezeWitness.name(),
+            _ => self.name(),
+        }
     }
 
     /// Whether it runs in the DUT's network namespace (the lab's): the
@@ -142,6 +163,9 @@ impl Recorder {
             Self::FreezeWitness => {
                 "the freeze witness's record did not come back (no freeze can excuse a gap)"
             }
+            Self::RestFreezeWitness => {
+                "the other CPUs' freeze witness's record did not come back (no freeze can excuse a gap where a successor engine starts)"
+            }
             Self::StealWitness => {
                 "the steal witness's record did not come back (no steal can excuse a gap)"
             }
@@ -153,7 +177,7 @@ impl Recorder {
 
     /// Its arguments, the subcommand first.
     pub(crate) fn args(self, dut_cpus: &[usize], seconds: u64, out: &str) -> Vec<String> {
-        let mut args = vec![self.name().to_string()];
+        let mut args = vec![self.subcommand().to_string()];
         if self == Self::StealWitness {
             args.extend(["--cpus".into(), crate::remote::cpu_list(dut_cpus)]);
         }

@@ -29,6 +29,10 @@ pub(crate) struct Measured {
     pub stalls: Vec<crate::canary::Stall>,
     /// When no CPU of the DUT's could run anything (the freeze witness).
     pub freezes: Vec<crate::canary::Stall>,
+    /// When the other CPUs could run nothing either (the same witness
+    /// there): with a freeze of the DUT's at the same instants, the
+    /// machine's.
+    pub rest_freezes: Vec<crate::canary::Stall>,
     /// The hypervisor's steal on the DUT's CPUs, placed in time.
     pub steal: crate::steal::StealTrace,
     /// Every session Up in both daemons' own words before the phases.
@@ -150,6 +154,7 @@ pub(crate) fn judge_dut(
     let witnesses = mirror::Witnesses {
         steal: &m.steal,
         freezes: &m.freezes,
+        rest_freezes: &m.rest_freezes,
         stalls: &m.stalls,
         unstressed,
         successors,

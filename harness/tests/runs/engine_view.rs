@@ -4,8 +4,8 @@
 //! histogram Prometheus holds gained its highest gap in the bucket that
 //! contains the capture's largest peer-to-DUT gap between the same two
 //! scrapes; for the naive control, which must flap (the precondition),
-//! the engine's departures from Up in the run's scrapes equal the flaps
-//! on the capture.
+//! the engine's departures from Up, in the run's scrapes and in
+//! Prometheus, equal the flaps on the capture.
 
 use crate::common::prometheus::*;
 use crate::common::*;
@@ -72,6 +72,36 @@ fn during_smoke_the_engine_s_view_matches_the_wire_in_prometheus_and_in_the_run(
         sum("engine_downs", view),
         wire_flaps,
         "the naive engine's departures from Up against the capture's flaps: {view:#}"
+    );
+    // And in Prometheus: the naive engine's Downs by the end of its run
+    // (every diagnostic's series at its largest), the capture's flaps.
+    let naive_end_ns = (naive["phases"].as_array().unwrap().iter())
+        .map(|p| p["end_ns"].as_i64().unwrap())
+        .max()
+        .unwrap();
+    let naive_start_ns = naive["phases"][0]["start_ns"].as_i64().unwrap();
+    let span_s = (naive_end_ns - naive_start_ns) / 1_000_000_000 + 30;
+    let data = api(
+        "query",
+        &[
+            (
+                "query",
+                format!(
+                    r#"sum(max_over_time(linecard_bfd_session_down_total{{backend="naive"}}[{span_s}s]))"#
+                ),
+            ),
+            ("time", (naive_end_ns as f64 / 1e9 + 1.5).to_string()),
+        ],
+    )
+    .expect("Prometheus answered");
+    let prometheus_downs: f64 = data["result"][0]["value"][1]
+        .as_str()
+        .unwrap_or_else(|| panic!("no naive Downs in Prometheus: {data:#}"))
+        .parse()
+        .unwrap();
+    assert_eq!(
+        prometheus_downs, wire_flaps as f64,
+        "the naive engine's Downs in Prometheus against the capture's flaps"
     );
 
     // xdp under L4: Prometheus's receive histogram between its first and

@@ -404,6 +404,7 @@ max_gap_ms = 15.0
                 "dut",
                 "canary",
                 "freeze-witness",
+                "rest-freeze-witness",
                 "steal-witness",
                 "engine-scrape",
                 "stress-1-0"
