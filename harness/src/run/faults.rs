@@ -9,6 +9,7 @@
 //! peer longer than that, while both sides were Up, went without one.
 
 use crate::manifest::faults::{FaultFigures, Silence};
+use crate::manifest::verdict::ExcusedGap;
 use crate::scenario::Fault;
 use linecard_capture_analyzer::analysis::{PacketRecord, PacketSink};
 use linecard_capture_analyzer::decode::State;
@@ -294,15 +295,18 @@ pub enum FaultBreach {
     Fail(String),
     /// The fault did not bite, or the instrument disagrees with itself.
     Invalid(String),
-    /// A late packet of ours, no later than what the hypervisor took from
-    /// the DUT's CPUs: invalid, and worth running again.
-    Stolen(String),
+    /// Late packets of ours, each inside a disturbance measured in its own
+    /// gap that accounts for its lateness (steal, a freeze, an idle CPU's
+    /// canary stall), every other rule kept: what the scenario's
+    /// `excused_gaps` says (by default a pass with the gaps listed, their
+    /// phase left for the judge to fill in; else invalid, run again).
+    Excused(String, Vec<ExcusedGap>),
 }
 
 impl FaultBreach {
     pub fn why(&self) -> &str {
         match self {
-            Self::Fail(w) | Self::Invalid(w) | Self::Stolen(w) => w,
+            Self::Fail(w) | Self::Invalid(w) | Self::Excused(w, _) => w,
         }
     }
 }
@@ -401,12 +405,24 @@ pub fn judge(f: &FaultFigures, detection_ms: f64, interval_ms: f64) -> Result<()
     fault_rules(f, fault, detection_ms)?;
     if !excused.is_empty() {
         let took = excused.iter().map(|g| g.disturbed_ms()).fold(0.0, f64::max);
-        return Err(FaultBreach::Stolen(format!(
+        let gaps = (excused.iter())
+            .filter_map(|g| {
+                let (by, disturbed_ms) = g.excuse_beyond(interval_ms)?;
+                Some(ExcusedGap {
+                    phase: String::new(),
+                    gap_ms: g.gap_ms,
+                    end_ns: g.end_ns,
+                    by: by.into(),
+                    disturbed_ms,
+                })
+            })
+            .collect();
+        return Err(FaultBreach::Excused(format!(
             "{what}: {} gap(s) of ours over {} intervals while Up (the longest {:.2} ms), each with a disturbance inside it that accounts for it (up to {took:.0} ms: hypervisor steal, a freeze, or the idle CPU's canary stalled)",
             excused.len(),
             f.late_intervals(),
             f.up_gap_max_ms
-        )));
+        ), gaps));
     }
     Ok(())
 }

@@ -107,12 +107,13 @@ impl Evidence {
     }
 
     /// A fault phase whose only fault was late packets of ours, each with
-    /// a disturbance measured inside it that accounts for its lateness.
+    /// a disturbance measured inside it that accounts for its lateness
+    /// (spoiled where the scenario does not pass such gaps).
     fn fault_spoiled_by_steal(&self) -> bool {
         self.phases.iter().any(|p| {
             matches!(
                 self.fault_breach(p),
-                Some(super::faults::FaultBreach::Stolen(_))
+                Some(super::faults::FaultBreach::Excused(..))
             )
         })
     }
@@ -263,18 +264,37 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
     }
     // Each fault's checks: a fault that did not bite says nothing (invalid);
     // a DUT that broke a rule under it fails, beside any broken limit.
+    // Late packets under a fault, each inside a disturbance that accounts
+    // for it, are excused as a plain phase's gaps are (by default).
     let mut fault_failures = Vec::new();
+    let mut fault_excused = Vec::new();
     for p in &e.phases {
         match e.fault_breach(p) {
             None => {}
             Some(super::faults::FaultBreach::Fail(why)) => {
                 fault_failures.push(format!("phase {}: {why}", p.phase))
             }
+            Some(super::faults::FaultBreach::Excused(_, gaps))
+                if expect.excused_gaps == ExcusedGaps::Pass =>
+            {
+                let phase = |g: ExcusedGap| ExcusedGap {
+                    phase: p.phase.clone(),
+                    ..g
+                };
+                fault_excused.extend(gaps.into_iter().map(phase));
+            }
             Some(breach) => {
                 return Verdict::Invalid(format!("phase {}: {}", p.phase, breach.why()));
             }
         }
     }
+    let passed = |mut plain_excused: Vec<ExcusedGap>| {
+        plain_excused.extend(fault_excused.iter().cloned());
+        match plain_excused.is_empty() {
+            true => Verdict::Pass,
+            false => Verdict::Excused(plain_excused),
+        }
+    };
     let flaps = e.own_flaps();
     let max = e.plain_max_ms();
     if !fault_failures.is_empty() {
@@ -301,7 +321,7 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
     }
     let broken = broken_limits(expect, e);
     if broken.is_empty() {
-        return Verdict::Pass;
+        return passed(Vec::new());
     }
     // Limits broken in a run whose peer fell silent for a detection time:
     // the window says nothing about the DUT (run again).
@@ -317,7 +337,7 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
     // those gaps listed, if the scenario accepts it.
     if let Some(excused) = excused_gaps(expect, e) {
         if expect.excused_gaps == ExcusedGaps::Pass {
-            return Verdict::Excused(excused);
+            return passed(excused);
         }
     }
     // A stall the DUT never saw coming: the hypervisor took its CPU. It

@@ -765,3 +765,52 @@ fn a_late_packet_of_our_own_clock_is_ours_whatever_the_peer_did_after_it() {
     assert!(matches!(judge(&hold(), &e), Verdict::Invalid(w) if w.contains("5.77 ms")));
     assert!(spoiled(&hold(), &e));
 }
+
+#[test]
+fn a_late_packet_under_a_fault_inside_a_measured_freeze_is_an_excused_pass_unless_the_scenario_says_invalid(
+) {
+    use crate::manifest::faults::FaultFigures;
+    use crate::scenario::Fault;
+    // 5 % loss, every rule kept but one gap of ours of 17.06 ms (seen
+    // here), 9 ms of it a freeze of the machine.
+    let mut lossy = phase(3, 12.0, 3.0);
+    lossy.canary_required_ms = None;
+    lossy.fault = Some(FaultFigures {
+        fault: Some(Fault::Loss {
+            percent: 5.0,
+            seed: 12,
+        }),
+        frames_seen: Some(700),
+        frames_dropped: Some(35),
+        peer_packets: 665,
+        up_gap_max_ms: 17.06,
+        late_up_gaps: vec![LongGap {
+            frozen_ms: 9.0,
+            ..long_gap(17.06, 500, false, 0.0)
+        }],
+        ..FaultFigures::default()
+    });
+    let e = evidence(vec![phase(0, 10.0, 40.0), lossy]);
+    let Verdict::Excused(excused) = judge(&hold(), &e) else {
+        panic!("{:?}", judge(&hold(), &e));
+    };
+    assert_eq!(excused.len(), 1);
+    assert_eq!(
+        (
+            excused[0].phase.as_str(),
+            excused[0].gap_ms,
+            excused[0].by.as_str()
+        ),
+        (e.phases[1].phase.as_str(), 17.06, "freeze")
+    );
+    assert!(!spoiled(&hold(), &e));
+    // The scenario's excused_gaps = "invalid": run again.
+    assert!(matches!(judge(&strict(), &e), Verdict::Invalid(w) if w.contains("17.06 ms")));
+    assert!(spoiled(&strict(), &e));
+    // Without the freeze, the gap is ours: a failure.
+    let mut bare = e.clone();
+    bare.phases[1].fault.as_mut().unwrap().late_up_gaps[0].frozen_ms = 0.0;
+    assert!(
+        matches!(judge(&hold(), &bare), Verdict::Fail(w) if w.contains("own clock did not send"))
+    );
+}
