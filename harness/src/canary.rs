@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// The canary's period.
-const PERIOD: Duration = Duration::from_millis(1);
+pub const PERIOD: Duration = Duration::from_millis(1);
 /// Stalls shorter than this are ordinary scheduling and not recorded.
 pub const REPORT_STALL_NS: i64 = 2_000_000;
 

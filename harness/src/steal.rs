@@ -178,8 +178,10 @@ mod tests {
         run(&[0], Duration::from_millis(50), &out).unwrap();
         let t = StealTrace::read(&out);
         assert!(t.readings.len() >= 2, "{t:?}");
+        // The first and last readings span the run's 50 ms, less up to a
+        // reading period (2 ms) at either end.
         let span = t.readings.last().unwrap().unix_ns - t.readings[0].unix_ns;
-        assert!(span >= 50 * MS, "{span}");
+        assert!(span >= 46 * MS, "{span}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
