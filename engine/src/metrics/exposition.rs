@@ -19,6 +19,7 @@
 //! 0`), not on a percentile, which stays healthy while the maximum pulls
 //! routes.
 
+use super::openmetrics::{escape, float, HistogramNames, Text};
 use super::{KernelMaps, KernelRow, SessionRow, Snapshot, WindowMax};
 use linecard_common::gaps::{
     gap_bucket, GapHistogram, GAP_BOUNDS_NS, OVER_BUDGET_TENTHS, RATIO_BUCKETS,
@@ -93,18 +94,6 @@ fn session_labels(row: &SessionRow) -> String {
     labels
 }
 
-/// A label value as OpenMetrics quotes it.
-fn escape(value: &str) -> std::borrow::Cow<'_, str> {
-    if !value.contains(['\\', '"', '\n']) {
-        return value.into();
-    }
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-        .into()
-}
-
 /// The plane whose gaps a session shows, and they; none for a session of
 /// the fast path whose kernel figures could not be read (userspace's
 /// would mislead: it sees only the packets passed up).
@@ -151,104 +140,6 @@ fn ratio_counts(h: &GapHistogram) -> Vec<u64> {
     let mut counts = h.ratio[1..].to_vec();
     counts[0] += h.ratio[0];
     counts
-}
-
-/// A float as OpenMetrics and prometheus-client write it: integral values
-/// with a `.0`.
-fn float(v: f64) -> String {
-    if v.is_finite() && v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{v:.1}")
-    } else {
-        format!("{v}")
-    }
-}
-
-/// The exposition being written.
-struct Text(String);
-
-impl Text {
-    /// A family's metadata: `name` is the metric's name with its unit, if
-    /// any (`..._seconds`).
-    fn family(&mut self, name: &str, help: &str, unit: Option<&str>, kind: &str) {
-        let _ = writeln!(self.0, "# HELP {name} {help}");
-        let _ = writeln!(self.0, "# TYPE {name} {kind}");
-        if let Some(unit) = unit {
-            let _ = writeln!(self.0, "# UNIT {name} {unit}");
-        }
-    }
-
-    /// One sample: `name{first,labels,extra} value`, any part of the
-    /// label set possibly empty.
-    fn sample(&mut self, name: &str, first: &str, labels: &str, extra: &str, value: &str) {
-        self.labels(name, first, labels, extra);
-        self.0.push_str(value);
-        self.0.push('\n');
-    }
-
-    /// [`Text::sample`] of an integer, written in place.
-    fn count(&mut self, name: &str, first: &str, labels: &str, extra: &str, value: u64) {
-        self.labels(name, first, labels, extra);
-        let _ = writeln!(self.0, "{value}");
-    }
-
-    /// `name{first,labels,extra} `.
-    fn labels(&mut self, name: &str, first: &str, labels: &str, extra: &str) {
-        self.0.push_str(name);
-        self.0.push('{');
-        let mut parts = [first, labels, extra].into_iter().filter(|p| !p.is_empty());
-        if let Some(part) = parts.next() {
-            self.0.push_str(part);
-        }
-        for part in parts {
-            self.0.push(',');
-            self.0.push_str(part);
-        }
-        self.0.push_str("} ");
-    }
-
-    /// One histogram series: sum, count, then its buckets cumulated; the
-    /// bucket `exemplar` names (by index) carries it.
-    fn histogram(
-        &mut self,
-        names: &HistogramNames,
-        labels: &str,
-        series: (f64, u64, Vec<u64>),
-        exemplar: Option<(usize, String)>,
-    ) {
-        let (sum, count, buckets) = series;
-        self.sample(&names.sum, "", labels, "", &float(sum));
-        self.count(&names.count, "", labels, "", count);
-        let mut cumulative = 0;
-        for (i, (le, n)) in names.les.iter().zip(buckets).enumerate() {
-            cumulative += n;
-            match &exemplar {
-                Some((bucket, text)) if *bucket == i => {
-                    self.labels(&names.bucket, le, labels, "");
-                    let _ = writeln!(self.0, "{cumulative} {text}");
-                }
-                _ => self.count(&names.bucket, le, labels, "", cumulative),
-            }
-        }
-    }
-}
-
-/// A histogram family's sample names and bucket labels, made once.
-struct HistogramNames {
-    sum: String,
-    count: String,
-    bucket: String,
-    les: Vec<String>,
-}
-
-impl HistogramNames {
-    fn new(name: &str, les: Vec<String>) -> Self {
-        Self {
-            sum: format!("{name}_sum"),
-            count: format!("{name}_count"),
-            bucket: format!("{name}_bucket"),
-            les,
-        }
-    }
 }
 
 /// What a histogram family shows of one direction's histogram: (sum,

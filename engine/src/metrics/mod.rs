@@ -13,6 +13,7 @@
 
 mod exposition;
 mod http;
+mod openmetrics;
 
 pub use exposition::encode;
 
