@@ -29,6 +29,7 @@ pub mod rt_throttle;
 pub mod run;
 pub mod scenario;
 pub mod scrape;
+pub mod softirq_threads;
 pub mod steal;
 pub mod sys;
 pub mod warning;

@@ -231,6 +231,12 @@ pub struct DutSpec {
     #[serde(flatten)]
     pub implementation: DutImplementation,
     pub rt_throttling: RtThrottling,
+    /// The DUT CPUs' softirq threads at SCHED_FIFO this priority during
+    /// its run (0: as the kernel ships them, SCHED_OTHER), so that the
+    /// receive path the kernel defers to them runs above the hogs
+    /// (`crate::softirq_threads`).
+    #[serde(default)]
+    pub ksoftirqd_priority: u8,
     pub expect: Expectation,
     /// More `[engine]` keys for linecardd (their values validated by
     /// linecardd itself).
@@ -645,6 +651,13 @@ fn three_hosts_can_run(
                 &format!("dut[{i}].rt_throttling"),
                 format!("{:?}", d.rt_throttling).to_lowercase(),
                 "it changes a host-wide setting of the user's machine",
+            );
+        }
+        if d.ksoftirqd_priority > 0 {
+            return refuse(
+                &format!("dut[{i}].ksoftirqd_priority"),
+                d.ksoftirqd_priority.to_string(),
+                "it changes a host-wide setting of the user's machine (docs/measurement.md gives the command)",
             );
         }
         if d.offload_only.is_some() || !d.per_family.is_empty() {

@@ -46,6 +46,22 @@ fn the_bakeoff_has_the_reference_rows_and_a_positive_control() {
     assert_eq!(rt, [RtThrottling::Shipped, RtThrottling::Off]);
 }
 
+#[test]
+fn ksoftirqd_priority_is_a_fifo_priority_or_zero() {
+    let with = |value: &str| {
+        GOOD.replace(
+            "backend = \"xdp\"",
+            &format!("backend = \"xdp\"\nksoftirqd_priority = {value}"),
+        )
+    };
+    let s = parse(&with("60")).unwrap();
+    assert_eq!(s.duts[0].ksoftirqd_priority, 60);
+    assert_eq!(parse(GOOD).unwrap().duts[0].ksoftirqd_priority, 0);
+    for bad in ["100", "-1"] {
+        assert!(error(&with(bad)).contains("ksoftirqd_priority"), "{bad}");
+    }
+}
+
 fn error(text: &str) -> String {
     parse(text).unwrap_err().to_string()
 }
@@ -368,6 +384,11 @@ fn errors_name_file_key_and_value() {
         "backend = \"xdp\"\nrt_throttling = \"off\""
     )
     .contains("dut[0].rt_throttling = off"));
+    assert!(refused(
+        "backend = \"xdp\"",
+        "backend = \"xdp\"\nksoftirqd_priority = 60"
+    )
+    .contains("dut[0].ksoftirqd_priority = 60"));
     assert!(
         refused("address = \"192.0.2.2\"", "address = \"2001:db8::2\"")
             .contains("ssh.peer.address")

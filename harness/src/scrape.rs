@@ -407,6 +407,7 @@ linecard_bfd_dropped_packets_total{reason="bad_ttl"} 0
             fault: None,
             cpu: None,
             drops: Vec::new(),
+            softirq_threads: Vec::new(),
         }
     }
 

@@ -151,8 +151,12 @@ pub fn plan(scenario: &Scenario) -> String {
             Some(f) => format!("; only {} on the kernel's fast path", f.name()),
             None => String::new(),
         };
+        let softirq = match d.ksoftirqd_priority {
+            0 => String::new(),
+            p => format!("; ksoftirqd at SCHED_FIFO {p}"),
+        };
         out.push_str(&format!(
-            "  {:<30} {what}{offload}; RT throttling {:?}; {expect}\n",
+            "  {:<30} {what}{offload}; RT throttling {:?}{softirq}; {expect}\n",
             d.label, d.rt_throttling
         ));
         out.push_str(&named_programs("    runs", &d.programs));

@@ -693,8 +693,39 @@ pub fn summary(m: &Manifest) -> Vec<Block> {
         "RT throttling per DUT (sched_rt_runtime_us during its run): {}",
         throttling.join("; ")
     )));
+    if let Some(line) = softirq_threads_line(m) {
+        blocks.push(Block::text(line));
+    }
     blocks.extend(m.duts.iter().flat_map(notes).map(Block::text));
     blocks
+}
+
+/// The DUT's CPUs' softirq threads as each phase's end found them (the
+/// scenario's `ksoftirqd_priority`, or the kernel's policy where it asked
+/// none); `None` where no phase read them (older manifests, other sites).
+fn softirq_threads_line(m: &Manifest) -> Option<String> {
+    let per_dut: Vec<String> = (m.duts.iter())
+        .filter_map(|d| {
+            let mut seen: Vec<String> = Vec::new();
+            for t in d.phases.iter().flat_map(|p| &p.softirq_threads) {
+                let described = t.describe();
+                if !seen.contains(&described) {
+                    seen.push(described);
+                }
+            }
+            let asked = match d.spec.ksoftirqd_priority {
+                0 => "as shipped".to_string(),
+                p => format!("asked SCHED_FIFO {p}"),
+            };
+            (!seen.is_empty()).then(|| format!("{} ({asked}): {}", d.label, seen.join(", ")))
+        })
+        .collect();
+    (!per_dut.is_empty()).then(|| {
+        format!(
+            "The DUT CPUs' softirq threads, read from /proc at each phase's end (the receive path, XDP program and sweep timer the kernel defers to them run at this policy): {}",
+            per_dut.join("; ")
+        )
+    })
 }
 
 /// `summary.md`.

@@ -527,6 +527,8 @@ pub struct Removed {
     pub restored_rt_runtime_us: Option<i64>,
     /// The root cpuset's load balancing, as it was before the lab.
     pub restored_load_balance: Option<String>,
+    /// Softirq threads a run that did not finish left raised, put back.
+    pub restored_softirq_threads: Vec<crate::softirq_threads::SoftirqThread>,
 }
 
 /// Removes everything carrying the prefix, also after a crash.
@@ -579,6 +581,7 @@ pub fn down() -> Result<Removed> {
     }
     removed.restored_rt_runtime_us = crate::rt_throttle::restore_if_saved()?;
     removed.restored_load_balance = restore_load_balance()?;
+    removed.restored_softirq_threads = crate::softirq_threads::restore_if_saved()?;
     // Links a crashed bring-up may have left in the root namespace: only
     // the lab's own names (a bridge port before its move into the
     // observer), never anything else that merely starts with the prefix.

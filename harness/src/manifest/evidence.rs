@@ -21,6 +21,11 @@ pub struct Evidence {
     /// How the fast path's responder thread was scheduled, in words.
     #[serde(default)]
     pub responder: Option<String>,
+    /// Why the DUT's `ksoftirqd_priority` was not in force in some phase
+    /// (`crate::softirq_threads::not_in_force`); `None` when it was or
+    /// none was asked.
+    #[serde(default)]
+    pub softirq_not_in_force: Option<String>,
     /// What was measured while the daemons brought their sessions Up
     /// (absent in manifests written before it was).
     #[serde(default)]

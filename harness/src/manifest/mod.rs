@@ -106,6 +106,11 @@ pub struct PhaseRecord {
     /// phase (`receive_path`).
     #[serde(default)]
     pub drops: Vec<crate::receive_path::InterfaceDrops>,
+    /// The DUT's CPUs' softirq threads as read at the phase's end: the
+    /// scenario's `ksoftirqd_priority` proven in force, or the kernel's
+    /// own policy where it asked none.
+    #[serde(default)]
+    pub softirq_threads: Vec<crate::softirq_threads::SoftirqThread>,
 }
 
 impl PhaseRecord {

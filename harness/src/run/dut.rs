@@ -339,6 +339,7 @@ impl Running<'_> {
             fault: applied,
             cpu: Some(cpu_cost),
             drops,
+            softirq_threads: site.softirq_threads(),
         })
     }
 

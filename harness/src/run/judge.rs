@@ -199,6 +199,10 @@ pub fn judge(expect: &Expectation, e: &Evidence) -> Verdict {
         Some(n) if n > 0 => return Verdict::Invalid(format!("the capture dropped {n} packets")),
         _ => {}
     }
+    if let Some(why) = &e.softirq_not_in_force {
+        // The run measured another receive path than the scenario's.
+        return Verdict::Invalid(format!("the receive path was not as asked: {why}"));
+    }
     if let Err(why) = &e.up_before_phases {
         // Unexplained is failed: only the peer's own exit or a disturbance
         // measured inside the bring-up window makes it the run's.

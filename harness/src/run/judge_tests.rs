@@ -38,6 +38,7 @@ fn evidence(phases: Vec<PhaseFigures>) -> Evidence {
         bring_up: None,
         fast_path_on_dut_cpus: None,
         responder: None,
+        softirq_not_in_force: None,
         steal_ms: 0.0,
         peer_steal_ms: 0.0,
         premature_peer_detections_ms: Vec::new(),

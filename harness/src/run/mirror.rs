@@ -278,6 +278,7 @@ mod tests {
             }),
             cpu: None,
             drops: Vec::new(),
+            softirq_threads: Vec::new(),
         };
         use crate::scenario::Fault;
         let specs = [

@@ -283,6 +283,11 @@ pub(crate) trait Site {
     fn receive_path(&self, _detail: Detail) -> Vec<InterfaceRecord> {
         Vec::new()
     }
+    /// The DUT's CPUs' softirq threads as they run now
+    /// (`crate::softirq_threads`); none where the site cannot read them.
+    fn softirq_threads(&self) -> Vec<crate::softirq_threads::SoftirqThread> {
+        Vec::new()
+    }
     /// The file a process of this run executes (`/proc/PID/exe`), where
     /// the site can tell.
     fn exe(&self, _pid: u32) -> Option<PathBuf> {

@@ -174,6 +174,12 @@ pub(crate) fn judge_dut(
         bring_up: Some(m.bring_up),
         fast_path_on_dut_cpus: m.fast_path_on_dut_cpus,
         responder: m.responder,
+        softirq_not_in_force: crate::softirq_threads::not_in_force(
+            dut.ksoftirqd_priority,
+            &(outcome.phases.iter())
+                .map(|p| (p.name.as_str(), p.softirq_threads.as_slice()))
+                .collect::<Vec<_>>(),
+        ),
         steal_ms: m.steal_ms,
         peer_steal_ms: m.peer_steal_ms,
         premature_peer_detections_ms,

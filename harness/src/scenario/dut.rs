@@ -48,6 +48,18 @@ impl In<'_> {
                 return Err(self.invalid(&key("rt_throttling"), &t, "must be shipped, off or half"))
             }
         };
+        // Above L4's hogs (SCHED_FIFO 50) to be of use; any RT priority is
+        // the user's to choose (`crate::softirq_threads`).
+        let ksoftirqd_priority = match d.ksoftirqd_priority.unwrap_or(0) {
+            p @ 0..=99 => p as u8,
+            p => {
+                return Err(self.invalid(
+                    &key("ksoftirqd_priority"),
+                    &p,
+                    "must be 0 (as the kernel ships it) or a SCHED_FIFO priority 1-99",
+                ))
+            }
+        };
         let (expect, per_family) = self.limits(&key, d, sessions)?;
         let offload_only = self.offload_only(&key, d, &implementation)?;
         let engine = match (&d.engine, &implementation) {
@@ -117,6 +129,7 @@ impl In<'_> {
             label: d.label.clone(),
             implementation,
             rt_throttling,
+            ksoftirqd_priority,
             engine,
             expect,
             offload_only,

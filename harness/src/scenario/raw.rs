@@ -86,6 +86,7 @@ pub(super) struct RawDut {
     pub(super) implementation: String,
     pub(super) backend: Option<String>,
     pub(super) rt_throttling: Option<String>,
+    pub(super) ksoftirqd_priority: Option<i64>,
     pub(super) positive_control: Option<bool>,
     pub(super) max_flaps: Option<i64>,
     pub(super) max_gap_ms: Option<f64>,

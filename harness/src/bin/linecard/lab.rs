@@ -102,6 +102,9 @@ pub(crate) fn run(command: LabCommand) -> Result<ExitCode> {
                 if let Some(v) = removed.restored_rt_runtime_us {
                     restored += &format!("; sched_rt_runtime_us restored to {v}");
                 }
+                for t in &removed.restored_softirq_threads {
+                    restored += &format!("; {} restored", t.describe());
+                }
                 if let Some(v) = &removed.restored_load_balance {
                     restored += &format!("; the root cpuset's sched_load_balance restored to {v}");
                 }

@@ -75,6 +75,10 @@ impl Site for LabSite {
         &self.host.dut_cpus
     }
 
+    fn softirq_threads(&self) -> Vec<crate::softirq_threads::SoftirqThread> {
+        crate::softirq_threads::find(&self.host.dut_cpus).unwrap_or_default()
+    }
+
     fn peer_cpus(&self) -> Vec<usize> {
         self.rest_cpus()
     }
@@ -95,6 +99,12 @@ impl Site for LabSite {
         let mut held: Vec<Box<dyn std::any::Any>> = vec![Box::new(addresses)];
         if let Some(throttling) = throttling {
             held.push(Box::new(throttling));
+        }
+        if dut.ksoftirqd_priority > 0 {
+            held.push(Box::new(crate::softirq_threads::PriorityOverride::set(
+                &self.host.dut_cpus,
+                dut.ksoftirqd_priority,
+            )?));
         }
         Ok(Prepared {
             pairs,
