@@ -4,6 +4,10 @@
 # and status, and per DUT its analysis, canary and steal records, logs,
 # configurations and its capture when it is at most 2 MB (a larger one is
 # left out and named in MISSING-CAPTURES, its figures still in analysis/).
+# Any other file over 8 MB (at hundreds of sessions: the per-packet
+# analysis, the engine's scrapes) is left out likewise and named in
+# LEFT-OUT with its size and SHA-256; the manifest and summary, which the
+# published tables are rendered from, are always kept.
 # A daemon's keys never leave the run directory: in the copies, every
 # `secret = "..."` (linecardd) and `password "..."` (BIRD) says
 # "(redacted)" (the manifest names each key by id only; the scenario
@@ -12,6 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 max_capture_bytes=$((2 * 1024 * 1024))
+max_other_bytes=$((8 * 1024 * 1024))
 for run in "$@"; do
     run=${run%/}
     [[ -f $run/manifest.json ]] || { echo "evidence: $run has no manifest.json" >&2; exit 2; }
@@ -20,6 +25,11 @@ for run in "$@"; do
     mkdir -p "$into"
     (cd "$run" && find . -type f ! -name '*.pcap' ! -name '*.sock' -print0) |
         while IFS= read -r -d '' f; do
+            if [[ $f != ./manifest.json && $f != ./summary.md ]] &&
+                (($(stat -c %s "$run/$f") > max_other_bytes)); then
+                echo "$f ($(stat -c %s "$run/$f") bytes, sha256 $(sha256sum <"$run/$f" | cut -d' ' -f1))" >>"$into/LEFT-OUT"
+                continue
+            fi
             mkdir -p "$into/$(dirname "$f")"
             case $f in
             *.toml | *.conf)

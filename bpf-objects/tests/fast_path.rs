@@ -161,6 +161,41 @@ fn only_a_sent_own_clock_packet_silences_the_reply() {
     assert_eq!(fast.per_cpu_sum(names::VERDICTS_MAP, verdict::HEARD), 1);
 }
 
+/// RFC 5880 6.8.4: once the sweep declared the peer's silence expired
+/// (its Down on the way), the peer's late Up is userspace's to judge, not
+/// answered Up by the kernel; the same packet after a silence nobody
+/// declared expired is answered.
+#[test]
+fn a_late_packet_after_the_sweep_declared_the_peer_silent_is_not_answered() {
+    if !test_run::privileged(module_path!()) {
+        return;
+    }
+    let up = frame(255, &bfd(3, 0, PEER_DISCR, OUR_DISCR));
+    let heard_at = monotonic_ns() - 31_000_000;
+    for (reported_rx_ns, action) in [(heard_at, XDP_PASS), (0, XDP_TX)] {
+        let mut fast = FastPath::load_with(session(true));
+        // The peer last heard 31 ms ago; the sweep's report (or none).
+        fast.set(
+            names::STATE_MAP,
+            SLOT,
+            SessionState {
+                last_rx_ns: heard_at,
+                reported_rx_ns,
+                ..SessionState::default()
+            },
+        );
+        assert_eq!(
+            fast.run(&up).action,
+            action,
+            "reported_rx_ns {reported_rx_ns}: the late packet's verdict"
+        );
+        let state = fast.state();
+        assert!(state.last_rx_ns > heard_at, "heard either way");
+        let passed = fast.per_cpu_sum(names::VERDICTS_MAP, verdict::PASSED);
+        assert_eq!(passed, u64::from(action == XDP_PASS));
+    }
+}
+
 /// A stopped engine is not answered for: past the heartbeat's limit the
 /// steady packet goes to userspace (ORPHANED), with a fresh heartbeat it is
 /// answered again, and a limit of 0 switches the guard off.

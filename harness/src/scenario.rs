@@ -254,6 +254,10 @@ pub struct DutSpec {
     /// The programs this DUT runs, where the scenario names them.
     #[serde(default)]
     pub programs: programs::Programs,
+    /// The sessions this row runs, where a ladder (`sessions.steps`)
+    /// gives it its own step; `None`: `sessions.count`.
+    #[serde(default)]
+    pub step: Option<Step>,
     /// The peer's own timers facing this DUT, where they differ from the
     /// sessions' (asymmetric timers, RFC 5880 6.8.2: each direction runs
     /// at the larger of its sender's Desired Min TX and its receiver's
@@ -269,7 +273,21 @@ pub struct PeerTimers {
     pub rx_interval_ms: u32,
 }
 
+/// One row of a ladder: the `[[dut]]` it repeats and its session count.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Step {
+    /// The `[[dut]]`'s own label (the row's is `LABEL@COUNT`).
+    pub label: String,
+    pub sessions: usize,
+}
+
 impl DutSpec {
+    /// Whether `--only NAME` picks this row: its label, or on a ladder
+    /// the `[[dut]]`'s own label (every step of it).
+    pub fn answers_to(&self, name: &str) -> bool {
+        self.label == name || self.step.as_ref().is_some_and(|s| s.label == name)
+    }
+
     /// The sessions as the peer facing this DUT is configured.
     pub fn peer_sessions(&self, sessions: &Sessions) -> Sessions {
         match self.peer_timers {
@@ -304,9 +322,14 @@ pub struct PhaseSpec {
 
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Sessions {
-    /// Concurrent sessions, each on an address pair of its own.
+    /// Concurrent sessions, each on an address pair of its own (with
+    /// `steps`, the largest step; each DUT row runs at its own).
     #[serde(default = "one")]
     pub count: usize,
+    /// A ladder of session counts (`sessions.steps`): every `[[dut]]` runs
+    /// once at each, labelled `LABEL@COUNT`, the steps in order.
+    #[serde(default)]
+    pub steps: Vec<usize>,
     pub ipv6: bool,
     /// Each of the `count` address pairs in both families: an IPv4 session
     /// and an IPv6 one (`family = "dual"`; `ipv6` is then false).

@@ -47,6 +47,50 @@ fn the_bakeoff_has_the_reference_rows_and_a_positive_control() {
 }
 
 #[test]
+fn a_ladder_runs_every_dut_at_every_step_the_smallest_first() {
+    let with = |sessions: &str| {
+        GOOD.replace("[[phase]]\n", &format!("[sessions]\n{sessions}\n[[phase]]\n"))
+            .replace("max_flaps = 0\n", "max_flaps = 0\n[[dut]]\nlabel = \"naive\"\nimplementation = \"linecardd\"\nbackend = \"naive\"\npositive_control = true\n")
+    };
+    let s = parse(&with("steps = [64, 256]")).unwrap();
+    let rows: Vec<(&str, usize)> = (s.duts.iter())
+        .map(|d| (d.label.as_str(), d.step.as_ref().unwrap().sessions))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("xdp@64", 64),
+            ("naive@64", 64),
+            ("xdp@256", 256),
+            ("naive@256", 256)
+        ]
+    );
+    assert_eq!(s.sessions.count, 256);
+    // Each row runs its own step; --only names a DUT's every step.
+    assert_eq!(s.for_dut(&s.duts[0]).sessions.count, 64);
+    assert_eq!(s.for_dut(&s.duts[2]).sessions.count, 256);
+    assert!(s.duts[0].answers_to("xdp") && s.duts[0].answers_to("xdp@64"));
+    assert!(!s.duts[0].answers_to("xdp@256") && !s.duts[1].answers_to("xdp"));
+    // Without steps nothing changes.
+    let plain = parse(&with("count = 8")).unwrap();
+    assert_eq!(plain.duts[0].label, "xdp");
+    assert_eq!(plain.for_dut(&plain.duts[0]).sessions.count, 8);
+    for (bad, key) in [
+        ("steps = [64, 64]", "sessions.steps"),
+        ("steps = [128, 64]", "sessions.steps"),
+        ("steps = []", "sessions.steps"),
+        ("steps = [64, 5000]", "sessions.steps"),
+        ("steps = [64]\ncount = 64", "sessions.count"),
+    ] {
+        assert!(
+            error(&with(bad)).contains(key),
+            "{bad}: {}",
+            error(&with(bad))
+        );
+    }
+}
+
+#[test]
 fn ksoftirqd_priority_is_a_fifo_priority_or_zero() {
     let with = |value: &str| {
         GOOD.replace(

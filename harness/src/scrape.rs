@@ -406,6 +406,7 @@ linecard_bfd_dropped_packets_total{reason="bad_ttl"} 0
             stress_ng: None,
             fault: None,
             cpu: None,
+            peer_cpu: None,
             drops: Vec::new(),
             softirq_threads: Vec::new(),
         }

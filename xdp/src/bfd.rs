@@ -630,6 +630,14 @@ fn hear(
     // The receive gap this packet ends, against the detection time the
     // peer's previous packet set (6.8.4): what the sweep waited against.
     let previous = session.last_rx_ns;
+    // 6.8.4: the sweep declared the silence this packet ends expired (the
+    // responder sends our Down): the session is Down from that instant,
+    // and a late Up must not get an Up back from the kernel before
+    // userspace takes it Down (measured, 256 sessions under L4: our Down,
+    // then the kernel's Up to the peer's late packet 78 us later).
+    // SAFETY: a plain load of a field the sweep writes, of a live value.
+    let reported = unsafe { core::ptr::read_volatile(core::ptr::addr_of!(session.reported_rx_ns)) };
+    let declared_down = previous != 0 && reported == previous;
     if previous != 0 && arrived > previous {
         record_gap(
             config.slot,
@@ -654,6 +662,7 @@ fn hear(
     }
     let polls_only = config.flags & FLAG_POLLS_ONLY != 0;
     if config.flags & FLAG_REPLY == 0
+        || declared_down
         || header.state() != STATE_UP
         || flags & flag::FINAL != 0
         || (flags & flag::DEMAND != 0) != polls_only

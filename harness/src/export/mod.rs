@@ -16,6 +16,7 @@
 pub mod compare;
 pub mod document;
 pub mod gate;
+pub mod ladder;
 pub mod plan;
 pub mod report;
 pub mod summary;

@@ -12,7 +12,7 @@ use crate::scenario::Fault;
 use std::path::Path;
 
 /// A section: its legend and table, or nothing when it has no rows.
-fn section_blocks(
+pub(super) fn section_blocks(
     legend: &str,
     header: &[(&'static str, Align)],
     rows: Vec<Vec<Cell>>,
@@ -23,7 +23,7 @@ fn section_blocks(
     vec![Block::text(legend), Block::Table(Table::new(header, rows))]
 }
 
-use Align::{Left as L, Right as R};
+pub(super) use Align::{Left as L, Right as R};
 
 /// The faults' table: what each fault did to each DUT, on the wire.
 fn faults_section(m: &Manifest) -> Vec<Block> {
@@ -492,7 +492,8 @@ pub(super) fn programs_section(m: &Manifest) -> Vec<Block> {
 /// The tables of `summary.md` that a published file may embed by name
 /// (`linecard tables`: `<!-- evidence: RUN_DIR NAME -->`), each with its
 /// one-paragraph legend.
-pub const SECTIONS: [&str; 10] = [
+pub const SECTIONS: [&str; 11] = [
+    "ladder",
     "faults",
     "families",
     "echo",
@@ -508,6 +509,7 @@ pub const SECTIONS: [&str; 10] = [
 /// The blocks of section `name`.
 fn section_of(name: &str, m: &Manifest) -> Option<Vec<Block>> {
     let render = match name {
+        "ladder" => super::ladder::section,
         "faults" => faults_section,
         "families" => families_section,
         "echo" => echo_section,

@@ -126,6 +126,10 @@ pub struct CpuCost {
     pub engine_cpu_ms: Option<f64>,
     /// Softirq time on the DUT's CPUs over the phase, ms.
     pub softirq_ms: f64,
+    /// Idle (and iowait) time on those CPUs over the phase, ms: what was
+    /// left over (absent in manifests written before it was recorded).
+    #[serde(default)]
+    pub idle_ms: Option<f64>,
     /// The phase's length, s (for per-second shares).
     pub seconds: f64,
 }

@@ -102,6 +102,11 @@ pub struct PhaseRecord {
     /// What the phase cost the DUT's CPUs (`run::cpu`).
     #[serde(default)]
     pub cpu: Option<crate::manifest::evidence::CpuCost>,
+    /// The same of the peer's CPUs, the observer's too, and the peer's
+    /// daemon (`engine_cpu_ms`): its headroom is their idle time. The peer
+    /// is the measurement's clock; a peer without headroom is the ceiling.
+    #[serde(default)]
+    pub peer_cpu: Option<crate::manifest::evidence::CpuCost>,
     /// Each receive-path interface's drop counters before and after the
     /// phase (`receive_path`).
     #[serde(default)]

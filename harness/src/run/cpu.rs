@@ -11,6 +11,8 @@ const TICK_MS: f64 = 10.0;
 
 /// `/proc/stat` per-CPU columns after the name: user nice system idle
 /// iowait irq softirq steal.
+const IDLE: usize = 3;
+const IOWAIT: usize = 4;
 const SOFTIRQ: usize = 6;
 const STEAL: usize = 7;
 
@@ -21,6 +23,8 @@ pub struct Sample {
     /// utime + stime of the daemon; `None` when it could not be read.
     engine_ticks: Option<u64>,
     softirq_ticks: u64,
+    /// Idle and iowait on the CPUs: what was left over (a peer's headroom).
+    idle_ticks: u64,
 }
 
 /// The sum of column `column` of `/proc/stat`'s lines for `cpus`, ms.
@@ -97,6 +101,8 @@ pub fn sample_from(stat: &str, pid_stat: Option<&str>, pid: u32, cpus: &[usize])
         pid,
         engine_ticks: pid_stat.and_then(process_ticks),
         softirq_ticks: (stat_column_ms(stat, cpus, SOFTIRQ) / TICK_MS) as u64,
+        idle_ticks: ((stat_column_ms(stat, cpus, IDLE) + stat_column_ms(stat, cpus, IOWAIT))
+            / TICK_MS) as u64,
     }
 }
 
@@ -110,6 +116,7 @@ pub fn cost(before: &Sample, after: &Sample, seconds: f64) -> CpuCost {
             _ => None,
         },
         softirq_ms: after.softirq_ticks.saturating_sub(before.softirq_ticks) as f64 * TICK_MS,
+        idle_ms: Some(after.idle_ticks.saturating_sub(before.idle_ticks) as f64 * TICK_MS),
         seconds,
     }
 }
@@ -136,6 +143,7 @@ mod tests {
         assert_eq!(stat_column_ms(stat, &[1], SOFTIRQ), 50.0);
         assert_eq!(stat_column_ms(stat, &[0, 1], STEAL), 30.0);
         assert_eq!(stat_column_ms(stat, &[2], STEAL), 0.0);
+        assert_eq!(stat_column_ms(stat, &[0], IDLE), 4500.0);
         // A command with a space and a parenthesis in it.
         let proc = "4242 (lin (card) d) S 1 4242 4242 0 -1 4194560 100 0 0 0 37 12 0 0 20 0 3 0";
         assert_eq!(process_ticks(proc), Some(49));
@@ -143,17 +151,20 @@ mod tests {
             pid: 7,
             engine_ticks: Some(49),
             softirq_ticks: 5,
+            idle_ticks: 100,
         };
         let b = Sample {
             pid: 7,
             engine_ticks: Some(149),
             softirq_ticks: 25,
+            idle_ticks: 400,
         };
         assert_eq!(
             cost(&a, &b, 10.0),
             CpuCost {
                 engine_cpu_ms: Some(1000.0),
                 softirq_ms: 200.0,
+                idle_ms: Some(3000.0),
                 seconds: 10.0
             }
         );

@@ -269,6 +269,7 @@ impl Running<'_> {
         let started = Instant::now();
         let pid = self.dut_daemon.pid();
         let cpu_before = self.cpu_sample(pid);
+        let peer_before = self.peer_cpu_sample();
         let dut_cpus = site.dut_cpus();
         let processes = phase
             .profile
@@ -319,11 +320,9 @@ impl Running<'_> {
             None => None,
         };
         let drops = receive_path::drops_around(&drops_before, &site.receive_path(Detail::Counters));
-        let cpu_cost = cpu::cost(
-            &cpu_before,
-            &self.cpu_sample(pid),
-            (end_ns - start_ns) as f64 / 1e9,
-        );
+        let seconds = (end_ns - start_ns) as f64 / 1e9;
+        let cpu_cost = cpu::cost(&cpu_before, &self.cpu_sample(pid), seconds);
+        let peer_cpu = cpu::cost(&peer_before, &self.peer_cpu_sample(), seconds);
         if let (Some((_, before)), Some(after), Some(a)) = (loss, loss_after, applied.as_mut()) {
             a.start_ns = start_ns;
             a.end_ns = end_ns;
@@ -338,6 +337,7 @@ impl Running<'_> {
             stress_ng: (!processes.is_empty()).then(|| stress_ng_line(&processes)),
             fault: applied,
             cpu: Some(cpu_cost),
+            peer_cpu: Some(peer_cpu),
             drops,
             softirq_threads: site.softirq_threads(),
         })
@@ -347,6 +347,13 @@ impl Running<'_> {
     fn cpu_sample(&self, pid: u32) -> cpu::Sample {
         let (stat, process) = self.site.proc_stat(Role::Dut, Some(pid));
         cpu::sample_from(&stat, process.as_deref(), pid, self.site.dut_cpus())
+    }
+
+    /// The peer daemon's CPU time and its CPUs' softirq and idle so far.
+    fn peer_cpu_sample(&self) -> cpu::Sample {
+        let pid = self.peer.pid();
+        let (stat, process) = self.site.proc_stat(Role::Peer, Some(pid));
+        cpu::sample_from(&stat, process.as_deref(), pid, &self.site.peer_cpus())
     }
 
     /// Acts out phase `i`'s fault on the site.

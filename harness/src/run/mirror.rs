@@ -277,6 +277,7 @@ mod tests {
                 ..Default::default()
             }),
             cpu: None,
+            peer_cpu: None,
             drops: Vec::new(),
             softirq_threads: Vec::new(),
         };

@@ -220,7 +220,8 @@ pub fn run(scenario: &Scenario, options: &RunOptions) -> Result<RunResult> {
         };
         let site = ready.site;
         run_prepared(scenario, &options, ready.facts, &|dut, run_dir, _, name| {
-            dut::run_dut(site, scenario, dut, run_dir, name)
+            // A ladder's row runs at its own step's session count.
+            dut::run_dut(site, &scenario.for_dut(dut), dut, run_dir, name)
         })
     });
     // Torn down whatever happened (a failed `prepare` too); a teardown
@@ -336,7 +337,7 @@ fn run_prepared(
         dir.display()
     );
     for dut in &scenario.duts {
-        if !options.only.is_empty() && !options.only.contains(&dut.label) {
+        if !options.only.is_empty() && !options.only.iter().any(|l| dut.answers_to(l)) {
             continue;
         }
         if INTERRUPTED.load(Ordering::Relaxed) || disk_full.is_some() {

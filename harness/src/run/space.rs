@@ -22,14 +22,15 @@ const BALLAST: &str = ".ballast";
 /// What the run will write, about: every selected DUT, both directions of
 /// every session at its interval, for its phases and bring-up.
 pub fn estimate_bytes(scenario: &Scenario, only: &[String]) -> u64 {
-    let s = &scenario.sessions;
-    let packets_per_s = 2 * s.total() as u64 * 1000 / u64::from(s.tx_interval_ms.max(1));
-    let duts = scenario
-        .duts
-        .iter()
-        .filter(|d| only.is_empty() || only.contains(&d.label))
-        .count() as u64;
-    duts * packets_per_s * (scenario.seconds_per_dut() + MARGIN_SECONDS) * BYTES_PER_PACKET
+    let packets: u64 = (scenario.duts.iter())
+        .filter(|d| only.is_empty() || only.iter().any(|l| d.answers_to(l)))
+        .map(|d| {
+            // A ladder's row runs its own step.
+            let s = &scenario.for_dut(d).sessions;
+            2 * s.total() as u64 * 1000 / u64::from(s.tx_interval_ms.max(1))
+        })
+        .sum();
+    packets * (scenario.seconds_per_dut() + MARGIN_SECONDS) * BYTES_PER_PACKET
         + BALLAST_BYTES as u64
 }
 

@@ -125,6 +125,7 @@ impl In<'_> {
         .map_err(|(k, v, why)| self.invalid(&key(&k), &v, &why))?;
         Ok(DutSpec {
             programs,
+            step: None,
             peer_timers,
             label: d.label.clone(),
             implementation,

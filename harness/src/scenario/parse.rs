@@ -94,6 +94,16 @@ impl Scenario {
             }
             duts.push(at.dut(i, d, &sessions, remote)?);
         }
+        if !sessions.steps.is_empty() {
+            if let Some(i) = phases.iter().position(|p| p.fault.is_some()) {
+                return Err(at.invalid(
+                    &format!("phase[{i}].fault"),
+                    &"(set)",
+                    "a ladder (sessions.steps) runs no faults: they are judged on one session",
+                ));
+            }
+            duts = ladder(&sessions.steps, duts);
+        }
         if remote {
             let named = std::iter::once(("peer".to_string(), &peer_programs))
                 .chain((duts.iter().enumerate()).map(|(i, d)| (format!("dut[{i}]"), &d.programs)));
@@ -131,6 +141,19 @@ impl Scenario {
             duts,
             file: PathBuf::from(file),
         })
+    }
+
+    /// The scenario as `dut` runs it: on a ladder, its step's session
+    /// count in place of the largest.
+    pub fn for_dut(&self, dut: &DutSpec) -> std::borrow::Cow<'_, Scenario> {
+        match &dut.step {
+            Some(step) if step.sessions != self.sessions.count => {
+                let mut own = self.clone();
+                own.sessions.count = step.sessions;
+                std::borrow::Cow::Owned(own)
+            }
+            _ => std::borrow::Cow::Borrowed(self),
+        }
     }
 
     /// Seconds of load per DUT, all phases.
@@ -250,21 +273,48 @@ impl In<'_> {
                 ))
             }
         };
-        Ok(Sessions {
-            count: match s.count.unwrap_or(1) {
-                n if (1..=MAX_SESSIONS).contains(&(n * if dual_stack { 2 } else { 1 })) => {
-                    n as usize
-                }
-                n => {
+        let count = |key: &str, n: i64| -> Result<usize, InputError> {
+            if (1..=MAX_SESSIONS).contains(&(n * if dual_stack { 2 } else { 1 })) {
+                Ok(n as usize)
+            } else {
+                Err(self.invalid(
+                    key,
+                    &n,
+                    &format!(
+                        "must be 1 to {MAX_SESSIONS} sessions in all (one address pair each; dual: two per count)"
+                    ),
+                ))
+            }
+        };
+        let steps = match (&s.steps, s.count) {
+            (None, _) => Vec::new(),
+            (Some(_), Some(n)) => {
+                return Err(self.invalid(
+                    "sessions.count",
+                    &n,
+                    "a ladder's rows take their counts from sessions.steps: drop count",
+                ))
+            }
+            (Some(steps), None) => {
+                let steps = (steps.iter())
+                    .map(|&n| count("sessions.steps", n))
+                    .collect::<Result<Vec<usize>, _>>()?;
+                if steps.is_empty() || steps.windows(2).any(|w| w[0] >= w[1]) {
                     return Err(self.invalid(
-                        "sessions.count",
-                        &n,
-                        &format!(
-                            "must be 1 to {MAX_SESSIONS} sessions in all (one address pair each; dual: two per count)"
-                        ),
-                    ))
+                        "sessions.steps",
+                        &format!("{steps:?}"),
+                        "must climb: one or more counts, each larger than the one before",
+                    ));
                 }
+                steps
+            }
+        };
+        Ok(Sessions {
+            count: match steps.last() {
+                Some(&largest) => largest,
+                None => count("sessions.count", s.count.unwrap_or(1))?,
             },
+            steps,
             ipv6,
             dual_stack,
             tx_interval_ms: self.interval("sessions.tx_interval_ms", s.tx_interval_ms)?,
@@ -490,4 +540,22 @@ impl In<'_> {
         }
         Ok(())
     }
+}
+
+/// A ladder's rows: every DUT at each step, the steps in order (the
+/// smallest first, so that a run stopped half-way holds the lower rungs).
+fn ladder(steps: &[usize], duts: Vec<DutSpec>) -> Vec<DutSpec> {
+    steps
+        .iter()
+        .flat_map(|&sessions| {
+            duts.iter().map(move |d| DutSpec {
+                label: format!("{}@{sessions}", d.label),
+                step: Some(super::Step {
+                    label: d.label.clone(),
+                    sessions,
+                }),
+                ..d.clone()
+            })
+        })
+        .collect()
 }

@@ -36,6 +36,7 @@ pub(super) struct RawPeer {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSessions {
     pub(super) count: Option<i64>,
+    pub(super) steps: Option<Vec<i64>>,
     pub(super) family: Option<String>,
     pub(super) tx_interval_ms: Option<i64>,
     pub(super) rx_interval_ms: Option<i64>,

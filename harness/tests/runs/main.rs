@@ -15,5 +15,6 @@ mod compare;
 mod engine_view;
 mod faults;
 mod handover;
+mod ladder;
 mod run;
 mod run_features;

@@ -80,7 +80,7 @@ pub(crate) fn scenario(args: RunArgs) -> Result<ExitCode> {
     linecard_harness::scenario::programs::check(&scenario)?;
     if let Some(label) = only
         .iter()
-        .find(|l| !scenario.duts.iter().any(|d| &d.label == *l))
+        .find(|l| !scenario.duts.iter().any(|d| d.answers_to(l)))
     {
         anyhow::bail!(
             "--only {label:?}: the scenario has no such DUT (labels: {})",
