@@ -132,8 +132,8 @@ pub fn ceilings(m: &Manifest) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::document::markdown;
     use super::*;
-    use crate::export::document::markdown;
 
     /// A DUT's row at `sessions` of the ladder, with `verdict` and one L4
     /// phase whose figures and costs are given.

@@ -43,10 +43,11 @@ pub struct Evidence {
     /// (`FaultFigures::premature_peer_detection`).
     #[serde(default)]
     pub premature_peer_detections_ms: Vec<f64>,
-    /// The DUT's Downs for an expired detection time that came after the
-    /// peer had sent nothing for at least that time on the wire (ms since
-    /// the peer's last packet): the DUT told the truth about a peer whose
-    /// host stalled, and the run says nothing about the DUT.
+    /// Each session's first Down of the DUT's in the plain phases when it
+    /// came after the peer had sent nothing on that session for at least
+    /// a detection time on the wire (ms of that silence): the DUT told the
+    /// truth about a peer whose host stalled, and the run says nothing
+    /// about the DUT.
     #[serde(default)]
     pub silent_peer_detections_ms: Vec<f64>,
     /// The peer's silences of a detection time or more while both sides

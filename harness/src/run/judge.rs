@@ -81,9 +81,9 @@ impl Evidence {
 
     /// Flaps in the plain phases that the wire proves were not the DUT's:
     /// the peer's Downs that came before its detection time after our
-    /// last packet, and the DUT's first Down when it came after the peer
-    /// had been silent for a detection time (it told the truth about a
-    /// stalled peer; `silent_peer_detections_ms` holds only that one).
+    /// last packet, and each session's first Down of the DUT's when it
+    /// came after the peer had been silent for a detection time on that
+    /// session (it told the truth about a stalled peer).
     pub fn excused_flaps(&self) -> u64 {
         (self.premature_peer_detections_ms.len() + self.silent_peer_detections_ms.len()) as u64
     }

@@ -37,6 +37,28 @@ impl LongGaps {
             gaps: Vec::new(),
         }
     }
+
+    /// Whether `flow` fell silent for at least `detection_ns` (less 1 ms,
+    /// the capture's timestamping) in a silence whose expiry came at most
+    /// `latency_ns` before `at_ns` and not after it: a Down on the other
+    /// flow at `at_ns` then declared a true silence (RFC 5880 6.8.4), even
+    /// when the late packet that ended it reached the wire before the Down
+    /// did (it came while the Down was on its way).
+    pub fn expired_before(
+        &self,
+        flow: usize,
+        at_ns: i64,
+        detection_ns: i64,
+        latency_ns: i64,
+    ) -> bool {
+        let detection = detection_ns - 1_000_000;
+        self.gaps.iter().any(|&(f, end, gap)| {
+            let expired_at = end - gap as i64 + detection;
+            f == flow
+                && gap as i64 >= detection
+                && (expired_at..=expired_at + latency_ns).contains(&at_ns)
+        })
+    }
 }
 
 impl PacketSink for LongGaps {
@@ -251,6 +273,28 @@ mod tests {
     }
 
     const MS: i64 = 1_000_000;
+
+    /// The scale-256 run's case: the peer silent 30.72 ms (889.955 to
+    /// 920.677 ms), our Down on the wire at 921.821 ms, after their late
+    /// packet: a true detection. The same Down before the silence reached
+    /// the detection time, or long after it expired, is not; nor is a
+    /// silence shorter than it, nor one on another flow.
+    #[test]
+    fn a_down_after_the_peer_s_silence_expired_is_its_detection_even_behind_a_late_packet() {
+        let mut long = LongGaps::new((12 * MS) as u64);
+        let sink: &mut dyn PacketSink = &mut long;
+        sink.control(&record(1, 889_955_000, Some(9_800_000)));
+        sink.control(&record(1, 920_677_000, Some(30_722_000)));
+        sink.control(&record(2, 500 * MS, Some(20_000_000)));
+        let (detection, latency) = (30 * MS, 5 * MS);
+        assert!(long.expired_before(1, 921_821_000, detection, latency));
+        // Before the expiry (889.955 + 29 ms), or past the latency.
+        assert!(!long.expired_before(1, 917 * MS, detection, latency));
+        assert!(!long.expired_before(1, 925 * MS, detection, latency));
+        // Another flow, or a silence under the detection time.
+        assert!(!long.expired_before(0, 921_821_000, detection, latency));
+        assert!(!long.expired_before(2, 500 * MS, detection, latency));
+    }
 
     #[test]
     fn where_a_successor_starts_only_steal_or_the_whole_machine_s_freeze_excuses_a_gap() {
