@@ -54,7 +54,7 @@ pub fn section(m: &Manifest) -> Vec<Block> {
                     .and_then(|e| e.capture_dropped)
                     .map_or("-".into(), |n| n.to_string())
                     .into(),
-                d.verdict.describe().into(),
+                d.shown_verdict_in(&record.name).into(),
             ]);
         }
     }
@@ -99,7 +99,10 @@ pub fn ceilings(m: &Manifest) -> Vec<String> {
             if steps.iter().any(|(d, _)| d.spec.expect.positive_control) {
                 // Its pass is a flap: there is no ceiling to hold.
                 let each: Vec<String> = (steps.iter())
-                    .map(|(d, s)| format!("{} {}", s.sessions, d.verdict.describe()))
+                    .map(|(d, s)| match d.verdict.passed() {
+                        true => format!("{} flapped", s.sessions),
+                        false => format!("{} {}", s.sessions, d.verdict.describe()),
+                    })
                     .collect();
                 return format!(
                     "{label} is the positive control (it must flap at every step): {}.",
@@ -201,7 +204,7 @@ mod tests {
         assert_eq!(
             ceilings(&m),
             vec![
-                "naive is the positive control (it must flap at every step): 64 pass; 128 pass.".to_string(),
+                "naive is the positive control (it must flap at every step): 64 flapped; 128 flapped.".to_string(),
                 "xdp: holds through 128 sessions; at 256 it did not: INVALID: the capture dropped 7 packets"
                     .to_string(),
             ]

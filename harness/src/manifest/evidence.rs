@@ -73,12 +73,33 @@ pub struct Evidence {
     /// marked when it only mirrored the peer's own silence.
     #[serde(default)]
     pub long_gaps: Vec<crate::manifest::faults::LongGap>,
+    /// Long gaps of a DUT that did not pass left out of `long_gaps` once
+    /// judged, the longest kept (`Evidence::keep_longest_gaps`): a
+    /// saturated run makes hundreds of thousands (a 512-session step: a
+    /// 349 MB manifest).
+    #[serde(default)]
+    pub long_gaps_left_out: u64,
     /// When the harness could not reach a host of the run over SSH while
     /// the DUT's processes ran on there: the verdict is the capture's
     /// all the same, and the report warns of each.
     #[serde(default)]
     pub connection_outages: Vec<ConnectionOutage>,
     pub phases: Vec<PhaseFigures>,
+}
+
+impl Evidence {
+    /// Keeps the `n` longest of `long_gaps` and counts the rest in
+    /// `long_gaps_left_out`: for a verdict other than a pass, which no
+    /// later reader re-judges gap by gap (the gate reads the gaps of an
+    /// excused pass, kept whole).
+    pub fn keep_longest_gaps(&mut self, n: usize) {
+        if self.long_gaps.len() <= n {
+            return;
+        }
+        self.long_gaps.sort_by(|a, b| b.gap_ms.total_cmp(&a.gap_ms));
+        self.long_gaps_left_out += (self.long_gaps.len() - n) as u64;
+        self.long_gaps.truncate(n);
+    }
 }
 
 /// A time the harness could not reach a host over SSH.
@@ -138,4 +159,34 @@ pub struct CpuCost {
 /// The detection time of manifests written before it was recorded.
 fn default_detection_ms() -> f64 {
     30.0
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::manifest::faults::LongGap;
+
+    #[test]
+    fn keeping_the_longest_gaps_counts_the_rest() {
+        let gap = |gap_ms: f64| LongGap {
+            gap_ms,
+            end_ns: 0,
+            mirrors_peer: false,
+            stolen_ms: 0.0,
+            stalled_ms: 0.0,
+            frozen_ms: 0.0,
+            phase: "L4#1".into(),
+        };
+        let mut e: super::Evidence = serde_json::from_value(serde_json::json!({
+            "capture_died_early": false, "capture_dropped": 0, "up_before_phases": {"Ok": null},
+            "fast_path_on_dut_cpus": null, "steal_ms": 0.0, "phases": []
+        }))
+        .unwrap();
+        e.long_gaps = [12.5, 40.0, 20.1, 13.0].map(gap).to_vec();
+        e.keep_longest_gaps(2);
+        let kept: Vec<f64> = e.long_gaps.iter().map(|g| g.gap_ms).collect();
+        assert_eq!((kept, e.long_gaps_left_out), (vec![40.0, 20.1], 2));
+        // Fewer than the bound: untouched.
+        e.keep_longest_gaps(5);
+        assert_eq!(e.long_gaps.len(), 2);
+    }
 }

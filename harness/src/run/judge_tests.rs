@@ -48,6 +48,7 @@ fn evidence(phases: Vec<PhaseFigures>) -> Evidence {
         interval_ms: Some(10.0),
         control_plane_uninterrupted: None,
         long_gaps: Vec::new(),
+        long_gaps_left_out: 0,
         connection_outages: Vec::new(),
         phases,
     }

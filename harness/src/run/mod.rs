@@ -292,6 +292,11 @@ fn check_socket_paths(scenario: &Scenario, options: &RunOptions) -> Result<()> {
     }
 }
 
+/// The long gaps a DUT's attempt that did not pass keeps in the manifest,
+/// the longest (`Evidence::keep_longest_gaps`): a 512-session step whose
+/// capture dropped frames wrote a 349 MB manifest with them all.
+const MANIFEST_LONG_GAPS: usize = 1000;
+
 /// One attempt at one DUT: its spec, the run's directory, the host's
 /// facts and the attempt's directory name.
 type RunOne<'a> = dyn Fn(&DutSpec, &Path, &HostFacts, &str) -> Result<DutOutcome> + 'a;
@@ -373,6 +378,12 @@ fn run_prepared(
             );
             disk_full = disk_full.or(full);
             spoiled.push(std::mem::replace(&mut outcome, next));
+        }
+        // Judged and decided: what did not pass keeps its longest gaps.
+        for judged in std::iter::once(&mut outcome).chain(&mut spoiled) {
+            if let (false, Some(e)) = (judged.verdict.passed(), judged.evidence.as_mut()) {
+                e.keep_longest_gaps(MANIFEST_LONG_GAPS);
+            }
         }
         outcome.spoiled_attempts = spoiled;
         eprintln!("  {:<30} {}", outcome.label, outcome.verdict.describe());

@@ -189,6 +189,7 @@ pub(crate) fn judge_dut(
         interval_ms: Some(sides.interval_ms),
         control_plane_uninterrupted: m.control_plane_uninterrupted,
         long_gaps: walked.long_gaps,
+        long_gaps_left_out: 0,
         connection_outages: m.connection_outages,
         phases: figures,
     };
