@@ -4,10 +4,11 @@
 # and status, and per DUT its analysis, canary and steal records, logs,
 # configurations and its capture when it is at most 2 MB (a larger one is
 # left out and named in MISSING-CAPTURES, its figures still in analysis/).
-# Any other file over 8 MB (at hundreds of sessions: the per-packet
-# analysis, the engine's scrapes) is left out likewise and named in
-# LEFT-OUT with its size and SHA-256; the manifest and summary, which the
-# published tables are rendered from, are always kept.
+# The per-packet analysis, the engine's scrapes and the daemons' logs over
+# 2 MB, and any other file over 8 MB (at hundreds of sessions), are left
+# out likewise and named in LEFT-OUT with their size and SHA-256; the
+# manifest and summary, which the published tables are rendered from, are
+# always kept.
 # A daemon's keys never leave the run directory: in the copies, every
 # `secret = "..."` (linecardd) and `password "..."` (BIRD) says
 # "(redacted)" (the manifest names each key by id only; the scenario
@@ -25,8 +26,12 @@ for run in "$@"; do
     mkdir -p "$into"
     (cd "$run" && find . -type f ! -name '*.pcap' ! -name '*.sock' -print0) |
         while IFS= read -r -d '' f; do
+            limit=$max_other_bytes
+            case $f in
+            */packets.csv | */packets.parquet | *.jsonl | *.log) limit=$max_capture_bytes ;;
+            esac
             if [[ $f != ./manifest.json && $f != ./summary.md ]] &&
-                (($(stat -c %s "$run/$f") > max_other_bytes)); then
+                (($(stat -c %s "$run/$f") > limit)); then
                 echo "$f ($(stat -c %s "$run/$f") bytes, sha256 $(sha256sum <"$run/$f" | cut -d' ' -f1))" >>"$into/LEFT-OUT"
                 continue
             fi

@@ -28,6 +28,23 @@ pub fn section(m: &Manifest) -> Vec<Block> {
     for (d, step) in rungs(m) {
         let evidence = d.evidence.as_ref();
         let figures = evidence.map_or(&[][..], |e| e.phases.as_slice());
+        let dropped = || {
+            evidence
+                .and_then(|e| e.capture_dropped)
+                .map_or("-".to_string(), |n| n.to_string())
+        };
+        if d.phases.is_empty() {
+            // No phase ran: the step ended at its bring-up, and says why.
+            let mut row: Vec<Cell> = vec![
+                step.label.clone().into(),
+                step.sessions.to_string().into(),
+                "bring-up".into(),
+            ];
+            row.extend((0..7).map(|_| Cell::from("-")));
+            row.push(dropped().into());
+            row.push(d.verdict.describe().into());
+            rows.push(row);
+        }
         for record in &d.phases {
             let f = figures.iter().find(|f| f.phase == record.name);
             let peer_longest = f
@@ -50,10 +67,7 @@ pub fn section(m: &Manifest) -> Vec<Block> {
                 per_second(cpu.map(|c| c.softirq_ms), seconds).into(),
                 per_second(cpu.and_then(|c| c.engine_cpu_ms), seconds).into(),
                 per_second(peer.and_then(|c| c.idle_ms), seconds).into(),
-                evidence
-                    .and_then(|e| e.capture_dropped)
-                    .map_or("-".into(), |n| n.to_string())
-                    .into(),
+                dropped().into(),
                 d.shown_verdict_in(&record.name).into(),
             ]);
         }
@@ -215,6 +229,17 @@ mod tests {
         assert!(
             text.contains(
                 "| xdp | 256 | L4 | 2 | 1 | 12.35 | 10.50 | 200.0 | 50.0 | 400.0 | 7 | INVALID"
+            ),
+            "{text}"
+        );
+        // A step that never reached its phases says so, with its reason.
+        let failed = serde_json::json!({"status": "fail", "why": "sessions never came Up"});
+        let mut never_up = row("xdp", 512, false, failed);
+        never_up["phases"] = serde_json::json!([]);
+        let text = markdown(&section(&manifest(vec![never_up])));
+        assert!(
+            text.contains(
+                "| xdp | 512 | bring-up | - | - | - | - | - | - | - | 7 | FAIL: sessions never came Up |"
             ),
             "{text}"
         );
