@@ -647,6 +647,14 @@ fn notes(d: &DutOutcome) -> Vec<String> {
             e.responder.as_deref().unwrap_or("an unreported policy")
         ));
     }
+    if e.long_gaps_left_out > 0 {
+        notes.push(format!(
+            "{}: its manifest keeps the {} longest of its gaps over 1.2 intervals; {} shorter ones are left out (it did not pass), and the notes below count only those kept.",
+            d.label,
+            e.long_gaps.len(),
+            e.long_gaps_left_out
+        ));
+    }
     let mirrored: Vec<f64> = e
         .long_gaps
         .iter()
