@@ -237,16 +237,20 @@ fn detections(
             let told = first
                 .detection_latency_ms
                 .filter(|&ms| ms >= sides.detection_ms - 1.0);
-            let reverse = flows.iter().position(|f| {
-                f.src == flows[i].dst && f.dst == flows[i].src && f.service == flows[i].service
-            });
-            let expired = reverse.is_some_and(|r| {
+            let expired = reverse_flow(flows, i).is_some_and(|r| {
                 long.expired_before(r, first.at_ns, detection_ns, DOWN_AFTER_EXPIRY_NS)
             });
             told.or(expired.then_some(sides.detection_ms))
         })
         .collect();
     (premature, silent)
+}
+
+/// The flow the other way of flow `i` (the same service), if captured.
+fn reverse_flow(flows: &[FlowResult], i: usize) -> Option<usize> {
+    flows.iter().position(|f| {
+        f.src == flows[i].dst && f.dst == flows[i].src && f.service == flows[i].service
+    })
 }
 
 /// What the packet-by-packet walk of the whole capture found.
@@ -275,11 +279,7 @@ fn walk_the_wire(
     let dut_flows: Vec<usize> = (0..flows.len())
         .filter(|&i| sides.dut.contains(&flows[i].src) && sides.peer.contains(&flows[i].dst))
         .collect();
-    let reverse = |i: usize| {
-        flows.iter().position(|f| {
-            f.src == flows[i].dst && f.dst == flows[i].src && f.service == flows[i].service
-        })
-    };
+    let reverse = |i: usize| reverse_flow(flows, i);
     let mut long_gaps: Vec<crate::manifest::faults::LongGap> = (sides.plain.iter())
         .flat_map(|&(start, end)| mirror::judge_gaps(long, &dut_flows, reverse, start, end))
         .collect();
